@@ -1,0 +1,490 @@
+//! The command line: nmap's flags, parsed in two steps.
+//!
+//! First [`parse`] turns argv into raw [`Args`] (clap), after rewriting
+//! nmap's multi-letter single-dash flags (`-sT`, `-oJ`, `-iL`, `-Pn`) into
+//! long ones clap understands. Then [`validate`] checks every value, resolves
+//! hostnames once, and builds the [`Plan`]: a `ScanConfig` for the engine and
+//! the outputs to open. The engine never sees clap types.
+
+use std::fs;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use moonscan::discovery::Timing;
+use moonscan::findings::ScanType;
+use moonscan::targets::{self, AddrSet, Family, Shard, TargetSpace, Term};
+use moonscan::{Error, ErrorKind, Result, ScanConfig};
+
+/// nmap flags of more than one letter after a single dash, and their long names here.
+const NMAP_FLAGS: &[(&str, &str)] = &[
+    ("-sS", "--syn"),
+    ("-sT", "--connect"),
+    ("-sU", "--udp"),
+    ("-sV", "--service-version"),
+    ("-sC", "--script-default"),
+    ("-Pn", "--no-ping"),
+    ("-oN", "--output-normal"),
+    ("-oX", "--output-xml"),
+    ("-oG", "--output-grepable"),
+    ("-oJ", "--output-json"),
+    ("-oA", "--output-all"),
+    ("-iL", "--input-list"),
+];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "moonscan",
+    version,
+    about = "A Lua-scriptable network scanner",
+    override_usage = "moonscan [OPTIONS] TARGETS...",
+    after_help = "nmap-style flags are accepted: -sT (connect scan), -p SPEC, -p-, -F, -T0..-T5, \
+                  -oJ FILE (NDJSON, '-' for stdout), -iL FILE, -Pn, -n, -6."
+)]
+pub struct Args {
+    /// Targets: addresses, CIDR blocks, ranges (198.18.0.1-20) and hostnames.
+    #[arg(value_name = "TARGETS")]
+    pub targets: Vec<String>,
+
+    /// Ports: 22,80,1000-2000, - (all), T:80,U:53, service names.
+    #[arg(short = 'p', value_name = "SPEC", allow_hyphen_values = true)]
+    pub ports: Option<String>,
+    /// Scan the N most commonly open ports.
+    #[arg(long = "top-ports", value_name = "N")]
+    pub top_ports: Option<usize>,
+    /// Fast mode: the 100 most commonly open ports.
+    #[arg(short = 'F')]
+    pub fast: bool,
+
+    /// TCP connect scan (-sT): the default until SYN scanning is available.
+    #[arg(long = "connect")]
+    pub connect: bool,
+    /// SYN scan (-sS).
+    #[arg(long = "syn")]
+    pub syn: bool,
+    /// UDP scan (-sU).
+    #[arg(long = "udp")]
+    pub udp: bool,
+    /// Service and version detection (-sV).
+    #[arg(long = "service-version")]
+    pub service_version: bool,
+    /// Run the default plugins (-sC).
+    #[arg(long = "script-default")]
+    pub script_default: bool,
+    /// Treat every host as up (-Pn); moonscan never pings first, so this changes nothing.
+    #[arg(long = "no-ping")]
+    pub no_ping: bool,
+
+    /// Timing template, 0 (paranoid) to 5 (insane); default 3.
+    #[arg(short = 'T', value_name = "0-5", value_parser = clap::value_parser!(u8).range(0..=5))]
+    pub timing: Option<u8>,
+    /// Send no more than this many probes per second.
+    #[arg(long = "max-rate", value_name = "N")]
+    pub max_rate: Option<f64>,
+    /// Extra tries for a probe that got no answer.
+    #[arg(long = "max-retries", value_name = "N")]
+    pub max_retries: Option<u32>,
+    /// Most probes outstanding at once.
+    #[arg(long = "max-parallelism", value_name = "N")]
+    pub max_parallelism: Option<usize>,
+    /// How long to wait for an answer (e.g. 500ms, 2s).
+    #[arg(long = "max-rtt-timeout", value_name = "TIME")]
+    pub max_rtt_timeout: Option<String>,
+
+    /// NDJSON events to FILE ('-' for stdout) (-oJ).
+    #[arg(long = "output-json", value_name = "FILE")]
+    pub output_json: Option<PathBuf>,
+    /// nmap normal output (-oN).
+    #[arg(long = "output-normal", value_name = "FILE")]
+    pub output_normal: Option<PathBuf>,
+    /// nmap XML output (-oX).
+    #[arg(long = "output-xml", value_name = "FILE")]
+    pub output_xml: Option<PathBuf>,
+    /// nmap grepable output (-oG).
+    #[arg(long = "output-grepable", value_name = "FILE")]
+    pub output_grepable: Option<PathBuf>,
+    /// The three nmap formats at once (-oA).
+    #[arg(long = "output-all", value_name = "BASE")]
+    pub output_all: Option<PathBuf>,
+
+    /// Read targets from FILE ('-' for stdin) (-iL).
+    #[arg(long = "input-list", value_name = "FILE")]
+    pub input_list: Option<PathBuf>,
+    /// Never scan these targets (comma-separated).
+    #[arg(long = "exclude", value_name = "LIST")]
+    pub exclude: Vec<String>,
+    /// Never scan the targets listed in FILE.
+    #[arg(long = "excludefile", value_name = "FILE")]
+    pub exclude_file: Vec<PathBuf>,
+    /// Never resolve hostnames.
+    #[arg(short = 'n')]
+    pub no_dns: bool,
+    /// Resolve hostnames to IPv6 addresses; IPv4 targets are refused.
+    #[arg(short = '6')]
+    pub ipv6: bool,
+
+    /// Scan only part K of N of the target space (1-based).
+    #[arg(long = "shard", value_name = "K/N")]
+    pub shard: Option<String>,
+    /// Key of the scan order (default: random), to repeat an order.
+    #[arg(long = "seed", value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+/// Parses argv (including the program name).
+pub fn parse(argv: &[String]) -> std::result::Result<Args, clap::Error> {
+    Args::try_parse_from(rewrite(argv))
+}
+
+/// Rewrites nmap's multi-letter single-dash flags into long flags.
+fn rewrite(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut rest = false;
+    for a in argv {
+        if rest || a == "--" {
+            rest = true;
+            out.push(a.clone());
+            continue;
+        }
+        match NMAP_FLAGS.iter().find(|(short, _)| a == short) {
+            Some((_, long)) => out.push((*long).to_string()),
+            None => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// Where a format goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dest {
+    Stdout,
+    File(PathBuf),
+}
+
+impl Dest {
+    fn from(p: PathBuf) -> Dest {
+        if p.as_os_str() == "-" {
+            Dest::Stdout
+        } else {
+            Dest::File(p)
+        }
+    }
+}
+
+/// A validated invocation.
+#[derive(Debug)]
+pub struct Plan {
+    pub config: ScanConfig,
+    pub json: Option<Dest>,
+    /// Text for people on stdout (off when a machine format took stdout).
+    pub text_on_stdout: bool,
+}
+
+fn usage(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Config, msg)
+}
+
+/// Checks every value and builds the plan. `nofile` is the process's open-file limit.
+pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
+    if args.syn {
+        return Err(usage("-sS (SYN scan) needs the raw-socket engine, which this build does not have yet; use -sT"));
+    }
+    if args.udp {
+        return Err(usage("-sU (UDP scan) is not available yet"));
+    }
+    if args.service_version {
+        return Err(usage("-sV (service detection) is not available yet"));
+    }
+    if args.script_default {
+        return Err(usage("-sC (plugins) is not available yet"));
+    }
+    for (flag, given) in [
+        ("-oN", args.output_normal.is_some()),
+        ("-oX", args.output_xml.is_some()),
+        ("-oG", args.output_grepable.is_some()),
+        ("-oA", args.output_all.is_some()),
+    ] {
+        if given {
+            return Err(usage(format!(
+                "{flag} is not available yet; use -oJ FILE for NDJSON"
+            )));
+        }
+    }
+
+    let ports = port_list(&args)?;
+    let family = if args.ipv6 {
+        Family::OnlyV6
+    } else {
+        Family::PreferV4
+    };
+    let mut terms = args.targets.clone();
+    if let Some(path) = &args.input_list {
+        terms.extend(read_list(path, "-iL")?);
+    }
+    if terms.is_empty() {
+        return Err(Error::new(
+            ErrorKind::TargetSpec,
+            "no targets given (see moonscan --help)",
+        ));
+    }
+    let include = addr_set(&terms, args.no_dns, family)?;
+    let mut excluded: Vec<String> = args
+        .exclude
+        .iter()
+        .flat_map(|l| l.split(','))
+        .map(str::to_string)
+        .collect();
+    for path in &args.exclude_file {
+        excluded.extend(read_list(path, "--excludefile")?);
+    }
+    excluded.retain(|t| !t.trim().is_empty());
+    let exclude = addr_set(&excluded, args.no_dns, family)?;
+    let space = TargetSpace::new(&include, &exclude, ports)?;
+
+    let mut timing = Timing::template(args.timing.unwrap_or(3)).expect("clap checked the range");
+    if let Some(rate) = args.max_rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(usage(format!(
+                "--max-rate must be a positive number of probes per second, not {rate}"
+            )));
+        }
+        timing.max_rate = Some(rate);
+    }
+    if let Some(r) = args.max_retries {
+        timing.retries = r;
+    }
+    if let Some(w) = args.max_parallelism {
+        if w == 0 {
+            return Err(usage("--max-parallelism must be at least 1"));
+        }
+        timing.window = w;
+    }
+    if let Some(t) = &args.max_rtt_timeout {
+        timing.timeout = parse_time(t)?;
+    }
+    // Keep room for the files and sockets that are not probes.
+    let fd_room = usize::try_from(nofile.saturating_sub(64))
+        .unwrap_or(usize::MAX)
+        .max(1);
+    timing.window = timing.window.min(fd_room);
+
+    let shard = match &args.shard {
+        Some(s) => Shard::parse(s)?,
+        None => Shard::WHOLE,
+    };
+    let seed = args.seed.unwrap_or_else(random_seed);
+    let json = args.output_json.map(Dest::from);
+    let text_on_stdout = json != Some(Dest::Stdout);
+    let config = ScanConfig {
+        space,
+        scan_type: ScanType::Connect,
+        timing,
+        seed,
+        shard,
+        start: 0,
+        args: argv.to_vec(),
+    };
+    Ok(Plan {
+        config,
+        json,
+        text_on_stdout,
+    })
+}
+
+fn port_list(args: &Args) -> Result<Vec<u16>> {
+    let chosen = [args.ports.is_some(), args.top_ports.is_some(), args.fast]
+        .iter()
+        .filter(|&&b| b)
+        .count();
+    if chosen > 1 {
+        return Err(Error::new(
+            ErrorKind::PortSpec,
+            "choose one of -p, --top-ports and -F",
+        ));
+    }
+    let tcp = match (&args.ports, args.top_ports, args.fast) {
+        (Some(spec), _, _) => targets::parse_ports(spec)?.tcp,
+        (_, Some(0), _) => {
+            return Err(Error::new(
+                ErrorKind::PortSpec,
+                "--top-ports needs a number above 0",
+            ))
+        }
+        (_, Some(n), _) => targets::top_ports(targets::Proto::Tcp, n),
+        (_, _, true) => targets::top_ports(targets::Proto::Tcp, 100),
+        _ => targets::top_ports(targets::Proto::Tcp, 1000),
+    };
+    if tcp.is_empty() {
+        return Err(Error::new(
+            ErrorKind::PortSpec,
+            "the port spec names no TCP ports (a connect scan scans TCP)",
+        ));
+    }
+    Ok(tcp)
+}
+
+/// Target terms from a file: whitespace-separated, `#` starts a comment.
+fn read_list(path: &PathBuf, flag: &str) -> Result<Vec<String>> {
+    let text = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map(|_| s)
+    } else {
+        fs::read_to_string(path)
+    }
+    .map_err(|e| Error::new(ErrorKind::Config, format!("{flag} {}: {e}", path.display())))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or(""))
+        .flat_map(str::split_whitespace)
+        .map(str::to_string)
+        .collect())
+}
+
+fn addr_set(terms: &[String], no_dns: bool, family: Family) -> Result<AddrSet> {
+    let mut ranges = Vec::new();
+    for t in terms {
+        match targets::parse_term(t)? {
+            Term::Ranges(r) => {
+                if family == Family::OnlyV6
+                    && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4())
+                {
+                    return Err(Error::new(
+                        ErrorKind::TargetSpec,
+                        format!("-6 was given but '{t}' is an IPv4 target"),
+                    ));
+                }
+                ranges.extend(r);
+            }
+            Term::Host(name) if no_dns => {
+                return Err(Error::new(
+                    ErrorKind::Resolve,
+                    format!("'{name}' is a hostname, and -n disables DNS resolution"),
+                ));
+            }
+            Term::Host(name) => {
+                let k = targets::addrs::key(targets::resolve(&name, family)?);
+                ranges.push((k, k));
+            }
+        }
+    }
+    Ok(AddrSet::from_ranges(ranges))
+}
+
+/// nmap's time values: seconds by default, or with ms/s/m/h.
+fn parse_time(s: &str) -> Result<Duration> {
+    let bad = || usage(format!("invalid time '{s}': use e.g. 500ms, 2s, 1m"));
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| bad())?;
+    if !(v.is_finite() && v > 0.0) || v * mult > 86_400.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+fn random_seed() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        return t as u64 ^ u64::from(std::process::id());
+    }
+    u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        std::iter::once("moonscan")
+            .chain(s.split_whitespace())
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn plan(s: &str) -> Result<Plan> {
+        let a = argv(s);
+        validate(parse(&a).expect("clap accepts it"), &a, 1 << 20)
+    }
+
+    #[test]
+    fn nmap_style_flags_are_understood() {
+        let p = plan("-sT -p- -T4 -n -Pn -oJ - 198.18.0.2").unwrap();
+        assert_eq!(p.config.space.ports().len(), 65535);
+        assert_eq!(p.json, Some(Dest::Stdout));
+        assert!(!p.text_on_stdout);
+        assert_eq!(
+            p.config.timing,
+            Timing {
+                window: 4096,
+                ..Timing::template(4).unwrap()
+            }
+        );
+    }
+
+    #[test]
+    fn defaults_are_top_1000_and_t3() {
+        let p = plan("127.0.0.1").unwrap();
+        assert_eq!(p.config.space.ports().len(), 1000);
+        assert!(p.text_on_stdout);
+        assert_eq!(
+            plan("-F 127.0.0.1").unwrap().config.space.ports().len(),
+            100
+        );
+    }
+
+    #[test]
+    fn window_respects_the_open_file_limit() {
+        let a = argv("-T5 127.0.0.1");
+        let p = validate(parse(&a).unwrap(), &a, 200).unwrap();
+        assert_eq!(p.config.timing.window, 136);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for (args, needle) in [
+            ("-p 70000 127.0.0.1", "out of range"),
+            ("-p 5-1 127.0.0.1", "reversed"),
+            ("300.1.1.1", "octet 300"),
+            ("198.18.0.0/33", "prefix length 33"),
+            ("", "no targets"),
+            ("-n localhost", "-n disables DNS"),
+            ("-p 80 -F 127.0.0.1", "choose one"),
+            ("--max-rate 0 127.0.0.1", "--max-rate"),
+            ("--shard 3/2 127.0.0.1", "invalid shard"),
+            ("--exclude 127.0.0.1 127.0.0.1", "every target is excluded"),
+            ("-6 127.0.0.1", "IPv4 target"),
+            ("--max-rtt-timeout soon 127.0.0.1", "invalid time"),
+            ("-sS 127.0.0.1", "-sT"),
+        ] {
+            let e = plan(args).expect_err(args);
+            assert!(e.is_usage(), "{args}: {e}");
+            assert!(e.to_string().contains(needle), "{args}: {e}");
+        }
+    }
+
+    #[test]
+    fn rewrite_stops_at_double_dash() {
+        assert_eq!(rewrite(&argv("-sT -- -sT")), argv("--connect -- -sT"));
+    }
+
+    #[test]
+    fn times_take_units() {
+        assert_eq!(parse_time("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_time("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_time("1m").unwrap(), Duration::from_secs(60));
+        assert!(parse_time("-1s").is_err());
+    }
+}

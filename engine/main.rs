@@ -1,0 +1,147 @@
+//! The `moonscan` command: parses flags, runs one scan, renders its events.
+//!
+//! Exit status: 0 when the scan ran without errors, 1 when it ran but some
+//! targets failed (or it was interrupted, or an output could not be
+//! written), 2 for bad usage. Results go to stdout; the progress line and
+//! messages go to stderr.
+
+mod cli;
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use moonscan::discovery::{stop_signal, Stats};
+use moonscan::output::{self, Ndjson, Sink, Text};
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let args = match cli::parse(&argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
+    let plan = match cli::validate(args, &argv, nofile) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("moonscan: {e}");
+            return ExitCode::from(if e.is_usage() { 2 } else { 1 });
+        }
+    };
+    match run(plan) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("moonscan: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(plan: cli::Plan) -> anyhow::Result<u8> {
+    let stats = Arc::new(Stats::default());
+    let progress = progress_bar(&stats);
+
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    if plan.text_on_stdout {
+        sinks.push(Box::new(Text::new(StdoutAround(progress.clone()))));
+    }
+    match &plan.json {
+        Some(cli::Dest::Stdout) => {
+            sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone()))))
+        }
+        Some(cli::Dest::File(path)) => {
+            let f =
+                File::create(path).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
+            sinks.push(Box::new(Ndjson::new(f)));
+        }
+        None => {}
+    }
+
+    let (tx, rx) = tokio::sync::mpsc::channel(4096);
+    let writer = std::thread::spawn(move || output::drain(rx, sinks));
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let (stop_handle, stop) = stop_signal();
+    let end = rt.block_on(async {
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop_handle.stop();
+                eprintln!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        moonscan::run(&plan.config, tx, stats.clone(), stop).await
+    });
+    rt.shutdown_timeout(Duration::from_millis(100));
+    let written = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("output thread panicked"))?;
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
+    }
+    if let Err(e) = written {
+        // A closed stdout pipe (`| head`) is the reader's choice, not a failure.
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            eprintln!("moonscan: writing results: {e}");
+            return Ok(1);
+        }
+    }
+    Ok(if end.errors > 0 || end.interrupted {
+        1
+    } else {
+        0
+    })
+}
+
+/// A progress line on stderr when stderr is a terminal, fed from the scan's counters.
+fn progress_bar(stats: &Arc<Stats>) -> Option<ProgressBar> {
+    if !io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(5));
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} {wide_bar} {pos}/{len} probes  {per_sec}  {msg}  ETA {eta}",
+        )
+        .expect("static template"),
+    );
+    let (pb2, stats) = (pb.clone(), stats.clone());
+    std::thread::spawn(move || {
+        while !pb2.is_finished() {
+            pb2.set_length(stats.planned.load(Ordering::Relaxed));
+            pb2.set_position(Stats::get(&stats.sent));
+            pb2.set_message(format!("{} open", Stats::get(&stats.open)));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    Some(pb)
+}
+
+/// Stdout that hides the progress line while it writes, so the two never mix.
+struct StdoutAround(Option<ProgressBar>);
+
+impl Write for StdoutAround {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &self.0 {
+            Some(pb) => pb.suspend(|| io::stdout().write(buf)),
+            None => io::stdout().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stdout().flush()
+    }
+}

@@ -1,0 +1,32 @@
+//! Operating-system plumbing, and the only module allowed `unsafe`.
+//!
+//! For now: the open-file limit, which bounds how many sockets a scan may
+//! hold. Raw packet sockets arrive here with SYN scanning.
+
+#![allow(unsafe_code)]
+
+use std::io;
+
+/// Raises the soft open-file limit to the hard limit and returns the new soft
+/// limit.
+pub fn raise_nofile_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit that setrlimit only reads.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    Ok(lim.rlim_cur)
+}

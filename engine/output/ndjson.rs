@@ -1,0 +1,29 @@
+//! NDJSON: one event a line, in the schema of DESIGN.md.
+
+use std::io::{self, BufWriter, Write};
+
+use super::Sink;
+use crate::findings::Event;
+
+pub struct Ndjson<W: Write> {
+    out: BufWriter<W>,
+}
+
+impl<W: Write> Ndjson<W> {
+    pub fn new(writer: W) -> Ndjson<W> {
+        Ndjson {
+            out: BufWriter::new(writer),
+        }
+    }
+}
+
+impl<W: Write + Send> Sink for Ndjson<W> {
+    fn record(&mut self, event: &Event) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)?;
+        self.out.write_all(b"\n")
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
