@@ -25,6 +25,8 @@ pub struct ScanConfig {
     /// Key of the scan order.
     pub seed: u64,
     pub shard: Shard,
+    /// Probe drivers to run in parallel (one per core is right).
+    pub workers: usize,
     /// Position within the shard to start at (0 unless resuming).
     pub start: u64,
     /// The command line, recorded in `scan_start`.
@@ -49,7 +51,7 @@ pub async fn run(
     cfg: &ScanConfig,
     events: mpsc::Sender<Event>,
     stats: Arc<Stats>,
-    mut stop: Stop,
+    stop: Stop,
 ) -> ScanEnd {
     let scan_id = new_scan_id();
     let planned = cfg.space.shard_len(cfg.shard).saturating_sub(cfg.start);
@@ -70,7 +72,7 @@ pub async fn run(
     let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
     let interrupted = match cfg.scan_type {
         ScanType::Connect => {
-            discovery::connect::run(order, &cfg.timing, t0, &events, &stats, &mut stop).await
+            discovery::connect::run(order, &cfg.timing, cfg.workers, t0, &events, &stats, &stop).await
         }
     };
 

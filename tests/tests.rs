@@ -1,1 +1,10 @@
 //! Integration tests: one binary, one module per area.
+//!
+//! `util` starts commands and the lab; `cli` checks flags and errors;
+//! `loopback` scans listeners on 127.0.0.1; `lab` scans the lab's
+//! namespaces (root required: these tests fail, never skip, without it).
+
+mod cli;
+mod lab;
+mod loopback;
+mod util;

@@ -80,7 +80,7 @@ pub struct Args {
     #[arg(short = 'T', value_name = "0-5", value_parser = clap::value_parser!(u8).range(0..=5))]
     pub timing: Option<u8>,
     /// Send no more than this many probes per second.
-    #[arg(long = "max-rate", value_name = "N")]
+    #[arg(long = "max-rate", value_name = "N", allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
     /// Extra tries for a probe that got no answer.
     #[arg(long = "max-retries", value_name = "N")]
@@ -282,6 +282,7 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
         timing,
         seed,
         shard,
+        workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
         start: 0,
         args: argv.to_vec(),
     };

@@ -1,9 +1,15 @@
 //! Connect scan: one non-blocking `connect()` per probe.
 //!
 //! Works without privileges. A completed handshake means open, a refusal
-//! means closed, silence means filtered after the last retry. Sockets get
-//! `SO_LINGER 0`, so closing an open port's connection sends a RST and leaves
-//! no TIME_WAIT behind. Running out of descriptors or local ports is not a
+//! means closed, silence means filtered after the last retry.
+//!
+//! The fast path asks the socket twice: the first `connect()` starts the
+//! handshake, the second reports where it stands (0: open, `ECONNREFUSED`:
+//! closed, `EALREADY`: still waiting). On a fast link the answer is usually
+//! there already, so most probes finish inline in five system calls without
+//! touching the reactor; only probes still waiting are handed to tokio.
+//! Open sockets get `SO_LINGER 0` before they close, so they end with a RST
+//! and leave no TIME_WAIT. Running out of descriptors or local ports is not a
 //! result: the probe waits briefly and tries again.
 
 use std::collections::HashSet;
@@ -12,14 +18,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpSocket;
-use tokio::sync::{mpsc, Semaphore};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::{Limiter, Stats, Stop, Timing};
 use crate::findings::{ErrorEvent, ErrorKind, Event, PortEvent, PortState};
 use crate::targets::ScanOrder;
 
-/// How a single connect attempt ended.
+/// How a connect attempt stands.
 #[derive(Debug)]
 enum Attempt {
     Open,
@@ -31,22 +37,67 @@ enum Attempt {
     Failed(io::Error),
 }
 
-async fn attempt(addr: SocketAddr, timeout: Duration) -> Attempt {
-    let socket = match addr {
-        SocketAddr::V4(_) => TcpSocket::new_v4(),
-        SocketAddr::V6(_) => TcpSocket::new_v6(),
+/// Either an answer already, or a socket still in its handshake.
+enum Started {
+    Done(Attempt),
+    Waiting(Socket),
+}
+
+fn start(addr: SocketAddr) -> Started {
+    let sock = match Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking().cloexec(), Some(Protocol::TCP)) {
+        Ok(s) => s,
+        Err(e) => return Started::Done(classify(e)),
     };
-    let socket = match socket {
+    let addr = addr.into();
+    match sock.connect(&addr) {
+        Ok(()) => return Started::Done(opened(&sock)),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Started::Done(classify(e)),
+    }
+    // Ask again: on a fast path the handshake (or its refusal) is already done.
+    match sock.connect(&addr) {
+        Ok(()) => Started::Done(opened(&sock)),
+        Err(e) => match e.raw_os_error() {
+            Some(libc::EISCONN) => Started::Done(opened(&sock)),
+            Some(libc::EALREADY | libc::EINPROGRESS) => Started::Waiting(sock),
+            _ => Started::Done(classify(e)),
+        },
+    }
+}
+
+/// An open port: close it with a RST rather than a FIN.
+fn opened(sock: &Socket) -> Attempt {
+    let _ = sock.set_linger(Some(Duration::ZERO));
+    Attempt::Open
+}
+
+/// Waits for a socket's handshake to end, up to `timeout`.
+async fn wait(sock: Socket, addr: SocketAddr, timeout: Duration) -> Attempt {
+    let stream = match tokio::net::TcpStream::from_std(std::net::TcpStream::from(sock)) {
         Ok(s) => s,
         Err(e) => return classify(e),
     };
-    if let Err(e) = socket.set_zero_linger() {
-        return Attempt::Failed(e);
+    if tokio::time::timeout(timeout, stream.writable()).await.is_err() {
+        return Attempt::TimedOut;
     }
-    match tokio::time::timeout(timeout, socket.connect(addr)).await {
-        Err(_) => Attempt::TimedOut,
-        Ok(Ok(_stream)) => Attempt::Open,
-        Ok(Err(e)) => classify(e),
+    let sock = SockRef::from(&stream);
+    match sock.connect(&addr.into()) {
+        Ok(()) => opened_ref(&sock),
+        Err(e) if e.raw_os_error() == Some(libc::EISCONN) => opened_ref(&sock),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EALREADY | libc::EINPROGRESS)) => Attempt::TimedOut,
+        Err(e) => classify(e),
+    }
+}
+
+fn opened_ref(sock: &SockRef<'_>) -> Attempt {
+    let _ = sock.set_linger(Some(Duration::ZERO));
+    Attempt::Open
+}
+
+async fn attempt(addr: SocketAddr, timeout: Duration) -> Attempt {
+    match start(addr) {
+        Started::Done(a) => a,
+        Started::Waiting(sock) => wait(sock, addr, timeout).await,
     }
 }
 
@@ -55,14 +106,9 @@ fn classify(e: io::Error) -> Attempt {
         Some(libc::ECONNREFUSED) => Attempt::Closed,
         Some(libc::ETIMEDOUT) => Attempt::TimedOut,
         Some(libc::EHOSTUNREACH | libc::EHOSTDOWN) => Attempt::HostUnreachable,
-        Some(
-            libc::EMFILE
-            | libc::ENFILE
-            | libc::ENOBUFS
-            | libc::ENOMEM
-            | libc::EADDRNOTAVAIL
-            | libc::EAGAIN,
-        ) => Attempt::Resource,
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL | libc::EAGAIN) => {
+            Attempt::Resource
+        }
         _ => Attempt::Failed(e),
     }
 }
@@ -71,6 +117,7 @@ fn classify(e: io::Error) -> Attempt {
 struct Shared {
     timing: Timing,
     limiter: Limiter,
+    window: Arc<Semaphore>,
     events: mpsc::Sender<Event>,
     stats: Arc<Stats>,
     t0: Instant,
@@ -78,20 +125,25 @@ struct Shared {
     reported: Mutex<HashSet<IpAddr>>,
 }
 
-/// Longest a probe keeps retrying for local resources before giving up.
+/// Most times a probe retries for local resources (2 ms apart) before giving up.
 const RESOURCE_RETRIES: u32 = 500;
 
-async fn probe(sh: &Shared, ip: IpAddr, port: u16) {
-    let addr = SocketAddr::new(ip, port);
-    let (mut tries, mut starved) = (0u32, 0u32);
-    loop {
-        let outcome = attempt(addr, sh.timing.timeout).await;
+/// What to do after an attempt.
+enum Next {
+    Finished,
+    Retry,
+    RetryLater,
+}
+
+impl Shared {
+    /// Records an attempt's outcome; says whether the probe is finished.
+    async fn settle(&self, ip: IpAddr, port: u16, outcome: Attempt, tries: &mut u32, starved: &mut u32) -> Next {
         if !matches!(outcome, Attempt::Resource) {
-            Stats::bump(&sh.stats.sent);
+            Stats::bump(&self.stats.sent);
         }
         match outcome {
             Attempt::Open => {
-                Stats::bump(&sh.stats.open);
+                Stats::bump(&self.stats.open);
                 let ev = PortEvent {
                     ip,
                     port,
@@ -99,88 +151,127 @@ async fn probe(sh: &Shared, ip: IpAddr, port: u16) {
                     state: PortState::Open,
                     reason: "syn-ack",
                     ttl: None,
-                    t: sh.t0.elapsed().as_secs_f64(),
+                    t: self.t0.elapsed().as_secs_f64(),
                 };
-                let _ = sh.events.send(Event::Port(ev)).await;
+                let _ = self.events.send(Event::Port(ev)).await;
             }
-            Attempt::Closed => Stats::bump(&sh.stats.closed),
-            Attempt::TimedOut if tries < sh.timing.retries => {
-                tries += 1;
-                sh.limiter.acquire().await;
-                continue;
+            Attempt::Closed => Stats::bump(&self.stats.closed),
+            Attempt::TimedOut if *tries < self.timing.retries => {
+                *tries += 1;
+                return Next::Retry;
             }
-            Attempt::TimedOut | Attempt::HostUnreachable => Stats::bump(&sh.stats.filtered),
-            Attempt::Resource if starved < RESOURCE_RETRIES => {
-                starved += 1;
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                continue;
+            Attempt::TimedOut | Attempt::HostUnreachable => Stats::bump(&self.stats.filtered),
+            Attempt::Resource if *starved < RESOURCE_RETRIES => {
+                *starved += 1;
+                return Next::RetryLater;
             }
-            Attempt::Resource => {
-                let e = io::Error::other("out of sockets or local ports");
-                report(sh, ip, port, &e).await;
-            }
-            Attempt::Failed(e) => report(sh, ip, port, &e).await,
+            Attempt::Resource => self.report(ip, port, &io::Error::other("out of sockets or local ports")).await,
+            Attempt::Failed(e) => self.report(ip, port, &e).await,
         }
-        return;
+        Next::Finished
     }
-}
 
-async fn report(sh: &Shared, ip: IpAddr, port: u16, e: &io::Error) {
-    Stats::bump(&sh.stats.errors);
-    let first = sh
-        .reported
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(ip);
-    if first {
-        let ev = ErrorEvent {
-            ip: Some(ip),
-            port: Some(port),
-            plugin: None,
-            kind: ErrorKind::Io,
-            message: format!("connect: {e}"),
+    async fn report(&self, ip: IpAddr, port: u16, e: &io::Error) {
+        Stats::bump(&self.stats.errors);
+        let first = self.reported.lock().unwrap_or_else(|p| p.into_inner()).insert(ip);
+        if first {
+            let ev = ErrorEvent {
+                ip: Some(ip),
+                port: Some(port),
+                plugin: None,
+                kind: ErrorKind::Io,
+                message: format!("connect: {e}"),
+            };
+            let _ = self.events.send(Event::Error(ev)).await;
+        }
+    }
+
+    /// Finishes a probe whose first attempt was `first`, retrying as needed.
+    async fn follow(self: Arc<Self>, ip: IpAddr, port: u16, first: Started, _permit: OwnedSemaphorePermit) {
+        let addr = SocketAddr::new(ip, port);
+        let (mut tries, mut starved) = (0, 0);
+        let mut outcome = match first {
+            Started::Done(a) => a,
+            Started::Waiting(sock) => wait(sock, addr, self.timing.timeout).await,
         };
-        let _ = sh.events.send(Event::Error(ev)).await;
+        loop {
+            match self.settle(ip, port, outcome, &mut tries, &mut starved).await {
+                Next::Finished => return,
+                Next::Retry => self.limiter.acquire().await,
+                Next::RetryLater => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+            outcome = attempt(addr, self.timing.timeout).await;
+        }
     }
 }
 
-/// Probes every pair of `order`. Returns true if `stop` cut the scan short.
+/// One worker's share of the scan. Returns true if `stop` cut it short.
+async fn drive(sh: Arc<Shared>, order: ScanOrder, mut stop: Stop) -> bool {
+    for (n, (ip, port)) in order.enumerate() {
+        if stop.is_set() {
+            return true;
+        }
+        let permit = match sh.window.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => tokio::select! {
+                biased;
+                _ = stop.wait() => return true,
+                p = sh.window.clone().acquire_owned() => p.expect("semaphore never closed"),
+            },
+        };
+        tokio::select! {
+            biased;
+            _ = stop.wait() => return true,
+            _ = sh.limiter.acquire() => {}
+        }
+        match start(SocketAddr::new(ip, port)) {
+            Started::Done(Attempt::Closed) => {
+                Stats::bump(&sh.stats.sent);
+                Stats::bump(&sh.stats.closed);
+            }
+            first => {
+                tokio::spawn(sh.clone().follow(ip, port, first, permit));
+            }
+        }
+        // Let the reactor and the waiting probes run now and then.
+        if n % 64 == 63 {
+            tokio::task::yield_now().await;
+        }
+    }
+    false
+}
+
+/// Probes every pair of `order` with `workers` drivers. Returns true if
+/// `stop` cut the scan short.
 pub async fn run(
-    order: ScanOrder<'_>,
+    order: ScanOrder,
     timing: &Timing,
+    workers: usize,
     t0: Instant,
     events: &mpsc::Sender<Event>,
     stats: &Arc<Stats>,
-    stop: &mut Stop,
+    stop: &Stop,
 ) -> bool {
-    let window = Arc::new(Semaphore::new(timing.window.max(1)));
+    let window = timing.window.max(1);
     let shared = Arc::new(Shared {
         timing: timing.clone(),
         limiter: Limiter::new(timing.max_rate),
+        window: Arc::new(Semaphore::new(window)),
         events: events.clone(),
         stats: stats.clone(),
         t0,
         reported: Mutex::new(HashSet::new()),
     });
+    let drivers: Vec<_> = order
+        .split(workers.max(1) as u64)
+        .into_iter()
+        .map(|part| tokio::spawn(drive(shared.clone(), part, stop.clone())))
+        .collect();
     let mut interrupted = false;
-    for (ip, port) in order {
-        let permit = tokio::select! {
-            biased;
-            _ = stop.wait() => { interrupted = true; break; }
-            p = window.clone().acquire_owned() => p.expect("semaphore never closed"),
-        };
-        tokio::select! {
-            biased;
-            _ = stop.wait() => { interrupted = true; break; }
-            _ = shared.limiter.acquire() => {}
-        }
-        let sh = shared.clone();
-        tokio::spawn(async move {
-            probe(&sh, ip, port).await;
-            drop(permit);
-        });
+    for d in drivers {
+        interrupted |= d.await.unwrap_or(true);
     }
     // Wait for the probes still out: every permit back means every probe done.
-    let _all = window.acquire_many(timing.window.max(1) as u32).await;
+    let _all = shared.window.acquire_many(window as u32).await;
     interrupted
 }

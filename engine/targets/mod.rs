@@ -16,6 +16,7 @@ pub mod ports;
 pub mod spec;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 pub use addrs::AddrSet;
 pub use permute::Permutation;
@@ -58,11 +59,11 @@ impl Shard {
     }
 }
 
-/// The addresses and ports of a scan.
+/// The addresses and ports of a scan (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct TargetSpace {
-    addrs: AddrSet,
-    ports: Vec<u16>,
+    addrs: Arc<AddrSet>,
+    ports: Arc<[u16]>,
     len: u64,
 }
 
@@ -95,7 +96,7 @@ impl TargetSpace {
                     ),
                 )
             })? as u64;
-        Ok(TargetSpace { addrs, ports, len })
+        Ok(TargetSpace { addrs: Arc::new(addrs), ports: ports.into(), len })
     }
 
     pub fn addrs(&self) -> &AddrSet {
@@ -127,10 +128,10 @@ impl TargetSpace {
 
     /// The scan order for a seed and shard, starting at position `start`
     /// (0 for a new scan, the position reached for a resumed one).
-    pub fn order(&self, seed: u64, shard: Shard, start: u64) -> ScanOrder<'_> {
+    pub fn order(&self, seed: u64, shard: Shard, start: u64) -> ScanOrder {
         let first = start.saturating_mul(shard.n).saturating_add(shard.k - 1);
         ScanOrder {
-            space: self,
+            space: self.clone(),
             perm: Permutation::new(self.len, seed),
             next: first,
             step: shard.n,
@@ -150,22 +151,35 @@ impl TargetSpace {
 
 /// The pairs of one shard in permuted order.
 #[derive(Clone, Debug)]
-pub struct ScanOrder<'a> {
-    space: &'a TargetSpace,
+pub struct ScanOrder {
+    space: TargetSpace,
     perm: Permutation,
     next: u64,
     step: u64,
 }
 
-impl ScanOrder<'_> {
+impl ScanOrder {
     /// How many pairs this order has produced so far, counted within the shard
     /// (what a resumed scan passes back as `start`).
     pub fn position(&self) -> u64 {
         self.next / self.step
     }
+
+    /// Deals the rest of this order round-robin into `parts` orders (one per
+    /// worker); together they produce exactly the pairs this one would have.
+    pub fn split(self, parts: u64) -> Vec<ScanOrder> {
+        let parts = parts.max(1);
+        (0..parts)
+            .map(|i| ScanOrder {
+                next: self.next.saturating_add(i.saturating_mul(self.step)),
+                step: self.step.saturating_mul(parts),
+                ..self.clone()
+            })
+            .collect()
+    }
 }
 
-impl Iterator for ScanOrder<'_> {
+impl Iterator for ScanOrder {
     type Item = (IpAddr, u16);
 
     fn next(&mut self) -> Option<(IpAddr, u16)> {
@@ -261,6 +275,19 @@ mod tests {
         let head: Vec<_> = first.by_ref().take(10).collect();
         let tail: Vec<_> = space.order(3, shard, first.position()).collect();
         assert_eq!([head, tail].concat(), whole);
+    }
+
+    #[test]
+    fn split_orders_cover_the_shard_once() {
+        let space = TargetSpace::new(&set(&["198.19.0.0/25"]), &AddrSet::default(), vec![7, 8, 9]).unwrap();
+        let shard = Shard { k: 1, n: 2 };
+        let whole: HashSet<_> = space.order(4, shard, 0).collect();
+        let mut parts = Vec::new();
+        for part in space.order(4, shard, 0).split(3) {
+            parts.extend(part);
+        }
+        assert_eq!(parts.len(), whole.len());
+        assert_eq!(parts.into_iter().collect::<HashSet<_>>(), whole);
     }
 
     #[test]

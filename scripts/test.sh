@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every moonscan test on a fresh machine (as root): installs what the
+# tests need, brings the lab up (scripts/lab.sh), then runs the unit and
+# integration tests with cargo.
+#
+# Usage: scripts/test.sh [extra cargo test arguments]
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+[ "$(id -u)" -eq 0 ] || { echo "test.sh: run as root (the lab needs network namespaces)" >&2; exit 1; }
+
+# Debian packages the tests use beyond the lab's own (lab.sh installs those).
+missing=()
+command -v script >/dev/null || missing+=(bsdutils)
+command -v ss >/dev/null || missing+=(iproute2)
+command -v cc >/dev/null || missing+=(gcc)
+if [ ${#missing[@]} -gt 0 ]; then
+    apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2
+fi
+
+if ! command -v cargo >/dev/null; then
+    # shellcheck disable=SC1091
+    [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+fi
+command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
+
+bash scripts/lab.sh up
+cargo build --all-targets
+cargo test "$@"

@@ -1,0 +1,69 @@
+//! Flags, specs and exit codes: bad input gets one clear line and status 2.
+
+use crate::util::{run, stderr, stdout};
+
+#[test]
+fn bad_specs_print_one_line_and_exit_2() {
+    for (args, needle) in [
+        (&["-sT", "-p", "70000", "127.0.0.1"][..], "port 70000 is out of range"),
+        (&["-sT", "-p", "5-1", "127.0.0.1"], "port range 5-1 is reversed"),
+        (&["-sT", "-p", "22", "300.1.1.1"], "octet 300 is out of range"),
+        (&["-sT", "-p", "22", "198.18.0.0/33"], "prefix length 33 is out of range"),
+        (&["-sT", "-p", "22"], "no targets given"),
+        (&["-sT", "-p", "22", "-iL", "/nonexistent/list"], "-iL /nonexistent/list"),
+        (&["-sT", "-p", "22", "-n", "localhost"], "-n disables DNS"),
+        (&["-sT", "-p", "22", "--exclude", "127.0.0.0/8", "127.0.0.1"], "every target is excluded"),
+        (&["-sT", "-p", "22", "--shard", "0/2", "127.0.0.1"], "invalid shard"),
+        (&["-sT", "-p", "22", "--max-rate", "-5", "127.0.0.1"], "--max-rate"),
+    ] {
+        let out = run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: want one line, got {err:?}");
+        assert!(err.starts_with("moonscan: ") && err.contains(needle), "{args:?}: {err}");
+        assert!(stdout(&out).is_empty(), "{args:?}: nothing on stdout");
+    }
+}
+
+#[test]
+fn unknown_flags_are_usage_errors() {
+    let out = run(&["--no-such-flag", "127.0.0.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--no-such-flag"));
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("--top-ports"));
+    let out = run(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).starts_with("moonscan "));
+}
+
+/// Garbage in any position never panics: every run ends with 0, 1 or 2.
+#[test]
+fn garbage_arguments_never_panic() {
+    let pieces = [
+        "-p", "-p-", "--top-ports", "-F", "-T9", "-T", "--max-rate", "nan", "inf", "1e400", "-", "--", "/", "1.2.3.4/",
+        "::/0", "1.1.1.1-0.0.0.0", "0-", "-0", ",", "T:", "U:1", "999999999999999999999", "-iL", "--exclude", ",,",
+        "*.*.*.*", "ü.example", "[::1]", "--shard", "1/0", "--seed", "-1", "-oJ", "--max-rtt-timeout", "0ms",
+    ];
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..150 {
+        let mut args = Vec::new();
+        for _ in 0..4 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            args.push(pieces[(x % pieces.len() as u64) as usize]);
+        }
+        // Never a real target outside loopback: the last word is always loopback-only.
+        args.extend(["-n", "--exclude", "0.0.0.0-126.255.255.255,128.0.0.0-255.255.255.255", "127.0.0.1"]);
+        let out = run(&args);
+        let err = stderr(&out);
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(matches!(out.status.code(), Some(0..=2)), "{args:?}: status {:?}: {err}", out.status);
+    }
+}
