@@ -31,10 +31,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error {
-            kind,
-            message: message.into(),
-        }
+        Error { kind, message: message.into() }
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -43,10 +40,7 @@ impl Error {
 
     /// True for errors caused by what the user asked for (exit status 2).
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self.kind,
-            ErrorKind::TargetSpec | ErrorKind::PortSpec | ErrorKind::Resolve | ErrorKind::Config
-        )
+        matches!(self.kind, ErrorKind::TargetSpec | ErrorKind::PortSpec | ErrorKind::Resolve | ErrorKind::Config)
     }
 }
 

@@ -19,9 +19,7 @@ use moonscan::discovery::{stop_signal, Stats};
 use moonscan::output::{self, Ndjson, Sink, Text};
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
+    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let args = match cli::parse(&argv) {
         Ok(a) => a,
         Err(e) => {
@@ -55,12 +53,9 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         sinks.push(Box::new(Text::new(StdoutAround(progress.clone()))));
     }
     match &plan.json {
-        Some(cli::Dest::Stdout) => {
-            sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone()))))
-        }
+        Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),
         Some(cli::Dest::File(path)) => {
-            let f =
-                File::create(path).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
+            let f = File::create(path).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
             sinks.push(Box::new(Ndjson::new(f)));
         }
         None => {}
@@ -69,9 +64,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     let (tx, rx) = tokio::sync::mpsc::channel(4096);
     let writer = std::thread::spawn(move || output::drain(rx, sinks));
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (stop_handle, stop) = stop_signal();
     let end = rt.block_on(async {
         tokio::spawn(async move {
@@ -86,9 +79,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         moonscan::run(&plan.config, tx, stats.clone(), stop).await
     });
     rt.shutdown_timeout(Duration::from_millis(100));
-    let written = writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("output thread panicked"))?;
+    let written = writer.join().map_err(|_| anyhow::anyhow!("output thread panicked"))?;
     if let Some(pb) = &progress {
         pb.finish_and_clear();
     }
@@ -99,11 +90,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             return Ok(1);
         }
     }
-    Ok(if end.errors > 0 || end.interrupted {
-        1
-    } else {
-        0
-    })
+    Ok(if end.errors > 0 || end.interrupted { 1 } else { 0 })
 }
 
 /// A progress line on stderr when stderr is a terminal, fed from the scan's counters.
@@ -113,10 +100,8 @@ fn progress_bar(stats: &Arc<Stats>) -> Option<ProgressBar> {
     }
     let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(5));
     pb.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} {wide_bar} {pos}/{len} probes  {per_sec}  {msg}  ETA {eta}",
-        )
-        .expect("static template"),
+        ProgressStyle::with_template("{elapsed_precise} {wide_bar} {pos}/{len} probes  {per_sec}  {msg}  ETA {eta}")
+            .expect("static template"),
     );
     let (pb2, stats) = (pb.clone(), stats.clone());
     std::thread::spawn(move || {

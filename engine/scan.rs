@@ -38,26 +38,17 @@ pub fn new_scan_id() -> String {
     let mut b = [0u8; 8];
     // An unreadable random source only makes ids less unique; fall back to time.
     if getrandom::fill(&mut b).is_err() {
-        let ns = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
+        let ns = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         b = (ns as u64).to_le_bytes();
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Runs the scan and returns its summary (also sent as `scan_end`).
-pub async fn run(
-    cfg: &ScanConfig,
-    events: mpsc::Sender<Event>,
-    stats: Arc<Stats>,
-    stop: Stop,
-) -> ScanEnd {
+pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats>, stop: Stop) -> ScanEnd {
     let scan_id = new_scan_id();
     let planned = cfg.space.shard_len(cfg.shard).saturating_sub(cfg.start);
-    stats
-        .planned
-        .store(planned, std::sync::atomic::Ordering::Relaxed);
+    stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
     let start = ScanStart {
         scan_id: scan_id.clone(),
         started: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -71,9 +62,7 @@ pub async fn run(
     let t0 = Instant::now();
     let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
     let interrupted = match cfg.scan_type {
-        ScanType::Connect => {
-            discovery::connect::run(order, &cfg.timing, cfg.workers, t0, &events, &stats, &stop).await
-        }
+        ScanType::Connect => discovery::connect::run(order, &cfg.timing, cfg.workers, t0, &events, &stats, &stop).await,
     };
 
     let end = ScanEnd {

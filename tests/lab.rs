@@ -118,15 +118,7 @@ impl Capture {
 fn excluded_addresses_never_receive_a_packet() {
     let _lab = lab();
     let cap = Capture::start("dst net 198.19.0.0/28");
-    let (out, evs) = lab_scan(&[
-        "-sT",
-        "-n",
-        "-p",
-        "80,81",
-        "198.19.0.0/28",
-        "--exclude",
-        "198.19.0.5,198.19.0.8-10",
-    ]);
+    let (out, evs) = lab_scan(&["-sT", "-n", "-p", "80,81", "198.19.0.0/28", "--exclude", "198.19.0.5,198.19.0.8-10"]);
     let syns = cap.stop();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut per_host: BTreeMap<String, usize> = BTreeMap::new();

@@ -135,12 +135,25 @@ fn unanswered_probes_are_retried_then_filtered() {
     // Fill the queue (backlog 0 holds one) and never accept.
     let mut fillers = Vec::new();
     for _ in 0..4 {
-        if let Ok(s) = std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) {
+        if let Ok(s) = std::net::TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+        {
             fillers.push(s);
         }
     }
     let t = Instant::now();
-    let out = run(&["-sT", "-n", "-p", &port.to_string(), "--max-retries", "2", "--max-rtt-timeout", "300ms", "-oJ", "-", "127.0.0.1"]);
+    let out = run(&[
+        "-sT",
+        "-n",
+        "-p",
+        &port.to_string(),
+        "--max-retries",
+        "2",
+        "--max-rtt-timeout",
+        "300ms",
+        "-oJ",
+        "-",
+        "127.0.0.1",
+    ]);
     let took = t.elapsed();
     let evs = events(&stdout(&out));
     let end = evs.last().unwrap();
@@ -172,10 +185,8 @@ fn open_file_limit_is_respected() {
 /// hard limit still lets a wide window run without errors.
 #[test]
 fn soft_open_file_limit_is_raised() {
-    let script = format!(
-        "ulimit -Sn 64 && exec {} -T5 --max-parallelism 2000 -sT -n -p 1-30000 -oJ - 127.0.0.1",
-        bin()
-    );
+    let script =
+        format!("ulimit -Sn 64 && exec {} -T5 --max-parallelism 2000 -sT -n -p 1-30000 -oJ - 127.0.0.1", bin());
     let out = Command::new("sh").args(["-c", &script]).stdin(Stdio::null()).output().unwrap();
     let evs = events(&stdout(&out));
     assert_eq!(evs.last().unwrap()["errors"], 0, "{}", stderr(&out));

@@ -69,11 +69,8 @@ pub fn lab() -> MutexGuard<'static, ()> {
             "0",
             "the lab tests need root (network namespaces); run scripts/test.sh as root"
         );
-        let st = Command::new("bash")
-            .arg(repo().join("scripts/lab.sh"))
-            .arg("up")
-            .status()
-            .expect("scripts/lab.sh runs");
+        let st =
+            Command::new("bash").arg(repo().join("scripts/lab.sh")).arg("up").status().expect("scripts/lab.sh runs");
         assert!(st.success(), "scripts/lab.sh up failed");
     });
     TURN.lock().unwrap_or_else(|p| p.into_inner())

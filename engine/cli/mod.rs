@@ -206,35 +206,21 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
         ("-oA", args.output_all.is_some()),
     ] {
         if given {
-            return Err(usage(format!(
-                "{flag} is not available yet; use -oJ FILE for NDJSON"
-            )));
+            return Err(usage(format!("{flag} is not available yet; use -oJ FILE for NDJSON")));
         }
     }
 
     let ports = port_list(&args)?;
-    let family = if args.ipv6 {
-        Family::OnlyV6
-    } else {
-        Family::PreferV4
-    };
+    let family = if args.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
     let mut terms = args.targets.clone();
     if let Some(path) = &args.input_list {
         terms.extend(read_list(path, "-iL")?);
     }
     if terms.is_empty() {
-        return Err(Error::new(
-            ErrorKind::TargetSpec,
-            "no targets given (see moonscan --help)",
-        ));
+        return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
     }
     let include = addr_set(&terms, args.no_dns, family)?;
-    let mut excluded: Vec<String> = args
-        .exclude
-        .iter()
-        .flat_map(|l| l.split(','))
-        .map(str::to_string)
-        .collect();
+    let mut excluded: Vec<String> = args.exclude.iter().flat_map(|l| l.split(',')).map(str::to_string).collect();
     for path in &args.exclude_file {
         excluded.extend(read_list(path, "--excludefile")?);
     }
@@ -245,9 +231,7 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
     let mut timing = Timing::template(args.timing.unwrap_or(3)).expect("clap checked the range");
     if let Some(rate) = args.max_rate {
         if !(rate.is_finite() && rate > 0.0) {
-            return Err(usage(format!(
-                "--max-rate must be a positive number of probes per second, not {rate}"
-            )));
+            return Err(usage(format!("--max-rate must be a positive number of probes per second, not {rate}")));
         }
         timing.max_rate = Some(rate);
     }
@@ -264,9 +248,7 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
         timing.timeout = parse_time(t)?;
     }
     // Keep room for the files and sockets that are not probes.
-    let fd_room = usize::try_from(nofile.saturating_sub(64))
-        .unwrap_or(usize::MAX)
-        .max(1);
+    let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
     timing.window = timing.window.min(fd_room);
 
     let shard = match &args.shard {
@@ -286,41 +268,23 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
         start: 0,
         args: argv.to_vec(),
     };
-    Ok(Plan {
-        config,
-        json,
-        text_on_stdout,
-    })
+    Ok(Plan { config, json, text_on_stdout })
 }
 
 fn port_list(args: &Args) -> Result<Vec<u16>> {
-    let chosen = [args.ports.is_some(), args.top_ports.is_some(), args.fast]
-        .iter()
-        .filter(|&&b| b)
-        .count();
+    let chosen = [args.ports.is_some(), args.top_ports.is_some(), args.fast].iter().filter(|&&b| b).count();
     if chosen > 1 {
-        return Err(Error::new(
-            ErrorKind::PortSpec,
-            "choose one of -p, --top-ports and -F",
-        ));
+        return Err(Error::new(ErrorKind::PortSpec, "choose one of -p, --top-ports and -F"));
     }
     let tcp = match (&args.ports, args.top_ports, args.fast) {
         (Some(spec), _, _) => targets::parse_ports(spec)?.tcp,
-        (_, Some(0), _) => {
-            return Err(Error::new(
-                ErrorKind::PortSpec,
-                "--top-ports needs a number above 0",
-            ))
-        }
+        (_, Some(0), _) => return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0")),
         (_, Some(n), _) => targets::top_ports(targets::Proto::Tcp, n),
         (_, _, true) => targets::top_ports(targets::Proto::Tcp, 100),
         _ => targets::top_ports(targets::Proto::Tcp, 1000),
     };
     if tcp.is_empty() {
-        return Err(Error::new(
-            ErrorKind::PortSpec,
-            "the port spec names no TCP ports (a connect scan scans TCP)",
-        ));
+        return Err(Error::new(ErrorKind::PortSpec, "the port spec names no TCP ports (a connect scan scans TCP)"));
     }
     Ok(tcp)
 }
@@ -347,13 +311,8 @@ fn addr_set(terms: &[String], no_dns: bool, family: Family) -> Result<AddrSet> {
     for t in terms {
         match targets::parse_term(t)? {
             Term::Ranges(r) => {
-                if family == Family::OnlyV6
-                    && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4())
-                {
-                    return Err(Error::new(
-                        ErrorKind::TargetSpec,
-                        format!("-6 was given but '{t}' is an IPv4 target"),
-                    ));
+                if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
+                    return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
                 }
                 ranges.extend(r);
             }
@@ -396,9 +355,7 @@ fn parse_time(s: &str) -> Result<Duration> {
 fn random_seed() -> u64 {
     let mut b = [0u8; 8];
     if getrandom::fill(&mut b).is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         return t as u64 ^ u64::from(std::process::id());
     }
     u64::from_le_bytes(b)
@@ -409,10 +366,7 @@ mod tests {
     use super::*;
 
     fn argv(s: &str) -> Vec<String> {
-        std::iter::once("moonscan")
-            .chain(s.split_whitespace())
-            .map(str::to_string)
-            .collect()
+        std::iter::once("moonscan").chain(s.split_whitespace()).map(str::to_string).collect()
     }
 
     fn plan(s: &str) -> Result<Plan> {
@@ -426,13 +380,7 @@ mod tests {
         assert_eq!(p.config.space.ports().len(), 65535);
         assert_eq!(p.json, Some(Dest::Stdout));
         assert!(!p.text_on_stdout);
-        assert_eq!(
-            p.config.timing,
-            Timing {
-                window: 4096,
-                ..Timing::template(4).unwrap()
-            }
-        );
+        assert_eq!(p.config.timing, Timing { window: 4096, ..Timing::template(4).unwrap() });
     }
 
     #[test]
@@ -440,10 +388,7 @@ mod tests {
         let p = plan("127.0.0.1").unwrap();
         assert_eq!(p.config.space.ports().len(), 1000);
         assert!(p.text_on_stdout);
-        assert_eq!(
-            plan("-F 127.0.0.1").unwrap().config.space.ports().len(),
-            100
-        );
+        assert_eq!(plan("-F 127.0.0.1").unwrap().config.space.ports().len(), 100);
     }
 
     #[test]

@@ -119,11 +119,7 @@ impl Limiter {
     pub async fn acquire(&self) {
         let Some(bucket) = &self.0 else { return };
         loop {
-            let wait = match bucket
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .try_take(Instant::now())
-            {
+            let wait = match bucket.lock().unwrap_or_else(|e| e.into_inner()).try_take(Instant::now()) {
                 Ok(()) => return,
                 Err(wait) => wait,
             };

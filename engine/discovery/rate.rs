@@ -21,12 +21,7 @@ impl TokenBucket {
     /// A bucket for `rate` probes a second (must be positive and finite).
     pub fn new(rate: f64, now: Instant) -> TokenBucket {
         assert!(rate.is_finite() && rate > 0.0, "rate must be positive");
-        TokenBucket {
-            rate,
-            burst: (rate * 0.01).max(1.0),
-            tokens: 1.0,
-            last: now,
-        }
+        TokenBucket { rate, burst: (rate * 0.01).max(1.0), tokens: 1.0, last: now }
     }
 
     pub fn rate(&self) -> f64 {
@@ -76,11 +71,7 @@ mod tests {
         for rate in [50.0, 500.0, 10_000.0, 250_000.0] {
             let sent = simulate(rate, 1.0, Duration::from_millis(2)) as f64;
             let err = (sent - rate).abs() / rate;
-            assert!(
-                err <= 0.05,
-                "rate {rate}: sent {sent} in 1 s ({:.1} % off)",
-                err * 100.0
-            );
+            assert!(err <= 0.05, "rate {rate}: sent {sent} in 1 s ({:.1} % off)", err * 100.0);
         }
     }
 
@@ -93,10 +84,7 @@ mod tests {
         while b.try_take(later).is_ok() {
             n += 1;
         }
-        assert_eq!(
-            n, 10,
-            "an idle minute must not bank more than the 10 ms burst"
-        );
+        assert_eq!(n, 10, "an idle minute must not bank more than the 10 ms burst");
     }
 
     #[test]

@@ -132,9 +132,6 @@ mod tests {
             message: "no route to host".into(),
         });
         let v: serde_json::Value = serde_json::to_value(&ev).unwrap();
-        assert_eq!(
-            v,
-            serde_json::json!({"type":"error","ip":"2001:2::2","kind":"io","message":"no route to host"})
-        );
+        assert_eq!(v, serde_json::json!({"type":"error","ip":"2001:2::2","kind":"io","message":"no route to host"}));
     }
 }

@@ -10,19 +10,13 @@ use std::io;
 /// Raises the soft open-file limit to the hard limit and returns the new soft
 /// limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(io::Error::last_os_error());
     }
     if lim.rlim_cur < lim.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
+        let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
         // SAFETY: `raised` is a valid rlimit that setrlimit only reads.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
             lim.rlim_cur = lim.rlim_max;

@@ -36,8 +36,7 @@ pub trait Sink: Send {
 /// is dropped (the others go on) and its error returned at the end.
 pub fn drain(mut rx: mpsc::Receiver<Event>, mut sinks: Vec<Box<dyn Sink>>) -> io::Result<()> {
     let mut failed: Option<io::Error> = None;
-    let mut apply = |sinks: &mut Vec<Box<dyn Sink>>,
-                     f: &mut dyn FnMut(&mut dyn Sink) -> io::Result<()>| {
+    let mut apply = |sinks: &mut Vec<Box<dyn Sink>>, f: &mut dyn FnMut(&mut dyn Sink) -> io::Result<()>| {
         let mut i = 0;
         while i < sinks.len() {
             match f(sinks[i].as_mut()) {
@@ -113,20 +112,13 @@ mod tests {
             tx.try_send(port(p)).unwrap();
         }
         drop(tx);
-        let sinks: Vec<Box<dyn Sink>> = vec![
-            Box::new(Ndjson::new(Broken)),
-            Box::new(Ndjson::new(good.clone())),
-        ];
+        let sinks: Vec<Box<dyn Sink>> = vec![Box::new(Ndjson::new(Broken)), Box::new(Ndjson::new(good.clone()))];
         let res = drain(rx, sinks);
         assert!(res.is_err(), "the broken sink's error is returned");
         let text = String::from_utf8(good.0.lock().unwrap().clone()).unwrap();
         let ports: Vec<u64> = text
             .lines()
-            .map(|l| {
-                serde_json::from_str::<serde_json::Value>(l).unwrap()["port"]
-                    .as_u64()
-                    .unwrap()
-            })
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["port"].as_u64().unwrap())
             .collect();
         assert_eq!(ports, [22, 80, 443]);
     }

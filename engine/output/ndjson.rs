@@ -11,9 +11,7 @@ pub struct Ndjson<W: Write> {
 
 impl<W: Write> Ndjson<W> {
     pub fn new(writer: W) -> Ndjson<W> {
-        Ndjson {
-            out: BufWriter::new(writer),
-        }
+        Ndjson { out: BufWriter::new(writer) }
     }
 }
 

@@ -11,9 +11,7 @@ pub struct Text<W: Write> {
 
 impl<W: Write> Text<W> {
     pub fn new(writer: W) -> Text<W> {
-        Text {
-            out: BufWriter::new(writer),
-        }
+        Text { out: BufWriter::new(writer) }
     }
 }
 

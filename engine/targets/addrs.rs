@@ -54,10 +54,7 @@ impl AddrSet {
             offsets.push(total);
             total = total.saturating_add(hi - lo).saturating_add(1);
         }
-        AddrSet {
-            ranges: merged,
-            offsets,
-        }
+        AddrSet { ranges: merged, offsets }
     }
 
     /// The addresses of `self` that are not in `other`.
@@ -109,10 +106,7 @@ impl AddrSet {
 
     /// The `index`-th address in ascending key order.
     pub fn get(&self, index: u128) -> Option<IpAddr> {
-        let i = self
-            .offsets
-            .partition_point(|&off| off <= index)
-            .checked_sub(1)?;
+        let i = self.offsets.partition_point(|&off| off <= index).checked_sub(1)?;
         let (lo, hi) = self.ranges[i];
         let k = lo + (index - self.offsets[i]);
         (k <= hi).then(|| addr(k))
@@ -165,14 +159,8 @@ mod tests {
 
     #[test]
     fn get_walks_ranges_in_order() {
-        let s = AddrSet::from_ranges(vec![
-            (v4("10.0.0.1"), v4("10.0.0.2")),
-            (v4("10.0.1.0"), v4("10.0.1.0")),
-        ]);
-        let all: Vec<String> = (0..4)
-            .filter_map(|i| s.get(i))
-            .map(|a| a.to_string())
-            .collect();
+        let s = AddrSet::from_ranges(vec![(v4("10.0.0.1"), v4("10.0.0.2")), (v4("10.0.1.0"), v4("10.0.1.0"))]);
+        let all: Vec<String> = (0..4).filter_map(|i| s.get(i)).map(|a| a.to_string()).collect();
         assert_eq!(all, ["10.0.0.1", "10.0.0.2", "10.0.1.0"]);
     }
 

@@ -41,17 +41,9 @@ impl Shard {
 
     /// Parses `K/N` with `1 <= K <= N`.
     pub fn parse(s: &str) -> Result<Shard> {
-        let bad = || {
-            Error::new(
-                ErrorKind::Config,
-                format!("invalid shard '{s}': expected K/N with 1 <= K <= N"),
-            )
-        };
+        let bad = || Error::new(ErrorKind::Config, format!("invalid shard '{s}': expected K/N with 1 <= K <= N"));
         let (k, n) = s.split_once('/').ok_or_else(bad)?;
-        let (k, n): (u64, u64) = (
-            k.trim().parse().map_err(|_| bad())?,
-            n.trim().parse().map_err(|_| bad())?,
-        );
+        let (k, n): (u64, u64) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
         if k == 0 || n == 0 || k > n {
             return Err(bad());
         }
@@ -72,28 +64,17 @@ impl TargetSpace {
     pub fn new(include: &AddrSet, exclude: &AddrSet, ports: Vec<u16>) -> Result<TargetSpace> {
         let addrs = include.subtract(exclude);
         if addrs.is_empty() {
-            let why = if include.is_empty() {
-                "no targets to scan"
-            } else {
-                "every target is excluded"
-            };
+            let why = if include.is_empty() { "no targets to scan" } else { "every target is excluded" };
             return Err(Error::new(ErrorKind::TargetSpec, why));
         }
         if ports.is_empty() {
             return Err(Error::new(ErrorKind::PortSpec, "no ports to scan"));
         }
-        let len = addrs
-            .len()
-            .checked_mul(ports.len() as u128)
-            .filter(|&n| n <= u128::from(MAX_SPACE))
-            .ok_or_else(|| {
+        let len =
+            addrs.len().checked_mul(ports.len() as u128).filter(|&n| n <= u128::from(MAX_SPACE)).ok_or_else(|| {
                 Error::new(
                     ErrorKind::Config,
-                    format!(
-                        "{} addresses x {} ports is too large a scan",
-                        addrs.len(),
-                        ports.len()
-                    ),
+                    format!("{} addresses x {} ports is too large a scan", addrs.len(), ports.len()),
                 )
             })? as u64;
         Ok(TargetSpace { addrs: Arc::new(addrs), ports: ports.into(), len })
@@ -119,10 +100,7 @@ impl TargetSpace {
     /// The pair behind an index of the space.
     pub fn pair(&self, index: u64) -> (IpAddr, u16) {
         let n = self.ports.len() as u64;
-        let addr = self
-            .addrs
-            .get(u128::from(index / n))
-            .expect("index inside the space");
+        let addr = self.addrs.get(u128::from(index / n)).expect("index inside the space");
         (addr, self.ports[(index % n) as usize])
     }
 
@@ -130,12 +108,7 @@ impl TargetSpace {
     /// (0 for a new scan, the position reached for a resumed one).
     pub fn order(&self, seed: u64, shard: Shard, start: u64) -> ScanOrder {
         let first = start.saturating_mul(shard.n).saturating_add(shard.k - 1);
-        ScanOrder {
-            space: self.clone(),
-            perm: Permutation::new(self.len, seed),
-            next: first,
-            step: shard.n,
-        }
+        ScanOrder { space: self.clone(), perm: Permutation::new(self.len, seed), next: first, step: shard.n }
     }
 
     /// Number of pairs a shard visits in all.
@@ -227,31 +200,16 @@ mod tests {
 
     #[test]
     fn order_is_not_address_major() {
-        let space = TargetSpace::new(
-            &set(&["198.19.0.0/24"]),
-            &AddrSet::default(),
-            (1..=100).collect(),
-        )
-        .unwrap();
+        let space = TargetSpace::new(&set(&["198.19.0.0/24"]), &AddrSet::default(), (1..=100).collect()).unwrap();
         let first: Vec<_> = space.order(5, Shard::WHOLE, 0).take(100).collect();
         let hosts: HashSet<_> = first.iter().map(|(ip, _)| *ip).collect();
         let ports: HashSet<_> = first.iter().map(|(_, p)| *p).collect();
-        assert!(
-            hosts.len() > 50 && ports.len() > 50,
-            "{} hosts, {} ports",
-            hosts.len(),
-            ports.len()
-        );
+        assert!(hosts.len() > 50 && ports.len() > 50, "{} hosts, {} ports", hosts.len(), ports.len());
     }
 
     #[test]
     fn shards_partition_the_space() {
-        let space = TargetSpace::new(
-            &set(&["198.19.0.0/24"]),
-            &AddrSet::default(),
-            vec![80, 81, 82],
-        )
-        .unwrap();
+        let space = TargetSpace::new(&set(&["198.19.0.0/24"]), &AddrSet::default(), vec![80, 81, 82]).unwrap();
         let mut all = HashSet::new();
         let mut total = 0;
         for k in 1..=3 {
@@ -267,8 +225,7 @@ mod tests {
 
     #[test]
     fn resuming_continues_where_the_order_stopped() {
-        let space =
-            TargetSpace::new(&set(&["198.19.0.0/26"]), &AddrSet::default(), vec![1, 2]).unwrap();
+        let space = TargetSpace::new(&set(&["198.19.0.0/26"]), &AddrSet::default(), vec![1, 2]).unwrap();
         let shard = Shard { k: 2, n: 2 };
         let whole: Vec<_> = space.order(3, shard, 0).collect();
         let mut first = space.order(3, shard, 0);
@@ -293,10 +250,7 @@ mod tests {
     #[test]
     fn empty_spaces_are_errors() {
         let inc = set(&["198.19.0.0/30"]);
-        assert!(TargetSpace::new(&inc, &inc, vec![80])
-            .unwrap_err()
-            .to_string()
-            .contains("every target is excluded"));
+        assert!(TargetSpace::new(&inc, &inc, vec![80]).unwrap_err().to_string().contains("every target is excluded"));
         assert!(TargetSpace::new(&AddrSet::default(), &AddrSet::default(), vec![80]).is_err());
         assert!(TargetSpace::new(&inc, &AddrSet::default(), vec![]).is_err());
     }

@@ -30,13 +30,7 @@ impl Permutation {
         let a = (n as f64).sqrt().ceil().max(1.0) as u64;
         let a = if a * a < n { a + 1 } else { a };
         let b = n.div_ceil(a).max(1);
-        Permutation {
-            n,
-            a,
-            b,
-            k0: seed,
-            k1: seed.rotate_left(32) ^ 0x6d6f_6f6e_7363_616e,
-        }
+        Permutation { n, a, b, k0: seed, k1: seed.rotate_left(32) ^ 0x6d6f_6f6e_7363_616e }
     }
 
     pub fn len(&self) -> u64 {
@@ -124,11 +118,7 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         // Not the identity nor a plain rotation.
-        let in_place = a
-            .iter()
-            .enumerate()
-            .filter(|(i, v)| *i as u64 == **v)
-            .count();
+        let in_place = a.iter().enumerate().filter(|(i, v)| *i as u64 == **v).count();
         assert!(in_place < 20, "{in_place} fixed points");
     }
 }

@@ -44,10 +44,7 @@ impl PortList {
 }
 
 fn bad(spec: &str, why: impl std::fmt::Display) -> Error {
-    Error::new(
-        ErrorKind::PortSpec,
-        format!("invalid port spec '{spec}': {why}"),
-    )
+    Error::new(ErrorKind::PortSpec, format!("invalid port spec '{spec}': {why}"))
 }
 
 /// Parses a port specification.
@@ -64,12 +61,7 @@ pub fn parse_ports(spec: &str) -> Result<PortList> {
                 "T" | "t" => Proto::Tcp,
                 "U" | "u" => Proto::Udp,
                 "S" | "s" => return Err(bad(spec, "SCTP ports are not supported")),
-                _ => {
-                    return Err(bad(
-                        spec,
-                        format!("unknown protocol prefix '{p}:' (use T: or U:)"),
-                    ))
-                }
+                _ => return Err(bad(spec, format!("unknown protocol prefix '{p}:' (use T: or U:)"))),
             });
             item = rest.trim();
         }
@@ -129,19 +121,16 @@ fn item_range(spec: &str, item: &str) -> Result<(u16, u16)> {
 
 /// Entries of the frequency table, most frequent first.
 fn table() -> impl Iterator<Item = (u16, Proto, &'static str)> {
-    TABLE
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (pp, name) = l.split_once(' ')?;
-            let (port, proto) = pp.split_once('/')?;
-            let proto = match proto {
-                "tcp" => Proto::Tcp,
-                "udp" => Proto::Udp,
-                _ => return None,
-            };
-            Some((port.parse().ok()?, proto, name.trim()))
-        })
+    TABLE.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).filter_map(|l| {
+        let (pp, name) = l.split_once(' ')?;
+        let (port, proto) = pp.split_once('/')?;
+        let proto = match proto {
+            "tcp" => Proto::Tcp,
+            "udp" => Proto::Udp,
+            _ => return None,
+        };
+        Some((port.parse().ok()?, proto, name.trim()))
+    })
 }
 
 fn named_ports(name: &str, proto: Option<Proto>) -> Vec<(u16, Proto)> {
@@ -153,11 +142,7 @@ fn named_ports(name: &str, proto: Option<Proto>) -> Vec<(u16, Proto)> {
 
 /// The `n` most frequently open ports of a protocol (fewer if the table is shorter).
 pub fn top_ports(proto: Proto, n: usize) -> Vec<u16> {
-    let mut v: Vec<u16> = table()
-        .filter(|(_, p, _)| *p == proto)
-        .map(|(port, _, _)| port)
-        .take(n)
-        .collect();
+    let mut v: Vec<u16> = table().filter(|(_, p, _)| *p == proto).map(|(port, _, _)| port).take(n).collect();
     v.sort_unstable();
     v.dedup();
     v
@@ -165,9 +150,7 @@ pub fn top_ports(proto: Proto, n: usize) -> Vec<u16> {
 
 /// The table's name for a port, if it has one.
 pub fn service_name(port: u16, proto: Proto) -> Option<&'static str> {
-    table()
-        .find(|(p, pr, _)| *p == port && *pr == proto)
-        .map(|(_, _, n)| n)
+    table().find(|(p, pr, _)| *p == port && *pr == proto).map(|(_, _, n)| n)
 }
 
 #[cfg(test)]
@@ -236,10 +219,7 @@ mod tests {
         assert_eq!(top_ports(Proto::Tcp, 100).len(), 100);
         assert!(top_ports(Proto::Udp, 100).contains(&53));
         // Every table line parses: no silently dropped entries.
-        let lines = TABLE
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .count();
+        let lines = TABLE.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).count();
         assert_eq!(table().count(), lines);
     }
 }

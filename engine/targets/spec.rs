@@ -22,10 +22,7 @@ pub enum Term {
 }
 
 fn bad(term: &str, why: impl std::fmt::Display) -> Error {
-    Error::new(
-        ErrorKind::TargetSpec,
-        format!("invalid target '{term}': {why}"),
-    )
+    Error::new(ErrorKind::TargetSpec, format!("invalid target '{term}': {why}"))
 }
 
 /// Parses one target term.
@@ -40,18 +37,14 @@ pub fn parse_term(term: &str) -> Result<Term> {
     if t.contains(':') {
         return ipv6(t).map(|r| Term::Ranges(vec![r]));
     }
-    if t.bytes()
-        .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-' || b == b'*')
-    {
+    if t.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-' || b == b'*') {
         return ipv4(t).map(Term::Ranges);
     }
     hostname(t).map(|()| Term::Host(t.to_ascii_lowercase()))
 }
 
 fn cidr(term: &str, addr: &str, prefix: &str) -> Result<KeyRange> {
-    let prefix: u32 = prefix
-        .parse()
-        .map_err(|_| bad(term, format!("prefix length '{prefix}' is not a number")))?;
+    let prefix: u32 = prefix.parse().map_err(|_| bad(term, format!("prefix length '{prefix}' is not a number")))?;
     let ip: IpAddr = addr.parse().map_err(|_| {
         if addr.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
             bad(term, format!("'{addr}' is not an IPv4 address"))
@@ -65,17 +58,11 @@ fn cidr(term: &str, addr: &str, prefix: &str) -> Result<KeyRange> {
     };
     if prefix > bits {
         let family = if bits == 32 { "IPv4" } else { "IPv6" };
-        return Err(bad(
-            term,
-            format!("prefix length {prefix} is out of range for {family} (0-{bits})"),
-        ));
+        return Err(bad(term, format!("prefix length {prefix} is out of range for {family} (0-{bits})")));
     }
     let host_bits = bits - prefix;
     if host_bits >= 64 || (1u128 << host_bits) > MAX_TERM_ADDRESSES {
-        return Err(bad(
-            term,
-            format!("a /{prefix} is too many addresses to scan"),
-        ));
+        return Err(bad(term, format!("a /{prefix} is too many addresses to scan")));
     }
     let mask = (1u128 << host_bits) - 1;
     let lo = base & !mask;
@@ -92,12 +79,8 @@ fn v4(n: u128) -> IpAddr {
 
 fn ipv6(term: &str) -> Result<KeyRange> {
     if let Some((a, b)) = term.split_once('-') {
-        let lo: Ipv6Addr = a
-            .parse()
-            .map_err(|_| bad(term, format!("'{a}' is not an IPv6 address")))?;
-        let hi: Ipv6Addr = b
-            .parse()
-            .map_err(|_| bad(term, format!("'{b}' is not an IPv6 address")))?;
+        let lo: Ipv6Addr = a.parse().map_err(|_| bad(term, format!("'{a}' is not an IPv6 address")))?;
+        let hi: Ipv6Addr = b.parse().map_err(|_| bad(term, format!("'{b}' is not an IPv6 address")))?;
         let (lo, hi) = (u128::from(lo), u128::from(hi));
         if lo > hi {
             return Err(bad(term, "the range's first address is above its last"));
@@ -132,10 +115,7 @@ fn ipv4(term: &str) -> Result<Vec<KeyRange>> {
         *slot = octet_range(term, part)?;
     }
     // Every combination of the first three octets gives one run of the last.
-    let runs: usize = octets[..3]
-        .iter()
-        .map(|(lo, hi)| usize::from(hi - lo) + 1)
-        .product();
+    let runs: usize = octets[..3].iter().map(|(lo, hi)| usize::from(hi - lo) + 1).product();
     if runs > 1 << 16 {
         return Err(bad(term, "too many octet ranges; use a CIDR block"));
     }
@@ -157,9 +137,7 @@ fn octet_range(term: &str, part: &str) -> Result<(u8, u8)> {
         if s.is_empty() || s.len() > 3 || !s.bytes().all(|b| b.is_ascii_digit()) {
             return Err(bad(term, format!("'{part}' is not an octet")));
         }
-        let n: u32 = s
-            .parse()
-            .map_err(|_| bad(term, format!("'{part}' is not an octet")))?;
+        let n: u32 = s.parse().map_err(|_| bad(term, format!("'{part}' is not an octet")))?;
         u8::try_from(n).map_err(|_| bad(term, format!("octet {n} is out of range (0-255)")))
     };
     if part == "*" {
@@ -184,8 +162,7 @@ fn hostname(t: &str) -> Result<()> {
             && l.len() <= 63
             && !l.starts_with('-')
             && !l.ends_with('-')
-            && l.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     let name = t.strip_suffix('.').unwrap_or(t);
     if name.len() > 253 || !name.split('.').all(ok_label) {
@@ -212,12 +189,7 @@ pub fn resolve(name: &str, family: Family) -> Result<IpAddr> {
         Family::PreferV4 => addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()),
         Family::OnlyV6 => addrs.iter().find(|a| a.is_ipv6()),
     };
-    pick.copied().ok_or_else(|| {
-        Error::new(
-            ErrorKind::Resolve,
-            format!("'{name}' has no address of the wanted family"),
-        )
-    })
+    pick.copied().ok_or_else(|| Error::new(ErrorKind::Resolve, format!("'{name}' has no address of the wanted family")))
 }
 
 #[cfg(test)]
@@ -227,10 +199,7 @@ mod tests {
 
     fn ranges(t: &str) -> Vec<(String, String)> {
         match parse_term(t).unwrap() {
-            Term::Ranges(r) => r
-                .into_iter()
-                .map(|(a, b)| (addr(a).to_string(), addr(b).to_string()))
-                .collect(),
+            Term::Ranges(r) => r.into_iter().map(|(a, b)| (addr(a).to_string(), addr(b).to_string())).collect(),
             Term::Host(h) => panic!("{t} parsed as host {h}"),
         }
     }
@@ -243,63 +212,30 @@ mod tests {
 
     #[test]
     fn single_addresses() {
-        assert_eq!(
-            ranges("198.18.0.2"),
-            [("198.18.0.2".into(), "198.18.0.2".into())]
-        );
-        assert_eq!(
-            ranges("2001:2::2"),
-            [("2001:2::2".into(), "2001:2::2".into())]
-        );
+        assert_eq!(ranges("198.18.0.2"), [("198.18.0.2".into(), "198.18.0.2".into())]);
+        assert_eq!(ranges("2001:2::2"), [("2001:2::2".into(), "2001:2::2".into())]);
     }
 
     #[test]
     fn cidr_blocks_include_network_and_broadcast() {
-        assert_eq!(
-            ranges("198.19.0.0/24"),
-            [("198.19.0.0".into(), "198.19.0.255".into())]
-        );
-        assert_eq!(
-            ranges("198.19.3.77/16"),
-            [("198.19.0.0".into(), "198.19.255.255".into())]
-        );
-        assert_eq!(
-            ranges("198.18.0.2/32"),
-            [("198.18.0.2".into(), "198.18.0.2".into())]
-        );
-        assert_eq!(
-            ranges("2001:2::/120"),
-            [("2001:2::".into(), "2001:2::ff".into())]
-        );
+        assert_eq!(ranges("198.19.0.0/24"), [("198.19.0.0".into(), "198.19.0.255".into())]);
+        assert_eq!(ranges("198.19.3.77/16"), [("198.19.0.0".into(), "198.19.255.255".into())]);
+        assert_eq!(ranges("198.18.0.2/32"), [("198.18.0.2".into(), "198.18.0.2".into())]);
+        assert_eq!(ranges("2001:2::/120"), [("2001:2::".into(), "2001:2::ff".into())]);
     }
 
     #[test]
     fn ranges_in_both_forms() {
-        assert_eq!(
-            ranges("198.18.0.1-20"),
-            [("198.18.0.1".into(), "198.18.0.20".into())]
-        );
-        assert_eq!(
-            ranges("198.18.0.250-198.18.1.3"),
-            [("198.18.0.250".into(), "198.18.1.3".into())]
-        );
+        assert_eq!(ranges("198.18.0.1-20"), [("198.18.0.1".into(), "198.18.0.20".into())]);
+        assert_eq!(ranges("198.18.0.250-198.18.1.3"), [("198.18.0.250".into(), "198.18.1.3".into())]);
         assert_eq!(ranges("10.0-1.5.*").len(), 2);
-        assert_eq!(
-            ranges("2001:2::1-2001:2::9"),
-            [("2001:2::1".into(), "2001:2::9".into())]
-        );
+        assert_eq!(ranges("2001:2::1-2001:2::9"), [("2001:2::1".into(), "2001:2::9".into())]);
     }
 
     #[test]
     fn hostnames_are_kept_for_resolution() {
-        assert_eq!(
-            parse_term("LocalHost").unwrap(),
-            Term::Host("localhost".into())
-        );
-        assert_eq!(
-            parse_term("lab.moonscan.test").unwrap(),
-            Term::Host("lab.moonscan.test".into())
-        );
+        assert_eq!(parse_term("LocalHost").unwrap(), Term::Host("localhost".into()));
+        assert_eq!(parse_term("lab.moonscan.test").unwrap(), Term::Host("lab.moonscan.test".into()));
     }
 
     #[test]
