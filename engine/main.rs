@@ -28,7 +28,8 @@ fn main() -> ExitCode {
         }
     };
     let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
-    let plan = match cli::validate(args, &argv, nofile) {
+    let raw_ok = moonscan::net::packet::raw_available();
+    let plan = match cli::validate(args, &argv, nofile, raw_ok) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("moonscan: {e}");
@@ -45,12 +46,15 @@ fn main() -> ExitCode {
 }
 
 fn run(plan: cli::Plan) -> anyhow::Result<u8> {
+    for note in &plan.notes {
+        eprintln!("moonscan: {note}");
+    }
     let stats = Arc::new(Stats::default());
     let progress = progress_bar(&stats);
 
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if plan.text_on_stdout {
-        sinks.push(Box::new(Text::new(StdoutAround(progress.clone()))));
+        sinks.push(Box::new(Text::new(StdoutAround(progress.clone())).with_reasons(plan.reasons)));
     }
     match &plan.json {
         Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),
@@ -78,6 +82,17 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         });
         moonscan::run(&plan.config, tx, stats.clone(), stop).await
     });
+    let end = match end {
+        Ok(end) => end,
+        Err(e) => {
+            let _ = writer.join();
+            if let Some(pb) = &progress {
+                pb.finish_and_clear();
+            }
+            eprintln!("moonscan: {e}");
+            return Ok(if e.is_usage() { 2 } else { 1 });
+        }
+    };
     rt.shutdown_timeout(Duration::from_millis(100));
     let written = writer.join().map_err(|_| anyhow::anyhow!("output thread panicked"))?;
     if let Some(pb) = &progress {

@@ -12,7 +12,9 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
+use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
+use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, ScanEnd, ScanStart, ScanType};
 use crate::targets::{Shard, TargetSpace};
 
@@ -31,21 +33,41 @@ pub struct ScanConfig {
     pub start: u64,
     /// The command line, recorded in `scan_start`.
     pub args: Vec<String>,
+    /// Report closed ports as events too (they are always counted).
+    pub report_closed: bool,
+    /// `-e` and `-S` for raw scans.
+    pub link: LinkOptions,
+}
+
+/// How long to wait for ARP/NDP answers before a raw scan.
+const ARP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Random bytes; an unreadable random source only makes them less random.
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        let ns = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        return ns as u64 ^ u64::from(std::process::id()).rotate_left(32);
+    }
+    u64::from_le_bytes(b)
 }
 
 /// A random identifier for a scan.
 pub fn new_scan_id() -> String {
-    let mut b = [0u8; 8];
-    // An unreadable random source only makes ids less unique; fall back to time.
-    if getrandom::fill(&mut b).is_err() {
-        let ns = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        b = (ns as u64).to_le_bytes();
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    format!("{:016x}", random_u64())
 }
 
-/// Runs the scan and returns its summary (also sent as `scan_end`).
-pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats>, stop: Stop) -> ScanEnd {
+/// Runs the scan and returns its summary (also sent as `scan_end`). Fails
+/// only before the scan starts (for a raw scan: no usable route or socket).
+pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats>, stop: Stop) -> Result<ScanEnd> {
+    let links = match cfg.scan_type {
+        ScanType::Syn => {
+            let (addrs, opts) = (cfg.space.addrs().clone(), cfg.link.clone());
+            let resolved = tokio::task::spawn_blocking(move || Links::resolve(&addrs, &opts, ARP_TIMEOUT)).await;
+            Some(resolved.map_err(|e| Error::new(ErrorKind::Io, format!("route lookup failed: {e}")))??)
+        }
+        ScanType::Connect => None,
+    };
     let scan_id = new_scan_id();
     let planned = cfg.space.shard_len(cfg.shard).saturating_sub(cfg.start);
     stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
@@ -53,7 +75,7 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         scan_id: scan_id.clone(),
         started: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
         args: cfg.args.clone(),
-        scan_type: cfg.scan_type,
+        scan_type: if links.as_ref().is_some_and(|l| !l.loopback) { ScanType::Syn } else { ScanType::Connect },
         seed: cfg.seed,
         probes_planned: planned,
     };
@@ -61,8 +83,44 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
 
     let t0 = Instant::now();
     let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
-    let interrupted = match cfg.scan_type {
-        ScanType::Connect => discovery::connect::run(order, &cfg.timing, cfg.workers, t0, &events, &stats, &stop).await,
+    // Raw frames cannot reach this machine's own addresses through loopback.
+    let links = links.filter(|l| !l.loopback);
+    let interrupted = match links {
+        None => {
+            discovery::connect::run(order, &cfg.timing, cfg.workers, cfg.report_closed, t0, &events, &stats, &stop)
+                .await
+        }
+        Some(links) => {
+            let opts = SynOptions {
+                pace: Pace {
+                    timeout: cfg.timing.timeout,
+                    retries: cfg.timing.retries,
+                    window: cfg.timing.raw_window,
+                    max_rate: cfg.timing.max_rate,
+                },
+                report_closed: cfg.report_closed,
+                key: (random_u64(), random_u64()),
+                workers: cfg.workers,
+            };
+            let (ev, st, sp) = (events.clone(), stats.clone(), stop.clone());
+            let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, t0, &ev, &st, &sp)).await;
+            match done {
+                Ok(Ok(interrupted)) => interrupted,
+                Ok(Err(e)) => {
+                    Stats::bump(&stats.errors);
+                    let ev = crate::findings::ErrorEvent {
+                        ip: None,
+                        port: None,
+                        plugin: None,
+                        kind: crate::findings::ErrorKind::Io,
+                        message: format!("raw scan failed: {e}"),
+                    };
+                    let _ = events.send(Event::Error(ev)).await;
+                    true
+                }
+                Err(e) => return Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),
+            }
+        }
     };
 
     let end = ScanEnd {
@@ -77,5 +135,5 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         interrupted,
     };
     let _ = events.send(Event::ScanEnd(end.clone())).await;
-    end
+    Ok(end)
 }

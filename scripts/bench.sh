@@ -3,7 +3,18 @@
 # on the same job, in the same run, timed by hyperfine (medians), with what
 # each tool found and its peak memory. Reports go to target/bench/.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect (default: all)
+#   connect  connect scan, 1 host, all ports:    moonscan -sT vs nmap -sT -T4
+#   syn      SYN scan, 1 host, all ports:        moonscan -sS vs nmap -sS -T4
+#            (target: moonscan/nmap <= 0.5)
+#   sweep    SYN sweep, 198.19.0.0/16 x port 80: moonscan -sS vs zmap, masscan
+#            (target: moonscan time <= zmap's, found >= 99.99 %)
+#
+# A job that cannot run a tool (a missing engine, a failed run) says why and
+# still runs the other tools; the script goes on with the next job and exits
+# 1 at the end if any job was incomplete.
+#
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep (default: all)
+#        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,8 +22,12 @@ REPO=$(pwd)
 RUNS=${RUNS:-10}
 OUT=$REPO/target/bench
 MS=$REPO/target/release/moonscan
+JOBS=(connect syn sweep)
+SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
-[ "$(id -u)" -eq 0 ] || { echo "bench.sh: run as root (the lab needs network namespaces)" >&2; exit 1; }
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+}
 
 install() {
     local missing=()
@@ -29,9 +44,38 @@ install() {
 
 in_lab() { ip netns exec msscan "$@"; }
 
-# Open ports each tool reports for one run of its command.
-found_moonscan() { in_lab "$MS" "$@" -oJ - | grep -c '"state":"open"' || true; }
+# Run one command in the lab with stdout to FILE. If it fails, say so with its
+# exit status and the last line of its stderr, and return 1.
+attempt() { # job label file cmd...
+    local job=$1 label=$2 file=$3 rc=0 err
+    shift 3
+    err=$OUT/$job.${label%% *}.err
+    in_lab "$@" >"$file" 2>"$err" || rc=$?
+    [ "$rc" -eq 0 ] && return 0
+    echo "  job $job: $label failed (exit $rc): $(tr '\r' '\n' <"$err" | grep -v '^[[:space:]]*$' | tail -n 1)"
+    return 1
+}
+
+# Open ports moonscan reports in each of RUNS runs, into the array COUNTS
+# (-oJ lines with "state":"open"). Returns 1 as soon as a run fails.
+moonscan_counts() { # job label args...
+    local job=$1 label=$2 i
+    shift 2
+    COUNTS=()
+    for ((i = 0; i < RUNS; i++)); do
+        attempt "$job" "$label" "$OUT/$job.moonscan.ndjson" "$MS" "$@" -oJ - || return 1
+        COUNTS+=("$(grep -c '"state":"open"' "$OUT/$job.moonscan.ndjson" || true)")
+    done
+}
+
 found_nmap() { in_lab nmap "$@" -oG - | grep -o '[0-9]*/open/' | wc -l; }
+
+# Distinct addresses in a zmap output file (one per line) or a masscan -oL file.
+found_zmap() { sort -u "$1" | grep -c . || true; }
+found_masscan() { awk '$1 == "open" { print $4 }' "$1" | sort -u | wc -l; }
+
+# "N (P %)" of the SWEEP_HOSTS hosts of the sweep.
+of_sweep() { awk -v n="$1" -v all="$SWEEP_HOSTS" 'BEGIN { printf "%d (%.3f %%)", n, n * 100 / all }'; }
 
 # Peak RSS in MB of one run.
 peak_rss() {
@@ -39,44 +83,171 @@ peak_rss() {
 }
 
 # Medians from a hyperfine JSON export, and the ratio of the first to each other.
-summarize() {
-    python3 - "$1" <<'PY'
+# A NAME=MAX argument states the target ratio moonscan/NAME <= MAX.
+summarize() { # json [name=max...]
+    python3 - "$@" <<'PY'
 import json, sys
 res = json.load(open(sys.argv[1]))["results"]
+targets = dict(a.split("=", 1) for a in sys.argv[2:])
 base = res[0]
 for r in res:
     print(f"  {r['command']:<10} median {r['median']:.3f} s  (min {r['min']:.3f}, max {r['max']:.3f}, {len(r['times'])} runs)")
 for r in res[1:]:
-    print(f"  ratio {base['command']}/{r['command']}: {base['median'] / r['median']:.2f}x")
+    ratio = base['median'] / r['median']
+    line = f"  ratio {base['command']}/{r['command']}: {ratio:.2f}x"
+    if base['command'] == "moonscan" and r['command'] in targets:
+        t = float(targets[r['command']])
+        line += f"  (target <= {t:.2f}: {'met' if ratio <= t else 'MISSED'})"
+    print(line)
 PY
+}
+
+# Time NAME CMD pairs with hyperfine in the lab (-N: the commands have no
+# shell constructs), report to $OUT/JOB.{json,txt}, print the summary.
+bench() { # job "name=max..." name cmd [name cmd...]
+    local job=$1 targets=$2 args=()
+    shift 2
+    while [ $# -gt 0 ]; do
+        args+=(-n "$1" "$2")
+        shift 2
+    done
+    in_lab hyperfine -N -w 2 -r "$RUNS" --export-json "$OUT/$job.json" "${args[@]}" >"$OUT/$job.txt"
+    # shellcheck disable=SC2086 # targets is a list of words
+    summarize "$OUT/$job.json" $targets
 }
 
 job_connect() {
     local target=198.18.0.2
     local ms=("$MS" -sT -n -p- "$target")
     local nm=(nmap -n -Pn -sT -p- -T4 "$target")
+    local ok=1 timed=()
     echo "== connect scan, 1 host, all ports: moonscan -sT -p- vs nmap -sT -p- -T4"
-    local i counts=()
-    for ((i = 0; i < RUNS; i++)); do counts+=("$(found_moonscan -sT -n -p- "$target")"); done
-    echo "  found: moonscan ${counts[*]} (of 4, each run); nmap $(found_nmap -n -Pn -sT -p- -T4 "$target") (of 4)"
-    echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
-    in_lab hyperfine -N -w 2 -r "$RUNS" --export-json "$OUT/connect.json" \
-        -n moonscan "${ms[*]}" -n nmap "${nm[*]}" >"$OUT/connect.txt"
-    summarize "$OUT/connect.json"
+    moonscan_counts connect "moonscan -sT" -sT -n -p- "$target" || ok=0
+    if ((ok)); then
+        echo "  found: moonscan ${COUNTS[*]} (of 4, each run); nmap $(found_nmap -n -Pn -sT -p- -T4 "$target") (of 4)"
+        echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+        timed+=(moonscan "${ms[*]}")
+    else
+        echo "  found: nmap $(found_nmap -n -Pn -sT -p- -T4 "$target") (of 4)"
+        echo "  peak RSS: nmap $(peak_rss "${nm[@]}") MB"
+    fi
+    bench connect "" "${timed[@]}" nmap "${nm[*]}"
+    ((ok))
+}
+
+job_syn() {
+    local target=198.18.0.2
+    local ms=("$MS" -sS -n -p- "$target")
+    local nm=(nmap -n -Pn -sS -p- -T4 "$target")
+    local ok=1 timed=()
+    echo "== SYN scan, 1 host, all ports: moonscan -sS -p- vs nmap -sS -p- -T4 (target: moonscan/nmap <= 0.5)"
+    moonscan_counts syn "moonscan -sS" -sS -n -p- "$target" || ok=0
+    if ((ok)); then
+        echo "  found: moonscan ${COUNTS[*]} (of 4, each run); nmap $(found_nmap -n -Pn -sS -p- -T4 "$target") (of 4)"
+        echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+        timed+=(moonscan "${ms[*]}")
+    else
+        echo "  found: nmap $(found_nmap -n -Pn -sS -p- -T4 "$target") (of 4)"
+        echo "  peak RSS: nmap $(peak_rss "${nm[@]}") MB"
+    fi
+    bench syn "nmap=0.5" "${timed[@]}" nmap "${nm[*]}"
+    ((ok))
+}
+
+# masscan 1.3.2 with libpcap 1.10 (TPACKET_V3) only notices that its scan is
+# over when a packet reaches the interface; on the quiet lab link it then
+# hangs for up to ~30 s (until a stray SYN-ACK retransmission). The wrapper
+# keeps a packet going every 50 ms while the command runs (UDP to a closed
+# port of 198.18.0.2, which answers with ICMP port unreachable).
+write_poke_wrapper() {
+    cat >"$OUT/with-poke.sh" <<'SH'
+#!/usr/bin/env bash
+# Run "$@" while sending one UDP packet to 198.18.0.2:9 every 50 ms (see bench.sh).
+(exec 3>/dev/udp/198.18.0.2/9 && while sleep 0.05; do echo >&3; done) 2>/dev/null &
+poker=$!
+rc=0
+"$@" || rc=$?
+kill "$poker"
+exit "$rc"
+SH
+}
+
+job_sweep() {
+    local net=198.19.0.0/16 mac n ok=1 timed=() found=() rss=()
+    # Next hop of 198.19.0.0/16 from msscan: the target end of the veth.
+    mac=$(ip -n mstarget -br link show ms-tgt0 | awk '{print $3}')
+    # zmap's default blocklist (/etc/zmap/blacklist.conf) excludes 198.18.0.0/15,
+    # the lab's whole range: give it an empty one. It only scans $net anyway.
+    : >"$OUT/zmap-blocklist.conf"
+    write_poke_wrapper
+    local ms=("$MS" -sS -n -p 80 "$net")
+    # -r 0: no rate limit (the default is 10,000 pps; -B 10G overflows to
+    # 1.4 Gbit/s in zmap 2.1.1). -c 1: wait 1 s for late answers, not 8.
+    local zm=(zmap -p 80 "$net" -i ms-scan0 -S 198.18.0.1 -G "$mac" -b "$OUT/zmap-blocklist.conf"
+        -r 0 -c 1 -q --disable-syslog -o "$OUT/sweep.zmap.txt")
+    local mc=(bash "$OUT/with-poke.sh" masscan "$net" -p80 --rate 1000000 -e ms-scan0
+        --adapter-ip 198.18.0.1 --router-mac "$mac" --wait 1 -oL "$OUT/sweep.masscan.txt")
+    echo "== SYN sweep, $SWEEP_HOSTS hosts x port 80: moonscan -sS vs zmap -r 0, masscan --rate 1000000"
+    echo "   (target: moonscan time <= zmap's, found >= 99.99 %)"
+    echo "  note: masscan runs with --wait 1 instead of its default 10 (zmap with -c 1 instead of 8)"
+    if moonscan_counts sweep "moonscan -sS" -sS -n -p 80 "$net"; then
+        n=$(printf '%s\n' "${COUNTS[@]}" | sort -n | head -n 1)
+        found+=("moonscan min $(of_sweep "$n"), each run: ${COUNTS[*]}$(awk -v n="$n" -v all="$SWEEP_HOSTS" \
+            'BEGIN { print (n * 100 / all >= 99.99 ? "  (target >= 99.99 %: met)" : "  (target >= 99.99 %: MISSED)") }')")
+        rss+=("moonscan $(peak_rss "${ms[@]}") MB")
+        timed+=(moonscan "${ms[*]}")
+    else
+        ok=0
+    fi
+    if attempt sweep zmap /dev/null "${zm[@]}"; then
+        found+=("zmap $(of_sweep "$(found_zmap "$OUT/sweep.zmap.txt")")")
+        rss+=("zmap $(peak_rss "${zm[@]}") MB")
+        timed+=(zmap "${zm[*]}")
+    else
+        ok=0
+    fi
+    if attempt sweep masscan /dev/null "${mc[@]}"; then
+        found+=("masscan $(of_sweep "$(found_masscan "$OUT/sweep.masscan.txt")")")
+        rss+=("masscan $(peak_rss "${mc[@]}") MB")
+        timed+=(masscan "${mc[*]}")
+    else
+        ok=0
+    fi
+    local f
+    echo "  found (hosts with port 80 open):"
+    for f in "${found[@]}"; do echo "    $f"; done
+    printf '  peak RSS: %s\n' "$(printf '%s, ' "${rss[@]}" | sed 's/, $//')"
+    [ ${#timed[@]} -eq 0 ] || bench sweep "zmap=1" "${timed[@]}"
+    ((ok))
 }
 
 main() {
+    case ${1:-} in -h | --help | help | --list | list)
+        usage
+        return 0
+        ;;
+    esac
+    [ "$(id -u)" -eq 0 ] || { echo "bench.sh: run as root (the lab needs network namespaces)" >&2; exit 1; }
+    local jobs=("$@") j rc incomplete=()
+    [ ${#jobs[@]} -gt 0 ] || jobs=("${JOBS[@]}")
+    for j in "${jobs[@]}"; do
+        declare -F "job_$j" >/dev/null || { echo "bench.sh: unknown job '$j' (jobs: ${JOBS[*]})" >&2; exit 2; }
+    done
     install
     bash scripts/lab.sh up
-    cargo build --release --quiet
+    # Others may be mid-edit: a failed build benchmarks the last good binary.
+    cargo build --release --quiet ||
+        echo "bench.sh: warning: cargo build failed; moonscan parts use the existing $MS, if any"
     mkdir -p "$OUT"
-    local jobs=("$@")
-    [ ${#jobs[@]} -gt 0 ] || jobs=(connect)
-    local j
     for j in "${jobs[@]}"; do
-        declare -F "job_$j" >/dev/null || { echo "bench.sh: unknown job '$j'" >&2; exit 2; }
-        "job_$j"
+        # A subshell with its own errexit: a job that stops does not stop the rest.
+        set +e
+        (set -e; "job_$j")
+        rc=$?
+        set -e
+        [ "$rc" -eq 0 ] || { incomplete+=("$j"); echo "  job $j: incomplete (exit $rc)"; }
     done
+    [ ${#incomplete[@]} -eq 0 ] || { echo "bench.sh: incomplete jobs: ${incomplete[*]}"; exit 1; }
 }
 
 main "$@"

@@ -8,10 +8,12 @@
 
 use std::fs;
 use std::io::Read;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use moonscan::discovery::syn::LinkOptions;
 use moonscan::discovery::Timing;
 use moonscan::findings::ScanType;
 use moonscan::targets::{self, AddrSet, Family, Shard, TargetSpace, Term};
@@ -39,8 +41,9 @@ const NMAP_FLAGS: &[(&str, &str)] = &[
     version,
     about = "A Lua-scriptable network scanner",
     override_usage = "moonscan [OPTIONS] TARGETS...",
-    after_help = "nmap-style flags are accepted: -sT (connect scan), -p SPEC, -p-, -F, -T0..-T5, \
-                  -oJ FILE (NDJSON, '-' for stdout), -iL FILE, -Pn, -n, -6."
+    after_help = "nmap-style flags are accepted: -sS (SYN scan, the default when raw sockets are allowed), \
+                  -sT (connect scan), -p SPEC, -p-, -F, -T0..-T5, -oJ FILE (NDJSON, '-' for stdout), -iL FILE, \
+                  -Pn, -n, -6, -e IFACE, -S ADDR, -v, --reason, --open."
 )]
 pub struct Args {
     /// Targets: addresses, CIDR blocks, ranges (198.18.0.1-20) and hostnames.
@@ -57,10 +60,10 @@ pub struct Args {
     #[arg(short = 'F')]
     pub fast: bool,
 
-    /// TCP connect scan (-sT): the default until SYN scanning is available.
+    /// TCP connect scan (-sT): needs no privileges.
     #[arg(long = "connect")]
     pub connect: bool,
-    /// SYN scan (-sS).
+    /// SYN scan (-sS): raw packets, the default when raw sockets are allowed.
     #[arg(long = "syn")]
     pub syn: bool,
     /// UDP scan (-sU).
@@ -82,6 +85,10 @@ pub struct Args {
     /// Send no more than this many probes per second.
     #[arg(long = "max-rate", value_name = "N", allow_negative_numbers = true)]
     pub max_rate: Option<f64>,
+    /// Keep enough probes in flight to send at least this many per second
+    /// even when nothing answers.
+    #[arg(long = "min-rate", value_name = "N", allow_negative_numbers = true)]
+    pub min_rate: Option<f64>,
     /// Extra tries for a probe that got no answer.
     #[arg(long = "max-retries", value_name = "N")]
     pub max_retries: Option<u32>,
@@ -120,6 +127,21 @@ pub struct Args {
     /// Never resolve hostnames.
     #[arg(short = 'n')]
     pub no_dns: bool,
+    /// Send raw probes through this interface.
+    #[arg(short = 'e', value_name = "IFACE")]
+    pub iface: Option<String>,
+    /// Source address of raw probes.
+    #[arg(short = 'S', value_name = "ADDR")]
+    pub source: Option<IpAddr>,
+    /// Also report closed ports (-v), not only count them.
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Show why each port has its state (syn-ack, reset, conn-refused).
+    #[arg(long = "reason")]
+    pub reason: bool,
+    /// Report open ports only, whatever -v says.
+    #[arg(long = "open")]
+    pub open_only: bool,
     /// Resolve hostnames to IPv6 addresses; IPv4 targets are refused.
     #[arg(short = '6')]
     pub ipv6: bool,
@@ -179,16 +201,39 @@ pub struct Plan {
     pub json: Option<Dest>,
     /// Text for people on stdout (off when a machine format took stdout).
     pub text_on_stdout: bool,
+    /// Show reasons in the text output.
+    pub reasons: bool,
+    /// Things the user should know before the scan starts (one line each).
+    pub notes: Vec<String>,
 }
 
 fn usage(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Config, msg)
 }
 
-/// Checks every value and builds the plan. `nofile` is the process's open-file limit.
-pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
-    if args.syn {
-        return Err(usage("-sS (SYN scan) needs the raw-socket engine, which this build does not have yet; use -sT"));
+/// Checks every value and builds the plan. `nofile` is the process's
+/// open-file limit; `raw_ok` says whether raw sockets may be opened.
+pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Result<Plan> {
+    let mut notes = Vec::new();
+    if args.syn && args.connect {
+        return Err(usage("choose one of -sS and -sT"));
+    }
+    let scan_type = if args.connect {
+        ScanType::Connect
+    } else if raw_ok {
+        ScanType::Syn
+    } else {
+        notes.push("raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into());
+        ScanType::Connect
+    };
+    let scan_type = if scan_type == ScanType::Syn && !terms_empty_or_remote(&args) {
+        notes.push("raw SYN probes cannot reach this machine's own addresses; doing a connect scan (-sT)".into());
+        ScanType::Connect
+    } else {
+        scan_type
+    };
+    if scan_type == ScanType::Connect && (args.iface.is_some() || args.source.is_some()) {
+        return Err(usage("-e and -S apply to raw (SYN) scans only"));
     }
     if args.udp {
         return Err(usage("-sU (UDP scan) is not available yet"));
@@ -235,6 +280,14 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
         }
         timing.max_rate = Some(rate);
     }
+    if let Some(min) = args.min_rate {
+        if !(min.is_finite() && min > 0.0) {
+            return Err(usage(format!("--min-rate must be a positive number of probes per second, not {min}")));
+        }
+        if timing.max_rate.is_some_and(|max| min > max) {
+            return Err(usage("--min-rate is above --max-rate"));
+        }
+    }
     if let Some(r) = args.max_retries {
         timing.retries = r;
     }
@@ -243,9 +296,16 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
             return Err(usage("--max-parallelism must be at least 1"));
         }
         timing.window = w;
+        timing.raw_window = w;
     }
     if let Some(t) = &args.max_rtt_timeout {
         timing.timeout = parse_time(t)?;
+    }
+    if let Some(min) = args.min_rate {
+        // With nothing answering, a window of W probes sends W per timeout.
+        let needed = (min * timing.timeout.as_secs_f64() * f64::from(timing.retries + 1)).ceil() as usize;
+        timing.raw_window = timing.raw_window.max(needed);
+        timing.window = timing.window.max(needed);
     }
     // Keep room for the files and sockets that are not probes.
     let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
@@ -260,15 +320,26 @@ pub fn validate(args: Args, argv: &[String], nofile: u64) -> Result<Plan> {
     let text_on_stdout = json != Some(Dest::Stdout);
     let config = ScanConfig {
         space,
-        scan_type: ScanType::Connect,
+        scan_type,
         timing,
         seed,
         shard,
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
         start: 0,
         args: argv.to_vec(),
+        report_closed: args.verbose > 0 && !args.open_only,
+        link: LinkOptions { iface: args.iface.clone(), src: args.source },
     };
-    Ok(Plan { config, json, text_on_stdout })
+    Ok(Plan { config, json, text_on_stdout, reasons: args.reason, notes })
+}
+
+/// False when every target named on the command line is a loopback address
+/// or `localhost` (the SYN engine cannot probe those).
+fn terms_empty_or_remote(args: &Args) -> bool {
+    let loopback = |t: &str| {
+        t == "localhost" || t.split('/').next().and_then(|a| a.parse::<IpAddr>().ok()).is_some_and(|a| a.is_loopback())
+    };
+    args.targets.is_empty() || args.input_list.is_some() || !args.targets.iter().all(|t| loopback(t))
 }
 
 fn port_list(args: &Args) -> Result<Vec<u16>> {
@@ -371,7 +442,7 @@ mod tests {
 
     fn plan(s: &str) -> Result<Plan> {
         let a = argv(s);
-        validate(parse(&a).expect("clap accepts it"), &a, 1 << 20)
+        validate(parse(&a).expect("clap accepts it"), &a, 1 << 20, true)
     }
 
     #[test]
@@ -394,7 +465,7 @@ mod tests {
     #[test]
     fn window_respects_the_open_file_limit() {
         let a = argv("-T5 127.0.0.1");
-        let p = validate(parse(&a).unwrap(), &a, 200).unwrap();
+        let p = validate(parse(&a).unwrap(), &a, 200, true).unwrap();
         assert_eq!(p.config.timing.window, 136);
     }
 
@@ -413,12 +484,37 @@ mod tests {
             ("--exclude 127.0.0.1 127.0.0.1", "every target is excluded"),
             ("-6 127.0.0.1", "IPv4 target"),
             ("--max-rtt-timeout soon 127.0.0.1", "invalid time"),
-            ("-sS 127.0.0.1", "-sT"),
+            ("-sS -sT 127.0.0.1", "choose one"),
+            ("-sT -e lo 127.0.0.1", "raw (SYN) scans only"),
+            ("--min-rate 500 --max-rate 100 127.0.0.1", "above --max-rate"),
         ] {
             let e = plan(args).expect_err(args);
             assert!(e.is_usage(), "{args}: {e}");
             assert!(e.to_string().contains(needle), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn scan_type_follows_privileges() {
+        let a = argv("-p 80 198.18.0.2");
+        let p = validate(parse(&a).unwrap(), &a, 1 << 20, true).unwrap();
+        assert_eq!(p.config.scan_type, ScanType::Syn);
+        assert!(p.notes.is_empty());
+        let a = argv("-p 80 127.0.0.1");
+        let p = validate(parse(&a).unwrap(), &a, 1 << 20, true).unwrap();
+        assert_eq!(p.config.scan_type, ScanType::Connect, "loopback is probed with connect()");
+        assert!(p.notes[0].contains("own addresses"), "{:?}", p.notes);
+        let a = argv("-sS -p 80 127.0.0.1");
+        let p = validate(parse(&a).unwrap(), &a, 1 << 20, false).unwrap();
+        assert_eq!(p.config.scan_type, ScanType::Connect);
+        assert!(p.notes[0].contains("connect scan"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn min_rate_widens_the_window_to_keep_its_promise() {
+        let p = plan("--min-rate 100000 --max-parallelism 10 --max-rtt-timeout 1s --max-retries 1 127.0.0.1").unwrap();
+        assert_eq!(p.config.timing.raw_window, 200_000, "100k/s for 1 s, two sends each");
+        assert!(plan("--min-rate 0 127.0.0.1").is_err());
     }
 
     #[test]

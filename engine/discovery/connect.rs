@@ -121,6 +121,7 @@ struct Shared {
     events: mpsc::Sender<Event>,
     stats: Arc<Stats>,
     t0: Instant,
+    report_closed: bool,
     /// Hosts that already had an error reported (one error event per host).
     reported: Mutex<HashSet<IpAddr>>,
 }
@@ -144,18 +145,14 @@ impl Shared {
         match outcome {
             Attempt::Open => {
                 Stats::bump(&self.stats.open);
-                let ev = PortEvent {
-                    ip,
-                    port,
-                    proto: "tcp",
-                    state: PortState::Open,
-                    reason: "syn-ack",
-                    ttl: None,
-                    t: self.t0.elapsed().as_secs_f64(),
-                };
-                let _ = self.events.send(Event::Port(ev)).await;
+                self.port_event(ip, port, PortState::Open, "syn-ack").await;
             }
-            Attempt::Closed => Stats::bump(&self.stats.closed),
+            Attempt::Closed => {
+                Stats::bump(&self.stats.closed);
+                if self.report_closed {
+                    self.port_event(ip, port, PortState::Closed, "conn-refused").await;
+                }
+            }
             Attempt::TimedOut if *tries < self.timing.retries => {
                 *tries += 1;
                 return Next::Retry;
@@ -169,6 +166,11 @@ impl Shared {
             Attempt::Failed(e) => self.report(ip, port, &e).await,
         }
         Next::Finished
+    }
+
+    async fn port_event(&self, ip: IpAddr, port: u16, state: PortState, reason: &'static str) {
+        let ev = PortEvent { ip, port, proto: "tcp", state, reason, ttl: None, t: self.t0.elapsed().as_secs_f64() };
+        let _ = self.events.send(Event::Port(ev)).await;
     }
 
     async fn report(&self, ip: IpAddr, port: u16, e: &io::Error) {
@@ -225,7 +227,7 @@ async fn drive(sh: Arc<Shared>, order: ScanOrder, mut stop: Stop) -> bool {
             _ = sh.limiter.acquire() => {}
         }
         match start(SocketAddr::new(ip, port)) {
-            Started::Done(Attempt::Closed) => {
+            Started::Done(Attempt::Closed) if !sh.report_closed => {
                 Stats::bump(&sh.stats.sent);
                 Stats::bump(&sh.stats.closed);
             }
@@ -247,6 +249,7 @@ pub async fn run(
     order: ScanOrder,
     timing: &Timing,
     workers: usize,
+    report_closed: bool,
     t0: Instant,
     events: &mpsc::Sender<Event>,
     stats: &Arc<Stats>,
@@ -260,6 +263,7 @@ pub async fn run(
         events: events.clone(),
         stats: stats.clone(),
         t0,
+        report_closed,
         reported: Mutex::new(HashSet::new()),
     });
     let drivers: Vec<_> = order

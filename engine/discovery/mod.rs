@@ -9,6 +9,7 @@
 
 pub mod connect;
 pub mod rate;
+pub mod syn;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -21,8 +22,10 @@ pub use rate::TokenBucket;
 /// How hard and how patiently to probe.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timing {
-    /// Most probes outstanding at once.
+    /// Most connect probes outstanding at once (each holds a socket).
     pub window: usize,
+    /// Most raw (SYN) probes unanswered at once (each holds a few bytes).
+    pub raw_window: usize,
     /// How long to wait for an answer to one probe.
     pub timeout: Duration,
     /// Extra tries for a probe that got no answer.
@@ -34,8 +37,9 @@ pub struct Timing {
 impl Timing {
     /// nmap's `-T0` .. `-T5` templates, adapted to a scanner that streams.
     pub fn template(level: u8) -> Option<Timing> {
-        let t = |window, timeout_ms, retries, max_rate| Timing {
+        let t = |window: usize, timeout_ms, retries, max_rate| Timing {
             window,
+            raw_window: if window <= 16 { window } else { window * 64 },
             timeout: Duration::from_millis(timeout_ms),
             retries,
             max_rate,

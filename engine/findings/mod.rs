@@ -36,6 +36,7 @@ pub struct ScanStart {
 #[serde(rename_all = "snake_case")]
 pub enum ScanType {
     Connect,
+    Syn,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

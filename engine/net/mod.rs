@@ -7,6 +7,10 @@
 
 use std::io;
 
+pub mod route;
+
+pub mod packet;
+
 /// Raises the soft open-file limit to the hard limit and returns the new soft
 /// limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {

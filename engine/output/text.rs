@@ -7,11 +7,18 @@ use crate::findings::{Event, PortState};
 
 pub struct Text<W: Write> {
     out: BufWriter<W>,
+    reasons: bool,
 }
 
 impl<W: Write> Text<W> {
     pub fn new(writer: W) -> Text<W> {
-        Text { out: BufWriter::new(writer) }
+        Text { out: BufWriter::new(writer), reasons: false }
+    }
+
+    /// Also say why each port has its state (nmap's `--reason`).
+    pub fn with_reasons(mut self, on: bool) -> Text<W> {
+        self.reasons = on;
+        self
     }
 }
 
@@ -33,7 +40,12 @@ impl<W: Write + Send> Sink for Text<W> {
                     PortState::Closed => "closed",
                     PortState::Filtered => "filtered",
                 };
-                writeln!(o, "Discovered {state} port {}/{} on {}", p.port, p.proto, p.ip)
+                write!(o, "Discovered {state} port {}/{} on {}", p.port, p.proto, p.ip)?;
+                match (self.reasons, p.ttl) {
+                    (true, Some(ttl)) => writeln!(o, " ({}, ttl {ttl})", p.reason),
+                    (true, None) => writeln!(o, " ({})", p.reason),
+                    (false, _) => writeln!(o),
+                }
             }
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {

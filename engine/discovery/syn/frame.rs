@@ -1,0 +1,355 @@
+//! SYN probe frames and reply parsing, with pnet's packet types.
+//!
+//! A [`Template`] holds the constant part of a probe (Ethernet, IP and TCP
+//! headers with an MSS option), built once per address family; [`Template::fill`]
+//! patches only what differs per target (MACs, addresses, ports, sequence,
+//! IP id) and recomputes the checksums. [`parse`] reads a received frame and
+//! keeps only well-formed TCP replies: every length is checked against the
+//! buffer before it is used, and a frame with a wrong checksum is dropped.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use pnet::packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
+use pnet::packet::ip::IpNextHeaderProtocols;
+use pnet::packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
+use pnet::packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
+use pnet::packet::tcp::{self, MutableTcpPacket, TcpFlags, TcpOption, TcpPacket};
+use pnet::packet::Packet;
+use pnet::util::MacAddr;
+
+use crate::net::packet::Checksum;
+
+const ETH: usize = 14;
+const IP4: usize = 20;
+const IP6: usize = 40;
+/// TCP header with one option, MSS (4 bytes).
+const TCP: usize = 24;
+/// Longest probe frame.
+pub const MAX_PROBE: usize = ETH + IP6 + TCP;
+
+/// Link-layer and source addressing for probes along one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src: IpAddr,
+}
+
+/// The constant part of a SYN probe for one address family.
+#[derive(Clone, Debug)]
+pub struct Template {
+    frame: [u8; MAX_PROBE],
+    len: usize,
+    v6: bool,
+}
+
+impl Template {
+    pub fn new(v6: bool) -> Template {
+        let mut frame = [0u8; MAX_PROBE];
+        let ip_len = if v6 { IP6 } else { IP4 };
+        let len = ETH + ip_len + TCP;
+        {
+            let mut eth = MutableEthernetPacket::new(&mut frame[..len]).expect("frame fits");
+            eth.set_ethertype(if v6 { EtherTypes::Ipv6 } else { EtherTypes::Ipv4 });
+        }
+        if v6 {
+            let mut ip = MutableIpv6Packet::new(&mut frame[ETH..len]).expect("frame fits");
+            ip.set_version(6);
+            ip.set_payload_length(TCP as u16);
+            ip.set_next_header(IpNextHeaderProtocols::Tcp);
+            ip.set_hop_limit(64);
+        } else {
+            let mut ip = MutableIpv4Packet::new(&mut frame[ETH..len]).expect("frame fits");
+            ip.set_version(4);
+            ip.set_header_length(5);
+            ip.set_total_length((IP4 + TCP) as u16);
+            ip.set_ttl(64);
+            ip.set_next_level_protocol(IpNextHeaderProtocols::Tcp);
+        }
+        let mut t = MutableTcpPacket::new(&mut frame[ETH + ip_len..len]).expect("frame fits");
+        t.set_data_offset((TCP / 4) as u8);
+        t.set_flags(TcpFlags::SYN);
+        t.set_window(1024);
+        t.set_options(&[TcpOption::mss(1460)]);
+        Template { frame, len, v6 }
+    }
+
+    /// Writes the probe for one target into `out` and returns its length.
+    /// The hop's family must match the template's.
+    pub fn fill(&self, out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, seq: u32, ip_id: u16) -> usize {
+        let len = self.len;
+        let out = &mut out[..len];
+        out.copy_from_slice(&self.frame[..len]);
+        out[0..6].copy_from_slice(&hop.dst_mac);
+        out[6..12].copy_from_slice(&hop.src_mac);
+        let ip_len = if self.v6 { IP6 } else { IP4 };
+        {
+            let mut t = MutableTcpPacket::new(&mut out[ETH + ip_len..]).expect("frame fits");
+            t.set_source(sport);
+            t.set_destination(dport);
+            t.set_sequence(seq);
+        }
+        match (hop.src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let (iph, tcp_part) = out[ETH..].split_at_mut(IP4);
+                let mut ip = MutableIpv4Packet::new(iph).expect("frame fits");
+                ip.set_identification(ip_id);
+                ip.set_source(s);
+                ip.set_destination(d);
+                ip.set_checksum(0);
+                let c = ipv4::checksum(&ip.to_immutable());
+                ip.set_checksum(c);
+                let mut t = MutableTcpPacket::new(tcp_part).expect("frame fits");
+                t.set_checksum(0);
+                let c = tcp::ipv4_checksum(&t.to_immutable(), &s, &d);
+                t.set_checksum(c);
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let (iph, tcp_part) = out[ETH..].split_at_mut(IP6);
+                let mut ip = MutableIpv6Packet::new(iph).expect("frame fits");
+                ip.set_flow_label(u32::from(ip_id));
+                ip.set_source(s);
+                ip.set_destination(d);
+                let mut t = MutableTcpPacket::new(tcp_part).expect("frame fits");
+                t.set_checksum(0);
+                let c = tcp::ipv6_checksum(&t.to_immutable(), &s, &d);
+                t.set_checksum(c);
+            }
+            _ => panic!("hop and target of different address families"),
+        }
+        len
+    }
+}
+
+/// A TCP segment that may answer one of our probes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    /// TCP flags (SYN, ACK, RST, ...).
+    pub flags: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+}
+
+impl Reply {
+    pub fn is_syn_ack(&self) -> bool {
+        self.flags & (TcpFlags::SYN | TcpFlags::ACK) == TcpFlags::SYN | TcpFlags::ACK && self.flags & TcpFlags::RST == 0
+    }
+
+    pub fn is_rst(&self) -> bool {
+        self.flags & TcpFlags::RST != 0
+    }
+}
+
+/// Parses a received Ethernet frame; `None` for anything that is not a
+/// well-formed TCP segment over IPv4 or IPv6.
+pub fn parse(frame: &[u8], checksum: Checksum) -> Option<Reply> {
+    let eth = EthernetPacket::new(frame)?;
+    match eth.get_ethertype() {
+        EtherTypes::Ipv4 => parse_v4(&frame[ETH..], checksum),
+        EtherTypes::Ipv6 => parse_v6(&frame[ETH..], checksum),
+        _ => None,
+    }
+}
+
+fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
+    let ip = Ipv4Packet::new(bytes)?;
+    let hl = usize::from(ip.get_header_length()) * 4;
+    let total = usize::from(ip.get_total_length());
+    if ip.get_version() != 4 || hl < IP4 || total < hl || total > bytes.len() {
+        return None;
+    }
+    if ip.get_next_level_protocol() != IpNextHeaderProtocols::Tcp
+        || ip.get_fragment_offset() != 0
+        || ip.get_flags() & 1 != 0
+    {
+        return None;
+    }
+    if ipv4::checksum(&ip) != ip.get_checksum() {
+        return None;
+    }
+    let (src, dst) = (ip.get_source(), ip.get_destination());
+    let seg = TcpPacket::new(&bytes[hl..total])?;
+    if !tcp_ok(&seg, total - hl) {
+        return None;
+    }
+    if checksum == Checksum::Unchecked && tcp::ipv4_checksum(&seg, &src, &dst) != seg.get_checksum() {
+        return None;
+    }
+    Some(reply(IpAddr::V4(src), IpAddr::V4(dst), &seg, ip.get_ttl()))
+}
+
+fn parse_v6(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
+    let ip = Ipv6Packet::new(bytes)?;
+    let payload = usize::from(ip.get_payload_length());
+    if ip.get_version() != 6 || IP6 + payload > bytes.len() || ip.get_next_header() != IpNextHeaderProtocols::Tcp {
+        return None;
+    }
+    let (src, dst): (Ipv6Addr, Ipv6Addr) = (ip.get_source(), ip.get_destination());
+    let seg = TcpPacket::new(&bytes[IP6..IP6 + payload])?;
+    if !tcp_ok(&seg, payload) {
+        return None;
+    }
+    if checksum == Checksum::Unchecked && tcp::ipv6_checksum(&seg, &src, &dst) != seg.get_checksum() {
+        return None;
+    }
+    Some(reply(IpAddr::V6(src), IpAddr::V6(dst), &seg, ip.get_hop_limit()))
+}
+
+/// The TCP header's own length claim fits the segment.
+fn tcp_ok(seg: &TcpPacket<'_>, seg_len: usize) -> bool {
+    let off = usize::from(seg.get_data_offset()) * 4;
+    off >= 20 && off <= seg_len && seg.packet().len() >= 20
+}
+
+fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
+    Reply {
+        src,
+        dst,
+        sport: seg.get_source(),
+        dport: seg.get_destination(),
+        seq: seg.get_sequence(),
+        ack: seg.get_acknowledgement(),
+        flags: seg.get_flags() as u8,
+        ttl,
+    }
+}
+
+/// MAC address text, for messages.
+pub fn mac_string(mac: [u8; 6]) -> String {
+    MacAddr::from(mac).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hop4() -> Hop {
+        Hop { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], src: "198.18.0.1".parse().unwrap() }
+    }
+
+    fn hop6() -> Hop {
+        Hop { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], src: "2001:2::1".parse().unwrap() }
+    }
+
+    /// A reply frame: the probe with addresses and ports swapped and new flags.
+    fn answer(probe: &[u8], flags: u8, ack: u32) -> Vec<u8> {
+        let v6 = probe[12] == 0x86;
+        let parsed = parse(probe, Checksum::Unchecked).expect("probe parses");
+        let hop = Hop { src_mac: [2, 0, 0, 0, 0, 2], dst_mac: [2, 0, 0, 0, 0, 1], src: parsed.dst };
+        let mut out = vec![0u8; MAX_PROBE];
+        let n = Template::new(v6).fill(&mut out, &hop, parsed.src, parsed.dport, parsed.sport, 777, 1);
+        out.truncate(n);
+        let ip_len = if v6 { IP6 } else { IP4 };
+        let mut t = MutableTcpPacket::new(&mut out[ETH + ip_len..]).unwrap();
+        t.set_flags(flags.into());
+        t.set_acknowledgement(ack);
+        t.set_checksum(0);
+        let c = match (parsed.dst, parsed.src) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => tcp::ipv4_checksum(&t.to_immutable(), &s, &d),
+            (IpAddr::V6(s), IpAddr::V6(d)) => tcp::ipv6_checksum(&t.to_immutable(), &s, &d),
+            _ => unreachable!(),
+        };
+        t.set_checksum(c);
+        out
+    }
+
+    #[test]
+    fn probes_round_trip_through_the_parser() {
+        for (hop, dst) in [(hop4(), "198.19.2.3"), (hop6(), "2001:2::2")] {
+            let v6 = hop.src.is_ipv6();
+            let mut out = [0u8; MAX_PROBE];
+            let n = Template::new(v6).fill(&mut out, &hop, dst.parse().unwrap(), 61_234, 443, 0xdead_beef, 9);
+            let r = parse(&out[..n], Checksum::Unchecked).expect("valid probe");
+            assert_eq!((r.src, r.dst.to_string()), (hop.src, dst.to_string()));
+            assert_eq!((r.sport, r.dport, r.seq), (61_234, 443, 0xdead_beef));
+            assert_eq!(r.flags, TcpFlags::SYN as u8);
+            assert_eq!(&out[0..6], &hop.dst_mac);
+        }
+    }
+
+    #[test]
+    fn syn_ack_and_rst_are_told_apart() {
+        let mut out = [0u8; MAX_PROBE];
+        let n = Template::new(false).fill(&mut out, &hop4(), "198.18.0.2".parse().unwrap(), 61_000, 22, 41, 1);
+        let sa = parse(&answer(&out[..n], (TcpFlags::SYN | TcpFlags::ACK) as u8, 42), Checksum::Unchecked).unwrap();
+        assert!(sa.is_syn_ack() && !sa.is_rst());
+        assert_eq!((sa.sport, sa.dport, sa.ack), (22, 61_000, 42));
+        let rst = parse(&answer(&out[..n], (TcpFlags::RST | TcpFlags::ACK) as u8, 42), Checksum::Unchecked).unwrap();
+        assert!(rst.is_rst() && !rst.is_syn_ack());
+    }
+
+    #[test]
+    fn malformed_frames_are_dropped() {
+        let mut out = [0u8; MAX_PROBE];
+        let n = Template::new(false).fill(&mut out, &hop4(), "198.18.0.2".parse().unwrap(), 61_000, 22, 41, 1);
+        let good = answer(&out[..n], (TcpFlags::SYN | TcpFlags::ACK) as u8, 42);
+        assert!(parse(&good, Checksum::Unchecked).is_some());
+        // Every truncation.
+        for cut in 0..good.len() {
+            assert!(parse(&good[..cut], Checksum::Unchecked).is_none(), "truncated to {cut}");
+        }
+        // Wrong TCP checksum: dropped when unchecked, kept when the kernel says it never computed it.
+        let mut bad = good.clone();
+        bad[ETH + IP4 + 16] ^= 0xff;
+        assert!(parse(&bad, Checksum::Unchecked).is_none());
+        assert!(parse(&bad, Checksum::Unfinished).is_some());
+        // Wrong IPv4 header checksum.
+        let mut bad = good.clone();
+        bad[ETH + 10] ^= 0xff;
+        assert!(parse(&bad, Checksum::Valid).is_none());
+        // TCP data offset past the segment, and below the minimum.
+        for off in [15u8, 2] {
+            let mut bad = good.clone();
+            bad[ETH + IP4 + 12] = off << 4;
+            assert!(parse(&bad, Checksum::Valid).is_none(), "data offset {off}");
+        }
+        // IP total length past the buffer, and IHL below 5.
+        let mut bad = good.clone();
+        bad[ETH + 2..ETH + 4].copy_from_slice(&2000u16.to_be_bytes());
+        assert!(parse(&bad, Checksum::Valid).is_none());
+        let mut bad = good.clone();
+        bad[ETH] = 0x44;
+        assert!(parse(&bad, Checksum::Valid).is_none());
+        // Not TCP, not IP.
+        let mut bad = good.clone();
+        bad[ETH + 9] = 17;
+        assert!(parse(&bad, Checksum::Valid).is_none());
+        let mut bad = good;
+        bad[12] = 0x08;
+        bad[13] = 0x06;
+        assert!(parse(&bad, Checksum::Valid).is_none());
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut buf = [0u8; 128];
+        for round in 0..20_000 {
+            for b in buf.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            // Make many of them look like IPv4 or IPv6 TCP so the deep paths run.
+            if round % 2 == 0 {
+                buf[12..14].copy_from_slice(&[0x08, 0x00]);
+                buf[ETH] = 0x45;
+                buf[ETH + 9] = 6;
+            } else if round % 3 == 0 {
+                buf[12..14].copy_from_slice(&[0x86, 0xdd]);
+                buf[ETH] = 0x60;
+                buf[ETH + 6] = 6;
+            }
+            let len = (x as usize) % buf.len();
+            let _ = parse(&buf[..len], Checksum::Unchecked);
+            let _ = parse(&buf[..len], Checksum::Unfinished);
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! The SYN scan's state machine: which probe to send when, and what a reply
+//! means. No I/O inside; the caller passes the time in, which lets the tests
+//! drive it on a simulated clock.
+//!
+//! Validation is stateless: a probe's sequence number and source port come
+//! from a keyed SipHash of its addresses and destination port ([`Cookie`]),
+//! so a reply is ours only if its ack is that sequence number plus one. The
+//! machine keeps state only for probes still unanswered (at most `window` of
+//! them) and for open ports already reported (so a duplicate or late reply is
+//! reported once): nothing grows with the size of the scan.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::Hasher;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use siphasher::sip::SipHasher13;
+
+use super::frame::Reply;
+use crate::discovery::TokenBucket;
+use crate::findings::PortState;
+use crate::targets::addrs::{addr, key};
+
+/// Source ports of probes: above Linux's ephemeral range, so no local socket
+/// is ever confused with a probe.
+pub const SPORT_BASE: u16 = 61_000;
+const SPORT_SPAN: u32 = 4_500;
+
+/// The keyed hash behind probe sequence numbers and source ports. The
+/// source port also carries which of `workers` senders sent the probe, so
+/// replies go back to the machine that waits for them.
+#[derive(Clone, Copy, Debug)]
+pub struct Cookie {
+    k0: u64,
+    k1: u64,
+    workers: u16,
+}
+
+impl Cookie {
+    pub fn new(k0: u64, k1: u64, workers: u16) -> Cookie {
+        Cookie { k0, k1, workers: workers.clamp(1, 64) }
+    }
+
+    fn hash(&self, src: IpAddr, dst: IpAddr, dport: u16) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.k0, self.k1);
+        h.write_u128(key(src));
+        h.write_u128(key(dst));
+        h.write_u16(dport);
+        h.finish()
+    }
+
+    /// The sequence number and source port of worker `worker`'s probe from
+    /// `src` to `dst:dport`.
+    pub fn probe(&self, src: IpAddr, dst: IpAddr, dport: u16, worker: usize) -> (u32, u16) {
+        let v = self.hash(src, dst, dport);
+        let n = u32::from(self.workers);
+        let slot = (v >> 32) as u32 % (SPORT_SPAN / n);
+        (v as u32, SPORT_BASE + (slot * n + worker as u32 % n) as u16)
+    }
+
+    /// Which worker's probe `r` answers, if it answers one of ours: right
+    /// port, ack = our sequence + 1, and a SYN-ACK or a RST.
+    pub fn accepts(&self, r: &Reply) -> Option<usize> {
+        if !(r.is_syn_ack() || r.is_rst()) || r.dport < SPORT_BASE {
+            return None;
+        }
+        let worker = usize::from((r.dport - SPORT_BASE) % self.workers);
+        let (seq, sport) = self.probe(r.dst, r.src, r.sport, worker);
+        (r.dport == sport && r.ack == seq.wrapping_add(1)).then_some(worker)
+    }
+}
+
+/// What a reply said about a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub state: PortState,
+    pub reason: &'static str,
+    pub ttl: u8,
+}
+
+/// Totals so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Probes sent, retransmissions included.
+    pub sent: u64,
+    pub open: u64,
+    pub closed: u64,
+    pub filtered: u64,
+    /// Replies that came after their probe was given up (counted open anyway).
+    pub late: u64,
+}
+
+/// How patient the machine is.
+#[derive(Clone, Copy, Debug)]
+pub struct Pace {
+    pub timeout: Duration,
+    /// Extra sends of a probe that got no answer.
+    pub retries: u32,
+    /// Most probes unanswered at once.
+    pub window: usize,
+    pub max_rate: Option<f64>,
+}
+
+type Key = (u128, u16);
+
+/// The SYN scan of one sequence of `(address, port)` pairs.
+pub struct Machine<I> {
+    targets: I,
+    exhausted: bool,
+    stopping: bool,
+    pace: Pace,
+    bucket: Option<TokenBucket>,
+    /// Unanswered probes and how often each was sent.
+    inflight: HashMap<Key, u32>,
+    /// (deadline, probe, which send) in deadline order.
+    timers: VecDeque<(Instant, Key, u32)>,
+    /// Probes whose time ran out and that are due another send.
+    resend: VecDeque<Key>,
+    reported_open: HashSet<Key>,
+    counts: Counts,
+}
+
+impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
+    pub fn new(targets: I, pace: Pace, now: Instant) -> Machine<I> {
+        Machine {
+            targets,
+            exhausted: false,
+            stopping: false,
+            pace,
+            bucket: pace.max_rate.map(|r| TokenBucket::new(r, now)),
+            inflight: HashMap::new(),
+            timers: VecDeque::new(),
+            resend: VecDeque::new(),
+            reported_open: HashSet::new(),
+            counts: Counts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Probes sent and not yet answered or given up.
+    pub fn outstanding(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// No new probes and no more retransmissions; the ones out still count
+    /// until their time runs out.
+    pub fn stop(&mut self) {
+        self.stopping = true;
+        for k in self.resend.drain(..) {
+            if self.inflight.remove(&k).is_some() {
+                self.counts.filtered += 1;
+            }
+        }
+    }
+
+    /// True once every probe is answered or given up (or the scan was stopped
+    /// and the last outstanding probe has timed out).
+    pub fn is_done(&self) -> bool {
+        (self.exhausted || self.stopping) && self.inflight.is_empty()
+    }
+
+    /// Takes a reply that passed [`Cookie::accepts`].
+    pub fn on_reply(&mut self, r: &Reply) -> Option<Verdict> {
+        let k = (key(r.src), r.sport);
+        let (state, reason) = if r.is_syn_ack() { (PortState::Open, "syn-ack") } else { (PortState::Closed, "reset") };
+        let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: r.ttl };
+        if self.inflight.remove(&k).is_some() {
+            match state {
+                PortState::Open => {
+                    self.counts.open += 1;
+                    self.reported_open.insert(k);
+                }
+                _ => self.counts.closed += 1,
+            }
+            return Some(verdict);
+        }
+        // Not outstanding: a duplicate, or an answer after the probe was given up.
+        if state == PortState::Open && self.reported_open.insert(k) {
+            self.counts.open += 1;
+            self.counts.filtered = self.counts.filtered.saturating_sub(1);
+            self.counts.late += 1;
+            return Some(verdict);
+        }
+        None
+    }
+
+    /// Moves probes whose time ran out to the resend queue or gives them up.
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(deadline, k, nth)) = self.timers.front() {
+            if deadline > now {
+                break;
+            }
+            self.timers.pop_front();
+            if self.inflight.get(&k) != Some(&nth) {
+                continue; // answered, or sent again since
+            }
+            if nth <= self.pace.retries && !self.stopping {
+                self.resend.push_back(k);
+            } else {
+                self.inflight.remove(&k);
+                self.counts.filtered += 1;
+            }
+        }
+    }
+
+    /// Appends to `out` the probes to send now (resends first), at most `max`.
+    pub fn poll(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>) {
+        self.expire(now);
+        let deadline = now + self.pace.timeout;
+        while out.len() < max {
+            let can_new = !self.stopping && !self.exhausted && self.inflight.len() < self.pace.window;
+            if self.resend.is_empty() && !can_new {
+                break;
+            }
+            if let Some(b) = &mut self.bucket {
+                if b.try_take(now).is_err() {
+                    break;
+                }
+            }
+            if let Some(k) = self.resend.pop_front() {
+                if let Some(nth) = self.inflight.get_mut(&k) {
+                    *nth += 1;
+                    self.timers.push_back((deadline, k, *nth));
+                    self.counts.sent += 1;
+                    out.push((addr(k.0), k.1));
+                }
+                continue;
+            }
+            match self.targets.next() {
+                None => self.exhausted = true,
+                Some((ip, port)) => {
+                    let k = (key(ip), port);
+                    self.inflight.insert(k, 1);
+                    self.timers.push_back((deadline, k, 1));
+                    self.counts.sent += 1;
+                    out.push((ip, port));
+                }
+            }
+        }
+    }
+
+    /// When the machine next has something to do, if nothing comes in before.
+    pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
+        let timer = self.timers.front().map(|t| t.0);
+        let sendable =
+            !self.resend.is_empty() || (!self.stopping && !self.exhausted && self.inflight.len() < self.pace.window);
+        let token = match (&self.bucket, sendable) {
+            (Some(b), true) => {
+                let mut probe = b.clone();
+                Some(probe.try_take(now).map_or_else(|wait| now + wait, |()| now))
+            }
+            (None, true) => Some(now),
+            _ => None,
+        };
+        match (timer, token) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pnet::packet::tcp::TcpFlags;
+
+    const SRC: &str = "198.18.0.1";
+
+    fn pace(retries: u32, window: usize) -> Pace {
+        Pace { timeout: Duration::from_millis(100), retries, window, max_rate: None }
+    }
+
+    fn targets(n: u16) -> Vec<(IpAddr, u16)> {
+        (1..=n).map(|p| ("198.18.0.2".parse().unwrap(), p)).collect()
+    }
+
+    /// The reply a target would send to the probe for `ip:port`.
+    fn answer(c: &Cookie, ip: IpAddr, port: u16, open: bool) -> Reply {
+        let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+        let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
+        Reply {
+            src: ip,
+            dst: SRC.parse().unwrap(),
+            sport: port,
+            dport: sport,
+            seq: 5,
+            ack: seq.wrapping_add(1),
+            flags: flags as u8,
+            ttl: 64,
+        }
+    }
+
+    #[test]
+    fn cookie_accepts_only_its_own_replies() {
+        let c = Cookie::new(1, 2, 1);
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let good = answer(&c, ip, 22, true);
+        assert_eq!(c.accepts(&good), Some(0));
+        assert_eq!(c.accepts(&answer(&c, ip, 22, false)), Some(0));
+        assert_eq!(Cookie::new(1, 3, 1).accepts(&good), None, "another key");
+        assert_eq!(c.accepts(&Reply { ack: good.ack.wrapping_add(1), ..good }), None, "wrong ack");
+        assert_eq!(c.accepts(&Reply { dport: good.dport ^ 1, ..good }), None, "wrong port");
+        assert_eq!(c.accepts(&Reply { sport: 23, ..good }), None, "answer for another port");
+        assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK as u8, ..good }), None, "a bare ACK");
+        assert_eq!(c.accepts(&Reply { dport: 80, ..good }), None, "a port below ours");
+    }
+
+    #[test]
+    fn cookie_routes_replies_to_the_worker_that_sent_the_probe() {
+        let c = Cookie::new(5, 6, 3);
+        let (src, ip): (IpAddr, IpAddr) = (SRC.parse().unwrap(), "198.19.0.9".parse().unwrap());
+        for worker in 0..3 {
+            for port in [1, 80, 65535] {
+                let (seq, sport) = c.probe(src, ip, port, worker);
+                assert!(sport >= SPORT_BASE);
+                let mut r = answer(&c, ip, port, true);
+                r.dport = sport;
+                r.ack = seq.wrapping_add(1);
+                assert_eq!(c.accepts(&r), Some(worker));
+            }
+        }
+    }
+
+    /// Runs a simulated scan: every probe sent is answered (or lost) by
+    /// `network`, which returns the replies to deliver and their delay.
+    fn simulate(
+        list: Vec<(IpAddr, u16)>,
+        pace: Pace,
+        mut network: impl FnMut(IpAddr, u16, u32) -> Vec<(Duration, Reply)>,
+    ) -> (Vec<Verdict>, Counts, Duration) {
+        let c = Cookie::new(7, 7, 1);
+        let t0 = Instant::now();
+        let mut now = t0;
+        let mut m = Machine::new(list.into_iter(), pace, now);
+        let mut pending: Vec<(Instant, Reply)> = Vec::new();
+        let mut sends: HashMap<(IpAddr, u16), u32> = HashMap::new();
+        let mut verdicts = Vec::new();
+        let mut out = Vec::new();
+        for _ in 0..100_000 {
+            // Deliver what is due.
+            pending.sort_by_key(|p| p.0);
+            while pending.first().is_some_and(|p| p.0 <= now) {
+                let (_, r) = pending.remove(0);
+                if c.accepts(&r).is_some() {
+                    verdicts.extend(m.on_reply(&r));
+                }
+            }
+            out.clear();
+            m.poll(now, 16, &mut out);
+            for &(ip, port) in &out {
+                let n = sends.entry((ip, port)).or_default();
+                *n += 1;
+                for (delay, mut r) in network(ip, port, *n) {
+                    let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+                    r.dport = sport;
+                    if r.ack != 0 {
+                        r.ack = seq.wrapping_add(1);
+                    }
+                    pending.push((now + delay, r));
+                }
+            }
+            if m.is_done() && pending.is_empty() {
+                break;
+            }
+            let next = [m.next_wakeup(now), pending.iter().map(|p| p.0).min()].into_iter().flatten().min();
+            now = next.map_or(now + Duration::from_millis(1), |t| t.max(now));
+        }
+        (verdicts, m.counts(), now - t0)
+    }
+
+    fn reply(ip: IpAddr, port: u16, open: bool) -> Reply {
+        let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
+        Reply { src: ip, dst: SRC.parse().unwrap(), sport: port, dport: 0, seq: 1, ack: 1, flags: flags as u8, ttl: 63 }
+    }
+
+    #[test]
+    fn answers_end_the_scan_without_waiting() {
+        let (v, c, took) = simulate(targets(1000), pace(1, 64), |ip, port, _| {
+            vec![(Duration::from_micros(50), reply(ip, port, port % 100 == 0))]
+        });
+        assert_eq!(v.iter().filter(|v| v.state == PortState::Open).count(), 10);
+        assert_eq!(c, Counts { sent: 1000, open: 10, closed: 990, filtered: 0, late: 0 });
+        assert!(took < Duration::from_millis(10), "no waiting for timeouts when all answered: {took:?}");
+    }
+
+    #[test]
+    fn lost_probes_are_retransmitted_then_given_up() {
+        // Port 7 never answers; port 8 answers only its second send.
+        let (v, c, took) = simulate(targets(10), pace(2, 64), |ip, port, nth| match port {
+            7 => vec![],
+            8 if nth < 2 => vec![],
+            _ => vec![(Duration::from_micros(10), reply(ip, port, port == 8))],
+        });
+        assert_eq!(c.filtered, 1);
+        assert_eq!(c.open, 1);
+        assert_eq!(c.sent, 10 + 2 + 1, "port 7 sent three times, port 8 twice");
+        assert!(v.iter().any(|v| v.port == 8 && v.state == PortState::Open));
+        // Three timeouts of 100 ms for port 7.
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(320), "{took:?}");
+    }
+
+    #[test]
+    fn duplicates_are_reported_once() {
+        let (v, c, _) = simulate(targets(5), pace(1, 64), |ip, port, _| {
+            let r = reply(ip, port, true);
+            vec![(Duration::from_micros(10), r), (Duration::from_micros(20), r), (Duration::from_millis(500), r)]
+        });
+        assert_eq!(v.len(), 5);
+        assert_eq!(c.open, 5);
+    }
+
+    #[test]
+    fn late_answers_still_count_once() {
+        // Answers arrive after the last timeout: filtered first, then open.
+        let (v, c, _) =
+            simulate(targets(3), pace(0, 64), |ip, port, _| vec![(Duration::from_millis(250), reply(ip, port, true))]);
+        assert_eq!(v.len(), 3);
+        assert_eq!((c.open, c.filtered, c.late), (3, 0, 3));
+    }
+
+    #[test]
+    fn window_bounds_the_outstanding_probes() {
+        let c = Cookie::new(0, 0, 1);
+        let now = Instant::now();
+        let mut m = Machine::new(targets(100).into_iter(), pace(0, 8), now);
+        let mut out = Vec::new();
+        m.poll(now, 64, &mut out);
+        assert_eq!(out.len(), 8);
+        assert_eq!(m.outstanding(), 8);
+        let (ip, port) = out[0];
+        let mut r = reply(ip, port, false);
+        let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+        r.dport = sport;
+        r.ack = seq.wrapping_add(1);
+        assert!(m.on_reply(&r).is_some());
+        out.clear();
+        m.poll(now, 64, &mut out);
+        assert_eq!(out.len(), 1, "one answer frees one slot");
+    }
+
+    #[test]
+    fn rate_limit_paces_sends_on_the_simulated_clock() {
+        let p = Pace { max_rate: Some(1000.0), ..pace(0, 100_000) };
+        let (_, c, took) =
+            simulate(targets(2000), p, |ip, port, _| vec![(Duration::from_micros(5), reply(ip, port, false))]);
+        assert_eq!(c.sent, 2000);
+        let secs = took.as_secs_f64();
+        assert!((1.9..2.1).contains(&secs), "2000 probes at 1000/s took {secs} s");
+    }
+
+    #[test]
+    fn stop_sends_nothing_new_and_waits_for_the_rest() {
+        let now = Instant::now();
+        let mut m = Machine::new(targets(100).into_iter(), pace(3, 10), now);
+        let mut out = Vec::new();
+        m.poll(now, 64, &mut out);
+        m.stop();
+        out.clear();
+        m.poll(now, 64, &mut out);
+        assert!(out.is_empty());
+        assert!(!m.is_done(), "ten probes still out");
+        m.poll(now + Duration::from_millis(150), 64, &mut out);
+        assert!(out.is_empty(), "no retransmissions once stopped");
+        assert!(m.is_done());
+        assert_eq!(m.counts().filtered, 10);
+    }
+}

@@ -1,0 +1,256 @@
+//! SYN scan: raw, stateless, streaming.
+//!
+//! In: a scan order, the resolved [`Links`] of its targets, a [`Timing`] and
+//! a key. Out: `port` events the moment a SYN-ACK (or, when asked, a RST)
+//! comes back, and counters in [`Stats`].
+//!
+//! Two threads: this one runs the [`Machine`] (which probe to send when),
+//! builds frames from a [`Template`] and sends them in batches; a receiver
+//! thread takes frames in batches, parses them and keeps only replies whose
+//! ack matches the probe's keyed [`Cookie`]. The kernel answers SYN-ACKs to
+//! our half-open probes with a RST itself (it has no socket for them), which
+//! is what we want: the target's half-open connection goes away, and the
+//! result was already taken from the SYN-ACK.
+
+pub mod frame;
+pub mod links;
+pub mod machine;
+
+use std::io;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+pub use frame::{Hop, Reply, Template};
+pub use links::{LinkOptions, Links};
+pub use machine::{Cookie, Counts, Machine, Pace, Verdict};
+
+use super::{Stats, Stop};
+use crate::findings::{Event, PortEvent, PortState};
+use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
+use crate::targets::ScanOrder;
+
+/// Socket buffers: room for a burst of replies while the thread is busy.
+const SOCKET_BUFFER: usize = 64 << 20;
+
+/// Options of a SYN scan beyond timing.
+#[derive(Clone, Copy, Debug)]
+pub struct SynOptions {
+    pub pace: Pace,
+    /// Report closed ports (RST) as events too, not only count them.
+    pub report_closed: bool,
+    /// Key of the probe cookies.
+    pub key: (u64, u64),
+    /// Sending threads, each with its own share of the targets (one per core).
+    pub workers: usize,
+}
+
+/// Runs the SYN scan of `order`. Returns whether `stop` cut it short.
+pub fn run(
+    order: ScanOrder,
+    links: &Links,
+    opts: SynOptions,
+    t0: Instant,
+    events: &mpsc::Sender<Event>,
+    stats: &Stats,
+    stop: &Stop,
+) -> io::Result<bool> {
+    let workers = opts.workers.clamp(1, 16);
+    let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16);
+    let sock = PacketSocket::open(links.ifindex)?;
+    sock.tune(SOCKET_BUFFER)?;
+    let (outs, ins): (Vec<_>, Vec<_>) = (0..workers).map(|_| std_mpsc::channel::<Vec<Reply>>()).unzip();
+    let quit = AtomicBool::new(false);
+    let pace = Pace { window: opts.pace.window.div_ceil(workers), ..opts.pace };
+    std::thread::scope(|s| {
+        let receiver = s.spawn(|| receive(&sock, cookie, &outs, &quit));
+        let drivers: Vec<_> = order
+            .split(workers as u64)
+            .into_iter()
+            .zip(ins)
+            .enumerate()
+            .map(|(w, (part, replies))| {
+                let opts = SynOptions { pace, ..opts };
+                let tx = &sock;
+                s.spawn(move || drive(w, part, links, &opts, cookie, tx, &replies, t0, events, stats, stop))
+            })
+            .collect();
+        let mut result = Ok(false);
+        for d in drivers {
+            match d.join() {
+                Ok(Ok(cut)) => {
+                    if let Ok(any) = &mut result {
+                        *any |= cut;
+                    }
+                }
+                Ok(Err(e)) => result = Err(e),
+                Err(_) => result = Err(io::Error::other("a sender thread panicked")),
+            }
+        }
+        quit.store(true, Ordering::Relaxed);
+        match receiver.join() {
+            Ok(Ok(())) => result,
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other("the receiver thread panicked")),
+        }
+    })
+}
+
+/// The receiver thread: frames in, validated replies out to the worker whose
+/// probe they answer, until `quit`.
+fn receive(
+    sock: &PacketSocket,
+    cookie: Cookie,
+    outs: &[std_mpsc::Sender<Vec<Reply>>],
+    quit: &AtomicBool,
+) -> io::Result<()> {
+    let mut bufs = vec![[0u8; FRAME]; BATCH];
+    let mut lens = [0usize; BATCH];
+    let mut sums = [Checksum::Unchecked; BATCH];
+    let mut per: Vec<Vec<Reply>> = vec![Vec::new(); outs.len()];
+    while !quit.load(Ordering::Relaxed) {
+        let n = sock.recv_batch(&mut bufs, &mut lens, &mut sums, Duration::from_millis(5))?;
+        for i in 0..n {
+            if let Some(r) = frame::parse(&bufs[i][..lens[i]], sums[i]) {
+                if let Some(w) = cookie.accepts(&r) {
+                    per[w].push(r);
+                }
+            }
+        }
+        for (w, batch) in per.iter_mut().enumerate() {
+            if !batch.is_empty() {
+                // A worker that has finished no longer listens; its replies are late duplicates.
+                let _ = outs[w].send(std::mem::take(batch));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    worker: usize,
+    order: ScanOrder,
+    links: &Links,
+    opts: &SynOptions,
+    cookie: Cookie,
+    tx: &PacketSocket,
+    replies: &std_mpsc::Receiver<Vec<Reply>>,
+    t0: Instant,
+    events: &mpsc::Sender<Event>,
+    stats: &Stats,
+    stop: &Stop,
+) -> io::Result<bool> {
+    // Targets without a usable path are counted as filtered, never sent.
+    let unreachable = std::cell::Cell::new(0u64);
+    let reachable = order.filter(|&(ip, _)| {
+        let ok = links.hop(ip).is_ok();
+        if !ok {
+            unreachable.set(unreachable.get() + 1);
+        }
+        ok
+    });
+    let mut m = Machine::new(reachable, opts.pace, Instant::now());
+    let templates = [Template::new(false), Template::new(true)];
+    let mut frames = vec![[0u8; frame::MAX_PROBE]; BATCH];
+    let mut lens = [0usize; BATCH];
+    let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
+    let mut published = Published::default();
+    let mut interrupted = false;
+    let take = |m: &mut Machine<_>, batch: Vec<Reply>| {
+        for r in &batch {
+            let Some(v) = m.on_reply(r) else { continue };
+            if v.state == PortState::Open || opts.report_closed {
+                let ev = PortEvent {
+                    ip: v.ip,
+                    port: v.port,
+                    proto: "tcp",
+                    state: v.state,
+                    reason: v.reason,
+                    ttl: Some(v.ttl),
+                    t: t0.elapsed().as_secs_f64(),
+                };
+                let _ = events.blocking_send(Event::Port(ev));
+            }
+        }
+    };
+    loop {
+        while let Ok(batch) = replies.try_recv() {
+            take(&mut m, batch);
+        }
+        if !interrupted && stop.is_set() {
+            interrupted = true;
+            m.stop();
+        }
+        let now = Instant::now();
+        due.clear();
+        m.poll(now, BATCH, &mut due);
+        if !due.is_empty() {
+            for (i, &(ip, port)) in due.iter().enumerate() {
+                let hop = links.hop(ip).expect("only reachable targets are probed");
+                let (seq, sport) = cookie.probe(hop.src, ip, port, worker);
+                let t = &templates[usize::from(ip.is_ipv6())];
+                lens[i] = t.fill(&mut frames[i], &hop, ip, sport, port, seq, seq as u16);
+            }
+            send_all(tx, &frames[..due.len()], &lens[..due.len()])?;
+            publish(stats, &mut published, m.counts(), unreachable.get());
+            continue;
+        }
+        publish(stats, &mut published, m.counts(), unreachable.get());
+        if m.is_done() {
+            break;
+        }
+        let wait = m.next_wakeup(now).map_or(Duration::from_millis(5), |t| t.saturating_duration_since(now));
+        match replies.recv_timeout(wait.min(Duration::from_millis(5))) {
+            Ok(batch) => take(&mut m, batch),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(io::Error::other("receiver stopped")),
+        }
+    }
+    Ok(interrupted)
+}
+
+/// Sends every frame, waiting briefly whenever the kernel's queue is full.
+fn send_all(tx: &PacketSocket, frames: &[[u8; frame::MAX_PROBE]], lens: &[usize]) -> io::Result<()> {
+    let views: Vec<&[u8]> = frames.iter().zip(lens).map(|(f, &n)| &f[..n]).collect();
+    let mut sent = 0;
+    let mut stalls = 0u32;
+    while sent < views.len() {
+        let n = tx.send_batch(&views[sent..])?;
+        if n == 0 {
+            stalls += 1;
+            if stalls > 20_000 {
+                return Err(io::Error::other("the interface accepts no more frames"));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        sent += n;
+    }
+    Ok(())
+}
+
+/// What one worker has added to the shared counters so far.
+#[derive(Default)]
+struct Published {
+    counts: Counts,
+    unreachable: u64,
+}
+
+/// Adds what changed since the last call to the shared counters (a late
+/// answer moves a port from filtered to open, so a delta may be negative:
+/// wrapping arithmetic adds it correctly).
+fn publish(stats: &Stats, last: &mut Published, now: Counts, unreachable: u64) {
+    let add = |c: &std::sync::atomic::AtomicU64, new: u64, old: u64| {
+        if new != old {
+            c.fetch_add(new.wrapping_sub(old), Ordering::Relaxed);
+        }
+    };
+    add(&stats.sent, now.sent, last.counts.sent);
+    add(&stats.open, now.open, last.counts.open);
+    add(&stats.closed, now.closed, last.counts.closed);
+    add(&stats.filtered, now.filtered + unreachable, last.counts.filtered + last.unreachable);
+    *last = Published { counts: now, unreachable };
+}
