@@ -81,6 +81,19 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
     };
     let _ = events.send(Event::ScanStart(start)).await;
 
+    if let Some(l) = &links {
+        for (ip, why) in l.unreachable() {
+            Stats::bump(&stats.errors);
+            let ev = crate::findings::ErrorEvent {
+                ip: Some(ip),
+                port: None,
+                plugin: None,
+                kind: crate::findings::ErrorKind::Io,
+                message: format!("cannot reach {ip}: {why}"),
+            };
+            let _ = events.send(Event::Error(ev)).await;
+        }
+    }
     let t0 = Instant::now();
     let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
     // Raw frames cannot reach this machine's own addresses through loopback.

@@ -2,17 +2,9 @@
 //! Packet captures on the target side prove what was and was not sent.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use crate::util::{lab, lab_scan, of_type, open_ports, stderr};
-
-const TARGET: &str = "198.18.0.2";
-
-fn lab_ports(ip: &str) -> Vec<(String, u16)> {
-    [22, 80, 443, 6379].iter().map(|&p| (ip.to_string(), p)).collect()
-}
+use crate::util::{lab, lab_ports, lab_scan, of_type, open_ports, stderr, Capture, TARGET};
 
 #[test]
 fn all_ports_of_the_target_finds_exactly_the_four_services() {
@@ -63,55 +55,6 @@ fn one_failing_target_does_not_end_the_scan() {
     assert_eq!(errors[0]["ip"], "198.18.1.5");
     assert_eq!(errors[0]["kind"], "io");
     assert_eq!(evs.last().unwrap()["errors"], 4);
-}
-
-/// A tcpdump on the target side, printing one line per SYN it sees.
-struct Capture {
-    child: Child,
-    lines: tempfile::NamedTempFile,
-}
-
-impl Capture {
-    fn start(filter: &str) -> Capture {
-        // To a file, not a pipe: a full pipe would stall tcpdump and drop packets.
-        let lines = tempfile::NamedTempFile::new().unwrap();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", "mstarget", "tcpdump", "-i", "ms-tgt0", "-nn", "-l", "-tt", "-q"])
-            .arg(format!("tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0 and ({filter})"))
-            .stdin(Stdio::null())
-            .stdout(lines.reopen().unwrap())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("tcpdump runs (scripts/lab.sh installs it)");
-        // Wait until it is really capturing.
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
-            line.clear();
-        }
-        assert!(line.contains("listening on"), "tcpdump did not start: {line}");
-        Capture { child, lines }
-    }
-
-    /// Stops the capture; returns (timestamp, destination address) per SYN.
-    fn stop(mut self) -> Vec<(f64, String)> {
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
-        let st = self.child.wait().unwrap();
-        assert!(st.success() || st.code().is_none(), "tcpdump failed: {st}");
-        std::fs::read_to_string(self.lines.path())
-            .unwrap()
-            .lines()
-            .filter_map(|l| {
-                // "1700000000.123456 IP 198.18.0.1.40000 > 198.19.0.5.80: tcp 0"
-                let mut w = l.split_whitespace();
-                let t: f64 = w.next()?.parse().ok()?;
-                let dst = w.nth(3)?.trim_end_matches(':');
-                let ip = dst.rsplit_once('.')?.0.to_string();
-                Some((t, ip))
-            })
-            .collect()
-    }
 }
 
 #[test]

@@ -2,9 +2,11 @@
 //!
 //! `util` starts commands and the lab; `cli` checks flags and errors;
 //! `loopback` scans listeners on 127.0.0.1; `lab` scans the lab's
-//! namespaces (root required: these tests fail, never skip, without it).
+//! namespaces with connect scans and `syn` with raw SYN scans (root
+//! required: these tests fail, never skip, without it).
 
 mod cli;
 mod lab;
 mod loopback;
+mod syn;
 mod util;

@@ -1,9 +1,11 @@
 //! Helpers shared by the integration tests: run moonscan, parse its events,
 //! bring the lab up once and take turns using it.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -88,4 +90,60 @@ pub fn lab_scan(args: &[&str]) -> (Output, Vec<Value>) {
     let out = in_lab(bin()).args(args).args(["-oJ", "-"]).output().expect("moonscan runs in the lab");
     let evs = events(&stdout(&out));
     (out, evs)
+}
+
+/// The lab's target host and its four services.
+pub const TARGET: &str = "198.18.0.2";
+
+pub fn lab_ports(ip: &str) -> Vec<(String, u16)> {
+    [22, 80, 443, 6379].iter().map(|&p| (ip.to_string(), p)).collect()
+}
+
+/// A tcpdump on the target side, printing one line per SYN it sees.
+pub struct Capture {
+    child: Child,
+    lines: tempfile::NamedTempFile,
+}
+
+impl Capture {
+    pub fn start(filter: &str) -> Capture {
+        // To a file, not a pipe: a full pipe would stall tcpdump and drop packets.
+        let lines = tempfile::NamedTempFile::new().unwrap();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", "mstarget", "tcpdump", "-i", "ms-tgt0", "-nn", "-l", "-tt", "-q"])
+            .arg(format!("tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0 and ({filter})"))
+            .stdin(Stdio::null())
+            .stdout(lines.reopen().unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump runs (scripts/lab.sh installs it)");
+        // Wait until it is really capturing.
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 && !line.contains("listening on") {
+            line.clear();
+        }
+        assert!(line.contains("listening on"), "tcpdump did not start: {line}");
+        Capture { child, lines }
+    }
+
+    /// Stops the capture; returns (timestamp, destination address) per SYN.
+    pub fn stop(mut self) -> Vec<(f64, String)> {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let st = self.child.wait().unwrap();
+        assert!(st.success() || st.code().is_none(), "tcpdump failed: {st}");
+        std::fs::read_to_string(self.lines.path())
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                // "1700000000.123456 IP 198.18.0.1.40000 > 198.19.0.5.80: tcp 0"
+                let mut w = l.split_whitespace();
+                let t: f64 = w.next()?.parse().ok()?;
+                let dst = w.nth(3)?.trim_end_matches(':');
+                let ip = dst.rsplit_once('.')?.0.to_string();
+                Some((t, ip))
+            })
+            .collect()
+    }
 }

@@ -35,8 +35,9 @@ enum Block {
     All(Hop),
     /// On-link: each target has its own entry in `hosts`.
     PerHost,
-    /// The kernel has no route (or the gateway never answered ARP/NDP).
-    Unreachable(String),
+    /// The kernel has no route (or the gateway never answered ARP/NDP): the
+    /// first target of the block, and why.
+    Unreachable(IpAddr, String),
 }
 
 /// The resolved paths of a scan's targets.
@@ -80,9 +81,17 @@ impl Links {
         match self.blocks.get(&block_of(k)) {
             Some(Block::All(h)) => Ok(*h),
             Some(Block::PerHost) => self.hosts.get(&k).copied().flatten().ok_or("no ARP/NDP answer"),
-            Some(Block::Unreachable(why)) => Err(why.as_str()),
+            Some(Block::Unreachable(_, why)) => Err(why.as_str()),
             None => Err("not a target"),
         }
+    }
+
+    /// Blocks of targets with no usable route: a target in each, and why.
+    pub fn unreachable(&self) -> impl Iterator<Item = (IpAddr, &str)> {
+        self.blocks.values().filter_map(|block| match block {
+            Block::Unreachable(ip, why) => Some((*ip, why.as_str())),
+            _ => None,
+        })
     }
 
     /// Resolves every target of `addrs`.
@@ -97,7 +106,10 @@ impl Links {
             loop {
                 let rep = addr(lo.max(block_start(b)));
                 let block = match lookup(rep, opts) {
-                    Err(e) => Block::Unreachable(e.to_string()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.iface.is_some() => {
+                        return Err(Error::new(ErrorKind::Config, format!("-e: {e}")));
+                    }
+                    Err(e) => Block::Unreachable(rep, e.to_string()),
                     Ok(r) => {
                         links.use_interface(&r)?;
                         let src = source(&r, opts)?;
@@ -109,7 +121,7 @@ impl Links {
                                 .or_insert_with(|| route::next_hop_mac(&r, rep, arp_timeout).ok());
                             match mac {
                                 Some(dst_mac) => Block::All(Hop { src_mac: r.if_mac, dst_mac, src }),
-                                None => Block::Unreachable(format!("no ARP/NDP answer from gateway {gw}")),
+                                None => Block::Unreachable(rep, format!("no ARP/NDP answer from gateway {gw}")),
                             }
                         } else {
                             let (s, e) = (lo.max(block_start(b)), hi.min(block_end(b)));

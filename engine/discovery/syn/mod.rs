@@ -58,13 +58,18 @@ pub fn run(
     stats: &Stats,
     stop: &Stop,
 ) -> io::Result<bool> {
-    let workers = opts.workers.clamp(1, 16);
+    // Slow scans gain nothing from more senders; fast ones split the rate.
+    let workers = if opts.pace.max_rate.is_some_and(|r| r < 1000.0) { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16);
     let sock = PacketSocket::open(links.ifindex)?;
     sock.tune(SOCKET_BUFFER)?;
     let (outs, ins): (Vec<_>, Vec<_>) = (0..workers).map(|_| std_mpsc::channel::<Vec<Reply>>()).unzip();
     let quit = AtomicBool::new(false);
-    let pace = Pace { window: opts.pace.window.div_ceil(workers), ..opts.pace };
+    let pace = Pace {
+        window: opts.pace.window.div_ceil(workers),
+        max_rate: opts.pace.max_rate.map(|r| r / workers as f64),
+        ..opts.pace
+    };
     std::thread::scope(|s| {
         let receiver = s.spawn(|| receive(&sock, cookie, &outs, &quit));
         let drivers: Vec<_> = order

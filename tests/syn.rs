@@ -1,0 +1,166 @@
+//! SYN scans of the lab: raw frames out of the scanner namespace, captures
+//! on the target side to check what went over the wire.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::util::{
+    bin, events, in_lab, lab, lab_ports, lab_scan, of_type, open_ports, stderr, stdout, Capture, TARGET,
+};
+
+#[test]
+fn ten_full_scans_in_a_row_find_exactly_the_four_ports() {
+    let _lab = lab();
+    for run in 0..10 {
+        let (out, evs) = lab_scan(&["-sS", "-n", "-p-", TARGET]);
+        assert_eq!(out.status.code(), Some(0), "run {run}: {}", stderr(&out));
+        assert_eq!(evs[0]["scan_type"], "syn", "run {run}");
+        assert_eq!(open_ports(&evs), lab_ports(TARGET), "run {run}");
+        let end = evs.last().unwrap();
+        assert_eq!(end["closed"], 65531, "run {run}: {end}");
+        assert_eq!(end["probes_sent"], 65535, "run {run}: nothing lost, nothing retransmitted: {end}");
+        for p in of_type(&evs, "port") {
+            assert_eq!(p["reason"], "syn-ack");
+            assert_eq!(p["ttl"], 64);
+        }
+    }
+}
+
+#[test]
+fn sweep_of_65536_hosts_finds_at_least_99_99_percent() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sS", "-n", "-p", "80", "198.19.0.0/16"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let found = open_ports(&evs);
+    assert!(found.len() >= 65_530, "found {} of 65536", found.len());
+    let mut unique = found.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), found.len(), "a host reported twice");
+}
+
+#[test]
+fn ipv6_targets_take_the_same_path() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sS", "-n", "-p", "1-10000", "2001:2::2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(evs[0]["scan_type"], "syn");
+    assert_eq!(open_ports(&evs), lab_ports("2001:2::2"));
+    assert_eq!(evs.last().unwrap()["closed"], 9996);
+}
+
+#[test]
+fn excluded_addresses_never_receive_a_syn() {
+    let _lab = lab();
+    let cap = Capture::start("dst net 198.19.0.0/28");
+    let (out, evs) = lab_scan(&["-sS", "-n", "-p", "80,81", "198.19.0.0/28", "--exclude", "198.19.0.5,198.19.0.8-10"]);
+    let syns = cap.stop();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut per_host: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, ip) in &syns {
+        *per_host.entry(ip.clone()).or_default() += 1;
+    }
+    for banned in ["198.19.0.5", "198.19.0.8", "198.19.0.9", "198.19.0.10"] {
+        assert!(!per_host.contains_key(banned), "excluded {banned} was probed: {per_host:?}");
+    }
+    assert_eq!(per_host.len(), 12, "{per_host:?}");
+    assert!(per_host.values().all(|&n| n == 2), "two ports each, no retransmissions: {per_host:?}");
+    assert_eq!(open_ports(&evs).len(), 12);
+}
+
+#[test]
+fn max_rate_holds_on_the_wire() {
+    let _lab = lab();
+    let cap = Capture::start("dst host 198.18.0.2 and dst portrange 30000-33999");
+    let (out, evs) = lab_scan(&["-sS", "-n", "-p", "30000-33999", "--max-rate", "2000", TARGET]);
+    let syns = cap.stop();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(evs.last().unwrap()["probes_sent"], 4000);
+    assert_eq!(syns.len(), 4000);
+    let rate = (syns.len() - 1) as f64 / (syns[syns.len() - 1].0 - syns[0].0);
+    assert!((rate - 2000.0).abs() <= 100.0, "measured {rate:.0} SYN/s on the wire, asked 2000");
+}
+
+#[test]
+fn closed_ports_are_reported_when_asked() {
+    let _lab = lab();
+    let (_, evs) = lab_scan(&["-sS", "-n", "-p", "20-25", TARGET]);
+    assert_eq!(of_type(&evs, "port").len(), 1, "by default only the open port");
+    let (_, evs) = lab_scan(&["-sS", "-n", "-v", "-p", "20-25", TARGET]);
+    let ports = of_type(&evs, "port");
+    assert_eq!(ports.len(), 6);
+    for p in ports {
+        let open = p["port"] == 22;
+        assert_eq!(p["state"], if open { "open" } else { "closed" }, "{p}");
+        assert_eq!(p["reason"], if open { "syn-ack" } else { "reset" }, "{p}");
+    }
+    let (_, evs) = lab_scan(&["-sS", "-n", "-v", "--open", "-p", "20-25", TARGET]);
+    assert_eq!(of_type(&evs, "port").len(), 1, "--open wins over -v");
+    let out = in_lab(bin()).args(["-sS", "-n", "--reason", "-p", "22", TARGET]).output().unwrap();
+    assert!(stdout(&out).contains("Discovered open port 22/tcp on 198.18.0.2 (syn-ack, ttl 64)"), "{}", stdout(&out));
+}
+
+#[test]
+fn interface_and_source_can_be_chosen() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sS", "-n", "-e", "ms-scan0", "-S", "198.18.0.1", "-p", "22,80,443,6379", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(open_ports(&evs), lab_ports(TARGET));
+    let (out, _) = lab_scan(&["-sS", "-n", "-e", "no-such-if0", "-p", "22", TARGET]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no-such-if0"), "{}", stderr(&out));
+}
+
+#[test]
+fn unroutable_targets_are_errors_and_the_rest_completes() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sS", "-n", "-p", "22,80,443,6379", TARGET, "198.18.1.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(open_ports(&evs), lab_ports(TARGET));
+    let errors = of_type(&evs, "error");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["ip"], "198.18.1.5");
+}
+
+#[test]
+fn without_raw_sockets_it_says_so_and_connect_scans() {
+    let _lab = lab();
+    let out = in_lab("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"])
+        .arg(bin())
+        .args(["-n", "-p", "22,80,443,6379", "-oJ", "-", TARGET])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line says why: {err}");
+    assert!(err.contains("raw sockets are not available") && err.contains("connect scan"), "{err}");
+    let evs = events(&stdout(&out));
+    assert_eq!(evs[0]["scan_type"], "connect");
+    assert_eq!(open_ports(&evs), lab_ports(TARGET));
+}
+
+#[test]
+fn interrupt_stops_sending_and_keeps_results() {
+    let _lab = lab();
+    let child = in_lab(bin())
+        .args(["-sS", "-n", "-p-", "--max-rate", "5000", "-oJ", "-", TARGET])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // `ip netns exec` execs the scanner, so the child's pid is moonscan's.
+    let st = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(4), "stops within the probe timeout");
+    assert_eq!(out.status.code(), Some(1));
+    let evs = events(&stdout(&out));
+    let end = evs.last().unwrap();
+    assert_eq!(end["interrupted"], true);
+    let sent = end["probes_sent"].as_u64().unwrap();
+    assert!((5_000..12_000).contains(&sent), "about 7500 probes in 1.5 s at 5000/s, got {sent}");
+    assert_eq!(end["closed"].as_u64().unwrap() + end["open"].as_u64().unwrap(), sent, "every probe sent was answered");
+}
