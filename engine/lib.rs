@@ -18,3 +18,16 @@ pub mod targets;
 
 pub use error::{Error, ErrorKind, Result};
 pub use scan::{run, ScanConfig};
+
+/// Entry points for the fuzz targets in fuzz/ (one line each there).
+#[doc(hidden)]
+pub mod fuzz {
+    /// Parses a received frame as the SYN scanner does, with and without checksum checks.
+    pub fn syn_reply(frame: &[u8]) {
+        use crate::discovery::syn::frame::parse;
+        use crate::net::packet::Checksum;
+        for sum in [Checksum::Unchecked, Checksum::Unfinished, Checksum::Valid] {
+            let _ = parse(frame, sum);
+        }
+    }
+}

@@ -154,11 +154,12 @@ job_syn() {
     ((ok))
 }
 
-# masscan 1.3.2 with libpcap 1.10 (TPACKET_V3) only notices that its scan is
-# over when a packet reaches the interface; on the quiet lab link it then
-# hangs for up to ~30 s (until a stray SYN-ACK retransmission). The wrapper
-# keeps a packet going every 50 ms while the command runs (UDP to a closed
-# port of 198.18.0.2, which answers with ICMP port unreachable).
+# masscan 1.3.2 with libpcap 1.10 (TPACKET_V3): its receive thread sits in
+# pcap until a packet reaches the interface, so on the quiet lab link it may
+# notice the end of the scan only much later (2.4 s to 37 s for the same
+# sweep, "waiting -N-secs"). The wrapper keeps a packet going every 50 ms
+# while the command runs: UDP to a closed port of 198.18.0.2, which answers
+# with ICMP port unreachable. The sweep then takes 2.4 to 3 s every time.
 write_poke_wrapper() {
     cat >"$OUT/with-poke.sh" <<'SH'
 #!/usr/bin/env bash
@@ -173,7 +174,7 @@ SH
 }
 
 job_sweep() {
-    local net=198.19.0.0/16 mac n ok=1 timed=() found=() rss=()
+    local net=198.19.0.0/16 mac n verdict ok=1 timed=() found=() rss=()
     # Next hop of 198.19.0.0/16 from msscan: the target end of the veth.
     mac=$(ip -n mstarget -br link show ms-tgt0 | awk '{print $3}')
     # zmap's default blocklist (/etc/zmap/blacklist.conf) excludes 198.18.0.0/15,
@@ -192,8 +193,8 @@ job_sweep() {
     echo "  note: masscan runs with --wait 1 instead of its default 10 (zmap with -c 1 instead of 8)"
     if moonscan_counts sweep "moonscan -sS" -sS -n -p 80 "$net"; then
         n=$(printf '%s\n' "${COUNTS[@]}" | sort -n | head -n 1)
-        found+=("moonscan min $(of_sweep "$n"), each run: ${COUNTS[*]}$(awk -v n="$n" -v all="$SWEEP_HOSTS" \
-            'BEGIN { print (n * 100 / all >= 99.99 ? "  (target >= 99.99 %: met)" : "  (target >= 99.99 %: MISSED)") }')")
+        verdict=$(awk -v n="$n" -v all="$SWEEP_HOSTS" 'BEGIN { print (n * 100 / all >= 99.99 ? "met" : "MISSED") }')
+        found+=("moonscan min $(of_sweep "$n"), each run: ${COUNTS[*]}  (target >= 99.99 %: $verdict)")
         rss+=("moonscan $(peak_rss "${ms[@]}") MB")
         timed+=(moonscan "${ms[*]}")
     else
