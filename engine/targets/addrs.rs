@@ -112,6 +112,14 @@ impl AddrSet {
         (k <= hi).then(|| addr(k))
     }
 
+    /// The position of `ip` in ascending key order (the inverse of `get`).
+    pub fn index_of(&self, ip: IpAddr) -> Option<u128> {
+        let k = key(ip);
+        let i = self.ranges.partition_point(|&(lo, _)| lo <= k).checked_sub(1)?;
+        let (lo, hi) = self.ranges[i];
+        (k <= hi).then(|| self.offsets[i] + (k - lo))
+    }
+
     pub fn contains(&self, ip: IpAddr) -> bool {
         let k = key(ip);
         let i = self.ranges.partition_point(|&(lo, _)| lo <= k);
@@ -162,6 +170,16 @@ mod tests {
         let s = AddrSet::from_ranges(vec![(v4("10.0.0.1"), v4("10.0.0.2")), (v4("10.0.1.0"), v4("10.0.1.0"))]);
         let all: Vec<String> = (0..4).filter_map(|i| s.get(i)).map(|a| a.to_string()).collect();
         assert_eq!(all, ["10.0.0.1", "10.0.0.2", "10.0.1.0"]);
+    }
+
+    #[test]
+    fn index_of_inverts_get() {
+        let s = AddrSet::from_ranges(vec![(10, 20), (40, 40), (100, 200)]);
+        for i in 0..s.len() {
+            assert_eq!(s.index_of(s.get(i).unwrap()), Some(i));
+        }
+        assert_eq!(s.index_of(addr(30)), None);
+        assert_eq!(s.index_of(addr(201)), None);
     }
 
     #[test]

@@ -97,6 +97,13 @@ impl TargetSpace {
         self.len == 0
     }
 
+    /// The index of a pair, if it is in the space (the inverse of `pair`).
+    pub fn index_of(&self, ip: IpAddr, port: u16) -> Option<u64> {
+        let a = self.addrs.index_of(ip)?;
+        let p = self.ports.binary_search(&port).ok()?;
+        u64::try_from(a * self.ports.len() as u128 + p as u128).ok()
+    }
+
     /// The pair behind an index of the space.
     pub fn pair(&self, index: u64) -> (IpAddr, u16) {
         let n = self.ports.len() as u64;
@@ -132,6 +139,11 @@ pub struct ScanOrder {
 }
 
 impl ScanOrder {
+    /// The space this order walks.
+    pub fn space(&self) -> &TargetSpace {
+        &self.space
+    }
+
     /// How many pairs this order has produced so far, counted within the shard
     /// (what a resumed scan passes back as `start`).
     pub fn position(&self) -> u64 {
@@ -196,6 +208,17 @@ mod tests {
             assert!(seen.insert((ip, port)), "{ip}:{port} visited twice");
         }
         assert_eq!(seen.len() as u64, space.len());
+    }
+
+    #[test]
+    fn index_of_inverts_pair() {
+        let space = TargetSpace::new(&set(&["198.19.0.0/30", "2001:2::1"]), &AddrSet::default(), vec![22, 80]).unwrap();
+        for i in 0..space.len() {
+            let (ip, port) = space.pair(i);
+            assert_eq!(space.index_of(ip, port), Some(i));
+        }
+        assert_eq!(space.index_of("198.19.0.0".parse().unwrap(), 443), None);
+        assert_eq!(space.index_of("198.19.0.9".parse().unwrap(), 80), None);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::frame::Reply;
 use crate::discovery::TokenBucket;
 use crate::findings::PortState;
 use crate::targets::addrs::{addr, key};
+use crate::targets::TargetSpace;
 
 /// Source ports of probes: above Linux's ephemeral range, so no local socket
 /// is ever confused with a probe.
@@ -105,6 +106,45 @@ pub struct Pace {
 
 type Key = (u128, u16);
 
+/// Open ports already reported, so a duplicate or late SYN-ACK is reported
+/// once. A bitmap over the scan's index space (one bit a target, pages only
+/// resident where touched) when the space allows, else a set.
+pub enum Seen {
+    Bits { space: TargetSpace, bits: Vec<u64> },
+    Set(HashSet<Key>),
+}
+
+impl Seen {
+    /// Spaces up to 2^33 targets (1 GiB of bits, mostly never touched) get a bitmap.
+    pub fn for_space(space: &TargetSpace) -> Seen {
+        if space.len() <= 1 << 33 {
+            Seen::Bits { space: space.clone(), bits: vec![0; space.len().div_ceil(64) as usize] }
+        } else {
+            Seen::Set(HashSet::new())
+        }
+    }
+
+    pub fn set() -> Seen {
+        Seen::Set(HashSet::new())
+    }
+
+    /// Records a pair; true if it was not recorded before.
+    fn insert(&mut self, ip: IpAddr, port: u16) -> bool {
+        match self {
+            Seen::Bits { space, bits } => match space.index_of(ip, port) {
+                Some(i) => {
+                    let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+                    let fresh = bits[w] & b == 0;
+                    bits[w] |= b;
+                    fresh
+                }
+                None => false, // not a target of this scan
+            },
+            Seen::Set(s) => s.insert((key(ip), port)),
+        }
+    }
+}
+
 /// The SYN scan of one sequence of `(address, port)` pairs.
 pub struct Machine<I> {
     targets: I,
@@ -118,12 +158,12 @@ pub struct Machine<I> {
     timers: VecDeque<(Instant, Key, u32)>,
     /// Probes whose time ran out and that are due another send.
     resend: VecDeque<Key>,
-    reported_open: HashSet<Key>,
+    reported_open: Seen,
     counts: Counts,
 }
 
 impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
-    pub fn new(targets: I, pace: Pace, now: Instant) -> Machine<I> {
+    pub fn new(targets: I, pace: Pace, now: Instant, seen: Seen) -> Machine<I> {
         Machine {
             targets,
             exhausted: false,
@@ -133,7 +173,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             inflight: HashMap::new(),
             timers: VecDeque::new(),
             resend: VecDeque::new(),
-            reported_open: HashSet::new(),
+            reported_open: seen,
             counts: Counts::default(),
         }
     }
@@ -173,14 +213,14 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             match state {
                 PortState::Open => {
                     self.counts.open += 1;
-                    self.reported_open.insert(k);
+                    self.reported_open.insert(r.src, r.sport);
                 }
                 _ => self.counts.closed += 1,
             }
             return Some(verdict);
         }
         // Not outstanding: a duplicate, or an answer after the probe was given up.
-        if state == PortState::Open && self.reported_open.insert(k) {
+        if state == PortState::Open && self.reported_open.insert(r.src, r.sport) {
             self.counts.open += 1;
             self.counts.filtered = self.counts.filtered.saturating_sub(1);
             self.counts.late += 1;
@@ -241,6 +281,17 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                     out.push((ip, port));
                 }
             }
+        }
+        self.compact_timers();
+    }
+
+    /// Drops timers of probes already answered once they outnumber the live
+    /// ones, so the queue stays proportional to the probes outstanding
+    /// (amortised O(1): a pass runs only after that many pushes).
+    fn compact_timers(&mut self) {
+        if self.timers.len() > 2 * self.inflight.len() + 1024 {
+            let inflight = &self.inflight;
+            self.timers.retain(|(_, k, nth)| inflight.get(k) == Some(nth));
         }
     }
 
@@ -336,7 +387,7 @@ mod tests {
         let c = Cookie::new(7, 7, 1);
         let t0 = Instant::now();
         let mut now = t0;
-        let mut m = Machine::new(list.into_iter(), pace, now);
+        let mut m = Machine::new(list.into_iter(), pace, now, Seen::set());
         let mut pending: Vec<(Instant, Reply)> = Vec::new();
         let mut sends: HashMap<(IpAddr, u16), u32> = HashMap::new();
         let mut verdicts = Vec::new();
@@ -427,7 +478,7 @@ mod tests {
     fn window_bounds_the_outstanding_probes() {
         let c = Cookie::new(0, 0, 1);
         let now = Instant::now();
-        let mut m = Machine::new(targets(100).into_iter(), pace(0, 8), now);
+        let mut m = Machine::new(targets(100).into_iter(), pace(0, 8), now, Seen::set());
         let mut out = Vec::new();
         m.poll(now, 64, &mut out);
         assert_eq!(out.len(), 8);
@@ -454,9 +505,29 @@ mod tests {
     }
 
     #[test]
+    fn timers_of_answered_probes_do_not_pile_up() {
+        let c = Cookie::new(0, 0, 1);
+        let now = Instant::now();
+        let mut m = Machine::new(targets(60_000).into_iter(), pace(0, 100_000), now, Seen::set());
+        let mut out = Vec::new();
+        while !m.is_done() {
+            out.clear();
+            m.poll(now, 64, &mut out);
+            for &(ip, port) in &out {
+                let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+                let r = Reply { dport: sport, ack: seq.wrapping_add(1), ..reply(ip, port, false) };
+                assert!(m.on_reply(&r).is_some());
+            }
+            // At most 64 probes are ever out here, so the queue must stay near the 1024 floor.
+            assert!(m.timers.len() <= 1024 + 3 * 64, "{} timers", m.timers.len());
+        }
+        assert_eq!(m.counts().closed, 60_000);
+    }
+
+    #[test]
     fn stop_sends_nothing_new_and_waits_for_the_rest() {
         let now = Instant::now();
-        let mut m = Machine::new(targets(100).into_iter(), pace(3, 10), now);
+        let mut m = Machine::new(targets(100).into_iter(), pace(3, 10), now, Seen::set());
         let mut out = Vec::new();
         m.poll(now, 64, &mut out);
         m.stop();

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 pub use frame::{Hop, Reply, Template};
 pub use links::{LinkOptions, Links};
-pub use machine::{Cookie, Counts, Machine, Pace, Verdict};
+pub use machine::{Cookie, Counts, Machine, Pace, Seen, Verdict};
 
 use super::{Stats, Stop};
 use crate::findings::{Event, PortEvent, PortState};
@@ -63,7 +63,8 @@ pub fn run(
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16);
     let sock = PacketSocket::open(links.ifindex)?;
     sock.tune(SOCKET_BUFFER)?;
-    let (outs, ins): (Vec<_>, Vec<_>) = (0..workers).map(|_| std_mpsc::channel::<Vec<Reply>>()).unzip();
+    // Bounded: when the senders lag, replies wait in the socket buffer, not in our heap.
+    let (outs, ins): (Vec<_>, Vec<_>) = (0..workers).map(|_| std_mpsc::sync_channel::<Vec<Reply>>(64)).unzip();
     let quit = AtomicBool::new(false);
     let pace = Pace {
         window: opts.pace.window.div_ceil(workers),
@@ -109,7 +110,7 @@ pub fn run(
 fn receive(
     sock: &PacketSocket,
     cookie: Cookie,
-    outs: &[std_mpsc::Sender<Vec<Reply>>],
+    outs: &[std_mpsc::SyncSender<Vec<Reply>>],
     quit: &AtomicBool,
 ) -> io::Result<()> {
     let mut bufs = vec![[0u8; FRAME]; BATCH];
@@ -151,6 +152,7 @@ fn drive(
 ) -> io::Result<bool> {
     // Targets without a usable path are counted as filtered, never sent.
     let unreachable = std::cell::Cell::new(0u64);
+    let seen = Seen::for_space(order.space());
     let reachable = order.filter(|&(ip, _)| {
         let ok = links.hop(ip).is_ok();
         if !ok {
@@ -158,7 +160,7 @@ fn drive(
         }
         ok
     });
-    let mut m = Machine::new(reachable, opts.pace, Instant::now());
+    let mut m = Machine::new(reachable, opts.pace, Instant::now(), seen);
     let templates = [Template::new(false), Template::new(true)];
     let mut frames = vec![[0u8; frame::MAX_PROBE]; BATCH];
     let mut lens = [0usize; BATCH];
