@@ -243,6 +243,7 @@ async fn drive(sh: Arc<Shared>, order: ScanOrder, mut stop: Stop) -> bool {
     false
 }
 
+#[allow(clippy::too_many_arguments)]
 /// Probes every pair of `order` with `workers` drivers. Returns true if
 /// `stop` cut the scan short.
 pub async fn run(

@@ -86,7 +86,7 @@ pub fn next_hop_mac(route: &Route, dst: IpAddr, timeout: Duration) -> io::Result
     let mut last_send: Option<Instant> = None;
     loop {
         // The kernel gives up after a few solicitations (entry FAILED); poke it again every second.
-        if last_send.map_or(true, |t| t.elapsed() >= Duration::from_secs(1)) {
+        if last_send.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             // A send error (e.g. EHOSTUNREACH from an earlier failed resolution) is not fatal: keep polling.
             let _ = sock.send_to(b"moonscan", target);
             last_send = Some(Instant::now());

@@ -76,6 +76,7 @@ impl Template {
 
     /// Writes the probe for one target into `out` and returns its length.
     /// The hop's family must match the template's.
+    #[allow(clippy::too_many_arguments)]
     pub fn fill(&self, out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, seq: u32, ip_id: u16) -> usize {
         let len = self.len;
         let out = &mut out[..len];
@@ -215,7 +216,7 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
         dport: seg.get_destination(),
         seq: seg.get_sequence(),
         ack: seg.get_acknowledgement(),
-        flags: seg.get_flags() as u8,
+        flags: seg.get_flags(),
         ttl,
     }
 }
@@ -247,7 +248,7 @@ mod tests {
         out.truncate(n);
         let ip_len = if v6 { IP6 } else { IP4 };
         let mut t = MutableTcpPacket::new(&mut out[ETH + ip_len..]).unwrap();
-        t.set_flags(flags.into());
+        t.set_flags(flags);
         t.set_acknowledgement(ack);
         t.set_checksum(0);
         let c = match (parsed.dst, parsed.src) {
@@ -268,7 +269,7 @@ mod tests {
             let r = parse(&out[..n], Checksum::Unchecked).expect("valid probe");
             assert_eq!((r.src, r.dst.to_string()), (hop.src, dst.to_string()));
             assert_eq!((r.sport, r.dport, r.seq), (61_234, 443, 0xdead_beef));
-            assert_eq!(r.flags, TcpFlags::SYN as u8);
+            assert_eq!(r.flags, TcpFlags::SYN);
             assert_eq!(&out[0..6], &hop.dst_mac);
         }
     }
@@ -277,10 +278,10 @@ mod tests {
     fn syn_ack_and_rst_are_told_apart() {
         let mut out = [0u8; MAX_PROBE];
         let n = Template::new(false).fill(&mut out, &hop4(), "198.18.0.2".parse().unwrap(), 61_000, 22, 41, 1);
-        let sa = parse(&answer(&out[..n], (TcpFlags::SYN | TcpFlags::ACK) as u8, 42), Checksum::Unchecked).unwrap();
+        let sa = parse(&answer(&out[..n], TcpFlags::SYN | TcpFlags::ACK, 42), Checksum::Unchecked).unwrap();
         assert!(sa.is_syn_ack() && !sa.is_rst());
         assert_eq!((sa.sport, sa.dport, sa.ack), (22, 61_000, 42));
-        let rst = parse(&answer(&out[..n], (TcpFlags::RST | TcpFlags::ACK) as u8, 42), Checksum::Unchecked).unwrap();
+        let rst = parse(&answer(&out[..n], TcpFlags::RST | TcpFlags::ACK, 42), Checksum::Unchecked).unwrap();
         assert!(rst.is_rst() && !rst.is_syn_ack());
     }
 
@@ -288,7 +289,7 @@ mod tests {
     fn malformed_frames_are_dropped() {
         let mut out = [0u8; MAX_PROBE];
         let n = Template::new(false).fill(&mut out, &hop4(), "198.18.0.2".parse().unwrap(), 61_000, 22, 41, 1);
-        let good = answer(&out[..n], (TcpFlags::SYN | TcpFlags::ACK) as u8, 42);
+        let good = answer(&out[..n], TcpFlags::SYN | TcpFlags::ACK, 42);
         assert!(parse(&good, Checksum::Unchecked).is_some());
         // Every truncation.
         for cut in 0..good.len() {

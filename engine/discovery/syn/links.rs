@@ -167,16 +167,7 @@ impl Links {
     /// ARP/NDP for on-link targets: what the neighbour table knows, then one
     /// datagram to each missing host (the kernel resolves it), then polling.
     fn resolve_on_link(&mut self, hosts: Vec<(IpAddr, Route)>, opts: &LinkOptions, timeout: Duration) -> Result<()> {
-        let mut missing = Vec::new();
-        for (ip, r) in hosts {
-            match route::neighbour_mac(r.ifindex, ip).ok().flatten() {
-                Some(mac) => {
-                    let hop = Hop { src_mac: r.if_mac, dst_mac: mac, src: source(&r, opts)? };
-                    self.hosts.insert(key(ip), Some(hop));
-                }
-                None => missing.push((ip, r)),
-            }
-        }
+        let mut missing = self.take_known(hosts, opts)?;
         if missing.is_empty() {
             return Ok(());
         }
@@ -191,22 +182,29 @@ impl Links {
         let deadline = Instant::now() + timeout;
         while !missing.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
-            let mut still = Vec::new();
-            for (ip, r) in missing {
-                match route::neighbour_mac(r.ifindex, ip).ok().flatten() {
-                    Some(mac) => {
-                        let hop = Hop { src_mac: r.if_mac, dst_mac: mac, src: source(&r, opts)? };
-                        self.hosts.insert(key(ip), Some(hop));
-                    }
-                    None => still.push((ip, r)),
-                }
-            }
-            missing = still;
+            missing = self.take_known(missing, opts)?;
         }
         for (ip, _) in missing {
             self.hosts.insert(key(ip), None);
         }
         Ok(())
+    }
+}
+
+impl Links {
+    /// Records the hosts the neighbour table knows; returns the others.
+    fn take_known(&mut self, hosts: Vec<(IpAddr, Route)>, opts: &LinkOptions) -> Result<Vec<(IpAddr, Route)>> {
+        let mut unknown = Vec::new();
+        for (ip, r) in hosts {
+            match route::neighbour_mac(r.ifindex, ip).ok().flatten() {
+                Some(mac) => {
+                    let hop = Hop { src_mac: r.if_mac, dst_mac: mac, src: source(&r, opts)? };
+                    self.hosts.insert(key(ip), Some(hop));
+                }
+                None => unknown.push((ip, r)),
+            }
+        }
+        Ok(unknown)
     }
 }
 

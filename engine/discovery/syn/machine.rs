@@ -341,7 +341,7 @@ mod tests {
             dport: sport,
             seq: 5,
             ack: seq.wrapping_add(1),
-            flags: flags as u8,
+            flags,
             ttl: 64,
         }
     }
@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(c.accepts(&Reply { ack: good.ack.wrapping_add(1), ..good }), None, "wrong ack");
         assert_eq!(c.accepts(&Reply { dport: good.dport ^ 1, ..good }), None, "wrong port");
         assert_eq!(c.accepts(&Reply { sport: 23, ..good }), None, "answer for another port");
-        assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK as u8, ..good }), None, "a bare ACK");
+        assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK, ..good }), None, "a bare ACK");
         assert_eq!(c.accepts(&Reply { dport: 80, ..good }), None, "a port below ours");
     }
 
@@ -426,7 +426,7 @@ mod tests {
 
     fn reply(ip: IpAddr, port: u16, open: bool) -> Reply {
         let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
-        Reply { src: ip, dst: SRC.parse().unwrap(), sport: port, dport: 0, seq: 1, ack: 1, flags: flags as u8, ttl: 63 }
+        Reply { src: ip, dst: SRC.parse().unwrap(), sport: port, dport: 0, seq: 1, ack: 1, flags, ttl: 63 }
     }
 
     #[test]
