@@ -14,6 +14,7 @@ pub mod findings;
 pub mod net;
 pub mod output;
 pub mod scan;
+pub mod service;
 pub mod targets;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,358 @@
+//! The probe database: probes/*.yaml, one file per protocol family.
+//!
+//! A file holds a list of probes. A probe has a name, a protocol, a payload
+//! written as escaped bytes (`\r \n \t \0 \\ \xHH`; empty means "send nothing,
+//! wait for a banner": the NULL probe), the ports and TLS ports it is tried
+//! first on, a rarity from 1 (try always) to 9 (try last), a wait time, and
+//! its match and soft-match rules (see [`super::rules`]):
+//!
+//! ```yaml
+//! probes:
+//!   - name: GetRequest
+//!     payload: 'GET / HTTP/1.0\r\n\r\n'
+//!     ports: [80, 8080]
+//!     tls_ports: [443, 8443]
+//!     rarity: 1
+//!     wait_ms: 5000
+//!     matches:
+//!       - service: http
+//!         pattern: '^HTTP/1\.[01] \d\d\d .*?\r\nServer: nginx/([\d.]+)'
+//!         product: nginx
+//!         version: $1
+//!         cpe: ['cpe:/a:igor_sysoev:nginx:$1']
+//!     soft_matches:
+//!       - service: http
+//!         pattern: '^HTTP/1\.[01] \d\d\d'
+//! ```
+//!
+//! Loading checks everything before anything is used: unknown fields, bad
+//! escapes, rarity out of range, patterns that do not compile within the
+//! limits, files over [`MAX_FILE`] bytes. An error names the file, the probe
+//! and the rule.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::rules::{Rule, Templates};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Largest probe file read.
+pub const MAX_FILE: u64 = 4 << 20;
+/// Longest payload.
+pub const MAX_PAYLOAD: usize = 16 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    probes: Vec<ProbeSpec>,
+}
+
+fn default_protocol() -> String {
+    "tcp".into()
+}
+
+fn default_rarity() -> u8 {
+    5
+}
+
+fn default_wait() -> u64 {
+    5000
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeSpec {
+    name: String,
+    #[serde(default = "default_protocol")]
+    protocol: String,
+    #[serde(default)]
+    payload: String,
+    #[serde(default)]
+    ports: Vec<u16>,
+    #[serde(default)]
+    tls_ports: Vec<u16>,
+    #[serde(default = "default_rarity")]
+    rarity: u8,
+    #[serde(default = "default_wait")]
+    wait_ms: u64,
+    #[serde(default)]
+    matches: Vec<RuleSpec>,
+    #[serde(default)]
+    soft_matches: Vec<RuleSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSpec {
+    service: String,
+    pattern: String,
+    product: Option<String>,
+    version: Option<String>,
+    info: Option<String>,
+    os: Option<String>,
+    hostname: Option<String>,
+    device: Option<String>,
+    #[serde(default)]
+    cpe: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// A probe, checked and compiled.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    pub name: String,
+    pub transport: Transport,
+    /// Bytes to send; empty for the NULL probe.
+    pub payload: Vec<u8>,
+    pub ports: Vec<u16>,
+    pub tls_ports: Vec<u16>,
+    pub rarity: u8,
+    pub wait: Duration,
+    pub matches: Vec<Rule>,
+    pub soft_matches: Vec<Rule>,
+    /// The file it came from.
+    pub origin: PathBuf,
+}
+
+/// Every probe of a scan.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeDb {
+    probes: Vec<Probe>,
+}
+
+fn bad(origin: &Path, what: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Config, format!("{}: {what}", origin.display()))
+}
+
+impl ProbeDb {
+    /// Loads every `*.yaml` file of a folder, in name order.
+    pub fn load_dir(dir: &Path) -> Result<ProbeDb> {
+        let entries = std::fs::read_dir(dir).map_err(|e| bad(dir, e))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        let mut db = ProbeDb::default();
+        for f in files {
+            db.add_file(&f)?;
+        }
+        Ok(db)
+    }
+
+    /// Loads one file and adds its probes.
+    pub fn add_file(&mut self, path: &Path) -> Result<()> {
+        let len = std::fs::metadata(path).map_err(|e| bad(path, e))?.len();
+        if len > MAX_FILE {
+            return Err(bad(path, format!("larger than {MAX_FILE} bytes")));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| bad(path, e))?;
+        self.add_str(&text, path)
+    }
+
+    /// Parses probe YAML (`origin` names it in errors) and adds its probes.
+    pub fn add_str(&mut self, text: &str, origin: &Path) -> Result<()> {
+        if text.len() as u64 > MAX_FILE {
+            return Err(bad(origin, format!("larger than {MAX_FILE} bytes")));
+        }
+        let spec: FileSpec = serde_yaml::from_str(text).map_err(|e| bad(origin, e))?;
+        for p in spec.probes {
+            let probe = compile_probe(p, origin)?;
+            if self.probes.iter().any(|q| q.name == probe.name && q.transport == probe.transport) {
+                return Err(bad(origin, format!("probe {} is defined twice", probe.name)));
+            }
+            self.probes.push(probe);
+        }
+        Ok(())
+    }
+
+    pub fn probes(&self) -> &[Probe] {
+        &self.probes
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Probe> {
+        self.probes.iter().find(|p| p.name == name)
+    }
+}
+
+fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
+    let at = |what: String| bad(origin, format!("probe {}: {what}", p.name));
+    if p.name.is_empty() || !p.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(bad(origin, format!("probe name {:?} must be letters, digits, - or _", p.name)));
+    }
+    let transport = match p.protocol.as_str() {
+        "tcp" => Transport::Tcp,
+        "udp" => Transport::Udp,
+        other => return Err(at(format!("protocol {other:?} is not tcp or udp"))),
+    };
+    if !(1..=9).contains(&p.rarity) {
+        return Err(at(format!("rarity {} is not 1-9", p.rarity)));
+    }
+    if p.wait_ms == 0 || p.wait_ms > 60_000 {
+        return Err(at(format!("wait_ms {} is not 1-60000", p.wait_ms)));
+    }
+    let payload = unescape(&p.payload).map_err(at)?;
+    if payload.len() > MAX_PAYLOAD {
+        return Err(at(format!("payload longer than {MAX_PAYLOAD} bytes")));
+    }
+    let rules = |list: Vec<RuleSpec>, kind: &str| -> Result<Vec<Rule>> {
+        list.into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let t = Templates {
+                    product: r.product,
+                    version: r.version,
+                    info: r.info,
+                    os: r.os,
+                    hostname: r.hostname,
+                    device: r.device,
+                    cpe: r.cpe,
+                };
+                Rule::new(&r.service, &r.pattern, t).map_err(|e| at(format!("{kind} {} ({}): {e}", i + 1, r.service)))
+            })
+            .collect()
+    };
+    Ok(Probe {
+        matches: rules(p.matches, "match")?,
+        soft_matches: rules(p.soft_matches, "soft match")?,
+        name: p.name,
+        transport,
+        payload,
+        ports: p.ports,
+        tls_ports: p.tls_ports,
+        rarity: p.rarity,
+        wait: Duration::from_millis(p.wait_ms),
+        origin: origin.to_path_buf(),
+    })
+}
+
+/// Decodes `\r \n \t \0 \\ \xHH`; any other backslash sequence is an error.
+pub fn unescape(s: &str) -> std::result::Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match bytes.next() {
+            Some(b'r') => out.push(b'\r'),
+            Some(b'n') => out.push(b'\n'),
+            Some(b't') => out.push(b'\t'),
+            Some(b'0') => out.push(0),
+            Some(b'\\') => out.push(b'\\'),
+            Some(b'x') => {
+                let hex: Vec<u8> = bytes.by_ref().take(2).collect();
+                let text = std::str::from_utf8(&hex).unwrap_or("");
+                match u8::from_str_radix(text, 16) {
+                    Ok(v) if hex.len() == 2 => out.push(v),
+                    _ => return Err(format!("bad escape \\x{text} in payload")),
+                }
+            }
+            Some(c) => return Err(format!("unknown escape \\{} in payload", c as char)),
+            None => return Err("payload ends with a lone backslash".into()),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<ProbeDb> {
+        let mut db = ProbeDb::default();
+        db.add_str(text, Path::new("test.yaml")).map(|()| db)
+    }
+
+    #[test]
+    fn a_probe_file_loads() {
+        let db = load(
+            r#"
+probes:
+  - name: NULL
+    rarity: 1
+    wait_ms: 6000
+    matches:
+      - service: ssh
+        pattern: '^SSH-2\.0-OpenSSH_([\w.]+)'
+        product: OpenSSH
+        version: $1
+  - name: GetRequest
+    payload: 'GET / HTTP/1.0\r\n\r\n'
+    ports: [80]
+    tls_ports: [443]
+    rarity: 1
+    soft_matches:
+      - service: http
+        pattern: '^HTTP/1\.[01] '
+"#,
+        )
+        .unwrap();
+        assert_eq!(db.probes().len(), 2);
+        let null = db.get("NULL").unwrap();
+        assert!(null.payload.is_empty());
+        assert_eq!(null.wait, Duration::from_secs(6));
+        let id = null.matches[0].apply(b"SSH-2.0-OpenSSH_9.2p1 Debian").unwrap();
+        assert_eq!(id.version.as_deref(), Some("9.2p1"));
+        let get = db.get("GetRequest").unwrap();
+        assert_eq!(get.payload, b"GET / HTTP/1.0\r\n\r\n");
+        assert_eq!((get.ports.as_slice(), get.tls_ports.as_slice()), (&[80][..], &[443][..]));
+        assert_eq!(get.soft_matches.len(), 1);
+        assert_eq!(get.rarity, 1);
+    }
+
+    #[test]
+    fn escapes_decode_to_bytes() {
+        assert_eq!(unescape(r"a\r\n\t\0\\\x16\xff").unwrap(), b"a\r\n\t\0\\\x16\xff");
+        assert!(unescape(r"\q").is_err());
+        assert!(unescape(r"\x1").is_err());
+        assert!(unescape(r"\xzz").is_err());
+        assert!(unescape("\\").is_err());
+    }
+
+    #[test]
+    fn malformed_files_are_refused_with_a_reason() {
+        for (text, needle) in [
+            ("probes: [", "test.yaml"),
+            ("probes:\n  - name: X\n    colour: red\n", "unknown field"),
+            ("probes:\n  - name: X\n    rarity: 10\n", "rarity 10"),
+            ("probes:\n  - name: X\n    protocol: sctp\n", "not tcp or udp"),
+            ("probes:\n  - name: X\n    payload: '\\q'\n", "unknown escape"),
+            ("probes:\n  - name: X\n    wait_ms: 0\n", "wait_ms"),
+            ("probes:\n  - name: 'a b'\n", "probe name"),
+            ("probes:\n  - name: X\n  - name: X\n", "defined twice"),
+            ("probes:\n  - name: X\n    matches:\n      - service: s\n        pattern: '('\n", "match 1 (s)"),
+            ("probes:\n  - name: X\n    matches:\n      - pattern: 'a'\n", "missing field"),
+            ("probes:\n  - name: X\n    ports: [70000]\n", "test.yaml"),
+        ] {
+            let e = load(text).expect_err(text).to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert!(e.starts_with("test.yaml"), "{e}");
+        }
+    }
+
+    #[test]
+    fn yaml_bombs_are_refused() {
+        // Billion laughs: aliases that expand exponentially.
+        let mut bomb = String::from("a: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n");
+        for i in 0..9 {
+            let (prev, next) = ((b'a' + i) as char, (b'a' + i + 1) as char);
+            bomb.push_str(&format!(
+                "{next}: &{next} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"
+            ));
+        }
+        bomb.push_str("probes: []\n");
+        assert!(load(&bomb).is_err());
+        let deep = format!("probes: {}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(load(&deep).is_err());
+        assert!(load(&"x".repeat(MAX_FILE as usize + 1)).unwrap_err().to_string().contains("larger than"));
+    }
+}

@@ -1,0 +1,179 @@
+//! Match rules: a bytes regex over a response, and templates that turn its
+//! captures into a service identity.
+//!
+//! Patterns use the regex crate's syntax (linear time, no backreferences or
+//! lookaround), compiled with limits on program size and nesting so a hostile
+//! probe file cannot exhaust memory. Templates substitute `$1`..`$9` with the
+//! capture (non-printable bytes as `\xHH`) and `$P(n)` with only its printable
+//! bytes, as nmap's do.
+
+use regex::bytes::{Captures, Regex, RegexBuilder};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Largest compiled program of one pattern.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Deepest nesting of groups and repetitions in one pattern.
+const REGEX_NEST_LIMIT: u32 = 64;
+/// Longest pattern text.
+pub const MAX_PATTERN: usize = 8 * 1024;
+
+/// What a rule says about a service, templates filled in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub service: String,
+    pub product: Option<String>,
+    pub version: Option<String>,
+    pub info: Option<String>,
+    pub os: Option<String>,
+    pub hostname: Option<String>,
+    pub device: Option<String>,
+    pub cpe: Vec<String>,
+}
+
+/// The unfilled fields of a rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Templates {
+    pub product: Option<String>,
+    pub version: Option<String>,
+    pub info: Option<String>,
+    pub os: Option<String>,
+    pub hostname: Option<String>,
+    pub device: Option<String>,
+    pub cpe: Vec<String>,
+}
+
+/// A compiled match rule.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub service: String,
+    regex: Regex,
+    templates: Templates,
+}
+
+/// Compiles a pattern with the engine's limits.
+pub fn compile(pattern: &str) -> Result<Regex> {
+    if pattern.len() > MAX_PATTERN {
+        return Err(Error::new(ErrorKind::Config, format!("pattern longer than {MAX_PATTERN} bytes")));
+    }
+    RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .nest_limit(REGEX_NEST_LIMIT)
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Config, format!("bad pattern: {e}")))
+}
+
+impl Rule {
+    pub fn new(service: &str, pattern: &str, templates: Templates) -> Result<Rule> {
+        if service.is_empty() {
+            return Err(Error::new(ErrorKind::Config, "a rule needs a service name"));
+        }
+        Ok(Rule { service: service.to_string(), regex: compile(pattern)?, templates })
+    }
+
+    /// The identity this rule gives `response`, if its pattern matches.
+    pub fn apply(&self, response: &[u8]) -> Option<Identity> {
+        let caps = self.regex.captures(response)?;
+        let fill = |t: &Option<String>| t.as_deref().map(|t| substitute(t, &caps)).filter(|s| !s.is_empty());
+        let t = &self.templates;
+        Some(Identity {
+            service: self.service.clone(),
+            product: fill(&t.product),
+            version: fill(&t.version),
+            info: fill(&t.info),
+            os: fill(&t.os),
+            hostname: fill(&t.hostname),
+            device: fill(&t.device),
+            cpe: t.cpe.iter().map(|c| substitute(c, &caps)).collect(),
+        })
+    }
+}
+
+/// Fills `$1`..`$9` and `$P(n)` from the captures; an absent group is empty.
+fn substitute(template: &str, caps: &Captures<'_>) -> String {
+    let group = |n: usize| caps.get(n).map_or(&[][..], |m| m.as_bytes());
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let b = after.as_bytes();
+        if let Some(d) = b.first().filter(|c| c.is_ascii_digit() && **c != b'0') {
+            escape_into(&mut out, group(usize::from(d - b'0')));
+            rest = &after[1..];
+        } else if b.len() >= 4 && &b[..2] == b"P(" && b[2].is_ascii_digit() && b[3] == b')' {
+            out.extend(
+                group(usize::from(b[2] - b'0'))
+                    .iter()
+                    .filter(|c| c.is_ascii_graphic() || **c == b' ')
+                    .map(|&c| c as char),
+            );
+            rest = &after[4..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn escape_into(out: &mut String, bytes: &[u8]) {
+    for &c in bytes {
+        if c.is_ascii_graphic() || c == b' ' {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("\\x{c:02x}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(pattern: &str, version: &str, cpe: &str) -> Rule {
+        let t = Templates {
+            product: Some("OpenSSH".into()),
+            version: Some(version.into()),
+            cpe: vec![cpe.into()],
+            ..Templates::default()
+        };
+        Rule::new("ssh", pattern, t).unwrap()
+    }
+
+    #[test]
+    fn captures_fill_the_templates() {
+        let r = rule(r"^SSH-2\.0-OpenSSH_([\w._-]+)[ -]", "$1", "cpe:/a:openbsd:openssh:$1");
+        let id = r.apply(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n").unwrap();
+        assert_eq!(id.service, "ssh");
+        assert_eq!(id.product.as_deref(), Some("OpenSSH"));
+        assert_eq!(id.version.as_deref(), Some("9.2p1"));
+        assert_eq!(id.cpe, ["cpe:/a:openbsd:openssh:9.2p1"]);
+        assert!(r.apply(b"220 ftp ready\r\n").is_none());
+    }
+
+    #[test]
+    fn binary_captures_are_escaped_or_filtered() {
+        let r = rule(r"(?s-u)^x(.{3})", "$1", "v$P(1)");
+        let id = r.apply(b"x\x01A\xff").unwrap();
+        assert_eq!(id.version.as_deref(), Some("\\x01A\\xff"));
+        assert_eq!(id.cpe, ["vA"]);
+    }
+
+    #[test]
+    fn absent_groups_and_stray_dollars() {
+        let r = rule(r"^a(b)?", "$1 $2 $0 $ $x", "");
+        assert_eq!(r.apply(b"a").unwrap().version.as_deref(), Some("  $0 $ $x"));
+    }
+
+    #[test]
+    fn hostile_patterns_are_refused() {
+        assert!(compile("(").is_err());
+        assert!(compile(r"(a)\1").is_err(), "backreferences are not supported");
+        assert!(compile(&format!("{}a{}", "(".repeat(100), ")".repeat(100))).is_err(), "nesting limit");
+        assert!(compile(r"\w{1000}{1000}").is_err(), "size limit");
+        assert!(compile(&"a".repeat(MAX_PATTERN + 1)).is_err());
+    }
+}
