@@ -20,6 +20,9 @@ use moonscan::output::{self, Ndjson, Sink, Text};
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    if argv.get(1).is_some_and(|a| a == "probes") {
+        return ExitCode::from(cli::probes::run(&argv[1..]));
+    }
     let args = match cli::parse(&argv) {
         Ok(a) => a,
         Err(e) => {

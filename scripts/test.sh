@@ -12,6 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Debian packages the tests use beyond the lab's own (lab.sh installs those).
 missing=()
 command -v script >/dev/null || missing+=(bsdutils)
+command -v nmap >/dev/null || missing+=(nmap) # its nmap-service-probes file feeds the probes-import test
 command -v ss >/dev/null || missing+=(iproute2)
 command -v cc >/dev/null || missing+=(gcc)
 if [ ${#missing[@]} -gt 0 ]; then

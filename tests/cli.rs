@@ -99,3 +99,37 @@ fn garbage_arguments_never_panic() {
         assert!(matches!(out.status.code(), Some(0..=2)), "{args:?}: status {:?}: {err}", out.status);
     }
 }
+
+/// `probes import` on the nmap-service-probes file that Debian's nmap ships
+/// (scripts/test.sh installs nmap): most rules convert, the rest are counted
+/// by reason, and the result loads back as a probe database.
+#[test]
+fn probes_import_converts_nmaps_own_file() {
+    let src = "/usr/share/nmap/nmap-service-probes";
+    assert!(std::path::Path::new(src).exists(), "{src} missing: scripts/test.sh installs nmap");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nmap.yaml");
+    let res = run(&["probes", "import", src, "-o", out.to_str().unwrap()]);
+    let err = stderr(&res);
+    assert_eq!(res.status.code(), Some(0), "{err}");
+    let summary = err.lines().next().unwrap();
+    let nums: Vec<usize> = summary.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    let (probes, kept, seen) = (nums[0], nums[1], nums[2]);
+    assert!(probes > 100, "{summary}");
+    assert!(kept * 10 >= seen * 9, "at least 90 % of the rules convert: {summary}");
+    assert!(err.contains("left out") && err.contains("lookaround"), "reasons are counted: {err}");
+    let list = run(&["probes", "--dir", dir.path().to_str().unwrap(), "list"]);
+    assert_eq!(list.status.code(), Some(0), "{}", stderr(&list));
+    let text = stdout(&list);
+    assert!(
+        text.lines().any(|l| l.starts_with("NULL ")) && text.lines().any(|l| l.starts_with("GetRequest ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn probes_import_of_a_missing_file_is_a_usage_error() {
+    let res = run(&["probes", "import", "/nonexistent/probes"]);
+    assert_eq!(res.status.code(), Some(2));
+    assert!(stderr(&res).contains("/nonexistent/probes"));
+}

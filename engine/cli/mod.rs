@@ -6,6 +6,8 @@
 //! hostnames once, and builds the [`Plan`]: a `ScanConfig` for the engine and
 //! the outputs to open. The engine never sees clap types.
 
+pub mod probes;
+
 use std::fs;
 use std::io::Read;
 use std::net::IpAddr;

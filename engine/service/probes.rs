@@ -33,7 +33,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::rules::{Rule, Templates};
 use crate::error::{Error, ErrorKind, Result};
@@ -43,10 +43,11 @@ pub const MAX_FILE: u64 = 4 << 20;
 /// Longest payload.
 pub const MAX_PAYLOAD: usize = 16 * 1024;
 
-#[derive(Deserialize)]
+/// A probe file as written in YAML (also what `probes import` produces).
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct FileSpec {
-    probes: Vec<ProbeSpec>,
+pub struct FileSpec {
+    pub probes: Vec<ProbeSpec>,
 }
 
 fn default_protocol() -> String {
@@ -61,41 +62,49 @@ fn default_wait() -> u64 {
     5000
 }
 
-#[derive(Deserialize)]
+/// One probe as written in YAML.
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct ProbeSpec {
-    name: String,
+pub struct ProbeSpec {
+    pub name: String,
     #[serde(default = "default_protocol")]
-    protocol: String,
+    pub protocol: String,
     #[serde(default)]
-    payload: String,
-    #[serde(default)]
-    ports: Vec<u16>,
-    #[serde(default)]
-    tls_ports: Vec<u16>,
+    pub payload: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_ports: Vec<u16>,
     #[serde(default = "default_rarity")]
-    rarity: u8,
+    pub rarity: u8,
     #[serde(default = "default_wait")]
-    wait_ms: u64,
-    #[serde(default)]
-    matches: Vec<RuleSpec>,
-    #[serde(default)]
-    soft_matches: Vec<RuleSpec>,
+    pub wait_ms: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<RuleSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub soft_matches: Vec<RuleSpec>,
 }
 
-#[derive(Deserialize)]
+/// One match rule as written in YAML.
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-struct RuleSpec {
-    service: String,
-    pattern: String,
-    product: Option<String>,
-    version: Option<String>,
-    info: Option<String>,
-    os: Option<String>,
-    hostname: Option<String>,
-    device: Option<String>,
-    #[serde(default)]
-    cpe: Vec<String>,
+pub struct RuleSpec {
+    pub service: String,
+    pub pattern: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpe: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

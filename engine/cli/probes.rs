@@ -1,0 +1,129 @@
+//! `moonscan probes list|import`: the probe database from the command line.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use moonscan::service::import;
+use moonscan::service::ProbeDb;
+
+#[derive(Debug, Parser)]
+#[command(name = "moonscan probes", about = "Show or import service probes")]
+struct ProbesArgs {
+    /// Folder of probe files (default: $MOONSCAN_PROBES, ./probes, or the build's probes/).
+    #[arg(long = "dir", global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// List the loaded probes: name, protocol, rarity, ports, rule counts.
+    List,
+    /// Convert an nmap-service-probes file you have into moonscan YAML.
+    Import {
+        /// The nmap-service-probes file (e.g. /usr/share/nmap/nmap-service-probes).
+        file: PathBuf,
+        /// Write the YAML here instead of stdout.
+        #[arg(short = 'o', value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+}
+
+/// The probe folder a scan uses when none is given.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MOONSCAN_PROBES") {
+        return PathBuf::from(d);
+    }
+    let local = PathBuf::from("probes");
+    if local.is_dir() {
+        return local;
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"))
+}
+
+/// Runs `moonscan probes ...` (`argv` starts at "probes"); returns the exit status.
+pub fn run(argv: &[String]) -> u8 {
+    let args = match ProbesArgs::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match args.cmd {
+        Cmd::List => {
+            let dir = args.dir.unwrap_or_else(default_dir);
+            let db = match ProbeDb::load_dir(&dir) {
+                Ok(db) => db,
+                Err(e) => {
+                    eprintln!("moonscan: {e}");
+                    return 2;
+                }
+            };
+            println!("{:<24} {:<5} {:>6} {:>8} {:>6}  ports", "probe", "proto", "rarity", "matches", "soft");
+            for p in db.probes() {
+                let ports = p.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+                let tls = p.tls_ports.iter().map(|p| format!("{p}/tls")).collect::<Vec<_>>().join(",");
+                let all = [ports, tls].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(",");
+                let proto = match p.transport {
+                    moonscan::service::probes::Transport::Tcp => "tcp",
+                    moonscan::service::probes::Transport::Udp => "udp",
+                };
+                println!(
+                    "{:<24} {:<5} {:>6} {:>8} {:>6}  {}",
+                    p.name,
+                    proto,
+                    p.rarity,
+                    p.matches.len(),
+                    p.soft_matches.len(),
+                    if all.is_empty() { "-".into() } else { all }
+                );
+            }
+            0
+        }
+        Cmd::Import { file, out } => {
+            let text = match std::fs::read(&file) {
+                Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+                Err(e) => {
+                    eprintln!("moonscan: {}: {e}", file.display());
+                    return 2;
+                }
+            };
+            let (spec, report) = import::convert(&text);
+            let yaml = match serde_yaml::to_string(&spec) {
+                Ok(y) => y,
+                Err(e) => {
+                    eprintln!("moonscan: cannot write YAML: {e}");
+                    return 1;
+                }
+            };
+            let header = format!("# converted by `moonscan probes import` from {}\n", file.display());
+            let written = match &out {
+                Some(path) => std::fs::write(path, header + &yaml).map_err(|e| format!("{}: {e}", path.display())),
+                None => {
+                    print!("{header}{yaml}");
+                    Ok(())
+                }
+            };
+            if let Err(e) = written {
+                eprintln!("moonscan: {e}");
+                return 1;
+            }
+            eprintln!(
+                "moonscan: converted {} probes; kept {} of {} match rules",
+                report.probes, report.rules_kept, report.rules_seen
+            );
+            for (reason, n) in &report.skipped {
+                eprintln!("moonscan:   left out {n}: {reason}");
+            }
+            if report.approximated > 0 {
+                eprintln!("moonscan:   {} templates used $SUBST/$I, simplified to $n", report.approximated);
+            }
+            for l in &report.unparsed {
+                eprintln!("moonscan:   not understood: {l}");
+            }
+            0
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! `moonscan probes import`: converts an nmap-service-probes file that the
+//! user has into moonscan's probe YAML.
+//!
+//! nmap's patterns are PCRE; moonscan's are the regex crate's, which has no
+//! lookaround, backreferences, atomic groups or possessive quantifiers (the
+//! price of linear-time matching). Rules that use those are left out and
+//! counted by reason; everything else is rewritten (byte mode, octal escapes,
+//! `\Z`) and must compile within the engine's limits to be kept. nmap's
+//! `$SUBST()` and `$I()` template helpers become plain `$n` and are counted.
+
+use std::collections::BTreeMap;
+
+use super::probes::{FileSpec, ProbeSpec, RuleSpec};
+use super::rules::compile;
+
+/// What a conversion kept and left out.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub probes: usize,
+    pub rules_seen: usize,
+    pub rules_kept: usize,
+    /// Rules left out, by reason.
+    pub skipped: BTreeMap<String, usize>,
+    /// Templates whose nmap helpers were simplified.
+    pub approximated: usize,
+    /// Lines not understood (with their line numbers), first few only.
+    pub unparsed: Vec<String>,
+}
+
+/// Converts the text of an nmap-service-probes file.
+pub fn convert(text: &str) -> (FileSpec, Report) {
+    let mut spec = FileSpec::default();
+    let mut report = Report::default();
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let current = spec.probes.last_mut();
+        let ok = match (word, current) {
+            ("Probe", _) => probe(rest).map(|p| spec.probes.push(p)).is_some(),
+            ("match" | "softmatch", Some(p)) => {
+                report.rules_seen += 1;
+                match rule(rest, &mut report.approximated) {
+                    Ok(r) => {
+                        report.rules_kept += 1;
+                        if word == "match" {
+                            p.matches.push(r)
+                        } else {
+                            p.soft_matches.push(r)
+                        }
+                    }
+                    Err(reason) => *report.skipped.entry(reason).or_default() += 1,
+                }
+                true
+            }
+            ("ports", Some(p)) => ports(rest).map(|v| p.ports = v).is_some(),
+            ("sslports", Some(p)) => ports(rest).map(|v| p.tls_ports = v).is_some(),
+            ("rarity", Some(p)) => {
+                rest.trim().parse().ok().filter(|r| (1..=9).contains(r)).map(|r| p.rarity = r).is_some()
+            }
+            ("totalwaitms", Some(p)) => {
+                rest.trim().parse::<u64>().ok().map(|w| p.wait_ms = w.clamp(1, 60_000)).is_some()
+            }
+            // Known directives with no counterpart here.
+            ("Exclude" | "fallback" | "tcpwrappedms", _) => true,
+            _ => false,
+        };
+        if !ok && report.unparsed.len() < 20 {
+            report.unparsed.push(format!("line {}: {}", n + 1, line.chars().take(80).collect::<String>()));
+        }
+    }
+    report.probes = spec.probes.len();
+    (spec, report)
+}
+
+/// `TCP GetRequest q|GET / HTTP/1.0\r\n\r\n|`
+fn probe(rest: &str) -> Option<ProbeSpec> {
+    let mut parts = rest.splitn(3, ' ');
+    let protocol = match parts.next()? {
+        "TCP" => "tcp",
+        "UDP" => "udp",
+        _ => return None,
+    };
+    let name = parts.next()?.to_string();
+    let q = parts.next()?.strip_prefix('q')?;
+    let (payload, _) = delimited(q)?;
+    Some(ProbeSpec {
+        rarity: if name == "NULL" { 1 } else { 5 },
+        name,
+        protocol: protocol.into(),
+        payload: payload_escapes(payload),
+        ports: Vec::new(),
+        tls_ports: Vec::new(),
+        wait_ms: 5000,
+        matches: Vec::new(),
+        soft_matches: Vec::new(),
+    })
+}
+
+/// Splits `<d>text<d>rest` on its delimiter `d`.
+fn delimited(s: &str) -> Option<(&str, &str)> {
+    let d = s.chars().next()?;
+    let body = &s[d.len_utf8()..];
+    let end = body.find(d)?;
+    Some((&body[..end], &body[end + d.len_utf8()..]))
+}
+
+/// nmap payload escapes to ours (`\a \b \f \v` become `\xHH`).
+fn payload_escapes(p: &str) -> String {
+    let mut out = String::with_capacity(p.len());
+    let mut it = p.chars().peekable();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            if c.is_ascii() && !c.is_ascii_control() {
+                out.push(c);
+            } else {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            continue;
+        }
+        match it.next() {
+            Some('a') => out.push_str("\\x07"),
+            Some('b') => out.push_str("\\x08"),
+            Some('f') => out.push_str("\\x0c"),
+            Some('v') => out.push_str("\\x0b"),
+            Some(e @ ('r' | 'n' | 't' | '0' | '\\' | 'x')) => {
+                out.push('\\');
+                out.push(e);
+            }
+            Some(other) => out.push(other),
+            None => out.push_str("\\\\"),
+        }
+    }
+    out
+}
+
+fn ports(list: &str) -> Option<Vec<u16>> {
+    let mut out = Vec::new();
+    for item in list.trim().split(',') {
+        let (a, b) = item.split_once('-').unwrap_or((item, item));
+        let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        out.extend(a..=b.max(a));
+        if out.len() > 4096 {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// `http m|^HTTP/1\.[01] (\d\d\d)|s p/nginx/ v/$1/ cpe:/a:igor_sysoev:nginx:$1/`
+fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, String> {
+    let (service, rest) = rest.split_once(' ').ok_or("unreadable rule")?;
+    let m = rest.strip_prefix('m').ok_or("unreadable rule")?;
+    let (pattern, rest) = delimited(m).ok_or("unreadable rule")?;
+    let flags: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
+    let mut r =
+        RuleSpec { service: service.to_string(), pattern: pcre_to_rust(pattern, &flags)?, ..RuleSpec::default() };
+    compile(&r.pattern).map_err(|_| "does not compile as a regex-crate pattern".to_string())?;
+    let mut rest = &rest[flags.len()..];
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            break;
+        }
+        let (key, body) = if let Some(b) = rest.strip_prefix("cpe:") { ("cpe", b) } else { rest.split_at(1) };
+        let Some((value, after)) = delimited(body) else { break };
+        let value = simplify_template(value, approximated);
+        match key {
+            "p" => r.product = Some(value),
+            "v" => r.version = Some(value),
+            "i" => r.info = Some(value),
+            "o" => r.os = Some(value),
+            "h" => r.hostname = Some(value),
+            "d" => r.device = Some(value),
+            "cpe" => r.cpe.push(format!("cpe:/{value}")),
+            _ => {}
+        }
+        // A cpe may end with an `a` flag (application); nothing to keep.
+        rest = after.strip_prefix('a').filter(|_| key == "cpe").unwrap_or(after);
+    }
+    Ok(r)
+}
+
+/// `$SUBST(1,"_",".")` and `$I(1,">")` become `$1`.
+fn simplify_template(t: &str, approximated: &mut usize) -> String {
+    let mut out = t.to_string();
+    for helper in ["$SUBST(", "$I("] {
+        while let Some(i) = out.find(helper) {
+            let Some(len) = out[i..].find(')') else { break };
+            let digit = out[i + helper.len()..].chars().next().filter(char::is_ascii_digit).unwrap_or('1');
+            out.replace_range(i..i + len + 1, &format!("${digit}"));
+            *approximated += 1;
+        }
+    }
+    out
+}
+
+/// Rewrites a PCRE pattern for the regex crate, or says why it cannot.
+fn pcre_to_rust(p: &str, flags: &str) -> Result<String, String> {
+    let b = p.as_bytes();
+    // Flags turned on come before the dash: `(?si-u)`.
+    let mut out = String::from("(?");
+    if flags.contains('s') {
+        out.push('s');
+    }
+    if flags.contains('i') {
+        out.push('i');
+    }
+    out.push_str("-u)");
+    let (mut i, mut in_class) = (0, false);
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\\' if i + 1 < b.len() => {
+                let e = b[i + 1];
+                match e {
+                    b'1'..=b'9' if !in_class => return Err("backreference".into()),
+                    b'0' => {
+                        // Octal: \0, \0N, \0NN.
+                        let digits = b[i + 2..].iter().take(2).take_while(|d| (b'0'..=b'7').contains(d)).count();
+                        let v = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 2 + digits]).unwrap_or("0"), 8);
+                        out.push_str(&format!("\\x{:02x}", v.unwrap_or(0)));
+                        i += 2 + digits;
+                        continue;
+                    }
+                    b'Z' => out.push_str("(?:\\n?\\z)"),
+                    b'h' => out.push_str("[ \\t]"),
+                    _ => {
+                        out.push('\\');
+                        out.push(e as char);
+                    }
+                }
+                i += 2;
+                continue;
+            }
+            b'[' if !in_class => in_class = true,
+            b']' if in_class => in_class = false,
+            b'(' if !in_class && b[i + 1..].starts_with(b"?") => {
+                let r = &b[i + 2..];
+                if r.starts_with(b"=") || r.starts_with(b"!") || r.starts_with(b"<=") || r.starts_with(b"<!") {
+                    return Err("lookaround".into());
+                }
+                if r.starts_with(b">") {
+                    return Err("atomic group".into());
+                }
+            }
+            b'*' | b'+' | b'?' | b'}' if !in_class && b.get(i + 1) == Some(&b'+') => {
+                return Err("possessive quantifier".into());
+            }
+            _ => {}
+        }
+        // Bytes of the pattern are copied as they are (UTF-8 stays UTF-8).
+        let ch_len = std::str::from_utf8(&b[i..]).ok().and_then(|s| s.chars().next()).map_or(1, char::len_utf8);
+        out.push_str(std::str::from_utf8(&b[i..i + ch_len]).unwrap_or("?"));
+        i += ch_len;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A file in nmap's format, written for this test (not taken from nmap).
+    const SAMPLE: &str = r#"
+# comment
+Exclude T:9100
+Probe TCP NULL q||
+totalwaitms 6000
+match ssh m|^SSH-([\d.]+)-OpenSSH_([\w._-]+)\r?\n| p/OpenSSH/ v/$2/ i/protocol $1/ cpe:/a:openbsd:openssh:$2/a
+match ftp m/^220 (?=vsFTPd)/ p/vsftpd/
+match echo m|^(.)\1| p/echo/
+match foo m|^(?>abc)| p/foo/
+match bar m|^a++b| p/bar/
+match nul m|^\0\x01(\w+)\Z|s p/nul/ v/$SUBST(1,"_",".")/
+softmatch smtp m|^220 .*smtp|i
+Probe TCP GetRequest q|GET / HTTP/1.0\r\n\r\n\a|
+rarity 1
+ports 80,8000-8002
+sslports 443
+fallback NULL
+match http m|^HTTP/1\.[01] \d\d\d.*\r\nServer: nginx/([\d.]+)|s p/nginx/ v/$1/
+Probe UDP Weird q|x|
+bogus line here
+"#;
+
+    #[test]
+    fn converts_what_the_regex_crate_can_do_and_counts_the_rest() {
+        let (spec, r) = convert(SAMPLE);
+        assert_eq!(r.probes, 3);
+        assert_eq!(r.rules_seen, 8);
+        assert_eq!(r.rules_kept, 4);
+        let want: BTreeMap<String, usize> =
+            [("lookaround", 1), ("backreference", 1), ("atomic group", 1), ("possessive quantifier", 1)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+        assert_eq!(r.skipped, want);
+        assert_eq!(r.approximated, 1);
+        assert_eq!(r.unparsed, ["line 20: bogus line here"]);
+        let null = &spec.probes[0];
+        assert_eq!((null.name.as_str(), null.wait_ms, null.rarity), ("NULL", 6000, 1));
+        assert_eq!(null.matches[0].cpe, ["cpe:/a:openbsd:openssh:$2"]);
+        assert_eq!(null.matches[1].version.as_deref(), Some("$1"));
+        assert_eq!(null.soft_matches.len(), 1);
+        let get = &spec.probes[1];
+        assert_eq!(get.payload, r"GET / HTTP/1.0\r\n\r\n\x07");
+        assert_eq!((get.ports.clone(), get.tls_ports.clone(), get.rarity), (vec![80, 8000, 8001, 8002], vec![443], 1));
+        assert_eq!(spec.probes[2].protocol, "udp");
+    }
+
+    #[test]
+    fn converted_output_loads_and_matches() {
+        let (spec, _) = convert(SAMPLE);
+        let yaml = serde_yaml::to_string(&spec).unwrap();
+        let mut db = super::super::ProbeDb::default();
+        db.add_str(&yaml, std::path::Path::new("imported.yaml")).unwrap();
+        let null = db.get("NULL").unwrap();
+        let id = null.matches[0].apply(b"SSH-2.0-OpenSSH_9.2p1\r\n").unwrap();
+        assert_eq!((id.version.as_deref(), id.info.as_deref()), (Some("9.2p1"), Some("protocol 2.0")));
+        let id = null.matches[1].apply(b"\x00\x01abc").unwrap();
+        assert_eq!(id.version.as_deref(), Some("abc"), "octal \\0 and \\Z converted");
+        assert!(null.soft_matches[0].apply(b"220 mail SMTP ready").is_some(), "i flag kept");
+    }
+}
