@@ -9,6 +9,8 @@
 //! Status: the probe database and the match engine are here; the prober
 //! that drives connections (and `-sV`) is still to come.
 
+#[cfg(test)]
+mod catalog;
 pub mod import;
 pub mod probes;
 pub mod rules;

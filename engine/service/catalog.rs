@@ -1,0 +1,276 @@
+//! The shipped probe database, probes/*.yaml, checked as a whole: every file
+//! loads, the services moonscan must recognise are all covered, probe names
+//! are unique and placed on ports, binary payloads carry correct length
+//! fields, and recorded responses in tests/data/banners/ come out as the
+//! right service, product and version. Those responses are either captured
+//! from the lab (`lab-*`, from `scripts/lab.sh up`), captured from real
+//! daemons on loopback (memcached, rsync, mosquitto, PostgreSQL), or written
+//! by hand from the protocol specifications.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use super::probes::{ProbeDb, Transport};
+use super::rules::Identity;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn db() -> ProbeDb {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"));
+    ProbeDb::load_dir(dir).unwrap_or_else(|e| panic!("probe database: {e}"))
+}
+
+/// What the rules of one probe make of a response: the first hard match
+/// wins, else the first soft match. The flag is true for a hard match.
+fn identify(db: &ProbeDb, probe: &str, response: &[u8]) -> Option<(Identity, bool)> {
+    let p = db.get(probe).unwrap_or_else(|| panic!("no probe named {probe}"));
+    if let Some(id) = p.matches.iter().find_map(|r| r.apply(response)) {
+        return Some((id, true));
+    }
+    p.soft_matches.iter().find_map(|r| r.apply(response)).map(|id| (id, false))
+}
+
+/// Every service the database must name, by its nmap-style service name.
+const REQUIRED: &[&str] = &[
+    "http",
+    "ssh",
+    "redis",
+    "ftp",
+    "smtp",
+    "pop3",
+    "imap",
+    "mysql",
+    "postgresql",
+    "memcached",
+    "mongodb",
+    "mqtt",
+    "ms-wbt-server", // RDP
+    "microsoft-ds",  // SMB
+    "vnc",
+    "telnet",
+    "domain", // DNS
+    "ldap",
+    "rsync",
+];
+
+#[test]
+fn the_database_loads_and_covers_the_required_services() {
+    let db = db();
+    let null = db.get("NULL").expect("a NULL probe");
+    assert!(null.payload.is_empty());
+    assert_eq!(null.rarity, 1);
+    let named: HashSet<&str> =
+        db.probes().iter().flat_map(|p| p.matches.iter().chain(&p.soft_matches)).map(|r| r.service.as_str()).collect();
+    for service in REQUIRED {
+        assert!(named.contains(service), "no rule names {service}");
+    }
+    // HTTPS is the HTTP probe sent inside TLS.
+    let get = db.get("GetRequest").unwrap();
+    assert_eq!(get.rarity, 1);
+    assert!(get.ports.contains(&80) && get.tls_ports.contains(&443) && get.tls_ports.contains(&8443));
+}
+
+#[test]
+fn probe_names_are_unique_and_probes_have_ports() {
+    let db = db();
+    let mut seen = HashSet::new();
+    for p in db.probes() {
+        assert!(seen.insert(p.name.as_str()), "probe {} is defined twice", p.name);
+        if p.name != "NULL" && p.rarity < 7 {
+            assert!(!p.ports.is_empty() || !p.tls_ports.is_empty(), "probe {} has no ports", p.name);
+        }
+        assert!(!p.matches.is_empty() || !p.soft_matches.is_empty(), "probe {} has no rules", p.name);
+        if p.name != "NULL" {
+            assert!(!p.payload.is_empty(), "probe {} sends nothing", p.name);
+        }
+    }
+}
+
+/// Binary payloads carry their own length fields; check each one against the
+/// payload's real size so an edit to a payload cannot leave them stale.
+#[test]
+fn binary_payloads_have_consistent_lengths() {
+    let db = db();
+    let payload = |name: &str| db.get(name).unwrap_or_else(|| panic!("no probe {name}")).payload.clone();
+    let be16 = |b: &[u8]| usize::from(u16::from_be_bytes([b[0], b[1]]));
+    let le32 = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize;
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
+
+    // PostgreSQL: int32 length including itself.
+    for name in ["PgSSLRequest", "PgStartup"] {
+        let p = payload(name);
+        assert_eq!(be32(&p), p.len(), "{name}");
+    }
+    let ssl = payload("PgSSLRequest");
+    assert_eq!(be32(&ssl[4..]), 80877103);
+    // MongoDB: int32 messageLength, and the BSON document's own length.
+    for (name, doc_at) in [("MongoBuildInfo", 21), ("MongoQueryBuildInfo", 39)] {
+        let p = payload(name);
+        assert_eq!(le32(&p), p.len(), "{name}");
+        assert_eq!(le32(&p[doc_at..]), p.len() - doc_at, "{name} BSON");
+    }
+    // SMB: NetBIOS session message length (24 bits) after the type byte.
+    let smb = payload("SMB2Negotiate");
+    assert_eq!((smb[0], be32(&smb) & 0xff_ffff), (0, smb.len() - 4));
+    assert_eq!(&smb[4..8], b"\xfeSMB");
+    assert_eq!(smb.len(), 4 + 64 + 36 + 2 * usize::from(smb[4 + 64 + 2]), "dialect count");
+    // RDP: TPKT length, X.224 length indicator.
+    let rdp = payload("RDPConnectionRequest");
+    assert_eq!(be16(&rdp[2..]), rdp.len());
+    assert_eq!(usize::from(rdp[4]), rdp.len() - 5);
+    // MQTT: one-byte remaining length.
+    let mqtt = payload("MQTTConnect");
+    assert_eq!(usize::from(mqtt[1]), mqtt.len() - 2);
+    // DNS over TCP: 2-byte length prefix, then the same message as over UDP.
+    let tcp = payload("DNSVersionBindReqTCP");
+    let udp = payload("DNSVersionBindReqUDP");
+    assert_eq!(be16(&tcp), tcp.len() - 2);
+    assert_eq!(&tcp[2..], &udp[..]);
+    assert_eq!(db.probes().iter().find(|p| p.name == "DNSVersionBindReqUDP").unwrap().transport, Transport::Udp);
+    // LDAP: BER SEQUENCE, short-form lengths, and the SearchRequest inside it.
+    let ldap = payload("LDAPSearchRootDSE");
+    assert_eq!((ldap[0], usize::from(ldap[1])), (0x30, ldap.len() - 2));
+    assert_eq!((ldap[5], usize::from(ldap[6])), (0x63, ldap.len() - 7));
+}
+
+/// One recorded response and what it must be identified as.
+struct Case {
+    file: &'static str,
+    probe: &'static str,
+    service: &'static str,
+    product: Option<&'static str>,
+    version: Option<&'static str>,
+    info: Option<&'static str>,
+    hard: bool,
+}
+
+const fn case(
+    file: &'static str,
+    probe: &'static str,
+    service: &'static str,
+    product: Option<&'static str>,
+    version: Option<&'static str>,
+    info: Option<&'static str>,
+) -> Case {
+    Case { file, probe, service, product, version, info, hard: true }
+}
+
+const fn soft(file: &'static str, probe: &'static str, service: &'static str) -> Case {
+    Case { file, probe, service, product: None, version: None, info: None, hard: false }
+}
+
+#[rustfmt::skip]
+const CASES: &[Case] = &[
+    // Captured from the lab; nmap -sV says the same product and version.
+    case("lab-ssh-openssh", "NULL", "ssh", Some("OpenSSH"), Some("9.2p1 Debian 2+deb12u10"), Some("protocol 2.0")),
+    case("lab-http-nginx", "GetRequest", "http", Some("nginx"), Some("1.22.1"), None),
+    case("lab-https-nginx", "GetRequest", "http", Some("nginx"), Some("1.22.1"), None),
+    case("lab-redis-info", "RedisInfo", "redis", Some("Redis key-value store"), Some("7.0.15"), None),
+    // Captured from real daemons on loopback.
+    case("memcached-version", "MemcachedVersion", "memcached", Some("memcached"), Some("1.6.18"), None),
+    case("rsync-32", "NULL", "rsync", None, None, Some("protocol version 32")),
+    case("mqtt-connack", "MQTTConnect", "mqtt", None, None, Some("connection accepted")),
+    soft("postgresql-sslrequest-n", "PgSSLRequest", "postgresql"),
+    case("postgresql-startup-error", "PgStartup", "postgresql", Some("PostgreSQL DB"), Some("9.6.0 or later"), None),
+    // Written from the protocol specifications.
+    case("ftp-vsftpd", "NULL", "ftp", Some("vsftpd"), Some("3.0.3"), None),
+    case("ftp-proftpd", "NULL", "ftp", Some("ProFTPD"), Some("1.3.8"), None),
+    case("ftp-filezilla", "NULL", "ftp", Some("FileZilla ftpd"), Some("1.8.0"), None),
+    case("smtp-postfix", "NULL", "smtp", Some("Postfix smtpd"), None, None),
+    case("smtp-exim", "NULL", "smtp", Some("Exim smtpd"), Some("4.96"), None),
+    case("pop3-dovecot", "NULL", "pop3", Some("Dovecot pop3d"), None, None),
+    case("imap-dovecot", "NULL", "imap", Some("Dovecot imapd"), None, None),
+    case("mysql-8", "NULL", "mysql", Some("MySQL"), Some("8.0.36"), None),
+    case("mysql-mariadb", "NULL", "mysql", Some("MariaDB"), Some("10.11.6"), None),
+    case("vnc-rfb38", "NULL", "vnc", None, None, Some("protocol 3.8")),
+    case("rsync-31", "NULL", "rsync", None, None, Some("protocol version 31")),
+    case("telnet-netkit", "NULL", "telnet", Some("Linux telnetd"), None, None),
+    case("telnet-busybox", "NULL", "telnet", Some("BusyBox telnetd"), None, None),
+    case("http-apache", "GetRequest", "http", Some("Apache httpd"), Some("2.4.57"), Some("(Debian)")),
+    case("http-iis", "GetRequest", "http", Some("Microsoft IIS httpd"), Some("10.0"), None),
+    case("http-lighttpd", "GetRequest", "http", Some("lighttpd"), Some("1.4.69"), None),
+    case("http-caddy", "GetRequest", "http", Some("Caddy httpd"), None, None),
+    case("http-werkzeug", "GetRequest", "http", Some("Werkzeug httpd"), Some("3.0.1"), Some("Python 3.11.2")),
+    case("http-generic-server", "GetRequest", "http", Some("Acme-Web"), Some("2.3"), None),
+    soft("http-no-server-header", "GetRequest", "http"),
+    soft("redis-get-error", "GetRequest", "redis"),
+    case("redis-noauth", "RedisInfo", "redis", Some("Redis key-value store"), None, Some("authentication required")),
+    case("mongodb-buildinfo-opmsg", "MongoBuildInfo", "mongodb", Some("MongoDB"), Some("7.0.14"), None),
+    case("smb2-negotiate", "SMB2Negotiate", "microsoft-ds", None, None, Some("SMB 3.0.2")),
+    case("rdp-cc-nla", "RDPConnectionRequest", "ms-wbt-server", None, None, Some("CredSSP (NLA)")),
+    case("dns-bind-tcp", "DNSVersionBindReqTCP", "domain", Some("ISC BIND"), Some("9.18.28-1~deb12u2"), Some("Debian Linux")),
+    case("dns-dnsmasq-udp", "DNSVersionBindReqUDP", "domain", Some("dnsmasq"), Some("2.89"), None),
+    case("ldap-openldap-rootdse", "LDAPSearchRootDSE", "ldap", Some("OpenLDAP"), None, None),
+    case("ldap-ad-rootdse", "LDAPSearchRootDSE", "ldap", Some("Microsoft Windows Active Directory LDAP"), None, None),
+    case("ldap-search-refused", "LDAPSearchRootDSE", "ldap", None, None, None),
+];
+
+fn banner(file: &str) -> Vec<u8> {
+    let path = root().join("tests/data/banners").join(format!("{file}.bin"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn recorded_responses_are_identified() {
+    let db = db();
+    let mut failures = Vec::new();
+    for c in CASES {
+        let got = identify(&db, c.probe, &banner(c.file));
+        let Some((id, hard)) = got else {
+            failures.push(format!("{}: nothing matched", c.file));
+            continue;
+        };
+        let want = (c.service, c.product, c.version, c.info, c.hard);
+        let have = (id.service.as_str(), id.product.as_deref(), id.version.as_deref(), id.info.as_deref(), hard);
+        if want != have {
+            failures.push(format!("{}: want {want:?}, got {have:?}", c.file));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn lab_identities_carry_os_hostname_and_cpe() {
+    let db = db();
+    let (ssh, _) = identify(&db, "NULL", &banner("lab-ssh-openssh")).unwrap();
+    assert_eq!(ssh.os.as_deref(), Some("Linux"));
+    assert_eq!(ssh.cpe, ["cpe:/a:openbsd:openssh:9.2p1", "cpe:/o:linux:linux_kernel"]);
+    let (http, _) = identify(&db, "GetRequest", &banner("lab-http-nginx")).unwrap();
+    assert_eq!(http.cpe, ["cpe:/a:igor_sysoev:nginx:1.22.1"]);
+    let (redis, _) = identify(&db, "RedisInfo", &banner("lab-redis-info")).unwrap();
+    assert_eq!((redis.os.as_deref(), redis.cpe[0].as_str()), (Some("Linux"), "cpe:/a:redis:redis:7.0.15"));
+    let (smtp, _) = identify(&db, "NULL", &banner("smtp-postfix")).unwrap();
+    assert_eq!(smtp.hostname.as_deref(), Some("mail.example.com"));
+    let (ad, _) = identify(&db, "LDAPSearchRootDSE", &banner("ldap-ad-rootdse")).unwrap();
+    assert_eq!((ad.hostname.as_deref(), ad.os.as_deref()), (Some("dc01.corp.example.com"), Some("Windows")));
+}
+
+#[test]
+fn every_recorded_response_has_a_case() {
+    let dir = root().join("tests/data/banners");
+    let listed: HashSet<&str> = CASES.iter().map(|c| c.file).collect();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        assert!(listed.contains(stem.as_str()), "{} is not in the table", path.display());
+    }
+}
+
+/// The NULL probe's rules run on whatever a server sends first, so they must
+/// not claim the replies other probes elicit, and generic text must stay
+/// unidentified rather than be guessed at.
+#[test]
+fn banner_rules_do_not_claim_other_replies() {
+    let db = db();
+    for c in CASES.iter().filter(|c| c.probe != "NULL") {
+        if let Some((id, _)) = identify(&db, "NULL", &banner(c.file)) {
+            panic!("NULL rules claim {} as {id:?}", c.file);
+        }
+    }
+    for text in [&b"Welcome to the machine\r\n"[..], b"hello\n", b"\x00\x01\x02\x03", b""] {
+        assert!(identify(&db, "NULL", text).is_none(), "{text:?}");
+        assert!(identify(&db, "GetRequest", text).is_none(), "{text:?}");
+    }
+}
