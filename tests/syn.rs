@@ -151,3 +151,18 @@ fn interrupt_stops_sending_and_keeps_results() {
     assert!((5_000..12_000).contains(&sent), "about 7500 probes in 1.5 s at 5000/s, got {sent}");
     assert_eq!(end["closed"].as_u64().unwrap() + end["open"].as_u64().unwrap(), sent, "every probe sent was answered");
 }
+
+/// ARP/NDP for on-link targets is capped: forced out of ms-scan0, all of
+/// 198.18.0.0/16 counts as on-link, which is over the cap, so the scan is
+/// refused (exit 2) before any SYN is sent.
+#[test]
+fn too_many_on_link_targets_are_refused_before_sending() {
+    let _lab = lab();
+    let cap = Capture::start("net 198.18.0.0/16 and not host 198.18.0.2");
+    let (out, evs) = lab_scan(&["-sS", "-n", "-e", "ms-scan0", "-p", "80", "198.18.0.0/16"]);
+    let syns = cap.stop();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("on-link targets"), "{}", stderr(&out));
+    assert!(evs.is_empty(), "nothing scanned: {evs:?}");
+    assert!(syns.is_empty(), "no SYN left: {syns:?}");
+}

@@ -24,10 +24,6 @@ impl TokenBucket {
         TokenBucket { rate, burst: (rate * 0.01).max(1.0), tokens: 1.0, last: now }
     }
 
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
     /// Takes one token, or says how long until one is there.
     pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();

@@ -62,7 +62,7 @@ fn the_database_loads_and_covers_the_required_services() {
     assert!(null.payload.is_empty());
     assert_eq!(null.rarity, 1);
     let named: HashSet<&str> =
-        db.probes().iter().flat_map(|p| p.matches.iter().chain(&p.soft_matches)).map(|r| r.service.as_str()).collect();
+        db.probes().iter().flat_map(|p| p.matches.iter().chain(&p.soft_matches)).map(|r| r.service()).collect();
     for service in REQUIRED {
         assert!(named.contains(service), "no rule names {service}");
     }

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::rules::{Rule, Templates};
+use super::rules::{Identity, Rule};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Largest probe file read.
@@ -215,7 +215,8 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
         list.into_iter()
             .enumerate()
             .map(|(i, r)| {
-                let t = Templates {
+                let t = Identity {
+                    service: r.service.clone(),
                     product: r.product,
                     version: r.version,
                     info: r.info,
@@ -224,7 +225,7 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
                     device: r.device,
                     cpe: r.cpe,
                 };
-                Rule::new(&r.service, &r.pattern, t).map_err(|e| at(format!("{kind} {} ({}): {e}", i + 1, r.service)))
+                Rule::new(&r.pattern, t).map_err(|e| at(format!("{kind} {} ({}): {e}", i + 1, r.service)))
             })
             .collect()
     };
@@ -341,6 +342,7 @@ probes:
             ("probes:\n  - name: X\n    matches:\n      - service: s\n        pattern: '('\n", "match 1 (s)"),
             ("probes:\n  - name: X\n    matches:\n      - pattern: 'a'\n", "missing field"),
             ("probes:\n  - name: X\n    ports: [70000]\n", "test.yaml"),
+            (&format!("probes:\n  - name: X\n    payload: '{}'\n", "a".repeat(MAX_PAYLOAD + 1)), "payload longer"),
         ] {
             let e = load(text).expect_err(text).to_string();
             assert!(e.contains(needle), "{text:?}: {e}");

@@ -18,7 +18,8 @@ const REGEX_NEST_LIMIT: u32 = 64;
 /// Longest pattern text.
 pub const MAX_PATTERN: usize = 8 * 1024;
 
-/// What a rule says about a service, templates filled in.
+/// What a rule says about a service. A rule holds one with templates in its
+/// fields (`$1`, `$P(2)`); a match returns a copy with them filled in.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Identity {
     pub service: String,
@@ -31,24 +32,11 @@ pub struct Identity {
     pub cpe: Vec<String>,
 }
 
-/// The unfilled fields of a rule.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Templates {
-    pub product: Option<String>,
-    pub version: Option<String>,
-    pub info: Option<String>,
-    pub os: Option<String>,
-    pub hostname: Option<String>,
-    pub device: Option<String>,
-    pub cpe: Vec<String>,
-}
-
 /// A compiled match rule.
 #[derive(Clone, Debug)]
 pub struct Rule {
-    pub service: String,
     regex: Regex,
-    templates: Templates,
+    template: Identity,
 }
 
 /// Compiles a pattern with the engine's limits.
@@ -65,20 +53,26 @@ pub fn compile(pattern: &str) -> Result<Regex> {
 }
 
 impl Rule {
-    pub fn new(service: &str, pattern: &str, templates: Templates) -> Result<Rule> {
-        if service.is_empty() {
+    /// A rule that gives `template` (its service set, its other fields
+    /// templates) to responses matching `pattern`.
+    pub fn new(pattern: &str, template: Identity) -> Result<Rule> {
+        if template.service.is_empty() {
             return Err(Error::new(ErrorKind::Config, "a rule needs a service name"));
         }
-        Ok(Rule { service: service.to_string(), regex: compile(pattern)?, templates })
+        Ok(Rule { regex: compile(pattern)?, template })
+    }
+
+    pub fn service(&self) -> &str {
+        &self.template.service
     }
 
     /// The identity this rule gives `response`, if its pattern matches.
     pub fn apply(&self, response: &[u8]) -> Option<Identity> {
         let caps = self.regex.captures(response)?;
         let fill = |t: &Option<String>| t.as_deref().map(|t| substitute(t, &caps)).filter(|s| !s.is_empty());
-        let t = &self.templates;
+        let t = &self.template;
         Some(Identity {
-            service: self.service.clone(),
+            service: t.service.clone(),
             product: fill(&t.product),
             version: fill(&t.version),
             info: fill(&t.info),
@@ -134,13 +128,14 @@ mod tests {
     use super::*;
 
     fn rule(pattern: &str, version: &str, cpe: &str) -> Rule {
-        let t = Templates {
+        let t = Identity {
+            service: "ssh".into(),
             product: Some("OpenSSH".into()),
             version: Some(version.into()),
             cpe: vec![cpe.into()],
-            ..Templates::default()
+            ..Identity::default()
         };
-        Rule::new("ssh", pattern, t).unwrap()
+        Rule::new(pattern, t).unwrap()
     }
 
     #[test]

@@ -276,6 +276,10 @@ mod tests {
         assert!(TargetSpace::new(&inc, &inc, vec![80]).unwrap_err().to_string().contains("every target is excluded"));
         assert!(TargetSpace::new(&AddrSet::default(), &AddrSet::default(), vec![80]).is_err());
         assert!(TargetSpace::new(&inc, &AddrSet::default(), vec![]).is_err());
+        let huge = AddrSet::from_ranges(vec![(0, 1 << 50)]);
+        let e = TargetSpace::new(&huge, &AddrSet::default(), (1..=4096).collect()).unwrap_err();
+        assert!(e.to_string().contains("too large a scan"), "{e}");
+        assert!(TargetSpace::new(&huge, &AddrSet::default(), vec![80]).is_ok(), "2^50 x 1 fits under 2^61");
     }
 
     #[test]

@@ -148,11 +148,6 @@ pub fn top_ports(proto: Proto, n: usize) -> Vec<u16> {
     v
 }
 
-/// The table's name for a port, if it has one.
-pub fn service_name(port: u16, proto: Proto) -> Option<&'static str> {
-    table().find(|(p, pr, _)| *p == port && *pr == proto).map(|(_, _, n)| n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

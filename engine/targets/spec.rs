@@ -251,6 +251,8 @@ mod tests {
         assert!(err("host name!").contains("not an address"));
         assert!(err("-bad.example").contains("not an address"));
         assert!(err("1.2.3.1234").contains("not an octet"));
+        assert!(err("*.*.*.*").contains("too many octet ranges"), "2^24 runs of the last octet");
+        assert!(parse_term("10.*.*.*").is_ok(), "2^16 runs are allowed");
         assert!(parse_term("").is_err());
     }
 }

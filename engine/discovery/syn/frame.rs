@@ -15,7 +15,6 @@ use pnet::packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
 use pnet::packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
 use pnet::packet::tcp::{self, MutableTcpPacket, TcpFlags, TcpOption, TcpPacket};
 use pnet::packet::Packet;
-use pnet::util::MacAddr;
 
 use crate::net::packet::Checksum;
 
@@ -219,11 +218,6 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
         flags: seg.get_flags(),
         ttl,
     }
-}
-
-/// MAC address text, for messages.
-pub fn mac_string(mac: [u8; 6]) -> String {
-    MacAddr::from(mac).to_string()
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use crate::net::route::{self, Route};
 use crate::targets::addrs::{addr, key};
 use crate::targets::AddrSet;
 
-/// Most on-link hosts resolved before a scan.
-const MAX_ON_LINK: usize = 1 << 16;
+/// Most on-link hosts resolved by ARP/NDP before a scan (the check comes
+/// before any packet is sent).
+pub const MAX_ON_LINK: usize = 1 << 15;
 
 /// Overrides from the command line.
 #[derive(Clone, Debug, Default)]
