@@ -37,6 +37,8 @@ pub struct ScanConfig {
     pub report_closed: bool,
     /// `-e` and `-S` for raw scans.
     pub link: LinkOptions,
+    /// Service detection (`-sV`) on every open port, as it is found.
+    pub detector: Option<crate::service::Detector>,
 }
 
 /// How long to wait for ARP/NDP answers before a raw scan.
@@ -95,6 +97,36 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         }
     }
     let t0 = Instant::now();
+    // With -sV, discovery's events pass through a tap that hands each open
+    // port to service detection the moment it is found.
+    let (final_events, events) = (events.clone(), events);
+    let (events, stage) = match &cfg.detector {
+        None => (events, None),
+        Some(det) => {
+            let (tap_tx, mut tap_rx) = mpsc::channel::<Event>(4096);
+            let (port_tx, port_rx) = mpsc::unbounded_channel();
+            let out = events.clone();
+            let tap = tokio::spawn(async move {
+                while let Some(ev) = tap_rx.recv().await {
+                    if let Event::Port(p) = &ev {
+                        if p.state == crate::findings::PortState::Open && p.proto == "tcp" {
+                            let _ = port_tx.send((p.ip, p.port));
+                        }
+                    }
+                    let _ = out.send(ev).await;
+                }
+            });
+            let service = tokio::spawn(crate::service::run_stage(
+                det.clone(),
+                port_rx,
+                events,
+                t0,
+                stats.clone(),
+                stop.clone(),
+            ));
+            (tap_tx, Some((tap, service)))
+        }
+    };
     let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
     // Raw frames cannot reach this machine's own addresses through loopback.
     let links = links.filter(|l| !l.loopback);
@@ -135,6 +167,11 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
             }
         }
     };
+    drop(events);
+    if let Some((tap, service)) = stage {
+        let _ = tap.await;
+        let _ = service.await;
+    }
 
     let end = ScanEnd {
         scan_id,
@@ -147,6 +184,6 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         findings: 0,
         interrupted,
     };
-    let _ = events.send(Event::ScanEnd(end.clone())).await;
+    let _ = final_events.send(Event::ScanEnd(end.clone())).await;
     Ok(end)
 }

@@ -18,6 +18,7 @@ use clap::Parser;
 use moonscan::discovery::syn::LinkOptions;
 use moonscan::discovery::Timing;
 use moonscan::findings::ScanType;
+use moonscan::service::{DetectOptions, Detector, ProbeDb};
 use moonscan::targets::{self, AddrSet, Family, Shard, TargetSpace, Term};
 use moonscan::{Error, ErrorKind, Result, ScanConfig};
 
@@ -74,6 +75,24 @@ pub struct Args {
     /// Service and version detection (-sV).
     #[arg(long = "service-version")]
     pub service_version: bool,
+    /// Try probes up to this rarity, 0 (only the port's own) to 9 (all); default 7.
+    #[arg(long = "version-intensity", value_name = "0-9", value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub version_intensity: Option<u8>,
+    /// Same as --version-intensity 2.
+    #[arg(long = "version-light")]
+    pub version_light: bool,
+    /// Same as --version-intensity 9.
+    #[arg(long = "version-all")]
+    pub version_all: bool,
+    /// Give up service detection on a port after this long (e.g. 10s); default 20s (-T4 12s, -T5 6s).
+    #[arg(long = "service-timeout", value_name = "TIME")]
+    pub service_timeout: Option<String>,
+    /// Ports in service detection at once (each holds one receive buffer); default 256.
+    #[arg(long = "version-parallelism", value_name = "N")]
+    pub version_parallelism: Option<usize>,
+    /// Folder of probe YAML files (default: $MOONSCAN_PROBES, ./probes, or the installed probes).
+    #[arg(long = "probes", value_name = "DIR")]
+    pub probes_dir: Option<PathBuf>,
     /// Run the default plugins (-sC).
     #[arg(long = "script-default")]
     pub script_default: bool,
@@ -240,8 +259,17 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     if args.udp {
         return Err(usage("-sU (UDP scan) is not available yet"));
     }
-    if args.service_version {
-        return Err(usage("-sV (service detection) is not available yet"));
+    let version_flags = [args.version_intensity.is_some(), args.version_light, args.version_all];
+    if version_flags.iter().filter(|&&b| b).count() > 1 {
+        return Err(usage("choose one of --version-intensity, --version-light and --version-all"));
+    }
+    if !args.service_version
+        && (version_flags.contains(&true)
+            || args.service_timeout.is_some()
+            || args.version_parallelism.is_some()
+            || args.probes_dir.is_some())
+    {
+        return Err(usage("--version-*, --service-timeout and --probes apply with -sV only"));
     }
     if args.script_default {
         return Err(usage("-sC (plugins) is not available yet"));
@@ -313,6 +341,39 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
     timing.window = timing.window.min(fd_room);
 
+    let detector = if args.service_version {
+        let level = args.timing.unwrap_or(3);
+        let mut opts = DetectOptions::default();
+        if level >= 4 {
+            opts.port_timeout = Duration::from_secs(if level == 4 { 12 } else { 6 });
+            opts.banner_grace = Duration::from_millis(if level == 4 { 150 } else { 80 });
+            opts.idle = Duration::from_millis(if level == 4 { 500 } else { 300 });
+        }
+        opts.intensity = match (args.version_intensity, args.version_light, args.version_all) {
+            (Some(n), _, _) => n,
+            (_, true, _) => 2,
+            (_, _, true) => 9,
+            _ => opts.intensity,
+        };
+        if let Some(t) = &args.service_timeout {
+            opts.port_timeout = parse_time(t)?;
+        }
+        if let Some(n) = args.version_parallelism {
+            if n == 0 {
+                return Err(usage("--version-parallelism must be at least 1"));
+            }
+            opts.parallelism = n;
+        }
+        // Detection's sockets and discovery's share the open-file limit.
+        opts.parallelism = opts.parallelism.min((fd_room / 2).max(1));
+        timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
+        let dir = args.probes_dir.clone().unwrap_or_else(probes::default_dir);
+        let db = ProbeDb::load_dir(&dir)?;
+        Some(Detector::new(db, opts)?)
+    } else {
+        None
+    };
+
     let shard = match &args.shard {
         Some(s) => Shard::parse(s)?,
         None => Shard::WHOLE,
@@ -331,6 +392,7 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         args: argv.to_vec(),
         report_closed: args.verbose > 0 && !args.open_only,
         link: LinkOptions { iface: args.iface.clone(), src: args.source },
+        detector,
     };
     Ok(Plan { config, json, text_on_stdout, reasons: args.reason, notes })
 }

@@ -16,6 +16,7 @@ use serde::Serialize;
 pub enum Event {
     ScanStart(ScanStart),
     Port(PortEvent),
+    Service(ServiceEvent),
     Error(ErrorEvent),
     ScanEnd(ScanEnd),
 }
@@ -59,6 +60,97 @@ pub struct PortEvent {
     pub ttl: Option<u8>,
     /// Seconds since the scan started.
     pub t: f64,
+}
+
+/// How a service was identified, as nmap's XML `method` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceMethod {
+    /// A match rule matched a response.
+    Probed,
+    /// Only a soft match: the service is known, the product is not.
+    Soft,
+    /// Nothing matched; the service is the usual one for the port number.
+    Table,
+}
+
+/// What runs on an open port.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServiceEvent {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub proto: &'static str,
+    /// nmap's service name (`http`, `ssh`, ...); `unknown` when nothing matched.
+    pub service: String,
+    pub method: ServiceMethod,
+    /// `ssl` when the service was found inside TLS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cpe: Vec<String>,
+    /// The probe whose response identified it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// The first bytes the service sent, printable, non-printable bytes as `\xHH`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub banner: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Box<TlsInfo>>,
+    /// Seconds since the scan started.
+    pub t: f64,
+}
+
+/// A TLS session: what was negotiated and the whole certificate chain.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TlsInfo {
+    /// `TLSv1.3`, `TLSv1.2`.
+    pub version: String,
+    /// IANA name of the cipher suite.
+    pub cipher: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alpn: Option<String>,
+    /// Leaf first, as the server sent it.
+    pub chain: Vec<CertSummary>,
+    /// The DER bytes of each certificate, in chain order (for plugins).
+    #[serde(skip)]
+    pub der: Vec<Vec<u8>>,
+}
+
+/// One certificate, as x509-parser reads it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CertSummary {
+    pub subject: String,
+    pub issuer: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub san: Vec<String>,
+    /// RFC 3339, UTC.
+    pub not_before: String,
+    pub not_after: String,
+    /// Hex, as encoded.
+    pub serial: String,
+    /// `rsa`, `ec`, `ed25519`, `dsa` or the algorithm's name.
+    pub key_type: String,
+    pub key_bits: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub curve: Option<String>,
+    pub signature_algorithm: String,
+    pub self_signed: bool,
+    pub sha256: String,
+    /// Set when the certificate could not be parsed; then only `sha256` is meaningful.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What class of failure an error event reports.

@@ -3,7 +3,7 @@
 use std::io::{self, BufWriter, Write};
 
 use super::Sink;
-use crate::findings::{Event, PortState};
+use crate::findings::{Event, PortState, ServiceMethod};
 
 pub struct Text<W: Write> {
     out: BufWriter<W>,
@@ -46,6 +46,39 @@ impl<W: Write + Send> Sink for Text<W> {
                     (true, None) => writeln!(o, " ({})", p.reason),
                     (false, _) => writeln!(o),
                 }
+            }
+            Event::Service(s) => {
+                let tunnel = if s.tunnel.is_some() { "ssl/" } else { "" };
+                let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
+                write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, s.service)?;
+                let words: Vec<&str> = [&s.product, &s.version].iter().filter_map(|f| f.as_deref()).collect();
+                if !words.is_empty() {
+                    write!(o, " {}", words.join(" "))?;
+                }
+                if let Some(info) = &s.info {
+                    write!(o, " ({info})")?;
+                }
+                for (label, v) in [("Host", &s.hostname), ("OS", &s.os), ("Device", &s.device)] {
+                    if let Some(v) = v {
+                        write!(o, "; {label}: {v}")?;
+                    }
+                }
+                writeln!(o)?;
+                if let Some(tls) = &s.tls {
+                    write!(o, "  TLS: {} {}", tls.version, tls.cipher)?;
+                    if let Some(alpn) = &tls.alpn {
+                        write!(o, ", ALPN {alpn}")?;
+                    }
+                    writeln!(o, ", {} certificate(s)", tls.chain.len())?;
+                    if let Some(c) = tls.chain.first() {
+                        writeln!(o, "  Certificate: {}; issuer: {}", c.subject, c.issuer)?;
+                        if !c.san.is_empty() {
+                            writeln!(o, "  Subject Alternative Names: {}", c.san.join(", "))?;
+                        }
+                        writeln!(o, "  Not valid before: {}; not valid after: {}", c.not_before, c.not_after)?;
+                    }
+                }
+                Ok(())
             }
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {

@@ -140,6 +140,11 @@ fn named_ports(name: &str, proto: Option<Proto>) -> Vec<(u16, Proto)> {
         .collect()
 }
 
+/// The usual service on a port, from the table (`443/tcp` gives `https`).
+pub fn service_name(port: u16, proto: &str) -> Option<&'static str> {
+    table().find(|(p, pr, _)| *p == port && pr.as_str() == proto).map(|(_, _, name)| name)
+}
+
 /// The `n` most frequently open ports of a protocol (fewer if the table is shorter).
 pub fn top_ports(proto: Proto, n: usize) -> Vec<u16> {
     let mut v: Vec<u16> = table().filter(|(_, p, _)| *p == proto).map(|(port, _, _)| port).take(n).collect();

@@ -1,0 +1,443 @@
+//! The prober: what runs on one open TCP port.
+//!
+//! In: an address and port, the probe database, a [`BufPool`]. Out: a
+//! [`Detection`]. What always holds: every response is read into one pooled
+//! buffer and never past its end, every read has a deadline, and the whole
+//! detection of a port ends by [`DetectOptions::port_timeout`]; so a server
+//! that sends a gigabyte, or a byte every ten seconds, costs one buffer and a
+//! bounded time.
+//!
+//! The order is nmap's: the NULL probe first (connect and wait for a banner),
+//! then the probes that list the port, then the rest by rarity up to the
+//! intensity. A hard match ends detection; a soft match names the service and
+//! keeps only the probes that can say more about it. Responses that are not
+//! matched by their own probe's rules are also tried against the NULL probe's
+//! (a server that talks first sends its banner whatever it was sent). On a
+//! port a probe lists, the NULL probe waits only a short grace and the next
+//! probe reuses its connection, which keeps HTTP and the like fast. Ports a
+//! probe lists as TLS ports, and any response that starts like a TLS record,
+//! are probed again inside TLS (`tunnel: ssl`), keeping the chain.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use super::pool::BufPool;
+use super::probes::{Probe, ProbeDb, Transport};
+use super::rules::Identity;
+use crate::error::{Error, ErrorKind, Result};
+use crate::findings::{ServiceMethod, TlsInfo};
+
+/// Most bytes of a response kept as the banner.
+pub const BANNER_MAX: usize = 512;
+
+/// How long a match that reaches the end of the data waits for more.
+const SETTLE: Duration = Duration::from_millis(60);
+
+/// How detection behaves; the defaults suit a LAN at `-T3`.
+#[derive(Clone, Debug)]
+pub struct DetectOptions {
+    /// Probes rarer than this (1-9) are only tried on ports they list; 0 tries only those.
+    pub intensity: u8,
+    /// One TCP connect or TLS handshake.
+    pub connect_timeout: Duration,
+    /// Everything done for one port.
+    pub port_timeout: Duration,
+    /// How long the NULL probe waits for a banner on a port another probe lists.
+    pub banner_grace: Duration,
+    /// Once data has come, a response ends after this long without more.
+    pub idle: Duration,
+    /// Ports probed at once; also the number of receive buffers.
+    pub parallelism: usize,
+    /// Bytes of one response read at most (the size of each pooled buffer).
+    pub buffer_size: usize,
+}
+
+impl Default for DetectOptions {
+    fn default() -> DetectOptions {
+        DetectOptions {
+            intensity: 7,
+            connect_timeout: Duration::from_secs(5),
+            port_timeout: Duration::from_secs(20),
+            banner_grace: Duration::from_millis(250),
+            idle: Duration::from_millis(800),
+            parallelism: 256,
+            buffer_size: 4096,
+        }
+    }
+}
+
+/// What detection found on one port.
+#[derive(Clone, Debug, Default)]
+pub struct Detection {
+    /// The service, from a hard match, a soft match (service only), or nothing.
+    pub identity: Option<Identity>,
+    pub method: Option<ServiceMethod>,
+    /// The probe whose response decided it.
+    pub probe: Option<String>,
+    /// Found inside TLS.
+    pub tunnel: bool,
+    /// The first TLS session's facts and chain.
+    pub tls: Option<TlsInfo>,
+    /// The first bytes the service sent (at most [`BANNER_MAX`]).
+    pub banner: Vec<u8>,
+    /// Probes sent (the NULL probe counts: it costs a connection).
+    pub probes_sent: u32,
+    /// Why detection stopped short, if it did.
+    pub error: Option<DetectError>,
+}
+
+/// Why detection of a port did not finish normally.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DetectError {
+    /// The port time budget ran out.
+    Timeout(String),
+    /// A connection or TLS failure that ended detection.
+    Io(String),
+}
+
+/// Detects services with a shared probe database, buffer pool and TLS configuration.
+#[derive(Clone)]
+pub struct Detector {
+    db: Arc<ProbeDb>,
+    null: Option<usize>,
+    opts: DetectOptions,
+    pool: BufPool,
+    tls: TlsConnector,
+}
+
+impl std::fmt::Debug for Detector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detector").field("probes", &self.db.probes().len()).field("opts", &self.opts).finish()
+    }
+}
+
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf).await,
+            Conn::Tls(s) => s.read(buf).await,
+        }
+    }
+
+    async fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.write_all(data).await,
+            Conn::Tls(s) => {
+                s.write_all(data).await?;
+                s.flush().await
+            }
+        }
+    }
+}
+
+/// How one probe's exchange ended.
+enum Outcome {
+    Hard(Identity),
+    Soft(Identity),
+    /// The response starts like a TLS record: probe again inside TLS.
+    LooksLikeTls,
+    Nothing,
+}
+
+impl Detector {
+    pub fn new(db: ProbeDb, opts: DetectOptions) -> Result<Detector> {
+        let config = super::dangerously::scanning_client_config()
+            .map_err(|e| Error::new(ErrorKind::Config, format!("TLS configuration: {e}")))?;
+        let null = db.probes().iter().position(|p| p.transport == Transport::Tcp && p.payload.is_empty());
+        let pool = BufPool::new(opts.parallelism, opts.buffer_size.max(64));
+        Ok(Detector { db: Arc::new(db), null, opts, pool, tls: TlsConnector::from(config) })
+    }
+
+    pub fn options(&self) -> &DetectOptions {
+        &self.opts
+    }
+
+    pub fn pool(&self) -> &BufPool {
+        &self.pool
+    }
+
+    /// Detects the service on `ip:port`; waits for a free buffer first.
+    pub async fn detect(&self, ip: IpAddr, port: u16) -> Detection {
+        let mut buf = self.pool.get().await;
+        let deadline = Instant::now() + self.opts.port_timeout;
+        let mut run = Run { det: self, addr: SocketAddr::new(ip, port), deadline, soft: None, out: Detection::default() };
+        let finished = timeout_at(deadline, run.all(&mut buf)).await;
+        let mut out = run.out;
+        if finished.is_err() {
+            out.error = Some(DetectError::Timeout(format!(
+                "service detection stopped after {} ms",
+                self.opts.port_timeout.as_millis()
+            )));
+        }
+        if out.identity.is_none() {
+            if let Some(soft) = run.soft {
+                out.identity = Some(soft);
+                out.method = Some(ServiceMethod::Soft);
+            }
+        }
+        out
+    }
+}
+
+/// The state of one port's detection.
+struct Run<'a> {
+    det: &'a Detector,
+    addr: SocketAddr,
+    deadline: Instant,
+    soft: Option<Identity>,
+    out: Detection,
+}
+
+impl Run<'_> {
+    async fn all(&mut self, buf: &mut [u8]) {
+        let port = self.addr.port();
+        if self.det.db.probes().iter().any(|p| p.tls_ports.contains(&port)) {
+            match self.open(true).await {
+                Ok(conn) => {
+                    self.probes(true, Some(conn), buf).await;
+                    return;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    self.out.error = Some(DetectError::Io(format!("connect: {e}")));
+                    return;
+                }
+                // Not TLS after all (or TLS we cannot speak): probe in the clear.
+                Err(_) => {}
+            }
+        }
+        if self.probes(false, None, buf).await {
+            match self.open(true).await {
+                Ok(conn) => self.probes(true, Some(conn), buf).await,
+                Err(e) => {
+                    self.out.error = Some(DetectError::Io(format!("TLS handshake failed: {e}")));
+                    if self.out.identity.is_none() && self.soft.is_none() {
+                        self.soft = Some(Identity { service: "ssl".into(), ..Default::default() });
+                    }
+                    false
+                }
+            };
+        }
+    }
+
+    /// The probes in order, for plain or TLS. Returns true when a response
+    /// looked like TLS and the caller should probe again inside TLS.
+    async fn probes(&mut self, tunnel: bool, mut conn: Option<Conn>, buf: &mut [u8]) -> bool {
+        let db = self.det.db.clone();
+        let port = self.addr.port();
+        let lists = |p: &Probe| if tunnel { p.tls_ports.contains(&port) } else { p.ports.contains(&port) };
+        let tcp = db.probes().iter().filter(|p| p.transport == Transport::Tcp);
+        let mut order: Vec<&Probe> = tcp.clone().filter(|p| p.payload.is_empty()).collect();
+        let mut listed: Vec<&Probe> = tcp.clone().filter(|p| !p.payload.is_empty() && lists(p)).collect();
+        listed.sort_by_key(|p| p.rarity);
+        let mut rest: Vec<&Probe> = tcp
+            .filter(|p| !p.payload.is_empty() && !lists(p) && p.rarity <= self.det.opts.intensity)
+            .collect();
+        rest.sort_by_key(|p| p.rarity);
+        let some_listed = !listed.is_empty();
+        order.extend(listed);
+        order.extend(rest);
+
+        for probe in order {
+            if let Some(soft) = &self.soft {
+                let says = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == soft.service);
+                if !says(probe) {
+                    continue;
+                }
+            }
+            let mut c = match conn.take() {
+                Some(c) => c,
+                None => match self.open(tunnel).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.out.error = Some(DetectError::Io(format!("connect: {e}")));
+                        if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
+                            return false;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let null = probe.payload.is_empty();
+            let wait = if null && some_listed { self.det.opts.banner_grace.min(probe.wait) } else { probe.wait };
+            if !null && c.send(&probe.payload).await.is_err() {
+                continue;
+            }
+            self.out.probes_sent += 1;
+            let (outcome, len, open) = self.exchange(&mut c, probe, wait, tunnel, buf).await;
+            match outcome {
+                Outcome::Hard(id) => {
+                    self.out.identity = Some(id);
+                    self.out.method = Some(ServiceMethod::Probed);
+                    self.out.probe = Some(probe.name.clone());
+                    self.out.tunnel = tunnel;
+                    return false;
+                }
+                Outcome::LooksLikeTls => return true,
+                Outcome::Soft(id) => {
+                    if self.soft.is_none() {
+                        self.out.probe = Some(probe.name.clone());
+                        self.out.tunnel = tunnel;
+                        self.soft = Some(id);
+                    }
+                }
+                Outcome::Nothing => {}
+            }
+            // A silent NULL probe leaves its connection to the next probe.
+            if null && len == 0 && open {
+                conn = Some(c);
+            }
+        }
+        false
+    }
+
+    /// Reads one response into `buf` and matches it. Returns the outcome,
+    /// the bytes read and whether the connection is still usable.
+    async fn exchange(
+        &mut self,
+        c: &mut Conn,
+        probe: &Probe,
+        wait: Duration,
+        tunnel: bool,
+        buf: &mut [u8],
+    ) -> (Outcome, usize, bool) {
+        let start = Instant::now();
+        let limit = (start + wait).min(self.deadline);
+        let mut until = limit;
+        let (mut len, mut open) = (0, true);
+        while len < buf.len() {
+            match timeout_at(until, c.read(&mut buf[len..])).await {
+                Err(_) => break,
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    open = false;
+                    break;
+                }
+                Ok(Ok(n)) => {
+                    len += n;
+                    let mut quiet = self.det.opts.idle;
+                    if let Some((id, end)) = self.hard(probe, &buf[..len]) {
+                        // A match that ends before the data, or at the end of
+                        // a line, cannot change with more data.
+                        if end < len || buf[len - 1] == b'\n' {
+                            self.keep_banner(&buf[..len]);
+                            return (Outcome::Hard(id), len, true);
+                        }
+                        // Otherwise give the rest of the field a moment to come.
+                        quiet = quiet.min(SETTLE);
+                    }
+                    until = (Instant::now() + quiet).min(limit);
+                }
+            }
+        }
+        let data = &buf[..len];
+        self.keep_banner(data);
+        if len == 0 {
+            return (Outcome::Nothing, 0, open);
+        }
+        if let Some((id, _)) = self.hard(probe, data) {
+            return (Outcome::Hard(id), len, open);
+        }
+        if !tunnel && looks_like_tls(data) {
+            return (Outcome::LooksLikeTls, len, open);
+        }
+        match self.soft_match(probe, data) {
+            Some(id) => (Outcome::Soft(id), len, open),
+            None => (Outcome::Nothing, len, open),
+        }
+    }
+
+    fn null_probe(&self) -> Option<&Probe> {
+        self.det.null.map(|i| &self.det.db.probes()[i])
+    }
+
+    /// The probe's own rules, then the NULL probe's (banners).
+    fn hard(&self, probe: &Probe, data: &[u8]) -> Option<(Identity, usize)> {
+        let fallback = self.null_probe().filter(|n| n.name != probe.name);
+        let rules = probe.matches.iter().chain(fallback.into_iter().flat_map(|n| n.matches.iter()));
+        // After a soft match only rules for that service can decide.
+        let soft = self.soft.as_ref().map(|s| s.service.as_str());
+        rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply_with_end(data))
+    }
+
+    fn soft_match(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
+        let fallback = self.null_probe().filter(|n| n.name != probe.name);
+        probe.soft_matches.iter().chain(fallback.into_iter().flat_map(|n| n.soft_matches.iter())).find_map(|r| r.apply(data))
+    }
+
+    fn keep_banner(&mut self, data: &[u8]) {
+        if self.out.banner.is_empty() && !data.is_empty() {
+            self.out.banner = data[..data.len().min(BANNER_MAX)].to_vec();
+        }
+    }
+
+    /// Connects, and for TLS does the handshake, within the connect timeout.
+    async fn open(&mut self, tls: bool) -> std::io::Result<Conn> {
+        let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
+        let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
+        let tcp = timeout_at(until, TcpStream::connect(self.addr)).await.map_err(|_| timed_out())??;
+        // Closing with RST leaves no TIME_WAIT behind on either side.
+        let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+        let _ = tcp.set_nodelay(true);
+        if !tls {
+            return Ok(Conn::Plain(tcp));
+        }
+        let name = ServerName::IpAddress(self.addr.ip().into());
+        let stream = timeout_at(until, self.det.tls.connect(name, tcp)).await.map_err(|_| timed_out())??;
+        if self.out.tls.is_none() {
+            self.out.tls = Some(super::tls::session_info(stream.get_ref().1));
+        }
+        Ok(Conn::Tls(Box::new(stream)))
+    }
+}
+
+/// A TLS record header: handshake (22) or alert (21), version 3.x.
+fn looks_like_tls(data: &[u8]) -> bool {
+    data.len() >= 3 && matches!(data[0], 0x15 | 0x16) && data[1] == 3 && data[2] <= 4
+}
+
+/// A banner as text: printable ASCII kept, other bytes as `\xHH`.
+pub fn printable(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\r' => s.push_str("\\r"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'\\' => s.push_str("\\\\"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_records_are_recognised() {
+        assert!(looks_like_tls(b"\x16\x03\x01\x00\x2a"));
+        assert!(looks_like_tls(b"\x15\x03\x03\x00\x02\x02\x28"));
+        assert!(!looks_like_tls(b"\x16\x03"));
+        assert!(!looks_like_tls(b"HTTP/1.1 400"));
+        assert!(!looks_like_tls(b"\x17\x03\x03"));
+    }
+
+    #[test]
+    fn banners_print_safely() {
+        assert_eq!(printable(b"SSH-2.0-x\r\n\x00\xff\\"), "SSH-2.0-x\\r\\n\\x00\\xff\\\\");
+    }
+}
