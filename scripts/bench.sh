@@ -8,12 +8,16 @@
 #            (target: moonscan/nmap <= 0.5)
 #   sweep    SYN sweep, 198.19.0.0/16 x port 80: moonscan -sS vs zmap, masscan
 #            (target: moonscan time <= zmap's, found >= 99.99 %)
+#   service  -sV, 1 host, the 4 lab services:   moonscan -sV vs nmap -sV
+#            (target: moonscan/nmap <= 0.1, same product/version on all 4)
+#   svcmem   -sV -p 80,443 over 198.19.0.0/20 (8,192 open ports): wall time,
+#            services found, peak RSS (target: under 40 MB)
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 set -euo pipefail
@@ -22,7 +26,7 @@ REPO=$(pwd)
 RUNS=${RUNS:-10}
 OUT=$REPO/target/bench
 MS=$REPO/target/release/moonscan
-JOBS=(connect syn sweep)
+JOBS=(connect syn sweep service svcmem)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -220,6 +224,82 @@ job_sweep() {
     printf '  peak RSS: %s\n' "$(printf '%s, ' "${rss[@]}" | sed 's/, $//')"
     [ ${#timed[@]} -eq 0 ] || bench sweep "zmap=1" "${timed[@]}"
     ((ok))
+}
+
+# "port service product version" lines from moonscan NDJSON or nmap XML.
+versions_moonscan() {
+    python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["type"] == "service":
+        tunnel = "ssl/" if e.get("tunnel") else ""
+        print(e["port"], tunnel + e["service"], "|", e.get("product", ""), "|", e.get("version", ""))
+' "$1" | sort -n
+}
+versions_nmap() {
+    python3 -c '
+import sys, xml.etree.ElementTree as ET
+for p in ET.parse(sys.argv[1]).iter("port"):
+    s = p.find("service")
+    if s is None: continue
+    tunnel = "ssl/" if s.get("tunnel") else ""
+    print(p.get("portid"), tunnel + s.get("name", ""), "|", s.get("product", ""), "|", s.get("version", ""))
+' "$1" | sort -n
+}
+
+job_service() {
+    local target=198.18.0.2 ports=22,80,443,6379 ok=1 timed=()
+    local ms=("$MS" -sV -n -p "$ports" "$target")
+    local nm=(nmap -n -Pn -sV -p "$ports" "$target")
+    echo "== service detection, 4 lab services: moonscan -sV vs nmap -n -Pn -sV (target: moonscan/nmap <= 0.1)"
+    if attempt service "moonscan -sV" "$OUT/service.moonscan.ndjson" "${ms[@]}" -oJ -; then
+        versions_moonscan "$OUT/service.moonscan.ndjson" >"$OUT/service.moonscan.txt"
+        timed+=(moonscan "${ms[*]}")
+    else
+        ok=0
+    fi
+    attempt service "nmap -sV" /dev/null "${nm[@]}" -oX "$OUT/service.nmap.xml" || ok=0
+    versions_nmap "$OUT/service.nmap.xml" >"$OUT/service.nmap.txt" || ok=0
+    echo "  moonscan found:"
+    sed 's/^/    /' "$OUT/service.moonscan.txt"
+    echo "  nmap found:"
+    sed 's/^/    /' "$OUT/service.nmap.txt"
+    if cmp -s "$OUT/service.moonscan.txt" "$OUT/service.nmap.txt"; then
+        echo "  same service/product/version on all ports: yes"
+    else
+        echo "  same service/product/version on all ports: NO"
+        ok=0
+    fi
+    echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+    bench service "nmap=0.1" "${timed[@]}" nmap "${nm[*]}"
+    ((ok))
+}
+
+job_svcmem() {
+    local net=198.19.0.0/20
+    local ms=("$MS" -sV -n -p 80,443 "$net")
+    echo "== service detection across $net x {80,443} (8,192 open ports): time and peak RSS (target: RSS < 40 MB)"
+    in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/svcmem.ndjson" >/dev/null 2>"$OUT/svcmem.time"
+    python3 - "$OUT/svcmem.ndjson" "$OUT/svcmem.time" <<'PY'
+import collections, json, re, sys
+svc = collections.Counter()
+end = {}
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["type"] == "service":
+        svc[(e["port"], e.get("tunnel", ""), e["service"], e.get("product", ""), e.get("version", ""))] += 1
+    elif e["type"] == "scan_end":
+        end = e
+t = open(sys.argv[2]).read()
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
+wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", t).group(1)
+print(f"  open ports {end.get('open')}, service events {sum(svc.values())}, errors {end.get('errors')}")
+for k, n in sorted(svc.items()):
+    print(f"    {n:5d} x port {k[0]} {k[1] + '/' if k[1] else ''}{k[2]} {k[3]} {k[4]}")
+print(f"  wall {wall} (scan_end elapsed {end.get('elapsed', 0):.2f} s), peak RSS {rss:.1f} MB (target < 40: {'met' if rss < 40 else 'MISSED'})")
+sys.exit(0 if rss < 40 and sum(svc.values()) == 8192 else 1)
+PY
 }
 
 main() {

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # moonscan lab: two network namespaces joined by one veth pair, with real
-# services (nginx, sshd, redis) on the target side.
+# services on the target side.
 #
 #   msscan   ms-scan0 198.18.0.1/24 2001:2::1/64   (run the scanner here)
 #   mstarget ms-tgt0  198.18.0.2/24 2001:2::2/64   (+ every address of 198.19.0.0/16)
+#                     198.18.0.3/24                (second target, see below)
+#
+# nginx (80, 443), sshd (22) and redis (6379) listen on every address of
+# mstarget, so 198.18.0.2 has exactly those 4 open ports. vsftpd (21), exim
+# (25), PostgreSQL (5432) and memcached (11211) listen on 198.18.0.3 only.
+# (198.18.0.3 also reaches the wildcard listeners above.)
 #
 # The namespaces have no default route and no link to the root namespace.
 #
@@ -15,9 +21,12 @@ TGT_NS=mstarget
 SCAN_IF=ms-scan0
 TGT_IF=ms-tgt0
 STATE=/run/moonscan-lab
+LOCK=/run/moonscan-lab.lock # outside $STATE, which "down" removes
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TARGET=198.18.0.2
 PORTS=(22 80 443 6379)
+TARGET2=198.18.0.3
+PORTS2=(21 25 5432 11211)
 
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: error: $*" >&2; exit 1; }
@@ -30,7 +39,23 @@ usage() {
 ns_exists() { [ -e "/run/netns/$1" ]; } # where "ip netns add" mounts them
 
 service_of_port() {
-    case $1 in 22) echo sshd ;; 80 | 443) echo nginx ;; 6379) echo redis ;; esac
+    case $1 in
+    21) echo vsftpd ;; 22) echo sshd ;; 25) echo exim4 ;; 80 | 443) echo nginx ;;
+    5432) echo postgres ;; 6379) echo redis ;; 11211) echo memcached ;;
+    esac
+}
+
+# Newest Debian PostgreSQL server binaries (never /usr/local: CI has none).
+pg_bindir() {
+    local d
+    d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$d" ] && [ -x "$d/postgres" ] && [ -x "$d/initdb" ] && echo "$d"
+}
+
+# True if process $1 exists and is not a zombie (an orphaned daemon that
+# died stays a zombie until init gets round to reaping it).
+proc_live() {
+    [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
 
 # True if the pid file names a live process whose name matches $2.
@@ -38,7 +63,7 @@ pid_alive() {
     local pid
     [ -s "$1" ] || return 1
     pid=$(tr -dc 0-9 <"$1")
-    [ -n "$pid" ] && [ -d "/proc/$pid" ] && grep -q "$2" "/proc/$pid/comm" 2>/dev/null
+    [ -n "$pid" ] && proc_live "$pid" && grep -q "$2" "/proc/$pid/comm" 2>/dev/null
 }
 
 # True if TCP port $2 on $1 accepts a connection from inside msscan.
@@ -50,6 +75,7 @@ port_open() {
 all_ports_open() {
     local p
     for p in "${PORTS[@]}"; do port_open "$TARGET" "$p" || return 1; done
+    for p in "${PORTS2[@]}"; do port_open "$TARGET2" "$p" || return 1; done
 }
 
 # --- packages ---------------------------------------------------------------
@@ -62,16 +88,44 @@ install_packages() {
     command -v redis-server >/dev/null || missing+=(redis-server)
     command -v tcpdump >/dev/null || missing+=(tcpdump)
     command -v openssl >/dev/null || missing+=(openssl)
+    test -x /usr/sbin/vsftpd || missing+=(vsftpd)
+    test -x /usr/sbin/exim4 || missing+=(exim4-daemon-light)
+    pg_bindir >/dev/null || missing+=(postgresql)
+    test -x /usr/bin/memcached || missing+=(memcached)
+    command -v runuser >/dev/null || missing+=(util-linux)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing: ${missing[*]}"
+    # The packages' own daemons (vsftpd, exim4, postgresql, memcached, nginx...)
+    # must not start in the root namespace: a policy-rc.d that denies every
+    # action keeps invoke-rc.d (and deb-systemd-invoke) from starting them.
+    local policy=/usr/sbin/policy-rc.d ours=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# moonscan lab: installing packages, start no daemon\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        ours=1
+    fi
     # DPkg::Lock::Timeout waits for another running apt/dpkg instead of failing.
-    local apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
+    local apt=(apt-get -y -q -o DPkg::Lock::Timeout=300) rc=0
     if ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2; then
         log "install failed; running apt-get update and retrying"
-        DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2
-        DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2 ||
-            die "could not install ${missing[*]}"
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2 || true
+        DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2 || rc=1
     fi
+    [ "$ours" -eq 0 ] || rm -f "$policy"
+    [ "$rc" -eq 0 ] || die "could not install ${missing[*]}"
+    stop_root_daemons
+}
+
+# If the host runs systemd, the units the packages enabled would start at the
+# next boot (or, with an allowing policy-rc.d, are running already): stop and
+# disable them. The lab starts its own copies inside mstarget.
+stop_root_daemons() {
+    [ -d /run/systemd/system ] || return 0
+    local unit
+    for unit in vsftpd exim4 postgresql memcached; do
+        systemctl list-unit-files "$unit.service" >/dev/null 2>&1 || continue
+        systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+    done
 }
 
 # --- network ----------------------------------------------------------------
@@ -92,6 +146,7 @@ setup_namespaces() {
     ip -n "$SCAN_NS" -6 addr replace 2001:2::1/64 dev "$SCAN_IF" nodad
     ip -n "$SCAN_NS" link set "$SCAN_IF" up
     ip -n "$TGT_NS" addr replace 198.18.0.2/24 dev "$TGT_IF"
+    ip -n "$TGT_NS" addr replace 198.18.0.3/24 dev "$TGT_IF"
     ip -n "$TGT_NS" -6 addr replace 2001:2::2/64 dev "$TGT_IF" nodad
     ip -n "$TGT_NS" link set "$TGT_IF" up
     ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
@@ -122,7 +177,7 @@ setup_sysctls() {
 # --- services ---------------------------------------------------------------
 
 make_state() {
-    mkdir -p "$STATE/www" "$STATE/nginx-tmp" "$STATE/redis"
+    mkdir -p "$STATE/www" "$STATE/nginx-tmp" "$STATE/redis" "$STATE/ftp" "$STATE/vsftpd-empty"
     chmod 755 "$STATE"
     mkdir -p /run/sshd && chmod 755 /run/sshd # sshd privilege separation dir
     echo '<!doctype html><html><head><title>moonscan lab</title></head><body>moonscan lab</body></html>' \
@@ -220,6 +275,131 @@ EOF
         die "redis failed to start (see $STATE/redis.log)"
 }
 
+# vsftpd has no pid file and no daemon mode worth using: run it in the
+# foreground, detached, and record its pid ("ip netns exec" and setsid exec).
+start_vsftpd() {
+    pid_alive "$STATE/vsftpd.pid" vsftpd && return 0
+    # Anonymous read-only FTP; the chroot directories must not be writable.
+    echo "moonscan lab" >"$STATE/ftp/README"
+    chmod 755 "$STATE/ftp" "$STATE/vsftpd-empty"
+    cat >"$STATE/vsftpd.conf" <<EOF
+listen=YES
+listen_ipv6=NO
+listen_address=$TARGET2
+listen_port=21
+background=NO
+anonymous_enable=YES
+no_anon_password=YES
+anon_root=$STATE/ftp
+local_enable=NO
+write_enable=NO
+secure_chroot_dir=$STATE/vsftpd-empty
+pam_service_name=vsftpd
+xferlog_enable=NO
+vsftpd_log_file=$STATE/vsftpd.log
+max_clients=0
+max_per_ip=0
+EOF
+    log "starting vsftpd"
+    ip netns exec "$TGT_NS" setsid /usr/sbin/vsftpd "$STATE/vsftpd.conf" \
+        </dev/null >>"$STATE/vsftpd.log" 2>&1 &
+    echo $! >"$STATE/vsftpd.pid"
+}
+
+# Exim with a configuration of its own: an SMTP daemon that accepts nothing
+# (every RCPT is refused), spool and logs under $STATE.
+start_exim() {
+    pid_alive "$STATE/exim.pid" exim && return 0
+    cat >"$STATE/exim.conf" <<EOF
+primary_hostname = lab.moonscan.test
+local_interfaces = $TARGET2
+daemon_smtp_ports = 25
+spool_directory = $STATE/exim
+log_file_path = $STATE/exim/%slog
+pid_file_path = $STATE/exim.pid
+exim_user = Debian-exim
+exim_group = Debian-exim
+never_users = root
+keep_environment =
+host_lookup =
+rfc1413_hosts =
+tls_advertise_hosts =
+smtp_accept_max = 1000
+smtp_connect_backlog = 1024
+acl_smtp_rcpt = acl_check_rcpt
+
+begin acl
+
+acl_check_rcpt:
+  deny message = relay not permitted
+EOF
+    install -d -o Debian-exim -g Debian-exim -m 750 "$STATE/exim"
+    log "starting exim"
+    ip netns exec "$TGT_NS" /usr/sbin/exim4 -C "$STATE/exim.conf" -bd ||
+        die "exim failed to start (see $STATE/exim)"
+}
+
+# PostgreSQL from Debian's packages, as the postgres user, data in $STATE/pg.
+# Default pg_hba.conf: only loopback may log in, so the scanner is refused.
+start_postgres() {
+    pid_alive "$STATE/postgres.pid" postgres && return 0
+    local bin pg=$STATE/pg
+    bin=$(pg_bindir) || die "no PostgreSQL server under /usr/lib/postgresql"
+    if [ ! -s "$pg/PG_VERSION" ]; then
+        log "initdb $pg"
+        rm -rf "$pg"
+        install -d -o postgres -g postgres -m 700 "$pg"
+        # From /: the postgres user may not be able to enter the current directory.
+        (cd / && runuser -u postgres -- "$bin/initdb" -D "$pg" -A trust -E UTF8 --no-locale \
+            --no-sync) >"$STATE/postgres-initdb.log" 2>&1 ||
+            die "initdb failed (see $STATE/postgres-initdb.log)"
+        cat >>"$pg/postgresql.conf" <<EOF
+# moonscan lab
+listen_addresses = '$TARGET2'
+port = 5432
+unix_socket_directories = ''
+max_connections = 200
+fsync = off
+EOF
+    fi
+    clear_stale_postmaster "$pg"
+    touch "$STATE/postgres.log" && chown postgres:postgres "$STATE/postgres.log"
+    log "starting postgres"
+    (cd / && ip netns exec "$TGT_NS" runuser -u postgres -- "$bin/pg_ctl" -D "$pg" \
+        -l "$STATE/postgres.log" -w -t 30 -s start) >&2 || die "postgres failed to start (see $STATE/postgres.log)"
+    head -n 1 "$pg/postmaster.pid" >"$STATE/postgres.pid"
+}
+
+# A postmaster that was killed outright leaves its lock file, and for a moment
+# its children and a zombie that postgres would take for a live server. Wait
+# for the children to notice and exit, then remove the lock.
+clear_stale_postmaster() {
+    local lock=$1/postmaster.pid old pid i left
+    [ -s "$lock" ] || return 0
+    old=$(head -n 1 "$lock" | tr -dc 0-9)
+    [ -n "$old" ] && proc_live "$old" && return 0
+    for ((i = 0; i < 50; i++)); do
+        left=0
+        for pid in $(ip netns pids "$TGT_NS" 2>/dev/null); do
+            proc_live "$pid" && grep -qx postgres "/proc/$pid/comm" 2>/dev/null && left=1
+        done
+        [ "$left" -eq 1 ] || break
+        sleep 0.1
+    done
+    log "removing stale $lock"
+    rm -f "$lock"
+}
+
+# In the foreground, like vsftpd: memcached writes its -P pid file only after
+# dropping to the memcache user, who cannot write to $STATE.
+start_memcached() {
+    pid_alive "$STATE/memcached.pid" memcached && return 0
+    log "starting memcached"
+    ip netns exec "$TGT_NS" setsid /usr/bin/memcached -u memcache -l "$TARGET2" -p 11211 -U 0 \
+        -c 4096 </dev/null >>"$STATE/memcached.log" 2>&1 &
+    echo $! >"$STATE/memcached.pid"
+}
+
 # Wait (up to 10 s in total) until every service port answers from msscan.
 wait_ports() {
     local p deadline=$((SECONDS + 10))
@@ -230,16 +410,23 @@ wait_ports() {
             sleep 0.5
         done
     done
+    for p in "${PORTS2[@]}"; do
+        until port_open "$TARGET2" "$p"; do
+            ((SECONDS < deadline)) ||
+                die "$(service_of_port "$p") is not answering on $TARGET2:$p (logs in $STATE)"
+            sleep 0.5
+        done
+    done
 }
 
-stop_service() { # pidfile name
+stop_service() { # pidfile name [signal]
     local pid i
     pid_alive "$1" "$2" || return 0
     pid=$(tr -dc 0-9 <"$1")
     log "stopping $2 (pid $pid)"
-    kill "$pid" 2>/dev/null || true
+    kill -"${3:-TERM}" "$pid" 2>/dev/null || true
     for ((i = 0; i < 50; i++)); do
-        [ -d "/proc/$pid" ] || return 0
+        proc_live "$pid" || return 0
         sleep 0.1
     done
     kill -9 "$pid" 2>/dev/null || true
@@ -255,14 +442,23 @@ cmd_up() {
     start_nginx
     start_sshd
     start_redis
+    start_vsftpd
+    start_exim
+    start_postgres
+    start_memcached
     wait_ports
-    log "up: scanner in netns $SCAN_NS, targets $TARGET, 2001:2::2, 198.19.0.0/16"
+    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, 2001:2::2, 198.19.0.0/16"
 }
 
 cmd_down() {
     stop_service "$STATE/nginx.pid" nginx
     stop_service "$STATE/sshd.pid" sshd
     stop_service "$STATE/redis.pid" redis-server
+    stop_service "$STATE/vsftpd.pid" vsftpd
+    stop_service "$STATE/exim.pid" exim
+    # SIGINT: "fast" shutdown, which does not wait for clients to leave.
+    stop_service "$STATE/postgres.pid" postgres INT
+    stop_service "$STATE/memcached.pid" memcached
     local ns pid
     for ns in "$SCAN_NS" "$TGT_NS"; do
         ns_exists "$ns" || continue
@@ -283,7 +479,7 @@ cmd_status() {
     for ns in "$SCAN_NS" "$TGT_NS"; do
         if ns_exists "$ns"; then echo "namespace $ns: present"; else echo "namespace $ns: MISSING"; ok=1; fi
     done
-    for svc in nginx sshd redis; do
+    for svc in nginx sshd redis vsftpd exim postgres memcached; do
         if pid_alive "$STATE/$svc.pid" "$svc"; then
             echo "$svc: running (pid $(tr -dc 0-9 <"$STATE/$svc.pid"))"
         else
@@ -293,15 +489,34 @@ cmd_status() {
     for p in "${PORTS[@]}"; do
         if port_open "$TARGET" "$p"; then echo "port $TARGET:$p: open"; else echo "port $TARGET:$p: CLOSED"; ok=1; fi
     done
+    for p in "${PORTS2[@]}"; do
+        if port_open "$TARGET2" "$p"; then echo "port $TARGET2:$p: open"; else echo "port $TARGET2:$p: CLOSED"; ok=1; fi
+    done
     return $ok
 }
 
 # Bring the lab up only if it is not already fully working.
 ensure_up() { all_ports_open || cmd_up; }
 
+# "up", "down" and the start of "exec" and "scan" run one at a time: parallel
+# test runs all call "exec", and two "up"s at once would race (ssh-keygen,
+# initdb). The script runs again under flock -o, which holds the lock itself,
+# so the daemons started never inherit it.
+locked() { # up|down|ensure-up
+    if [ -n "${MOONSCAN_LAB_LOCKED:-}" ]; then
+        unset MOONSCAN_LAB_LOCKED
+        case $1 in up) cmd_up ;; down) cmd_down ;; ensure-up) ensure_up ;; esac
+        return
+    fi
+    local rc=0
+    MOONSCAN_LAB_LOCKED=1 flock -o -E 75 -w 600 "$LOCK" "$BASH" "${BASH_SOURCE[0]}" "$1" || rc=$?
+    [ "$rc" -ne 75 ] || die "timed out waiting for $LOCK"
+    return "$rc"
+}
+
 cmd_scan() {
     local cargo
-    ensure_up
+    locked ensure-up
     cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
     [ -x "$cargo" ] || die "cargo not found"
     (cd "$REPO" && "$cargo" build --release --quiet) || die "cargo build failed"
@@ -314,12 +529,16 @@ main() {
     local cmd=$1
     shift
     case $cmd in
-    up) cmd_up ;;
-    down) cmd_down ;;
+    up) locked up ;;
+    down) locked down ;;
+    ensure-up) # internal: "exec" and "scan" run it under the lock
+        [ -n "${MOONSCAN_LAB_LOCKED:-}" ] || usage
+        locked ensure-up
+        ;;
     status) cmd_status ;;
     exec)
         [ $# -ge 1 ] || usage
-        ensure_up
+        locked ensure-up
         exec ip netns exec "$SCAN_NS" "$@"
         ;;
     scan) cmd_scan "$@" ;;

@@ -15,6 +15,8 @@ command -v script >/dev/null || missing+=(bsdutils)
 command -v nmap >/dev/null || missing+=(nmap) # its nmap-service-probes file feeds the probes-import test
 command -v ss >/dev/null || missing+=(iproute2)
 command -v cc >/dev/null || missing+=(gcc)
+test -x /usr/bin/time || missing+=(time)               # peak RSS in the service tests
+test -x /usr/bin/python3 || missing+=(python3)         # tests/hostile/*.py servers
 if [ ${#missing[@]} -gt 0 ]; then
     apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
     DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2

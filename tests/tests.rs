@@ -8,5 +8,6 @@
 mod cli;
 mod lab;
 mod loopback;
+mod service;
 mod syn;
 mod util;

@@ -168,8 +168,15 @@ const CASES: &[Case] = &[
     case("lab-http-nginx", "GetRequest", "http", Some("nginx"), Some("1.22.1"), None),
     case("lab-https-nginx", "GetRequest", "http", Some("nginx"), Some("1.22.1"), None),
     case("lab-redis-info", "RedisInfo", "redis", Some("Redis key-value store"), Some("7.0.15"), None),
+    // The lab's second target, 198.18.0.3 (nmap's extra info, memcached's
+    // "uptime N seconds", comes from a stats probe we do not have).
+    case("lab-ftp-vsftpd", "NULL", "ftp", Some("vsftpd"), Some("3.0.3"), None),
+    case("lab-smtp-exim", "NULL", "smtp", Some("Exim smtpd"), Some("4.96"), None),
+    soft("lab-postgresql-sslrequest", "PgSSLRequest", "postgresql"),
+    case("lab-postgresql-startup", "PgStartup", "postgresql", Some("PostgreSQL DB"), Some("9.6.0 or later"), None),
+    case("lab-memcached-version", "MemcachedVersion", "memcached", Some("Memcached"), Some("1.6.18"), None),
     // Captured from real daemons on loopback.
-    case("memcached-version", "MemcachedVersion", "memcached", Some("memcached"), Some("1.6.18"), None),
+    case("memcached-version", "MemcachedVersion", "memcached", Some("Memcached"), Some("1.6.18"), None),
     case("rsync-32", "NULL", "rsync", None, None, Some("protocol version 32")),
     case("mqtt-connack", "MQTTConnect", "mqtt", None, None, Some("connection accepted")),
     soft("postgresql-sslrequest-n", "PgSSLRequest", "postgresql"),
@@ -241,6 +248,14 @@ fn lab_identities_carry_os_hostname_and_cpe() {
     assert_eq!(http.cpe, ["cpe:/a:igor_sysoev:nginx:1.22.1"]);
     let (redis, _) = identify(&db, "RedisInfo", &banner("lab-redis-info")).unwrap();
     assert_eq!((redis.os.as_deref(), redis.cpe[0].as_str()), (Some("Linux"), "cpe:/a:redis:redis:7.0.15"));
+    let (ftp, _) = identify(&db, "NULL", &banner("lab-ftp-vsftpd")).unwrap();
+    assert_eq!(ftp.os.as_deref(), Some("Unix"));
+    let (exim, _) = identify(&db, "NULL", &banner("lab-smtp-exim")).unwrap();
+    assert_eq!((exim.hostname.as_deref(), exim.cpe[0].as_str()), (Some("lab.moonscan.test"), "cpe:/a:exim:exim:4.96"));
+    let (pg, _) = identify(&db, "PgStartup", &banner("lab-postgresql-startup")).unwrap();
+    assert_eq!(pg.cpe, ["cpe:/a:postgresql:postgresql"]);
+    let (mc, _) = identify(&db, "MemcachedVersion", &banner("lab-memcached-version")).unwrap();
+    assert_eq!(mc.cpe, ["cpe:/a:memcached:memcached:1.6.18"]);
     let (smtp, _) = identify(&db, "NULL", &banner("smtp-postfix")).unwrap();
     assert_eq!(smtp.hostname.as_deref(), Some("mail.example.com"));
     let (ad, _) = identify(&db, "LDAPSearchRootDSE", &banner("ldap-ad-rootdse")).unwrap();

@@ -173,15 +173,29 @@ impl Detector {
     pub async fn detect(&self, ip: IpAddr, port: u16) -> Detection {
         let mut buf = self.pool.get().await;
         let deadline = Instant::now() + self.opts.port_timeout;
-        let mut run = Run { det: self, addr: SocketAddr::new(ip, port), deadline, soft: None, out: Detection::default() };
+        let mut run = Run {
+            det: self,
+            addr: SocketAddr::new(ip, port),
+            deadline,
+            soft: None,
+            tls_error: None,
+            out: Detection::default(),
+        };
         let finished = timeout_at(deadline, run.all(&mut buf)).await;
         let mut out = run.out;
-        if finished.is_err() {
-            out.error = Some(DetectError::Timeout(format!(
-                "service detection stopped after {} ms",
-                self.opts.port_timeout.as_millis()
-            )));
+        let tls = run.tls_error.map(|e| format!("TLS handshake failed: {e}"));
+        if finished.is_err() || Instant::now() >= deadline {
+            let stopped = format!("service detection stopped after {} ms", self.opts.port_timeout.as_millis());
+            out.error = Some(DetectError::Timeout(match &tls {
+                Some(t) => format!("{t}; {stopped}"),
+                None => stopped,
+            }));
+        } else if let Some(t) = tls {
+            if out.identity.is_none() {
+                out.error = Some(DetectError::Io(t));
+            }
         }
+        out.tunnel |= out.tls.is_some();
         if out.identity.is_none() {
             if let Some(soft) = run.soft {
                 out.identity = Some(soft);
@@ -198,6 +212,8 @@ struct Run<'a> {
     addr: SocketAddr,
     deadline: Instant,
     soft: Option<Identity>,
+    /// Why a TLS handshake failed, reported if nothing better is found.
+    tls_error: Option<String>,
     out: Detection,
 }
 
@@ -214,21 +230,23 @@ impl Run<'_> {
                     self.out.error = Some(DetectError::Io(format!("connect: {e}")));
                     return;
                 }
-                // Not TLS after all (or TLS we cannot speak): probe in the clear.
-                Err(_) => {}
+                // Not TLS after all, or TLS that fails: probe in the clear,
+                // and say why TLS failed if nothing is found.
+                Err(e) => self.tls_error = Some(e.to_string()),
             }
         }
         if self.probes(false, None, buf).await {
             match self.open(true).await {
-                Ok(conn) => self.probes(true, Some(conn), buf).await,
+                Ok(conn) => {
+                    self.probes(true, Some(conn), buf).await;
+                }
                 Err(e) => {
-                    self.out.error = Some(DetectError::Io(format!("TLS handshake failed: {e}")));
+                    self.tls_error = Some(e.to_string());
                     if self.out.identity.is_none() && self.soft.is_none() {
                         self.soft = Some(Identity { service: "ssl".into(), ..Default::default() });
                     }
-                    false
                 }
-            };
+            }
         }
     }
 
@@ -251,6 +269,9 @@ impl Run<'_> {
         order.extend(rest);
 
         for probe in order {
+            if Instant::now() >= self.deadline {
+                return false;
+            }
             if let Some(soft) = &self.soft {
                 let says = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == soft.service);
                 if !says(probe) {
@@ -261,6 +282,7 @@ impl Run<'_> {
                 Some(c) => c,
                 None => match self.open(tunnel).await {
                     Ok(c) => c,
+                    Err(_) if Instant::now() >= self.deadline => return false,
                     Err(e) => {
                         self.out.error = Some(DetectError::Io(format!("connect: {e}")));
                         if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
