@@ -31,4 +31,70 @@ pub mod fuzz {
             let _ = parse(frame, sum);
         }
     }
+
+    /// Loads arbitrary text as a probe file (invalid UTF-8 replaced); a file
+    /// that loads has its rules tried on the text itself.
+    pub fn probe_yaml(data: &[u8]) {
+        use crate::service::ProbeDb;
+        let text = String::from_utf8_lossy(data);
+        let mut db = ProbeDb::default();
+        if db.add_str(&text, std::path::Path::new("fuzz.yaml")).is_ok() {
+            for probe in db.probes() {
+                for rule in probe.matches.iter().chain(&probe.soft_matches) {
+                    if let Some((_, end)) = rule.apply_with_end(data) {
+                        assert!(end <= data.len(), "match ends at {end}, past the {} bytes", data.len());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The shipped probes/ (the fuzz target loads it once and keeps it).
+    pub fn shipped_probes() -> crate::service::ProbeDb {
+        let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"));
+        crate::service::ProbeDb::load_dir(dir)
+            .unwrap_or_else(|e| panic!("fuzz setup: cannot load {}: {e}", dir.display()))
+    }
+
+    /// `pattern 0xff response` (no 0xff: all response, empty pattern): the
+    /// pattern compiled as a rule with templates, applied to the response;
+    /// then every rule of the shipped probes/ applied to the response.
+    pub fn match_rules(shipped: &crate::service::ProbeDb, data: &[u8]) {
+        use crate::service::rules::{compile, Identity, Rule};
+
+        let (pattern, response) = match data.iter().position(|&b| b == 0xff) {
+            Some(i) => (&data[..i], &data[i + 1..]),
+            None => (&[][..], data),
+        };
+        let check =
+            |end: usize| assert!(end <= response.len(), "match ends at {end}, past the {} bytes", response.len());
+        let pattern = String::from_utf8_lossy(pattern);
+        let template = Identity {
+            service: "x".into(),
+            product: Some("$P(9)$".into()),
+            version: Some("$1 $P(2)".into()),
+            info: Some("$$4$0$P($P(1)".into()),
+            cpe: vec!["a:$3".into(), "$P(3):$9".into()],
+            ..Identity::default()
+        };
+        let _ = compile(&pattern);
+        if let Ok(rule) = Rule::new(&pattern, template) {
+            if let Some((_, end)) = rule.apply_with_end(response) {
+                check(end);
+            }
+        }
+        for probe in shipped.probes() {
+            for rule in probe.matches.iter().chain(&probe.soft_matches) {
+                if let Some((_, end)) = rule.apply_with_end(response) {
+                    check(end);
+                }
+            }
+        }
+    }
+
+    /// Summarises arbitrary bytes as a certificate's DER.
+    pub fn cert_summary(der: &[u8]) {
+        let s = crate::service::tls::summarise(der);
+        assert_eq!(s.sha256.len(), 64, "fingerprint {:?}", s.sha256);
+    }
 }

@@ -116,14 +116,8 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
                     let _ = out.send(ev).await;
                 }
             });
-            let service = tokio::spawn(crate::service::run_stage(
-                det.clone(),
-                port_rx,
-                events,
-                t0,
-                stats.clone(),
-                stop.clone(),
-            ));
+            let service =
+                tokio::spawn(crate::service::run_stage(det.clone(), port_rx, events, t0, stats.clone(), stop.clone()));
             (tap_tx, Some((tap, service)))
         }
     };

@@ -87,7 +87,7 @@ pub struct Args {
     /// Give up service detection on a port after this long (e.g. 10s); default 20s (-T4 12s, -T5 6s).
     #[arg(long = "service-timeout", value_name = "TIME")]
     pub service_timeout: Option<String>,
-    /// Ports in service detection at once (each holds one receive buffer); default 256.
+    /// Ports in service detection at once (each holds one receive buffer); default 512.
     #[arg(long = "version-parallelism", value_name = "N")]
     pub version_parallelism: Option<usize>,
     /// Folder of probe YAML files (default: $MOONSCAN_PROBES, ./probes, or the installed probes).

@@ -16,7 +16,7 @@ use serde::Serialize;
 pub enum Event {
     ScanStart(ScanStart),
     Port(PortEvent),
-    Service(ServiceEvent),
+    Service(Box<ServiceEvent>),
     Error(ErrorEvent),
     ScanEnd(ScanEnd),
 }

@@ -68,7 +68,7 @@ impl Default for DetectOptions {
             port_timeout: Duration::from_secs(20),
             banner_grace: Duration::from_millis(250),
             idle: Duration::from_millis(800),
-            parallelism: 256,
+            parallelism: 512,
             buffer_size: 4096,
         }
     }
@@ -260,9 +260,8 @@ impl Run<'_> {
         let mut order: Vec<&Probe> = tcp.clone().filter(|p| p.payload.is_empty()).collect();
         let mut listed: Vec<&Probe> = tcp.clone().filter(|p| !p.payload.is_empty() && lists(p)).collect();
         listed.sort_by_key(|p| p.rarity);
-        let mut rest: Vec<&Probe> = tcp
-            .filter(|p| !p.payload.is_empty() && !lists(p) && p.rarity <= self.det.opts.intensity)
-            .collect();
+        let mut rest: Vec<&Probe> =
+            tcp.filter(|p| !p.payload.is_empty() && !lists(p) && p.rarity <= self.det.opts.intensity).collect();
         rest.sort_by_key(|p| p.rarity);
         let some_listed = !listed.is_empty();
         order.extend(listed);
@@ -395,7 +394,11 @@ impl Run<'_> {
 
     fn soft_match(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
         let fallback = self.null_probe().filter(|n| n.name != probe.name);
-        probe.soft_matches.iter().chain(fallback.into_iter().flat_map(|n| n.soft_matches.iter())).find_map(|r| r.apply(data))
+        probe
+            .soft_matches
+            .iter()
+            .chain(fallback.into_iter().flat_map(|n| n.soft_matches.iter()))
+            .find_map(|r| r.apply(data))
     }
 
     fn keep_banner(&mut self, data: &[u8]) {

@@ -87,7 +87,7 @@ pub fn to_events(ip: IpAddr, port: u16, d: Detection, t0: Instant) -> Vec<Event>
             (Identity { service: service.to_string(), ..Default::default() }, ServiceMethod::Table)
         }
     };
-    out.push(Event::Service(ServiceEvent {
+    out.push(Event::Service(Box::new(ServiceEvent {
         ip,
         port,
         proto: "tcp",
@@ -105,6 +105,6 @@ pub fn to_events(ip: IpAddr, port: u16, d: Detection, t0: Instant) -> Vec<Event>
         banner: detect::printable(&d.banner),
         tls: d.tls.map(Box::new),
         t: t0.elapsed().as_secs_f64(),
-    }));
+    })));
     out
 }

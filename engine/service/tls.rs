@@ -36,10 +36,13 @@ pub fn summarise(der: &[u8]) -> CertSummary {
     let sha256 = hex(&Sha256::digest(der), "");
     let cert = match X509Certificate::from_der(der) {
         Ok((_, cert)) => cert,
-        Err(e) => return CertSummary { sha256, error: Some(format!("unparsable certificate: {e}")), ..Default::default() },
+        Err(e) => {
+            return CertSummary { sha256, error: Some(format!("unparsable certificate: {e}")), ..Default::default() }
+        }
     };
     let reg = oid_registry();
-    let name_of = |oid: &x509_parser::der_parser::oid::Oid| oid2sn(oid, reg).map_or_else(|_| oid.to_id_string(), str::to_string);
+    let name_of =
+        |oid: &x509_parser::der_parser::oid::Oid| oid2sn(oid, reg).map_or_else(|_| oid.to_id_string(), str::to_string);
 
     let mut san = Vec::new();
     if let Ok(Some(ext)) = cert.subject_alternative_name() {
