@@ -90,6 +90,8 @@ pub struct Detection {
     pub banner: Vec<u8>,
     /// Probes sent (the NULL probe counts: it costs a connection).
     pub probes_sent: u32,
+    /// Response bytes read, over all probes (each at most one buffer).
+    pub bytes_read: u64,
     /// Why detection stopped short, if it did.
     pub error: Option<DetectError>,
 }
@@ -347,6 +349,7 @@ impl Run<'_> {
                 }
                 Ok(Ok(n)) => {
                     len += n;
+                    self.out.bytes_read += n as u64;
                     let mut quiet = self.det.opts.idle;
                     if let Some((id, end)) = self.hard(probe, &buf[..len]) {
                         // A match that ends before the data, or at the end of
@@ -459,6 +462,206 @@ mod tests {
         assert!(!looks_like_tls(b"\x16\x03"));
         assert!(!looks_like_tls(b"HTTP/1.1 400"));
         assert!(!looks_like_tls(b"\x17\x03\x03"));
+    }
+
+    use tokio::net::TcpListener;
+
+    /// A loopback server running `serve` on every connection; returns its port.
+    async fn server<F, Fut>(serve: F) -> u16
+    where
+        F: Fn(TcpStream) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let serve = Arc::new(serve);
+        tokio::spawn(async move {
+            while let Ok((s, _)) = l.accept().await {
+                tokio::spawn(serve(s));
+            }
+        });
+        port
+    }
+
+    fn db(yaml: &str) -> ProbeDb {
+        let mut db = ProbeDb::default();
+        db.add_str(yaml, std::path::Path::new("test.yaml")).unwrap();
+        db
+    }
+
+    const NULL_SSH: &str = r#"
+probes:
+  - name: 'NULL'
+    wait_ms: 1000
+    matches:
+      - service: ssh
+        pattern: '^SSH-2\.0-Test_([\d.]+)\r\n'
+        product: Test SSH
+        version: $1
+"#;
+
+    fn quick() -> DetectOptions {
+        DetectOptions { port_timeout: Duration::from_secs(3), idle: Duration::from_millis(200), ..Default::default() }
+    }
+
+    const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[tokio::test]
+    async fn a_banner_is_matched_without_waiting() {
+        let port = server(|mut s| async move {
+            let _ = s.write_all(b"SSH-2.0-Test_1.5\r\n").await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        })
+        .await;
+        let det = Detector::new(db(NULL_SSH), quick()).unwrap();
+        let t = std::time::Instant::now();
+        let d = det.detect(LOCAL, port).await;
+        let id = d.identity.unwrap();
+        assert_eq!((id.service.as_str(), id.version.as_deref()), ("ssh", Some("1.5")));
+        assert_eq!(d.method, Some(ServiceMethod::Probed));
+        assert!(t.elapsed() < Duration::from_millis(500), "{:?}", t.elapsed());
+    }
+
+    #[tokio::test]
+    async fn reads_stop_at_the_buffer_however_much_is_sent() {
+        // Sends until the client goes away: 64 KiB at a time.
+        let port = server(|mut s| async move {
+            let chunk = vec![b'x'; 65536];
+            while s.write_all(&chunk).await.is_ok() {}
+        })
+        .await;
+        let opts = DetectOptions { buffer_size: 4096, ..quick() };
+        let det = Detector::new(db(NULL_SSH), opts).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.probes_sent, 1);
+        assert_eq!(d.bytes_read, 4096, "one buffer's worth, then the connection is dropped");
+        assert_eq!(d.banner.len(), BANNER_MAX);
+        assert!(d.identity.is_none() && d.error.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_port_budget_ends_a_slow_drip() {
+        let port = server(|mut s| async move {
+            for _ in 0..100 {
+                if s.write_all(b"A").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        // Every byte comes before the idle gap, so only the budget ends it.
+        let opts = DetectOptions { port_timeout: Duration::from_millis(700), ..quick() };
+        let det = Detector::new(db(NULL_SSH), opts).unwrap();
+        let t = std::time::Instant::now();
+        let d = det.detect(LOCAL, port).await;
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(650) && took < Duration::from_millis(1000), "{took:?}");
+        assert!(matches!(d.error, Some(DetectError::Timeout(_))), "{:?}", d.error);
+        assert!(d.bytes_read >= 5 && d.bytes_read <= 8, "{}", d.bytes_read);
+    }
+
+    /// Records the first bytes of each connection, answers nothing.
+    async fn recording_server() -> (u16, Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let port = server(move |mut s| {
+            let seen = s2.clone();
+            async move {
+                let mut b = [0u8; 64];
+                let n = s.read(&mut b).await.unwrap_or(0);
+                seen.lock().unwrap().push(b[..n].to_vec());
+            }
+        })
+        .await;
+        (port, seen)
+    }
+
+    fn ordered_db(port: u16) -> ProbeDb {
+        db(&format!(
+            r#"
+probes:
+  - name: 'NULL'
+    wait_ms: 100
+  - name: Rare
+    payload: 'rare\r\n'
+    rarity: 8
+    wait_ms: 100
+  - name: Common
+    payload: 'common\r\n'
+    rarity: 2
+    wait_ms: 100
+  - name: Listed
+    payload: 'listed\r\n'
+    ports: [{port}]
+    rarity: 9
+    wait_ms: 100
+"#
+        ))
+    }
+
+    #[tokio::test]
+    async fn probes_go_in_nmap_order_up_to_the_intensity() {
+        for (intensity, want) in
+            [(7, vec!["listed", "common"]), (9, vec!["listed", "common", "rare"]), (0, vec!["listed"])]
+        {
+            let (port, seen) = recording_server().await;
+            let opts = DetectOptions { intensity, ..quick() };
+            let d = Detector::new(ordered_db(port), opts).unwrap().detect(LOCAL, port).await;
+            let got: Vec<String> =
+                seen.lock().unwrap().iter().map(|b| String::from_utf8_lossy(b).trim().to_string()).collect();
+            // The NULL probe sends nothing; its silent connection carries the listed probe.
+            assert_eq!(got, want, "intensity {intensity}");
+            assert_eq!(d.probes_sent as usize, want.len() + 1);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_soft_match_keeps_only_probes_for_that_service() {
+        let yaml = r#"
+probes:
+  - name: 'NULL'
+    wait_ms: 100
+    soft_matches:
+      - service: ftp
+        pattern: '^220 '
+  # Other comes first in file order; the soft match must skip it.
+  - name: Other
+    payload: 'OTHER\r\n'
+    rarity: 1
+    wait_ms: 300
+    matches:
+      - service: smtp
+        pattern: '^220 '
+  - name: Help
+    payload: 'HELP\r\n'
+    rarity: 1
+    wait_ms: 300
+    matches:
+      - service: ftp
+        pattern: '214 TestFTPd ([\d.]+)'
+        product: TestFTPd
+        version: $1
+"#;
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        let port = server(move |mut s| {
+            let seen = s2.clone();
+            async move {
+                let _ = s.write_all(b"220 welcome\r\n").await;
+                let mut b = [0u8; 64];
+                let n = s.read(&mut b).await.unwrap_or(0);
+                seen.lock().unwrap().push(String::from_utf8_lossy(&b[..n]).into_owned());
+                if b[..n].starts_with(b"HELP") {
+                    let _ = s.write_all(b"214 TestFTPd 2.1\r\n").await;
+                }
+            }
+        })
+        .await;
+        let d = Detector::new(db(yaml), quick()).unwrap().detect(LOCAL, port).await;
+        let id = d.identity.unwrap();
+        assert_eq!((id.service.as_str(), id.version.as_deref()), ("ftp", Some("2.1")));
+        assert!(!seen.lock().unwrap().iter().any(|s| s.starts_with("OTHER")), "{:?}", seen.lock().unwrap());
     }
 
     #[test]
