@@ -175,7 +175,7 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         closed: Stats::get(&stats.closed),
         filtered: Stats::get(&stats.filtered),
         errors: Stats::get(&stats.errors),
-        findings: 0,
+        findings: Stats::get(&stats.findings),
         interrupted,
     };
     let _ = final_events.send(Event::ScanEnd(end.clone())).await;

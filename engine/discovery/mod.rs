@@ -65,6 +65,7 @@ pub struct Stats {
     pub closed: AtomicU64,
     pub filtered: AtomicU64,
     pub errors: AtomicU64,
+    pub findings: AtomicU64,
 }
 
 impl Stats {

@@ -17,6 +17,8 @@ pub enum Event {
     ScanStart(ScanStart),
     Port(PortEvent),
     Service(Box<ServiceEvent>),
+    Finding(Box<FindingEvent>),
+    Log(LogEvent),
     Error(ErrorEvent),
     ScanEnd(ScanEnd),
 }
@@ -153,6 +155,31 @@ pub struct CertSummary {
     pub error: Option<String>,
 }
 
+/// Something a plugin found on a port.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FindingEvent {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub proto: &'static str,
+    pub plugin: String,
+    /// info, low, medium, high or critical.
+    pub severity: &'static str,
+    pub title: String,
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+    /// Seconds since the scan started.
+    pub t: f64,
+}
+
+/// A line a plugin logged (`ctx:log`, `print`, or a `nil, "why"` return).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogEvent {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub plugin: String,
+    pub message: String,
+}
+
 /// What class of failure an error event reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -163,6 +190,8 @@ pub enum ErrorKind {
     Sandbox,
     Io,
     Parse,
+    /// A plugin raised an error.
+    Plugin,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

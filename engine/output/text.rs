@@ -8,11 +8,18 @@ use crate::findings::{Event, PortState, ServiceMethod};
 pub struct Text<W: Write> {
     out: BufWriter<W>,
     reasons: bool,
+    logs: bool,
 }
 
 impl<W: Write> Text<W> {
     pub fn new(writer: W) -> Text<W> {
-        Text { out: BufWriter::new(writer), reasons: false }
+        Text { out: BufWriter::new(writer), reasons: false, logs: false }
+    }
+
+    /// Also show plugins' log lines.
+    pub fn with_logs(mut self, on: bool) -> Text<W> {
+        self.logs = on;
+        self
     }
 
     /// Also say why each port has its state (nmap's `--reason`).
@@ -80,22 +87,39 @@ impl<W: Write + Send> Sink for Text<W> {
                 }
                 Ok(())
             }
+            Event::Finding(f) => {
+                write!(o, "| {} on {}/{} on {} [{}]: {}", f.plugin, f.port, f.proto, f.ip, f.severity, f.title)?;
+                writeln!(o, "{}", data_text(&f.data))
+            }
+            Event::Log(l) if self.logs => {
+                writeln!(o, "| {} on {}/tcp on {} log: {}", l.plugin, l.port, l.ip, l.message)
+            }
+            Event::Log(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {
                     (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),
                     (Some(ip), None) => format!(" {ip}"),
                     _ => String::new(),
                 };
-                writeln!(o, "Error{at}: {}", e.message)
+                match &e.plugin {
+                    Some(p) => writeln!(
+                        o,
+                        "Error{at} [{p}] ({}): {}",
+                        serde_json::to_value(e.kind).unwrap_or_default().as_str().unwrap_or(""),
+                        e.message
+                    ),
+                    None => writeln!(o, "Error{at}: {}", e.message),
+                }
             }
             Event::ScanEnd(e) => writeln!(
                 o,
-                "moonscan done{}: {} probes sent, {} open, {} closed, {} filtered, {} errors in {:.2} s",
+                "moonscan done{}: {} probes sent, {} open, {} closed, {} filtered, {} findings, {} errors in {:.2} s",
                 if e.interrupted { " (interrupted)" } else { "" },
                 e.probes_sent,
                 e.open,
                 e.closed,
                 e.filtered,
+                e.findings,
                 e.errors,
                 e.elapsed
             ),
@@ -104,5 +128,31 @@ impl<W: Write + Send> Sink for Text<W> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+}
+
+/// Finding data in a line or an indented block: `k: v` pairs for a flat
+/// object, JSON otherwise.
+fn data_text(data: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let scalar = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    };
+    match data {
+        Value::Null => String::new(),
+        Value::Object(m) if m.values().all(|v| scalar(v).is_some()) => {
+            let mut s = String::new();
+            for (k, v) in m {
+                s.push_str(&format!("\n|   {k}: {}", scalar(v).unwrap_or_default()));
+            }
+            s
+        }
+        other => match scalar(other) {
+            Some(s) => format!(": {s}"),
+            None => format!("\n|   {other}"),
+        },
     }
 }

@@ -59,15 +59,31 @@ impl ServerCertVerifier for AcceptAnyCertificate {
 /// provider, any certificate accepted, no session resumption (every
 /// handshake shows the full chain), ALPN offering `http/1.1`.
 pub fn scanning_client_config() -> Result<Arc<ClientConfig>, rustls::Error> {
+    client_config(&[12, 13], &[b"http/1.1".to_vec()])
+}
+
+/// As [`scanning_client_config`], offering only the given versions (12 for
+/// TLS 1.2, 13 for TLS 1.3) and ALPN protocols (none: no ALPN extension).
+pub fn client_config(versions: &[u8], alpn: &[Vec<u8>]) -> Result<Arc<ClientConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(AcceptAnyCertificate { provider: provider.clone() });
+    let mut list: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    if versions.contains(&13) {
+        list.push(&rustls::version::TLS13);
+    }
+    if versions.contains(&12) {
+        list.push(&rustls::version::TLS12);
+    }
+    if list.is_empty() {
+        return Err(rustls::Error::General("no TLS version to offer (moonscan speaks TLS 1.2 and 1.3)".into()));
+    }
     let mut config = ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_protocol_versions(&list)?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     config.resumption = rustls::client::Resumption::disabled();
     config.enable_sni = false;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.to_vec();
     Ok(Arc::new(config))
 }

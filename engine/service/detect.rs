@@ -121,20 +121,21 @@ impl std::fmt::Debug for Detector {
     }
 }
 
-enum Conn {
+/// A TCP connection, in the clear or inside TLS.
+pub(crate) enum Conn {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
 }
 
 impl Conn {
-    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+    pub(crate) async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Conn::Plain(s) => s.read(buf).await,
             Conn::Tls(s) => s.read(buf).await,
         }
     }
 
-    async fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
+    pub(crate) async fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
         match self {
             Conn::Plain(s) => s.write_all(data).await,
             Conn::Tls(s) => {

@@ -1,0 +1,241 @@
+//! Plugin networking: the one place every plugin connection passes.
+//!
+//! In: a run's request to connect (host, port, TLS options), then reads and
+//! writes on that socket, or an HTTP request. Out: bytes, or an error string.
+//! What always holds: [`Guard::check`] runs before every connect, so a
+//! plugin reaches only the host being scanned, on a port the scan scans,
+//! never an excluded address and never a name to resolve; every operation
+//! has a deadline; every byte read is charged to the run's read budget
+//! before it is handed over.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio::time::{timeout_at, Instant};
+use tokio_rustls::TlsConnector;
+
+use crate::findings::TlsInfo;
+use crate::service::detect::Conn;
+use crate::targets::TargetSpace;
+
+/// Where plugin sockets may go: the scan's own targets and ports.
+#[derive(Clone, Debug)]
+pub struct Guard {
+    space: Option<TargetSpace>,
+}
+
+impl Guard {
+    /// Plugins may reach `(address, port)` pairs of this scan only.
+    pub fn scan(space: TargetSpace) -> Guard {
+        Guard { space: Some(space) }
+    }
+
+    /// No network at all (offline `plugins test`).
+    pub fn offline() -> Guard {
+        Guard { space: None }
+    }
+
+    /// Whether a run scanning `scanned` may connect to `ip:port`.
+    pub fn check(&self, scanned: IpAddr, ip: IpAddr, port: u16) -> Result<(), String> {
+        let Some(space) = &self.space else {
+            return Err("no network: this run is offline".into());
+        };
+        if ip != scanned {
+            return Err(format!("{ip} is not the host being scanned ({scanned})"));
+        }
+        // The space is the targets minus the excludes: an excluded address is never in it.
+        if !space.addrs().contains(ip) {
+            return Err(format!("{ip} is excluded from this scan"));
+        }
+        if space.index_of(ip, port).is_none() {
+            return Err(format!("port {port} is not one this scan scans"));
+        }
+        Ok(())
+    }
+}
+
+/// How to speak TLS on a plugin socket.
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    /// 12 and/or 13; empty means both.
+    pub versions: Vec<u8>,
+    /// ALPN protocols to offer; `None` means the default (`http/1.1`).
+    pub alpn: Option<Vec<Vec<u8>>>,
+}
+
+/// Opens a TCP connection (and TLS on it) to an address the guard allowed.
+pub(crate) async fn open(
+    ip: IpAddr,
+    port: u16,
+    tls: Option<&TlsOptions>,
+    until: Instant,
+) -> Result<(Conn, Option<TlsInfo>), String> {
+    let tcp = timeout_at(until, TcpStream::connect(SocketAddr::new(ip, port)))
+        .await
+        .map_err(|_| "connect timed out".to_string())?
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
+    let _ = tcp.set_nodelay(true);
+    let Some(opts) = tls else {
+        return Ok((Conn::Plain(tcp), None));
+    };
+    let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
+    let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
+    let config = crate::service::dangerously::client_config(versions, &alpn).map_err(|e| format!("TLS: {e}"))?;
+    let stream = timeout_at(until, TlsConnector::from(config).connect(ServerName::IpAddress(ip.into()), tcp))
+        .await
+        .map_err(|_| "TLS handshake timed out".to_string())?
+        .map_err(|e| format!("TLS handshake failed: {e}"))?;
+    let info = crate::service::tls::session_info(stream.get_ref().1);
+    Ok((Conn::Tls(Box::new(stream)), Some(info)))
+}
+
+/// One plugin socket: the connection and bytes read past a `recv_until` match.
+pub(crate) struct Socket {
+    pub(crate) conn: Option<Conn>,
+    pub(crate) pending: Vec<u8>,
+    pub(crate) timeout: Duration,
+    pub(crate) tls: Option<TlsInfo>,
+}
+
+pub(crate) type SharedSocket = Arc<tokio::sync::Mutex<Socket>>;
+
+/// Most bytes one `recv` or `recv_until` returns.
+pub const MAX_RECV: usize = 1 << 20;
+
+/// An HTTP response as plugins see it.
+#[derive(Debug, Default)]
+pub struct Response {
+    pub version: String,
+    pub status: u16,
+    pub reason: String,
+    /// Names in lower case, in the order received (a repeated header repeats).
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Parses a whole HTTP/1.x response read until the server closed.
+pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut r = httparse::Response::new(&mut headers);
+    let n = match r.parse(raw) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err("incomplete HTTP response".into()),
+        Err(e) => return Err(format!("not an HTTP response: {e}")),
+    };
+    let mut out = Response {
+        version: format!("HTTP/1.{}", r.version.unwrap_or(1)),
+        status: r.code.unwrap_or(0),
+        reason: r.reason.unwrap_or("").to_string(),
+        headers: r
+            .headers
+            .iter()
+            .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
+            .collect(),
+        body: Vec::new(),
+    };
+    let body = &raw[n..];
+    let chunked =
+        out.headers.iter().any(|(k, v)| k == "transfer-encoding" && v.to_ascii_lowercase().contains("chunked"));
+    out.body = if chunked { dechunk(body) } else { body.to_vec() };
+    if let Some(len) = out.headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.trim().parse().ok())
+    {
+        out.body.truncate(len);
+    }
+    Ok(out)
+}
+
+/// Decodes a chunked body as far as it is well formed.
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&b[..eol]);
+        let Ok(size) = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16) else { break };
+        b = &b[eol + 2..];
+        if size == 0 || size > b.len() {
+            out.extend_from_slice(&b[..size.min(b.len())]);
+            break;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = b.get(size + 2..).unwrap_or(&[]);
+    }
+    out
+}
+
+/// The request bytes for `method path` to `host`, with extra headers and a body.
+pub fn request_bytes(method: &str, path: &str, host: &str, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n");
+    let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    if !has("user-agent") {
+        req.push_str("User-Agent: moonscan\r\n");
+    }
+    if !has("accept") {
+        req.push_str("Accept: */*\r\n");
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() && !has("content-length") {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("Connection: close\r\n\r\n");
+    let mut bytes = req.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::targets::{parse_term, AddrSet, Term};
+
+    pub(crate) fn space(include: &str, exclude: &str, ports: Vec<u16>) -> TargetSpace {
+        let set = |s: &str| {
+            let mut ranges = Vec::new();
+            for t in s.split(',').filter(|t| !t.is_empty()) {
+                match parse_term(t).unwrap() {
+                    Term::Ranges(r) => ranges.extend(r),
+                    Term::Host(h) => panic!("{h} is not an address"),
+                }
+            }
+            AddrSet::from_ranges(ranges)
+        };
+        TargetSpace::new(&set(include), &set(exclude), ports).unwrap()
+    }
+
+    #[test]
+    fn the_guard_allows_only_the_scanned_host_and_ports() {
+        let g = Guard::scan(space("198.18.0.0/30", "198.18.0.2", vec![22, 80]));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 80).is_ok());
+        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.3"), 80).unwrap_err().contains("not the host"));
+        assert!(g.check(ip("198.18.0.2"), ip("198.18.0.2"), 80).unwrap_err().contains("excluded"));
+        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 443).unwrap_err().contains("port 443"));
+        assert!(Guard::offline().check(ip("198.18.0.1"), ip("198.18.0.1"), 80).is_err());
+    }
+
+    #[test]
+    fn responses_parse_with_chunks_and_lengths() {
+        let r = parse_response(b"HTTP/1.1 200 OK\r\nServer: x\r\nContent-Length: 3\r\n\r\nabcdef").unwrap();
+        assert_eq!((r.status, r.reason.as_str(), r.body.as_slice()), (200, "OK", &b"abc"[..]));
+        assert_eq!(r.headers[0], ("server".into(), "x".into()));
+        let r =
+            parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x\r\nde\r\n0\r\n\r\n")
+                .unwrap();
+        assert_eq!(r.body, b"abcde");
+        assert!(parse_response(b"SSH-2.0-x\r\n").is_err());
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nServ").is_err());
+        assert_eq!(dechunk(b"ffffffffffffffff\r\nab"), b"ab");
+    }
+
+    #[test]
+    fn requests_carry_host_and_close() {
+        let r = request_bytes("GET", "/", "198.18.0.2", &[("X-A".into(), "1".into())], b"");
+        let text = String::from_utf8(r).unwrap();
+        assert!(text.starts_with("GET / HTTP/1.1\r\nHost: 198.18.0.2\r\n"));
+        assert!(text.contains("X-A: 1\r\n") && text.ends_with("Connection: close\r\n\r\n"));
+    }
+}

@@ -1,0 +1,272 @@
+//! The host and sandbox, tested with small plugins on loopback.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::host::{Budgets, PortInfo, RunOutput, Vm};
+use super::net::Guard;
+use super::{load_source, Plugin};
+use crate::findings::ErrorKind;
+
+fn plugin(src: &str) -> Plugin {
+    load_source(src.as_bytes(), Path::new("test.lua")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A plugin whose `run` body is `body`, on every port.
+fn with_run(body: &str) -> Plugin {
+    plugin(&format!(
+        "return {{ id = 't', description = 'd', categories = {{'safe'}}, portrule = function() return true end,\n\
+         run = function(ctx)\n{body}\nend }}"
+    ))
+}
+
+const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+fn info(port: u16) -> Arc<PortInfo> {
+    Arc::new(PortInfo { banner: b"SSH-2.0-Test\r\n".to_vec(), ..PortInfo::bare(LOCAL, port) })
+}
+
+async fn run_with(p: Plugin, budgets: Budgets, guard: Guard, port: u16) -> (RunOutput, Duration) {
+    let vm = Vm::new(&[p], &budgets, guard, &BTreeMap::from([("user".into(), "bob".into())])).unwrap();
+    let t = Instant::now();
+    let out = vm.run(0, info(port)).await;
+    (out, t.elapsed())
+}
+
+async fn run(body: &str) -> RunOutput {
+    let budgets = Budgets { wall: Duration::from_millis(300), ..Budgets::default() };
+    run_with(with_run(body), budgets, Guard::offline(), 22).await.0
+}
+
+fn error_kind(out: &RunOutput) -> Option<ErrorKind> {
+    out.error.as_ref().map(|e| e.0)
+}
+
+#[tokio::test]
+async fn a_plugin_sees_the_port_and_reports_findings() {
+    let out = run(r#"
+        ctx:finding{ severity = "low", title = "banner", data = { banner = ctx.banner, port = ctx.port, user = ctx.args.user } }
+        ctx:log("hello", 1)
+        print("printed")
+    "#)
+    .await;
+    assert_eq!(out.error, None);
+    assert_eq!(out.findings.len(), 1);
+    let f = &out.findings[0];
+    assert_eq!((f.severity, f.title.as_str()), ("low", "banner"));
+    assert_eq!(f.data, serde_json::json!({ "banner": "SSH-2.0-Test\r\n", "port": 22, "user": "bob" }));
+    assert_eq!(out.logs, ["hello 1", "printed"]);
+}
+
+#[tokio::test]
+async fn dangerous_globals_are_absent() {
+    let out = run(r#"
+        local absent = {}
+        for _, name in ipairs({ "io", "debug", "require", "package", "load", "loadstring", "dofile", "loadfile", "getfenv", "setfenv" }) do
+            if _G[name] ~= nil then table.insert(absent, name) end
+        end
+        if string.dump ~= nil then table.insert(absent, "string.dump") end
+        if os.execute ~= nil or os.getenv ~= nil or os.exit ~= nil or os.remove ~= nil then table.insert(absent, "os.*") end
+        ctx:finding{ title = "present", data = absent }
+    "#)
+    .await;
+    assert_eq!(out.error, None);
+    assert_eq!(out.findings[0].data, serde_json::json!({}), "these exist: {:?}", out.findings[0].data);
+}
+
+#[tokio::test]
+async fn libraries_are_read_only_and_runs_do_not_share_globals() {
+    let p = with_run(
+        r#"
+        local ok1 = pcall(function() string.upper = function() return "pwned" end end)
+        local ok2 = pcall(function() getmetatable("").__index = {} end)
+        local seen = leaked
+        leaked = "from an earlier run"
+        ctx:finding{ title = "t", data = { ok1 = ok1, ok2 = ok2, seen = seen or "nothing", upper = ("a"):upper() } }
+    "#,
+    );
+    let vm = Vm::new(&[p], &Budgets::default(), Guard::offline(), &BTreeMap::new()).unwrap();
+    for _ in 0..2 {
+        let out = vm.run(0, info(22)).await;
+        assert_eq!(out.error, None);
+        assert_eq!(
+            out.findings[0].data,
+            serde_json::json!({ "ok1": false, "ok2": false, "seen": "nothing", "upper": "A" })
+        );
+    }
+}
+
+#[tokio::test]
+async fn endless_loops_stop_at_the_deadline_even_under_pcall() {
+    for body in [
+        "while true do end",
+        "while true do pcall(function() while true do end end) end",
+        "while true do xpcall(function() while true do end end, function(e) return e end) end",
+        "local co = coroutine.create(function() while true do end end) while true do coroutine.resume(co) end",
+        "local s = string.rep('a', 5000) .. 'b' while true do pcall(string.find, s, string.rep('a*', 30) .. 'c') end",
+    ] {
+        let budgets = Budgets { wall: Duration::from_millis(200), steps: u64::MAX, ..Budgets::default() };
+        let (out, took) = run_with(with_run(body), budgets, Guard::offline(), 22).await;
+        assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{body}: {out:?}");
+        assert!(out.error.as_ref().unwrap().1.contains("longer than 200 ms"), "{out:?}");
+        assert!(took < Duration::from_millis(1500), "{body}: took {took:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_step_budget_trips() {
+    let budgets = Budgets { steps: 10_000, ..Budgets::default() };
+    let (out, _) = run_with(with_run("for i = 1, 1e9 do end"), budgets, Guard::offline(), 22).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget));
+    assert!(out.error.unwrap().1.contains("10000 steps"));
+}
+
+#[tokio::test]
+async fn memory_bombs_fail_at_the_limit() {
+    for body in [
+        "local s = string.rep('x', 1e9)",
+        "local ok = pcall(string.rep, 'x', 1e9) ctx:finding{ title = 'survived' }",
+        "local t = {} for i = 1, 1e9 do t[i] = {i, i, i} end",
+        // Luau interns strings: each one must differ to cost memory.
+        "local t, i = {}, 0 while true do i += 1 pcall(function() t[#t + 1] = string.rep('y', 1e5) .. i end) end",
+    ] {
+        let budgets = Budgets { memory: 16 << 20, wall: Duration::from_secs(5), ..Budgets::default() };
+        let (out, _) = run_with(with_run(body), budgets, Guard::offline(), 22).await;
+        assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{body}: {out:?}");
+        assert!(out.error.as_ref().unwrap().1.contains("memory"), "{body}: {out:?}");
+    }
+}
+
+#[tokio::test]
+async fn errors_and_garbage_are_reported() {
+    let out = run("error('boom')").await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
+    assert!(out.error.unwrap().1.contains("boom"));
+    let out = run("return function() end").await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Parse));
+    let out = run(
+        "return setmetatable({}, { __index = function() while true do end end, __pairs = function() error('x') end })",
+    )
+    .await;
+    assert_eq!(out.error, None, "metamethods are never called: {out:?}");
+    let out = run("ctx:finding{ severity = 'urgent', title = 'x' }").await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
+    let out = run("return nil, 'not for this port'").await;
+    assert_eq!((out.error, out.logs), (None, vec!["t: not for this port".to_string()]));
+}
+
+#[test]
+fn bad_plugin_files_are_refused_with_the_field() {
+    for (src, needle) in [
+        ("return 1", "must return a table"),
+        ("return { description = 'd', categories = {'safe'}, ports = {1}, run = function() end }", "'id' is missing"),
+        (
+            "return { id = 'x y', description = 'd', categories = {'safe'}, ports = {1}, run = function() end }",
+            "'id' must be",
+        ),
+        ("return { id = 'x', categories = {'safe'}, ports = {1}, run = function() end }", "'description' is missing"),
+        ("return { id = 'x', description = 'd', ports = {1}, run = function() end }", "'categories'"),
+        ("return { id = 'x', description = 'd', categories = {'safe'}, run = function() end }", "nowhere to run"),
+        (
+            "return { id = 'x', description = 'd', categories = {'safe'}, ports = {70000}, run = function() end }",
+            "'ports'",
+        ),
+        ("return { id = 'x', description = 'd', categories = {'safe'}, ports = {1} }", "'run' is missing"),
+        (
+            "return { id = 'x', description = 'd', categories = {'safe'}, ports = {1}, run = 'no' }",
+            "'run' must be a function",
+        ),
+        (
+            "return { id = 'x', description = 7, categories = {'safe'}, ports = {1}, run = function() end }",
+            "'description' must be a string",
+        ),
+        ("return {", "syntax error"),
+        ("while true do end", "loading it ran"),
+        ("\x1bLua bytecode", "not a text file"),
+    ] {
+        let e = load_source(src.as_bytes(), Path::new("bad.lua")).unwrap_err().to_string();
+        assert!(e.starts_with("bad.lua: ") && e.contains(needle), "{src}: {e}");
+    }
+}
+
+/// A loopback server that answers every connection with `reply` and reads what it gets.
+async fn server(reply: &'static [u8]) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut b = [0u8; 1024];
+                let _ = s.read(&mut b).await;
+                let _ = s.write_all(reply).await;
+            });
+        }
+    });
+    port
+}
+
+fn guard_for(port: u16) -> Guard {
+    Guard::scan(super::net::tests::space("127.0.0.1", "", vec![port]))
+}
+
+#[tokio::test]
+async fn sockets_reach_only_the_scanned_host_and_ports() {
+    let port = server(b"HTTP/1.0 200 OK\r\nServer: t\r\n\r\n<title>Hi</title>").await;
+    let body = r#"
+        local s, err = ctx:connect{}
+        assert(s, err)
+        assert(s:send("GET / HTTP/1.0\r\n\r\n"))
+        local line = s:recv_until("\r\n")
+        s:close()
+        local r = assert(ctx.http:get("/"))
+        local refused = {}
+        for _, spec in ipairs({ { host = "127.0.0.2" }, { host = "localhost" }, { port = 1 } }) do
+            local sock, why = ctx:connect(spec)
+            table.insert(refused, sock == nil and why or "CONNECTED")
+        end
+        ctx:finding{ title = "t", data = { line = line, status = r.status, server = r.headers.server, body = r.body, refused = refused } }
+    "#;
+    let (out, _) = run_with(with_run(body), Budgets::default(), guard_for(port), port).await;
+    assert_eq!(out.error, None, "{out:?}");
+    let d = &out.findings[0].data;
+    assert_eq!(d["line"], "HTTP/1.0 200 OK\r\n");
+    assert_eq!((d["status"].as_u64(), d["server"].as_str()), (Some(200), Some("t")));
+    assert_eq!(d["body"], "<title>Hi</title>");
+    let refused = d["refused"].as_array().unwrap();
+    assert!(refused[0].as_str().unwrap().contains("not the host being scanned"), "{refused:?}");
+    assert!(refused[1].as_str().unwrap().contains("is a name"), "{refused:?}");
+    assert!(refused[2].as_str().unwrap().contains("port 1 is not one this scan scans"), "{refused:?}");
+    assert_eq!(out.refused.len(), 3, "each refusal is reported");
+}
+
+#[tokio::test]
+async fn the_socket_and_read_budgets_trip() {
+    let port = server(&[b'z'; 60_000]).await;
+    let budgets = Budgets { sockets: 2, ..Budgets::default() };
+    let body = "for i = 1, 5 do local s = ctx:connect{} end";
+    let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.unwrap().1.contains("more than 2 sockets"));
+
+    let budgets = Budgets { read_bytes: 10_000, ..Budgets::default() };
+    let body =
+        "local s = ctx:connect{} s:send('x') while true do local ok = pcall(function() return s:recv(1000) end) end";
+    let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.unwrap().1.contains("read more than 10000 bytes"));
+}
+
+#[tokio::test]
+async fn a_run_waiting_on_io_stops_at_the_deadline() {
+    let port = server(b"").await;
+    let budgets = Budgets { wall: Duration::from_millis(300), ..Budgets::default() };
+    // The server never answers; the socket timeout (5 s) is longer than the budget.
+    let body = "local s = ctx:connect{} local ok, data = pcall(s.recv, s, 10) ctx:finding{ title = 'x' }";
+    let (out, took) = run_with(with_run(body), budgets, guard_for(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+}
