@@ -23,6 +23,9 @@ fn main() -> ExitCode {
     if argv.get(1).is_some_and(|a| a == "probes") {
         return ExitCode::from(cli::probes::run(&argv[1..]));
     }
+    if argv.get(1).is_some_and(|a| a == "plugins") {
+        return ExitCode::from(cli::plugins_cli::run(&argv[1..]));
+    }
     let args = match cli::parse(&argv) {
         Ok(a) => a,
         Err(e) => {
@@ -57,7 +60,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
 
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if plan.text_on_stdout {
-        sinks.push(Box::new(Text::new(StdoutAround(progress.clone())).with_reasons(plan.reasons)));
+        sinks.push(Box::new(Text::new(StdoutAround(progress.clone())).with_reasons(plan.reasons).with_logs(plan.logs)));
     }
     match &plan.json {
         Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),

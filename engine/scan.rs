@@ -39,6 +39,8 @@ pub struct ScanConfig {
     pub link: LinkOptions,
     /// Service detection (`-sV`) on every open port, as it is found.
     pub detector: Option<crate::service::Detector>,
+    /// Plugins (`--script`) on every open port, after service detection if any.
+    pub plugins: Option<Arc<crate::plugins::stage::PluginConfig>>,
 }
 
 /// How long to wait for ARP/NDP answers before a raw scan.
@@ -100,27 +102,55 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
     // With -sV, discovery's events pass through a tap that hands each open
     // port to service detection the moment it is found.
     let (final_events, events) = (events.clone(), events);
-    let (events, stage) = match &cfg.detector {
-        None => (events, None),
-        Some(det) => {
-            let (tap_tx, mut tap_rx) = mpsc::channel::<Event>(4096);
-            let (port_tx, port_rx) = mpsc::unbounded_channel();
-            let out = events.clone();
-            let tap = tokio::spawn(async move {
+    let mut stages = Vec::new();
+    let plugin_tx = match &cfg.plugins {
+        None => None,
+        Some(pc) => {
+            let (tx, rx) = mpsc::channel::<crate::plugins::PortInfo>(1024);
+            let guard = crate::plugins::net::Guard::scan(cfg.space.clone());
+            let (ev, st, sp) = (events.clone(), stats.clone(), stop.clone());
+            stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ev, t0, st, sp)));
+            Some(tx)
+        }
+    };
+    let events = if cfg.detector.is_none() && plugin_tx.is_none() {
+        events
+    } else {
+        let (tap_tx, mut tap_rx) = mpsc::channel::<Event>(4096);
+        let (port_tx, port_rx) = mpsc::unbounded_channel();
+        let out = events.clone();
+        let direct = if cfg.detector.is_none() { plugin_tx.clone() } else { None };
+        stages.insert(
+            0,
+            tokio::spawn(async move {
                 while let Some(ev) = tap_rx.recv().await {
                     if let Event::Port(p) = &ev {
                         if p.state == crate::findings::PortState::Open && p.proto == "tcp" {
-                            let _ = port_tx.send((p.ip, p.port));
+                            match &direct {
+                                Some(tx) => {
+                                    let _ = out.send(ev.clone()).await;
+                                    let _ = tx.send(crate::plugins::PortInfo::bare(p.ip, p.port)).await;
+                                    continue;
+                                }
+                                None => {
+                                    let _ = port_tx.send((p.ip, p.port));
+                                }
+                            }
                         }
                     }
                     let _ = out.send(ev).await;
                 }
-            });
-            let service =
-                tokio::spawn(crate::service::run_stage(det.clone(), port_rx, events, t0, stats.clone(), stop.clone()));
-            (tap_tx, Some((tap, service)))
+            }),
+        );
+        if let Some(det) = &cfg.detector {
+            let (ev, st, sp) = (events.clone(), stats.clone(), stop.clone());
+            let to_plugins = plugin_tx.clone();
+            stages.insert(1, tokio::spawn(crate::service::run_stage(det.clone(), port_rx, ev, to_plugins, t0, st, sp)));
         }
+        tap_tx
     };
+    // Stages end in order: each one's input closes when the one before ends.
+    drop(plugin_tx);
     let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
     // Raw frames cannot reach this machine's own addresses through loopback.
     let links = links.filter(|l| !l.loopback);
@@ -162,9 +192,8 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         }
     };
     drop(events);
-    if let Some((tap, service)) = stage {
-        let _ = tap.await;
-        let _ = service.await;
+    for stage in stages {
+        let _ = stage.await;
     }
 
     let end = ScanEnd {

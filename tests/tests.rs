@@ -6,8 +6,11 @@
 //! required: these tests fail, never skip, without it).
 
 mod cli;
+mod core_plugins;
 mod lab;
 mod loopback;
+mod plugins;
 mod service;
+mod ssh_plugins;
 mod syn;
 mod util;

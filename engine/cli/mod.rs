@@ -6,6 +6,7 @@
 //! hostnames once, and builds the [`Plan`]: a `ScanConfig` for the engine and
 //! the outputs to open. The engine never sees clap types.
 
+pub mod plugins_cli;
 pub mod probes;
 
 use std::fs;
@@ -18,9 +19,12 @@ use clap::Parser;
 use moonscan::discovery::syn::LinkOptions;
 use moonscan::discovery::Timing;
 use moonscan::findings::ScanType;
+use moonscan::plugins::stage::PluginConfig;
+use moonscan::plugins::Budgets;
 use moonscan::service::{DetectOptions, Detector, ProbeDb};
 use moonscan::targets::{self, AddrSet, Family, Shard, TargetSpace, Term};
 use moonscan::{Error, ErrorKind, Result, ScanConfig};
+use std::sync::Arc;
 
 /// nmap flags of more than one letter after a single dash, and their long names here.
 const NMAP_FLAGS: &[(&str, &str)] = &[
@@ -93,9 +97,42 @@ pub struct Args {
     /// Folder of probe YAML files (default: $MOONSCAN_PROBES, ./probes, or the installed probes).
     #[arg(long = "probes", value_name = "DIR")]
     pub probes_dir: Option<PathBuf>,
-    /// Run the default plugins (-sC).
+    /// Run the default plugins (-sC), as --script default.
     #[arg(long = "script-default")]
     pub script_default: bool,
+    /// Plugins to run: ids, globs, categories, all, and/or/not, paths (e.g. "default or safe", "http-*,ssl-cert").
+    #[arg(long = "script", alias = "plugins", value_name = "EXPR")]
+    pub script: Option<String>,
+    /// Plugin arguments: k=v,k2=v2 (ctx.args).
+    #[arg(long = "script-args", value_name = "ARGS")]
+    pub script_args: Option<String>,
+    /// Plugin arguments from FILE (k=v per line or comma-separated).
+    #[arg(long = "script-args-file", value_name = "FILE")]
+    pub script_args_file: Option<PathBuf>,
+    /// Stop a plugin run after this long (e.g. 10s, 500ms); default 10s.
+    #[arg(long = "script-timeout", value_name = "TIME")]
+    pub script_timeout: Option<String>,
+    /// Interrupt steps (loop iterations and calls) one plugin run may take; default 50000000.
+    #[arg(long = "script-max-steps", value_name = "N")]
+    pub script_max_steps: Option<u64>,
+    /// Lua memory of each plugin VM, in MiB; default 64.
+    #[arg(long = "script-max-memory", value_name = "MIB")]
+    pub script_max_memory: Option<usize>,
+    /// Bytes one plugin run may read from the network; default 4194304.
+    #[arg(long = "script-max-read", value_name = "BYTES")]
+    pub script_max_read: Option<u64>,
+    /// Sockets one plugin run may open; default 16.
+    #[arg(long = "script-max-sockets", value_name = "N")]
+    pub script_max_sockets: Option<u32>,
+    /// Plugin VMs running at once; default 16.
+    #[arg(long = "script-parallelism", value_name = "N")]
+    pub script_parallelism: Option<usize>,
+    /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, ./plugins, or the installed ones).
+    #[arg(long = "plugin-dir", value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
+    /// Show plugins' log lines in the text output.
+    #[arg(long = "script-trace")]
+    pub script_trace: bool,
     /// Treat every host as up (-Pn); moonscan never pings first, so this changes nothing.
     #[arg(long = "no-ping")]
     pub no_ping: bool,
@@ -224,6 +261,8 @@ pub struct Plan {
     pub text_on_stdout: bool,
     /// Show reasons in the text output.
     pub reasons: bool,
+    /// Show plugin log lines in the text output.
+    pub logs: bool,
     /// Things the user should know before the scan starts (one line each).
     pub notes: Vec<String>,
 }
@@ -270,9 +309,6 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
             || args.probes_dir.is_some())
     {
         return Err(usage("--version-*, --service-timeout and --probes apply with -sV only"));
-    }
-    if args.script_default {
-        return Err(usage("-sC (plugins) is not available yet"));
     }
     for (flag, given) in [
         ("-oN", args.output_normal.is_some()),
@@ -374,6 +410,8 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         None
     };
 
+    let plugins = plugin_config(&args)?;
+
     let shard = match &args.shard {
         Some(s) => Shard::parse(s)?,
         None => Shard::WHOLE,
@@ -393,8 +431,85 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         report_closed: args.verbose > 0 && !args.open_only,
         link: LinkOptions { iface: args.iface.clone(), src: args.source },
         detector,
+        plugins,
     };
-    Ok(Plan { config, json, text_on_stdout, reasons: args.reason, notes })
+    Ok(Plan { config, json, text_on_stdout, reasons: args.reason, logs: args.script_trace, notes })
+}
+
+/// The plugins `--script`/`-sC` select, with their budgets and arguments.
+fn plugin_config(args: &Args) -> Result<Option<Arc<PluginConfig>>> {
+    let expr = match (&args.script, args.script_default) {
+        (None, false) => {
+            let plugin_flags = [
+                args.script_args.is_some(),
+                args.script_args_file.is_some(),
+                args.script_timeout.is_some(),
+                args.script_max_steps.is_some(),
+                args.script_max_memory.is_some(),
+                args.script_max_read.is_some(),
+                args.script_max_sockets.is_some(),
+                args.script_parallelism.is_some(),
+                args.plugin_dir.is_some(),
+                args.script_trace,
+            ];
+            if plugin_flags.contains(&true) {
+                return Err(usage("--script-* and --plugin-dir apply with --script or -sC only"));
+            }
+            return Ok(None);
+        }
+        (Some(e), false) => e.clone(),
+        (None, true) => "default".to_string(),
+        (Some(e), true) => format!("default,{e}"),
+    };
+    let dir = args.plugin_dir.clone().unwrap_or_else(plugins_cli::default_dir);
+    let available = if dir.is_dir() { moonscan::plugins::load_dir(&dir)? } else { Vec::new() };
+    let chosen = moonscan::plugins::select(&available, &expr)?;
+    if chosen.is_empty() {
+        return Err(usage(format!("--script {expr:?} selects no plugin")));
+    }
+    let mut budgets = Budgets::default();
+    if let Some(t) = &args.script_timeout {
+        budgets.wall = parse_time(t)?;
+    }
+    if let Some(n) = args.script_max_steps {
+        budgets.steps = n.max(1);
+    }
+    if let Some(mib) = args.script_max_memory {
+        if !(1..=4096).contains(&mib) {
+            return Err(usage("--script-max-memory must be 1-4096 MiB"));
+        }
+        budgets.memory = mib << 20;
+    }
+    if let Some(n) = args.script_max_read {
+        budgets.read_bytes = n;
+    }
+    if let Some(n) = args.script_max_sockets {
+        budgets.sockets = n;
+    }
+    let mut script_args = std::collections::BTreeMap::new();
+    let mut add_args = |text: &str, from: &str| -> Result<()> {
+        for item in text.split([',', '\n']).map(str::trim).filter(|i| !i.is_empty() && !i.starts_with('#')) {
+            let (k, v) = item.split_once('=').unwrap_or((item, ""));
+            if k.trim().is_empty() {
+                return Err(usage(format!("{from}: '{item}' is not key=value")));
+            }
+            script_args.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        Ok(())
+    };
+    if let Some(path) = &args.script_args_file {
+        let text =
+            fs::read_to_string(path).map_err(|e| usage(format!("--script-args-file {}: {e}", path.display())))?;
+        add_args(&text, "--script-args-file")?;
+    }
+    if let Some(a) = &args.script_args {
+        add_args(a, "--script-args")?;
+    }
+    let workers = args.script_parallelism.unwrap_or(16);
+    if workers == 0 {
+        return Err(usage("--script-parallelism must be at least 1"));
+    }
+    Ok(Some(Arc::new(PluginConfig { plugins: chosen, budgets, args: script_args, workers })))
 }
 
 /// False when every target named on the command line is a loopback address

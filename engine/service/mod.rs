@@ -41,6 +41,7 @@ pub async fn run_stage(
     detector: Detector,
     ports: mpsc::UnboundedReceiver<(IpAddr, u16)>,
     events: mpsc::Sender<Event>,
+    plugins: Option<mpsc::Sender<crate::plugins::PortInfo>>,
     t0: Instant,
     stats: Arc<Stats>,
     stop: Stop,
@@ -48,8 +49,8 @@ pub async fn run_stage(
     let ports = Arc::new(Mutex::new(ports));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..detector.options().parallelism.max(1) {
-        let (det, ports, events, stats, stop) =
-            (detector.clone(), ports.clone(), events.clone(), stats.clone(), stop.clone());
+        let (det, ports, events, stats, stop, plugins) =
+            (detector.clone(), ports.clone(), events.clone(), stats.clone(), stop.clone(), plugins.clone());
         workers.spawn(async move {
             loop {
                 let next = ports.lock().await.recv().await;
@@ -58,16 +59,34 @@ pub async fn run_stage(
                     continue;
                 }
                 let d = det.detect(ip, port).await;
+                let info = plugins.as_ref().map(|_| port_info(ip, port, &d));
                 for ev in to_events(ip, port, d, t0) {
                     if matches!(ev, Event::Error(_)) {
                         Stats::bump(&stats.errors);
                     }
                     let _ = events.send(ev).await;
                 }
+                if let (Some(tx), Some(info)) = (&plugins, info) {
+                    let _ = tx.send(info).await;
+                }
             }
         });
     }
     while workers.join_next().await.is_some() {}
+}
+
+/// What plugins are told about a port detection has looked at.
+pub fn port_info(ip: IpAddr, port: u16, d: &Detection) -> crate::plugins::PortInfo {
+    let mut info = crate::plugins::PortInfo::bare(ip, port);
+    if let Some(id) = &d.identity {
+        info.service = Some(id.service.clone());
+        info.product = id.product.clone();
+        info.version = id.version.clone();
+    }
+    info.tunnel = d.tunnel || d.tls.is_some();
+    info.banner = d.banner.clone();
+    info.tls = d.tls.clone();
+    info
 }
 
 /// The events one detection gives.

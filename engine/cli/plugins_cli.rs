@@ -1,0 +1,225 @@
+//! `moonscan plugins list|show|test`: plugin tooling for users and authors.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use moonscan::findings::{Event, TlsInfo};
+use moonscan::output::{Ndjson, Sink, Text};
+use moonscan::plugins::net::Guard;
+use moonscan::plugins::{self, Budgets, Plugin, PortInfo, Vm};
+
+#[derive(Debug, Parser)]
+#[command(name = "moonscan plugins", about = "List, show and test plugins")]
+struct PluginsArgs {
+    /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, ./plugins, or the build's plugins/).
+    #[arg(long = "plugin-dir", global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// The plugins an expression selects (all of them without one), with their categories.
+    List {
+        /// A --script expression, e.g. "default", "http-*", "safe and not intrusive".
+        expr: Option<String>,
+    },
+    /// One plugin: description, categories, where it runs, its file.
+    Show { id: String },
+    /// Run a plugin file offline against recorded input (no network).
+    Test {
+        /// The plugin file.
+        file: PathBuf,
+        /// Port number the plugin is told it runs on.
+        #[arg(long, default_value_t = 80)]
+        port: u16,
+        /// Detected service name (e.g. http, ssh).
+        #[arg(long)]
+        service: Option<String>,
+        /// Banner text; \r \n \t \0 \\ \xHH escapes are decoded.
+        #[arg(long, conflicts_with = "banner_file")]
+        banner: Option<String>,
+        /// Banner bytes from a file.
+        #[arg(long = "banner-file", value_name = "FILE")]
+        banner_file: Option<PathBuf>,
+        /// Certificate chain (PEM, leaf first) the plugin sees as ctx.tls.
+        #[arg(long = "tls-chain", value_name = "PEM")]
+        tls_chain: Option<PathBuf>,
+        /// Plugin arguments: k=v,k2=v2.
+        #[arg(long = "script-args", value_name = "ARGS")]
+        script_args: Option<String>,
+        /// NDJSON events instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The plugin folder a scan uses when none is given.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MOONSCAN_PLUGINS") {
+        return PathBuf::from(d);
+    }
+    let local = PathBuf::from("plugins");
+    if local.is_dir() {
+        return local;
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"))
+}
+
+/// Runs `moonscan plugins ...` (`argv` starts at "plugins"); returns the exit status.
+pub fn run(argv: &[String]) -> u8 {
+    let args = match PluginsArgs::try_parse_from(argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let dir = args.dir.unwrap_or_else(default_dir);
+    let result = match args.cmd {
+        Cmd::List { expr } => list(&dir, expr.as_deref()),
+        Cmd::Show { id } => show(&dir, &id),
+        Cmd::Test { file, port, service, banner, banner_file, tls_chain, script_args, json } => {
+            test(&file, port, service, banner, banner_file, tls_chain, script_args, json)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("moonscan plugins: {e}");
+            2
+        }
+    }
+}
+
+fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
+    if dir.is_dir() {
+        plugins::load_dir(dir)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
+    let all = installed(dir)?;
+    let chosen = match expr {
+        Some(e) => plugins::select(&all, e)?,
+        None => all,
+    };
+    let mut out = std::io::stdout().lock();
+    for p in &chosen {
+        let _ = writeln!(out, "{:<24} {:<32} {}", p.id, p.categories.join(","), p.description);
+    }
+    let _ = writeln!(out, "{} plugin(s)", chosen.len());
+    Ok(0)
+}
+
+fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
+    let all = installed(dir)?;
+    let Some(p) = all.iter().find(|p| p.id == id) else {
+        eprintln!("moonscan plugins: no plugin with id {id} in {}", dir.display());
+        return Ok(1);
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "id:          {}", p.id);
+    let _ = writeln!(out, "description: {}", p.description);
+    let _ = writeln!(out, "categories:  {}", p.categories.join(", "));
+    let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
+    let _ = writeln!(out, "ports:       {}", if ports.is_empty() { "-".into() } else { ports.join(", ") });
+    let _ = writeln!(out, "services:    {}", if p.services.is_empty() { "-".into() } else { p.services.join(", ") });
+    let _ = writeln!(out, "portrule:    {}", if p.portrule { "yes" } else { "no" });
+    let _ = writeln!(out, "file:        {}", p.path.display());
+    Ok(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn test(
+    file: &Path,
+    port: u16,
+    service: Option<String>,
+    banner: Option<String>,
+    banner_file: Option<PathBuf>,
+    tls_chain: Option<PathBuf>,
+    script_args: Option<String>,
+    json: bool,
+) -> moonscan::Result<u8> {
+    let plugin = plugins::load_file(file)?;
+    let bad = |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, m);
+    let banner = match (banner, banner_file) {
+        (Some(text), _) => moonscan::service::probes::unescape(&text).map_err(|e| bad(format!("--banner: {e}")))?,
+        (_, Some(path)) => std::fs::read(&path).map_err(|e| bad(format!("--banner-file {}: {e}", path.display())))?,
+        _ => Vec::new(),
+    };
+    let tls = match tls_chain {
+        Some(path) => Some(chain_from_pem(&path)?),
+        None => None,
+    };
+    let mut args = BTreeMap::new();
+    for item in script_args.iter().flat_map(|a| a.split(',')).map(str::trim).filter(|i| !i.is_empty()) {
+        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+        args.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    // A documentation address (RFC 5737): nothing is ever sent; the run is offline.
+    let ip = std::net::IpAddr::from([192, 0, 2, 1]);
+    let mut info = PortInfo::bare(ip, port);
+    if service.is_some() {
+        info.service = service;
+    }
+    info.tunnel = tls.is_some();
+    info.banner = banner;
+    info.tls = tls;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| bad(e.to_string()))?;
+    let (events, failed) = rt.block_on(async {
+        let vm = Vm::new(std::slice::from_ref(&plugin), &Budgets::default(), Guard::offline(), &args)
+            .map_err(|e| bad(format!("cannot make a VM: {e}")))?;
+        if !vm.wants(0, &info).await {
+            eprintln!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.id);
+        }
+        let out = vm.run(0, Arc::new(info.clone())).await;
+        let failed = out.error.is_some() || !out.refused.is_empty();
+        Ok::<_, moonscan::Error>((plugins::stage::to_events(&plugin.id, &info, out, std::time::Instant::now()), failed))
+    })?;
+    let mut sink: Box<dyn Sink> = if json {
+        Box::new(Ndjson::new(std::io::stdout()))
+    } else {
+        Box::new(Text::new(std::io::stdout()).with_logs(true))
+    };
+    for ev in &events {
+        let _ = sink.record(ev);
+    }
+    let _ = sink.flush();
+    if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Error(_))) {
+        println!("{}: no findings", plugin.id);
+    }
+    Ok(u8::from(failed))
+}
+
+/// Reads a PEM chain (leaf first) and summarises every certificate.
+fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
+    use base64::Engine;
+    let bad =
+        |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, format!("--tls-chain {}: {m}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let mut der = Vec::new();
+    let mut body: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line == "-----BEGIN CERTIFICATE-----" {
+            body = Some(String::new());
+        } else if line == "-----END CERTIFICATE-----" {
+            let b = body.take().ok_or_else(|| bad("END without BEGIN".into()))?;
+            der.push(base64::engine::general_purpose::STANDARD.decode(b).map_err(|e| bad(format!("bad base64: {e}")))?);
+        } else if let Some(b) = body.as_mut() {
+            b.push_str(line);
+        }
+    }
+    if der.is_empty() {
+        return Err(bad("no certificate in it".into()));
+    }
+    let chain = der.iter().map(|d| moonscan::service::tls::summarise(d)).collect();
+    Ok(TlsInfo { version: String::new(), cipher: String::new(), alpn: None, chain, der })
+}
