@@ -1,1 +1,208 @@
-//! (being written)
+//! The plugin host from the command line: the sandbox test plugins of
+//! tests/sandbox/ against the lab, selection, budgets flags, and the
+//! `plugins list|show|test` tooling.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::util::{lab, lab_scan, of_type, repo, run, stderr, stdout, TARGET};
+
+/// (port, plugin) -> the error kinds and finding titles it produced.
+fn by_plugin(evs: &[Value]) -> BTreeMap<(u64, String), (Vec<String>, Vec<String>)> {
+    let mut m: BTreeMap<(u64, String), (Vec<String>, Vec<String>)> = BTreeMap::new();
+    for e in evs {
+        let (Some(plugin), Some(port)) = (e["plugin"].as_str(), e["port"].as_u64()) else { continue };
+        let entry = m.entry((port, plugin.to_string())).or_default();
+        match e["type"].as_str() {
+            Some("error") => entry.0.push(e["kind"].as_str().unwrap_or("").to_string()),
+            Some("finding") => entry.1.push(e["title"].as_str().unwrap_or("").to_string()),
+            _ => {}
+        }
+    }
+    m
+}
+
+#[test]
+fn hostile_plugins_are_contained_and_the_scan_completes() {
+    let _lab = lab();
+    let sandbox = repo().join("tests/sandbox/");
+    let expr = format!("{},http-title", sandbox.display());
+    let started = std::time::Instant::now();
+    let (out, evs) = lab_scan(&[
+        "-sV",
+        "-n",
+        "-p",
+        "80,443",
+        "--script",
+        &expr,
+        "--script-timeout",
+        "500ms",
+        "--script-max-memory",
+        "32",
+        "--exclude",
+        "198.18.0.4",
+        TARGET,
+    ]);
+    let took = started.elapsed();
+    // Plugin errors are errors: the scan says so in its exit status, and still completes.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let m = by_plugin(&evs);
+    let expect: &[(&str, &[&str])] = &[
+        ("sandbox-bytecode", &["plugin"]),
+        ("sandbox-io", &["plugin"]),
+        ("sandbox-loop", &["budget"]),
+        ("sandbox-loop-pcall", &["budget"]),
+        ("sandbox-pattern", &["budget"]),
+        ("sandbox-rep-bomb", &["budget"]),
+        ("sandbox-table-bomb", &["budget"]),
+        ("sandbox-connect-other", &["sandbox"]),
+        ("sandbox-connect-excluded", &["sandbox"]),
+        ("sandbox-connect-name", &["sandbox"]),
+        ("sandbox-errors", &["plugin"]),
+        ("sandbox-garbage", &["parse"]),
+    ];
+    for port in [80u64, 443] {
+        for (plugin, kinds) in expect {
+            let (errors, findings) = m.get(&(port, plugin.to_string())).cloned().unwrap_or_default();
+            assert_eq!(errors, *kinds, "{plugin} on {port}: {m:?}");
+            assert!(findings.iter().all(|t| !t.starts_with("escaped")), "{plugin} on {port} escaped: {findings:?}");
+        }
+        // Edits to libraries and globals did not reach the next plugin.
+        let check = evs
+            .iter()
+            .find(|e| e["plugin"] == "sandbox-zcheck-globals" && e["port"] == port && e["type"] == "finding")
+            .unwrap_or_else(|| panic!("no check finding on {port}"));
+        assert_eq!(check["data"], serde_json::json!({ "upper": "A", "marker": "none", "hijack": "nil" }));
+        // Metamethods of returned data are never called; a yield is just a pause.
+        assert_eq!(m[&(port, "sandbox-meta-return".to_string())].0, Vec::<String>::new());
+        assert_eq!(m[&(port, "sandbox-yields".to_string())].1, ["resumed after a yield"]);
+        // The well-behaved plugin's result is there on both ports.
+        assert_eq!(m[&(port, "http-title".to_string())].1, ["moonscan lab"], "{m:?}");
+    }
+    assert_eq!(of_type(&evs, "service").len(), 2);
+    let budgets: Vec<&str> = of_type(&evs, "error")
+        .iter()
+        .filter(|e| e["kind"] == "budget")
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert!(budgets.iter().any(|m| m.contains("longer than 500 ms")), "{budgets:?}");
+    assert!(budgets.iter().any(|m| m.contains("33554432 bytes of memory")), "{budgets:?}");
+    assert!(took.as_secs() < 20, "took {took:?}");
+}
+
+#[test]
+fn the_step_budget_flag_trips() {
+    let _lab = lab();
+    let loop_plugin = repo().join("tests/sandbox/loop.lua");
+    let (out, evs) =
+        lab_scan(&["-n", "-p", "80", "--script", loop_plugin.to_str().unwrap(), "--script-max-steps", "5000", TARGET]);
+    assert_eq!(out.status.code(), Some(1));
+    let errors = of_type(&evs, "error");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["kind"], "budget");
+    assert!(errors[0]["message"].as_str().unwrap().contains("5000 steps"));
+}
+
+#[test]
+fn default_plugins_run_with_sc() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sV", "-sC", "-n", "-p", "80,443", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let m = by_plugin(&evs);
+    assert_eq!(m[&(80, "http-title".to_string())].1, ["moonscan lab"]);
+    let cert = &m[&(443, "ssl-cert".to_string())].1;
+    assert!(cert.contains(&"Subject: CN=lab.moonscan.test, O=moonscan lab".to_string()), "{cert:?}");
+    assert!(cert.contains(&"Self-signed certificate".to_string()), "{cert:?}");
+    assert!(!m.contains_key(&(80, "ssl-cert".to_string())), "ssl-cert runs on TLS ports only");
+    let tls = evs.iter().find(|e| e["plugin"] == "tls-versions-and-alpn" && e["severity"] == "info").unwrap();
+    assert_eq!(tls["data"]["alpn"], serde_json::json!(["http/1.1"]));
+    assert_eq!(tls["data"]["versions"], serde_json::json!(["TLSv1.2"]));
+    // Findings stream with their port: each comes after its port's service event.
+    for f in of_type(&evs, "finding") {
+        let at = |t: &str| evs.iter().position(|e| e["type"] == t && e["port"] == f["port"]).unwrap();
+        assert!(at("service") < evs.iter().position(|e| e == f).unwrap());
+    }
+    assert_eq!(evs.last().unwrap()["findings"].as_u64(), Some(of_type(&evs, "finding").len() as u64));
+}
+
+#[test]
+fn text_output_shows_findings_under_their_port() {
+    let _lab = lab();
+    let out = crate::util::in_lab(crate::util::bin())
+        .args(["-n", "-p", "80", "--script", "http-title", TARGET])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("| http-title on 80/tcp on 198.18.0.2 [info]: moonscan lab"), "{text}");
+    assert!(text.contains("1 findings"), "{text}");
+}
+
+#[test]
+fn selection_errors_are_clear() {
+    let o = run(&["--script", "no-such-plugin", "-p", "80", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("'no-such-plugin' did not match a category, plugin id or path"), "{}", stderr(&o));
+    let o = run(&["--script", "default and (safe", "-p", "80", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unbalanced parenthesis"), "{}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.lua");
+    std::fs::write(&bad, "return { id = 'bad', description = 'd', categories = {'safe'}, ports = {80} }").unwrap();
+    let o = run(&["--script", bad.to_str().unwrap(), "-p", "80", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.lua: field 'run' is missing"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"));
+    let o = run(&["--script-timeout", "1s", "-p", "80", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2), "--script-* without --script is refused");
+}
+
+#[test]
+fn plugins_list_and_show() {
+    let o = run(&["plugins", "list"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = stdout(&o);
+    for id in ["http-title", "ssl-cert", "tls-versions-and-alpn"] {
+        assert!(all.lines().any(|l| l.starts_with(id)), "{id} missing from {all}");
+    }
+    let o = run(&["plugins", "list", "http-* and not http-title"]);
+    let some = stdout(&o);
+    assert!(!some.contains("http-title") && !some.contains("ssl-cert"), "{some}");
+    let o = run(&["plugins", "list", "default"]);
+    assert!(stdout(&o).lines().any(|l| l.starts_with("ssl-cert") && l.contains("default")), "{}", stdout(&o));
+    let o = run(&["plugins", "show", "http-title"]);
+    assert_eq!(o.status.code(), Some(0));
+    let show = stdout(&o);
+    assert!(show.contains("categories:  default, discovery, safe") && show.contains("http-title.lua"), "{show}");
+    assert_eq!(run(&["plugins", "show", "nope"]).status.code(), Some(1));
+}
+
+#[test]
+fn plugins_test_runs_offline_against_a_recorded_chain() {
+    let plugin = repo().join("plugins/ssl-cert.lua");
+    let chain = repo().join("tests/data/tls/lab-cert.pem");
+    let o = run(&[
+        "plugins",
+        "test",
+        plugin.to_str().unwrap(),
+        "--port",
+        "443",
+        "--tls-chain",
+        chain.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let evs = crate::util::events(&stdout(&o));
+    let titles: Vec<&str> = of_type(&evs, "finding").iter().map(|e| e["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["Subject: CN=lab.moonscan.test, O=moonscan lab", "Self-signed certificate"]);
+    let data = &of_type(&evs, "finding")[0]["data"];
+    assert_eq!(data["san"], serde_json::json!(["DNS:lab.moonscan.test", "DNS:www.lab.moonscan.test"]));
+    // A plugin that needs the network gets a clean refusal offline.
+    let title = repo().join("plugins/http-title.lua");
+    let o = run(&["plugins", "test", title.to_str().unwrap(), "--port", "80", "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let evs = crate::util::events(&stdout(&o));
+    assert!(of_type(&evs, "error")
+        .iter()
+        .any(|e| e["kind"] == "sandbox" && e["message"].as_str().unwrap().contains("offline")));
+}

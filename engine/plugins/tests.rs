@@ -74,7 +74,7 @@ async fn dangerous_globals_are_absent() {
     "#)
     .await;
     assert_eq!(out.error, None);
-    assert_eq!(out.findings[0].data, serde_json::json!({}), "these exist: {:?}", out.findings[0].data);
+    assert_eq!(out.findings[0].data, serde_json::json!([]), "these exist: {:?}", out.findings[0].data);
 }
 
 #[tokio::test]

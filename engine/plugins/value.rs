@@ -63,8 +63,8 @@ fn table(t: &Table, depth: usize, nodes: &mut usize, at: &str) -> Result<Json, S
         }
     }
     let n = entries.len();
-    let is_array =
-        n > 0 && entries.iter().all(|(k, _)| matches!(k, Value::Integer(i) if *i >= 1 && (*i as usize) <= n));
+    // An empty table is an empty list: plugins build lists far more often than maps.
+    let is_array = entries.iter().all(|(k, _)| matches!(k, Value::Integer(i) if *i >= 1 && (*i as usize) <= n));
     if is_array {
         let mut items = vec![Json::Null; n];
         for (k, v) in &entries {
@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(j["n"], 3);
         assert_eq!(j["f"], 1.5);
         assert_eq!(j["list"], serde_json::json!([1, "two", true]));
-        assert_eq!(j["empty"], serde_json::json!({}));
+        assert_eq!(j["empty"], serde_json::json!([]));
         let back = from_json(&lua, &j).unwrap();
         assert_eq!(to_json(&back).unwrap(), j);
     }
