@@ -12,12 +12,16 @@
 #            (target: moonscan/nmap <= 0.1, same product/version on all 4)
 #   svcmem   -sV -p 80,443 over 198.19.0.0/20 (8,192 open ports): wall time,
 #            services found, peak RSS (target: under 40 MB)
+#   scripts  -sV -sC, the 4 lab services:        moonscan -sV -sC vs nmap -sV -sC
+#            (target: moonscan/nmap <= 0.15, the same facts as nmap's default scripts)
+#   plugrate a trivial plugin on the 8,192 open ports of 198.19.0.0/20 x {80,443}:
+#            plugin runs per second and peak RSS
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 set -euo pipefail
@@ -26,7 +30,7 @@ REPO=$(pwd)
 RUNS=${RUNS:-10}
 OUT=$REPO/target/bench
 MS=$REPO/target/release/moonscan
-JOBS=(connect syn sweep service svcmem)
+JOBS=(connect syn sweep service svcmem scripts plugrate)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -299,6 +303,116 @@ for k, n in sorted(svc.items()):
     print(f"    {n:5d} x port {k[0]} {k[1] + '/' if k[1] else ''}{k[2]} {k[3]} {k[4]}")
 print(f"  wall {wall} (scan_end elapsed {end.get('elapsed', 0):.2f} s), peak RSS {rss:.1f} MB (target < 40: {'met' if rss < 40 else 'MISSED'})")
 sys.exit(0 if rss < 40 and sum(svc.values()) == 8192 else 1)
+PY
+}
+
+# The facts nmap's default scripts report on the lab, from moonscan NDJSON
+# (findings) or nmap XML (script output), one "fact: value" line each.
+facts() { # moonscan|nmap file
+    python3 - "$1" "$2" <<'PY'
+import json, re, sys, xml.etree.ElementTree as ET
+tool, path = sys.argv[1], sys.argv[2]
+facts = set()
+if tool == "moonscan":
+    for line in open(path):
+        e = json.loads(line)
+        if e["type"] != "finding":
+            continue
+        p, d = e["port"], e.get("data") or {}
+        if e["plugin"] == "ssh-hostkey":
+            for k in d.get("keys", []):
+                facts.add(f"ssh-hostkey {p}: {k['bits']} {k['fingerprint_md5']} ({k['type']})")
+        elif e["plugin"] == "http-title" and "title" in d:
+            facts.add(f"http-title {p}: {d['title']}")
+        elif e["plugin"] == "http-server-header" and d.get("server"):
+            facts.add(f"http-server-header {p}: {d['server']}")
+        elif e["plugin"] == "ssl-cert" and e["severity"] == "info":
+            facts.add(f"ssl-cert {p}: subject CN {re.search(r'CN=([^,]+)', d['subject']).group(1)}")
+            facts.add(f"ssl-cert {p}: SAN {', '.join(d.get('san', []))}")
+            facts.add(f"ssl-cert {p}: not before {d['not_before'].rstrip('Z')}")
+            facts.add(f"ssl-cert {p}: not after {d['not_after'].rstrip('Z')}")
+        elif e["plugin"] == "tls-versions-and-alpn" and "alpn" in d:
+            facts.add(f"tls-alpn {p}: {', '.join(d['alpn'])}")
+else:
+    for port in ET.parse(path).iter("port"):
+        p = port.get("portid")
+        for s in port.iter("script"):
+            out = s.get("output", "")
+            sid = s.get("id")
+            if sid == "ssh-hostkey":
+                for l in out.strip().splitlines():
+                    m = re.match(r"\s*(\d+) ([0-9a-f:]+) \((\w+)\)", l)
+                    if m:
+                        facts.add(f"ssh-hostkey {p}: {m.group(1)} {m.group(2)} ({m.group(3)})")
+            elif sid == "http-title":
+                facts.add(f"http-title {p}: {out.strip()}")
+            elif sid == "http-server-header":
+                facts.add(f"http-server-header {p}: {out.strip()}")
+            elif sid == "ssl-cert":
+                m = re.search(r"commonName=([^/\n]+)", out)
+                facts.add(f"ssl-cert {p}: subject CN {m.group(1)}")
+                m = re.search(r"Subject Alternative Name: (.*)", out)
+                if m:
+                    facts.add(f"ssl-cert {p}: SAN {m.group(1).strip()}")
+                facts.add(f"ssl-cert {p}: not before {re.search(r'Not valid before: *(\S+)', out).group(1)}")
+                facts.add(f"ssl-cert {p}: not after {re.search(r'Not valid after: *(\S+)', out).group(1)}")
+            elif sid == "tls-alpn":
+                facts.add(f"tls-alpn {p}: {', '.join(l.strip() for l in out.strip().splitlines())}")
+for f in sorted(facts):
+    print(f)
+PY
+}
+
+job_scripts() {
+    local target=198.18.0.2 ports=22,80,443,6379 ok=1 timed=()
+    local ms=("$MS" -sV -sC -n -p "$ports" "$target")
+    local nm=(nmap -n -Pn -sV -sC -p "$ports" "$target")
+    echo "== -sV -sC, 4 lab services: moonscan vs nmap (target: moonscan/nmap <= 0.15, the same facts)"
+    if attempt scripts "moonscan -sV -sC" "$OUT/scripts.moonscan.ndjson" "${ms[@]}" -oJ -; then
+        facts moonscan "$OUT/scripts.moonscan.ndjson" >"$OUT/scripts.moonscan.txt"
+        timed+=(moonscan "${ms[*]}")
+    else
+        ok=0
+    fi
+    attempt scripts "nmap -sV -sC" /dev/null "${nm[@]}" -oX "$OUT/scripts.nmap.xml" || ok=0
+    facts nmap "$OUT/scripts.nmap.xml" >"$OUT/scripts.nmap.txt" || ok=0
+    echo "  facts nmap's default scripts report, and whether moonscan reports the same:"
+    local f
+    while IFS= read -r f; do
+        if grep -qxF "$f" "$OUT/scripts.moonscan.txt"; then echo "    same: $f"; else echo "    MISSING in moonscan: $f"; ok=0; fi
+    done <"$OUT/scripts.nmap.txt"
+    echo "  moonscan findings in all: $(grep -c '"type":"finding"' "$OUT/scripts.moonscan.ndjson" || true)"
+    echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+    bench scripts "nmap=0.15" "${timed[@]}" nmap "${nm[*]}"
+    ((ok))
+}
+
+job_plugrate() {
+    local net=198.19.0.0/20
+    cat >"$OUT/trivial.lua" <<'LUA'
+return {
+  id = "trivial", description = "One finding per port, nothing else.", categories = { "bench" },
+  ports = { 80, 443 },
+  run = function(ctx) ctx:finding{ title = "seen", data = { port = ctx.port } } end,
+}
+LUA
+    local ms=("$MS" -n -p 80,443 "$net" --script "$OUT/trivial.lua")
+    echo "== plugin throughput: a trivial plugin on $net x {80,443} (8,192 open ports)"
+    in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/plugrate.ndjson" >/dev/null 2>"$OUT/plugrate.time"
+    python3 - "$OUT/plugrate.ndjson" "$OUT/plugrate.time" <<'PY'
+import json, re, sys
+runs, end = 0, {}
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if e["type"] == "finding":
+        runs += 1
+    elif e["type"] == "scan_end":
+        end = e
+t = open(sys.argv[2]).read()
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
+el = end.get("elapsed", 0)
+print(f"  plugin runs {runs} (open ports {end.get('open')}), errors {end.get('errors')}, in {el:.2f} s: {runs / el:.0f} runs/s, peak RSS {rss:.1f} MB")
+sys.exit(0 if runs == 8192 else 1)
 PY
 }
 

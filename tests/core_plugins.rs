@@ -1,1 +1,333 @@
-//! (being written)
+//! The core plugins (plugins/*.lua) against the lab's real services, a few
+//! loopback servers for answers the lab does not give, and recorded bytes
+//! (`moonscan plugins test`, offline) for services the lab does not run.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{events, lab, lab_scan, of_type, repo, run, stderr, stdout, TARGET};
+
+/// The lab's second host: vsftpd, exim, PostgreSQL, memcached.
+const TARGET2: &str = "198.18.0.3";
+
+fn plugin_file(id: &str) -> String {
+    repo().join("plugins").join(format!("{id}.lua")).to_string_lossy().into_owned()
+}
+
+fn banner_file(name: &str) -> String {
+    repo().join("tests/data/banners").join(name).to_string_lossy().into_owned()
+}
+
+/// Findings of `plugin` on `ip:port`.
+fn findings<'a>(evs: &'a [Value], plugin: &str, ip: &str, port: u16) -> Vec<&'a Value> {
+    of_type(evs, "finding")
+        .into_iter()
+        .filter(|f| f["plugin"] == plugin && f["ip"] == ip && f["port"] == port)
+        .collect()
+}
+
+/// The one finding of `plugin` on `ip:port` with this title.
+fn titled<'a>(evs: &'a [Value], plugin: &str, ip: &str, port: u16, title: &str) -> &'a Value {
+    let all = findings(evs, plugin, ip, port);
+    let found: Vec<_> = all.iter().filter(|f| f["title"] == title).collect();
+    assert_eq!(found.len(), 1, "want one {plugin} finding {title:?} on {ip}:{port}, have {all:#?}");
+    found[0]
+}
+
+/// A lab scan that must succeed with no error event.
+fn clean_lab_scan(args: &[&str]) -> Vec<Value> {
+    let (out, evs) = lab_scan(args);
+    assert_eq!(out.status.code(), Some(0), "{}\n{evs:#?}", stderr(&out));
+    let errors = of_type(&evs, "error");
+    assert!(errors.is_empty(), "error events: {errors:#?}");
+    evs
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|s| s.as_str().unwrap()).collect()
+}
+
+/// `moonscan plugins test` of a core plugin; returns (exit status, events).
+fn offline(id: &str, port: &str, extra: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let file = plugin_file(id);
+    let mut args = vec!["plugins", "test", file.as_str(), "--port", port, "--json"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    (out.status.code(), events(&stdout(&out)))
+}
+
+/// A loopback server answering each connection with `answer(request bytes)`
+/// once the request is complete (as `complete` says); runs until the test
+/// process ends.
+fn loopback_server(complete: fn(&[u8]) -> bool, answer: fn(&[u8]) -> Vec<u8>) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || serve(&mut conn, complete, answer));
+        }
+    });
+    port
+}
+
+fn serve(conn: &mut TcpStream, complete: fn(&[u8]) -> bool, answer: fn(&[u8]) -> Vec<u8>) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut req = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !complete(&req) && req.len() < 65536 {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => req.extend_from_slice(&buf[..n]),
+        }
+    }
+    let _ = conn.write_all(&answer(&req));
+}
+
+#[test]
+fn banner_shows_what_ssh_and_ftp_sent_first() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "21,22", "--script", "banner", TARGET, TARGET2]);
+    let ssh = titled(&evs, "banner", TARGET, 22, "Banner");
+    assert_eq!(ssh["severity"], "info");
+    assert_eq!(ssh["data"]["banner"], "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u10\\x0D\\x0A", "{ssh}");
+    assert_eq!(ssh["data"]["length"], 41);
+    let ftp = titled(&evs, "banner", TARGET2, 21, "Banner");
+    assert_eq!(ftp["data"]["banner"], "220 (vsFTPd 3.0.3)\\x0D\\x0A", "{ftp}");
+    assert!(findings(&evs, "banner", TARGET, 21).is_empty(), "21 is closed on {TARGET}");
+
+    // Offline: escapes, the 256-character cap, and nothing without a banner.
+    let dir = tempfile::tempdir().unwrap();
+    let long = dir.path().join("long.bin");
+    let mut bytes = b"A\\B\x00\xff\r\n".to_vec();
+    bytes.extend(std::iter::repeat_n(b'z', 400));
+    std::fs::write(&long, &bytes).unwrap();
+    let (code, evs) = offline("banner", "9999", &["--banner-file", long.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let f = of_type(&evs, "finding");
+    assert_eq!(f.len(), 1, "{evs:#?}");
+    let text = f[0]["data"]["banner"].as_str().unwrap();
+    assert!(text.starts_with("A\\\\B\\x00\\xFF\\x0D\\x0Azzz"), "{text}");
+    assert_eq!(text.len(), 256);
+    assert_eq!(f[0]["data"]["truncated"], true);
+    assert_eq!(f[0]["data"]["length"], bytes.len());
+    let (code, evs) = offline("banner", "9999", &[]);
+    assert_eq!(code, Some(0));
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "log").iter().any(|l| l["message"].as_str().unwrap().contains("no banner")), "{evs:#?}");
+}
+
+#[test]
+fn http_server_header_is_nginx_and_the_title_is_the_lab_page() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "80,443", "--script", "http-server-header,http-title", TARGET]);
+    for port in [80, 443] {
+        let f = titled(&evs, "http-server-header", TARGET, port, "Server: nginx/1.22.1");
+        assert_eq!(f["severity"], "info");
+        assert_eq!(f["data"]["server"], "nginx/1.22.1");
+        assert_eq!(f["data"]["status"], 200);
+        let t = titled(&evs, "http-title", TARGET, port, "moonscan lab");
+        assert_eq!(t["data"]["title"], "moonscan lab");
+    }
+}
+
+#[test]
+fn http_headers_lists_headers_and_flags_missing_hsts_on_tls_only() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "80,443", "--script", "http-headers", TARGET]);
+    let hsts = "Missing Strict-Transport-Security header";
+    for port in [80, 443] {
+        let list = titled(&evs, "http-headers", TARGET, port, "HTTP headers (200 OK)");
+        let headers = strings(&list["data"]["headers"]);
+        assert!(headers.contains(&"server: nginx/1.22.1"), "{headers:?}");
+        assert!(headers.contains(&"content-type: text/html"), "{headers:?}");
+        assert_eq!(list["data"]["tls"], port == 443);
+        for (title, severity) in [
+            ("Missing Content-Security-Policy header", "low"),
+            ("Missing X-Content-Type-Options header", "low"),
+            ("Missing X-Frame-Options header", "low"),
+            ("Server version disclosed", "info"),
+        ] {
+            assert_eq!(titled(&evs, "http-headers", TARGET, port, title)["severity"], severity, "{title} on {port}");
+        }
+        assert_eq!(
+            titled(&evs, "http-headers", TARGET, port, "Server version disclosed")["data"]["server"],
+            "nginx/1.22.1"
+        );
+    }
+    assert_eq!(titled(&evs, "http-headers", TARGET, 443, hsts)["severity"], "medium");
+    let plain = findings(&evs, "http-headers", TARGET, 80);
+    assert!(!plain.iter().any(|f| f["title"] == hsts), "no HSTS finding over plain HTTP: {plain:#?}");
+    assert_eq!(plain.len(), 5, "{plain:#?}");
+    assert_eq!(findings(&evs, "http-headers", TARGET, 443).len(), 6);
+}
+
+#[test]
+fn http_methods_reports_nginx_405_and_risky_methods_of_a_server_that_lists_them() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "80,443", "--script", "http-methods", TARGET]);
+    for port in [80, 443] {
+        let all = findings(&evs, "http-methods", TARGET, port);
+        assert_eq!(all.len(), 1, "{all:#?}");
+        assert_eq!(all[0]["title"], "OPTIONS / answered 405 Not Allowed without a method list");
+        assert_eq!(all[0]["severity"], "info");
+        assert_eq!(all[0]["data"]["status"], 405);
+    }
+    drop(_lab);
+
+    // A loopback server that lists PUT, DELETE and TRACE in Allow.
+    let port = loopback_server(
+        |req| req.windows(4).any(|w| w == b"\r\n\r\n"),
+        |req| {
+            if req.starts_with(b"OPTIONS ") {
+                b"HTTP/1.1 200 OK\r\nAllow: GET, HEAD, OPTIONS, PUT, DELETE, TRACE\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+            } else {
+                b"HTTP/1.1 200 OK\r\nServer: test\r\nContent-Type: text/html\r\nContent-Length: 13\r\nConnection: close\r\n\r\n<p>hello</p>\n".to_vec()
+            }
+        },
+    );
+    let p = port.to_string();
+    let out = run(&["-sT", "-sV", "-n", "-p", &p, "--script", "http-methods", "127.0.0.1", "-oJ", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&stdout(&out));
+    let info =
+        titled(&evs, "http-methods", "127.0.0.1", port, "Supported methods: GET, HEAD, OPTIONS, PUT, DELETE, TRACE");
+    assert_eq!(info["severity"], "info");
+    let risky = titled(&evs, "http-methods", "127.0.0.1", port, "Potentially risky methods: PUT, DELETE, TRACE");
+    assert_eq!(risky["severity"], "medium");
+    assert_eq!(strings(&risky["data"]["risky"]), ["PUT", "DELETE", "TRACE"]);
+}
+
+#[test]
+fn redis_info_reads_the_lab_redis_and_flags_no_auth_as_high() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "6379", "--script", "redis-info", TARGET]);
+    let info = titled(&evs, "redis-info", TARGET, 6379, "Redis 7.0.15 (standalone, master)");
+    let d = &info["data"];
+    assert_eq!(
+        (d["version"].as_str(), d["mode"].as_str(), d["role"].as_str()),
+        (Some("7.0.15"), Some("standalone"), Some("master"))
+    );
+    assert!(d["os"].as_str().unwrap().starts_with("Linux "), "{d}");
+    assert!(d["uptime_seconds"].as_u64().is_some(), "{d}");
+    assert!(d["connected_clients"].as_u64().unwrap() >= 1, "{d}");
+    assert_eq!(d["truncated"], false);
+    let open = titled(&evs, "redis-info", TARGET, 6379, "Redis answers without authentication");
+    assert_eq!(open["severity"], "high");
+    assert_eq!(open["data"]["version"], "7.0.15");
+    drop(_lab);
+
+    // A Redis with requirepass answers -NOAUTH: an info finding, nothing high.
+    let port = loopback_server(|req| !req.is_empty(), |_| b"-NOAUTH Authentication required.\r\n".to_vec());
+    let p = port.to_string();
+    let out = run(&["-sT", "-sV", "-n", "-p", &p, "--script", "redis-info", "127.0.0.1", "-oJ", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&stdout(&out));
+    let all = findings(&evs, "redis-info", "127.0.0.1", port);
+    assert_eq!(all.len(), 1, "{evs:#?}");
+    assert_eq!(all[0]["title"], "Redis requires authentication");
+    assert_eq!(all[0]["severity"], "info");
+}
+
+#[test]
+fn ftp_anon_logs_in_to_the_lab_vsftpd() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "21", "--script", "ftp-anon", TARGET2]);
+    let f = titled(&evs, "ftp-anon", TARGET2, 21, "Anonymous FTP login allowed");
+    assert_eq!(f["severity"], "medium");
+    assert_eq!(f["data"]["code"], 230);
+    assert_eq!(f["data"]["banner"], "220 (vsFTPd 3.0.3)");
+    assert_eq!(f["data"]["reply"], "230 Login successful.");
+}
+
+#[test]
+fn smtp_commands_lists_exims_ehlo_extensions() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "25", "--script", "smtp-commands", TARGET2]);
+    let all = findings(&evs, "smtp-commands", TARGET2, 25);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let d = &all[0]["data"];
+    assert_eq!(
+        strings(&d["extensions"]),
+        ["SIZE 52428800", "8BITMIME", "PIPELINING", "PIPECONNECT", "CHUNKING", "SMTPUTF8", "HELP"],
+        "{d}"
+    );
+    assert_eq!(d["hostname"], "lab.moonscan.test");
+    assert_eq!(d["command"], "EHLO moonscan.test");
+    assert!(d["banner"].as_str().unwrap().starts_with("220 lab.moonscan.test ESMTP Exim 4.96 "), "{d}");
+    assert!(all[0]["title"].as_str().unwrap().starts_with("SMTP extensions: SIZE 52428800, 8BITMIME, PIPELINING"));
+}
+
+#[test]
+fn mysql_info_decodes_recorded_greetings() {
+    let (code, evs) =
+        offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("mysql-8.bin")]);
+    assert_eq!(code, Some(0), "{evs:#?}");
+    assert!(of_type(&evs, "error").is_empty(), "the banner is enough: no connection: {evs:#?}");
+    let f = of_type(&evs, "finding");
+    assert_eq!(f.len(), 1, "{evs:#?}");
+    assert_eq!(f[0]["title"], "MySQL 8.0.36 (protocol 10, thread 13)");
+    let d = &f[0]["data"];
+    assert_eq!(
+        (d["protocol"].as_u64(), d["version"].as_str(), d["thread_id"].as_u64()),
+        (Some(10), Some("8.0.36"), Some(13))
+    );
+    assert_eq!(d["auth_plugin"], "caching_sha2_password");
+    assert_eq!(d["salt_length"], 20);
+    assert_eq!(d["capabilities"], 0xdfff_ffffu32);
+    let caps = strings(&d["capability_flags"]);
+    for c in ["LONG_PASSWORD", "PROTOCOL_41", "SSL", "SECURE_CONNECTION", "PLUGIN_AUTH", "DEPRECATE_EOF"] {
+        assert!(caps.contains(&c), "{c} missing from {caps:?}");
+    }
+    assert!(!caps.contains(&"CAPABILITY_EXTENSION"), "bit 29 is clear: {caps:?}");
+    assert_eq!(d["status"], 2);
+    assert_eq!(strings(&d["status_flags"]), ["AUTOCOMMIT"]);
+
+    let (code, evs) =
+        offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("mysql-mariadb.bin")]);
+    assert_eq!(code, Some(0), "{evs:#?}");
+    let f = of_type(&evs, "finding");
+    assert_eq!(f.len(), 1, "{evs:#?}");
+    assert_eq!(f[0]["title"], "MariaDB 10.11.6-MariaDB-0+deb12u1 (protocol 10, thread 31)");
+    let d = &f[0]["data"];
+    assert_eq!(d["version"], "5.5.5-10.11.6-MariaDB-0+deb12u1");
+    assert_eq!(d["product"], "MariaDB");
+    assert_eq!(d["auth_plugin"], "mysql_native_password");
+    assert_eq!(d["salt_length"], 20);
+    let caps = strings(&d["capability_flags"]);
+    assert!(!caps.contains(&"LONG_PASSWORD") && !caps.contains(&"SSL"), "{caps:?}");
+    assert!(caps.contains(&"PROTOCOL_41") && caps.contains(&"PLUGIN_AUTH"), "{caps:?}");
+    assert_eq!(
+        strings(&d["mariadb_capability_flags"]),
+        [
+            "MARIADB_CLIENT_PROGRESS",
+            "MARIADB_CLIENT_STMT_BULK_OPERATIONS",
+            "MARIADB_CLIENT_EXTENDED_METADATA",
+            "MARIADB_CLIENT_CACHE_METADATA"
+        ]
+    );
+
+    // Not a greeting (an FTP banner): no finding; it would connect, and offline it cannot.
+    let (code, evs) =
+        offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("ftp-vsftpd.bin")]);
+    assert_eq!(code, Some(1), "{evs:#?}");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+}
+
+#[test]
+fn memcached_stats_reads_the_lab_memcached_and_flags_no_auth() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "11211", "--script", "memcached-stats", TARGET2]);
+    let info = titled(&evs, "memcached-stats", TARGET2, 11211, "memcached 1.6.18");
+    let d = &info["data"];
+    assert_eq!(d["version"], "1.6.18");
+    assert!(d["pid"].as_u64().unwrap() > 1, "{d}");
+    assert!(d["uptime_seconds"].as_u64().is_some(), "{d}");
+    assert!(d["curr_connections"].as_u64().unwrap() >= 1, "{d}");
+    assert!(d["total_items"].as_u64().is_some(), "{d}");
+    let open = titled(&evs, "memcached-stats", TARGET2, 11211, "memcached answers without authentication");
+    assert_eq!(open["severity"], "medium");
+}

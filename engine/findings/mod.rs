@@ -105,7 +105,7 @@ pub struct ServiceEvent {
     /// The probe whose response identified it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<String>,
-    /// The first bytes the service sent, printable, non-printable bytes as `\xHH`.
+    /// What the service sent unprompted (its banner); non-printable bytes as `\xHH`.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub banner: String,
     #[serde(skip_serializing_if = "Option::is_none")]

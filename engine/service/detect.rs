@@ -86,7 +86,7 @@ pub struct Detection {
     pub tunnel: bool,
     /// The first TLS session's facts and chain.
     pub tls: Option<TlsInfo>,
-    /// The first bytes the service sent (at most [`BANNER_MAX`]).
+    /// What the service sent before it was sent anything (at most [`BANNER_MAX`]).
     pub banner: Vec<u8>,
     /// Probes sent (the NULL probe counts: it costs a connection).
     pub probes_sent: u32,
@@ -356,7 +356,9 @@ impl Run<'_> {
                         // A match that ends before the data, or at the end of
                         // a line, cannot change with more data.
                         if end < len || buf[len - 1] == b'\n' {
-                            self.keep_banner(&buf[..len]);
+                            if probe.payload.is_empty() {
+                                self.keep_banner(&buf[..len]);
+                            }
                             return (Outcome::Hard(id), len, true);
                         }
                         // Otherwise give the rest of the field a moment to come.
@@ -367,7 +369,9 @@ impl Run<'_> {
             }
         }
         let data = &buf[..len];
-        self.keep_banner(data);
+        if probe.payload.is_empty() {
+            self.keep_banner(data);
+        }
         if len == 0 {
             return (Outcome::Nothing, 0, open);
         }

@@ -1,0 +1,210 @@
+//! SSH for plugins where Lua cannot go: anything past the key exchange
+//! needs the negotiated encryption, so the host does it with russh.
+//!
+//! In: a connected TCP stream (opened through the plugin guard), a user
+//! name and a deadline. Out: the authentication methods the server offers
+//! that user after a "none" request, and the bytes read. What always holds:
+//! the server's host key is accepted without a check (nothing is sent that
+//! needs a trusted server: no password, no key, no agent); at most
+//! [`MAX_READ`] bytes are read; nothing of the connection outlives the
+//! deadline, not even russh's session task (its stream fails once the
+//! deadline passes).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use russh::client::{self, AuthResult};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+/// Most bytes one exchange may read.
+pub const MAX_READ: u64 = 1 << 20;
+
+/// What the client calls itself.
+const CLIENT_ID: &str = "SSH-2.0-moonscan";
+
+/// A stream that counts the bytes read, fails once more than `limit` were
+/// read, and fails every operation once `until` has passed.
+struct Bounded<S> {
+    inner: S,
+    read: Arc<AtomicU64>,
+    limit: u64,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl<S> Bounded<S> {
+    fn new(inner: S, limit: u64, until: Instant) -> (Bounded<S>, Arc<AtomicU64>) {
+        let read = Arc::new(AtomicU64::new(0));
+        (Bounded { inner, read: read.clone(), limit, deadline: Box::pin(tokio::time::sleep_until(until)) }, read)
+    }
+
+    /// An error once the deadline has passed (and a wake-up registered for it otherwise).
+    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Some(io::Error::new(io::ErrorKind::TimedOut, "deadline passed")),
+            Poll::Pending => None,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Bounded<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(e) = this.expired(cx) {
+            return Poll::Ready(Err(e));
+        }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        let n = (buf.filled().len() - before) as u64;
+        if this.read.fetch_add(n, Ordering::Relaxed) + n > this.limit {
+            return Poll::Ready(Err(io::Error::other(format!("read more than {} bytes", this.limit))));
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if let Some(e) = this.expired(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(e) = this.expired(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Accepts any host key: the server is being looked at, not trusted.
+struct AnyHostKey;
+
+impl client::Handler for AnyHostKey {
+    type Error = russh::Error;
+
+    async fn check_server_key(&mut self, _key: &russh::keys::PublicKey) -> Result<bool, Self::Error> {
+        Ok(true)
+    }
+}
+
+/// The authentication methods `stream`'s server offers `user` in answer to
+/// a "none" request (`["none"]` if that request itself succeeded), and the
+/// bytes read from the stream, by `until`.
+pub(crate) async fn auth_methods(
+    stream: TcpStream,
+    user: &str,
+    until: Instant,
+) -> Result<(Vec<String>, u64), String> {
+    let (stream, read) = Bounded::new(stream, MAX_READ, until);
+    let config = Arc::new(client::Config {
+        client_id: russh::SshId::Standard(CLIENT_ID.into()),
+        // Belt and braces: the stream already fails at the deadline.
+        inactivity_timeout: Some(until.saturating_duration_since(Instant::now())),
+        nodelay: true,
+        ..Default::default()
+    });
+    let exchange = async {
+        let mut handle = client::connect_stream(config, stream, AnyHostKey).await.map_err(describe)?;
+        let result = handle.authenticate_none(user).await.map_err(describe)?;
+        let _ = handle.disconnect(russh::Disconnect::ByApplication, "", "en").await;
+        // Let the session task send the disconnect and finish.
+        let _ = handle.await;
+        Ok::<_, String>(result)
+    };
+    let result = tokio::time::timeout_at(until, exchange).await;
+    let n = read.load(Ordering::Relaxed);
+    let methods = match result {
+        Err(_) => return Err("timed out".into()),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(AuthResult::Success)) => vec!["none".to_string()],
+        Ok(Ok(AuthResult::Failure { remaining_methods, .. })) => {
+            remaining_methods.iter().map(|m| <&str>::from(m).to_string()).collect()
+        }
+    };
+    Ok((methods, n))
+}
+
+fn describe(e: russh::Error) -> String {
+    match e {
+        russh::Error::IO(e) => format!("ssh: {e}"),
+        russh::Error::Disconnect => "ssh: the server closed the connection".into(),
+        other => format!("ssh: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        (client, server)
+    }
+
+    #[tokio::test]
+    async fn the_stream_counts_and_stops_past_its_limit() {
+        let (client, mut server) = pair().await;
+        let (mut s, read) = Bounded::new(client, 10, Instant::now() + std::time::Duration::from_secs(5));
+        server.write_all(b"0123456789").await.unwrap();
+        let mut buf = [0u8; 64];
+        let mut got = 0;
+        while got < 10 {
+            got += s.read(&mut buf).await.unwrap();
+        }
+        assert_eq!(read.load(Ordering::Relaxed), 10);
+        server.write_all(b"x").await.unwrap();
+        let e = s.read(&mut buf).await.unwrap_err();
+        assert!(e.to_string().contains("more than 10 bytes"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn the_stream_fails_at_its_deadline_even_when_idle() {
+        let (client, _server) = pair().await;
+        let (mut s, _) = Bounded::new(client, MAX_READ, Instant::now() + std::time::Duration::from_millis(100));
+        let mut buf = [0u8; 8];
+        let t = std::time::Instant::now();
+        let e = tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut buf)).await.unwrap().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_ssh_is_an_error() {
+        let (client, mut server) = pair().await;
+        tokio::spawn(async move {
+            let _ = server.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            let mut sink = [0u8; 256];
+            let _ = server.read(&mut sink).await;
+        });
+        let until = Instant::now() + std::time::Duration::from_secs(3);
+        let r = auth_methods(client, "root", until).await;
+        assert!(r.is_err(), "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_by_the_deadline() {
+        let (client, _server) = pair().await;
+        let t = std::time::Instant::now();
+        let r = auth_methods(client, "root", Instant::now() + std::time::Duration::from_millis(200)).await;
+        assert!(r.is_err(), "{r:?}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+    }
+}

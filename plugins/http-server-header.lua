@@ -1,0 +1,36 @@
+-- http-server-header: the Server header a web server sends, as nmap's
+-- http-server-header reports it. HEAD / first; GET / when HEAD fails or
+-- the answer has no Server header (some servers answer HEAD differently).
+
+local MAX_VALUE = 300
+
+return {
+  id = "http-server-header",
+  description = "Reports the HTTP Server header of the default page.",
+  categories = { "default", "discovery", "safe" },
+  services = { "http", "https", "http-proxy", "http-alt" },
+  run = function(ctx)
+    -- TLS when detection found it, or when the port table says https (no -sV).
+    local tls = ctx.tunnel == "ssl" or ctx.service == "https"
+    local resp, err = ctx.http:head("/", { max = 65536, tls = tls })
+    local method = "HEAD"
+    if not resp or not resp.headers["server"] then
+      local again, err2 = ctx.http:get("/", { max = 65536, tls = tls })
+      if again then
+        resp, method = again, "GET"
+      elseif not resp then
+        return nil, "no HTTP answer: " .. tostring(err2 or err)
+      end
+    end
+    local server = resp.headers["server"]
+    if not server then
+      return nil, string.format("no Server header (%s / answered %d)", method, resp.status)
+    end
+    server = string.sub(server, 1, MAX_VALUE)
+    ctx:finding{
+      severity = "info",
+      title = "Server: " .. server,
+      data = { server = server, status = resp.status, method = method, tls = tls },
+    }
+  end,
+}
