@@ -1,1 +1,247 @@
-//! (being written)
+//! The SSH plugins: ssh-hostkey (Lua, stops after the server's
+//! KEX_ECDH_REPLY) and ssh-auth-methods (the host's russh client), against
+//! the lab's sshd, a second sshd on loopback that allows passwords and
+//! offers only ecdh-sha2-nistp256, and offline with no network at all.
+
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{events, lab, lab_scan, of_type, repo, run, stderr, stdout, TARGET};
+
+const LAB_STATE: &str = "/run/moonscan-lab";
+
+/// One host key as ssh-keygen describes its .pub file.
+#[derive(Debug)]
+struct Expected {
+    /// "ssh-ed25519 AAAA...": the first two fields of the .pub file.
+    key: String,
+    bits: u64,
+    /// RSA, ECDSA, ED25519.
+    kind: String,
+    sha256: String,
+    /// Colon hex, without ssh-keygen's "MD5:".
+    md5: String,
+}
+
+fn keygen(args: &[&str], file: &Path) -> String {
+    let out = Command::new("ssh-keygen").args(args).arg("-f").arg(file).output().expect("ssh-keygen runs");
+    assert!(out.status.success(), "ssh-keygen {args:?} {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// "3072 SHA256:abc moonscan-lab (RSA)" → (3072, "SHA256:abc", "RSA").
+fn fingerprint_line(line: &str) -> (u64, String, String) {
+    let mut w = line.split_whitespace();
+    let bits = w.next().unwrap().parse().unwrap_or_else(|_| panic!("bits in {line:?}"));
+    let fp = w.next().unwrap().to_string();
+    let kind = line.rsplit_once('(').and_then(|(_, k)| k.strip_suffix(')')).unwrap().to_string();
+    (bits, fp, kind)
+}
+
+fn expected(pub_file: &Path) -> Expected {
+    let text = std::fs::read_to_string(pub_file).unwrap();
+    let key = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    let (bits, sha256, kind) = fingerprint_line(&keygen(&["-l"], pub_file));
+    let (md5_bits, md5, md5_kind) = fingerprint_line(&keygen(&["-l", "-E", "md5"], pub_file));
+    assert_eq!((md5_bits, &md5_kind), (bits, &kind));
+    let md5 = md5.strip_prefix("MD5:").unwrap_or_else(|| panic!("{md5:?}")).to_string();
+    Expected { key, bits, kind, sha256, md5 }
+}
+
+fn lab_pub_files() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(LAB_STATE)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("ssh_host_") && name.ends_with("_key.pub")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The findings of one plugin.
+fn from<'a>(evs: &'a [Value], plugin: &str) -> Vec<&'a Value> {
+    of_type(evs, "finding").into_iter().filter(|f| f["plugin"] == plugin).collect()
+}
+
+/// Checks the one ssh-hostkey finding against the keys of these .pub files.
+fn check_host_keys(evs: &[Value], pub_files: &[PathBuf]) {
+    let found = from(evs, "ssh-hostkey");
+    assert_eq!(found.len(), 1, "one ssh-hostkey finding: {evs:#?}");
+    let f = found[0];
+    assert_eq!(f["severity"], "info");
+    assert_eq!(f["title"], "SSH host keys");
+    let keys = f["data"]["keys"].as_array().unwrap_or_else(|| panic!("data.keys: {f}"));
+    assert_eq!(keys.len(), pub_files.len(), "one entry per host key: {keys:#?}");
+    for file in pub_files {
+        let want = expected(file);
+        let got = keys
+            .iter()
+            .find(|k| k["key"] == want.key.as_str())
+            .unwrap_or_else(|| panic!("no entry for {} ({want:?}) in {keys:#?}", file.display()));
+        assert_eq!(got["type"], want.kind.as_str(), "{}", file.display());
+        assert_eq!(got["bits"], want.bits, "{}", file.display());
+        assert_eq!(got["fingerprint_sha256"], want.sha256.as_str(), "{}", file.display());
+        assert_eq!(got["fingerprint_md5"], want.md5.as_str(), "{}", file.display());
+    }
+}
+
+#[test]
+fn ssh_hostkey_reports_every_lab_key_as_ssh_keygen_does() {
+    let _lab = lab();
+    let pubs = lab_pub_files();
+    assert_eq!(pubs.len(), 3, "the lab has ed25519, ecdsa and rsa host keys: {pubs:?}");
+    let (out, evs) = lab_scan(&["-sV", "-n", "-p", "22", "--script", "ssh-hostkey", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
+    check_host_keys(&evs, &pubs);
+    // nmap's order: RSA, ECDSA, ED25519.
+    let kinds: Vec<&str> = from(&evs, "ssh-hostkey")[0]["data"]["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["RSA", "ECDSA", "ED25519"]);
+}
+
+#[test]
+fn ssh_auth_methods_of_the_lab_is_publickey_only() {
+    let _lab = lab();
+    for (args, user) in [(None, "root"), (Some("ssh.user=nobody"), "nobody")] {
+        let mut argv = vec!["-sV", "-n", "-p", "22", "--script", "ssh-auth-methods", TARGET];
+        if let Some(a) = args {
+            argv.extend(["--script-args", a]);
+        }
+        let (out, evs) = lab_scan(&argv);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
+        let found = from(&evs, "ssh-auth-methods");
+        assert_eq!(found.len(), 1, "one finding, no password one: {found:#?}");
+        assert_eq!(found[0]["severity"], "info");
+        assert_eq!(found[0]["title"], "Supported authentication methods");
+        assert_eq!(found[0]["data"]["user"], user);
+        assert_eq!(found[0]["data"]["methods"], serde_json::json!(["publickey"]));
+    }
+}
+
+/// An sshd on 127.0.0.1 that allows passwords and speaks only
+/// ecdh-sha2-nistp256 with the lab's ECDSA and RSA keys; killed on drop.
+struct LoopbackSshd {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopbackSshd {
+    fn start() -> LoopbackSshd {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {LAB_STATE}/ssh_host_ecdsa_key\n\
+                 HostKey {LAB_STATE}/ssh_host_rsa_key\nPidFile none\nUsePAM no\nPasswordAuthentication yes\n\
+                 KbdInteractiveAuthentication no\nKexAlgorithms ecdh-sha2-nistp256\nMaxStartups 100\n"
+            ),
+        )
+        .unwrap();
+        let child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sshd runs (scripts/lab.sh installs it)");
+        let sshd = LoopbackSshd { child, port, _dir: dir };
+        let t0 = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "sshd did not start listening on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        sshd
+    }
+}
+
+impl Drop for LoopbackSshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_that_allows_passwords_gets_a_low_finding_and_its_ecdh_keys_are_read() {
+    let _lab = lab(); // root, and the lab's host keys
+    let sshd = LoopbackSshd::start();
+    let port = sshd.port.to_string();
+    let out =
+        run(&["-sT", "-sV", "-n", "-p", &port, "--script", "ssh-hostkey,ssh-auth-methods", "127.0.0.1", "-oJ", "-"]);
+    drop(sshd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&stdout(&out));
+    assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
+    let lab_key = |t: &str| PathBuf::from(format!("{LAB_STATE}/ssh_host_{t}_key.pub"));
+    check_host_keys(&evs, &[lab_key("ecdsa"), lab_key("rsa")]);
+    let found = from(&evs, "ssh-auth-methods");
+    let methods = found.iter().find(|f| f["title"] == "Supported authentication methods").expect("methods finding");
+    assert_eq!(methods["data"]["methods"], serde_json::json!(["publickey", "password"]));
+    let low: Vec<_> = found.iter().filter(|f| f["title"] == "Password authentication allowed").collect();
+    assert_eq!(low.len(), 1, "{found:#?}");
+    assert_eq!(low[0]["severity"], "low");
+    assert_eq!(low[0]["data"]["user"], "root");
+}
+
+/// `moonscan plugins test` of a plugin file, offline.
+fn offline(plugin: &str, banner: &[u8]) -> (Option<i32>, Vec<Value>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let banner_file = dir.path().join("banner");
+    std::fs::write(&banner_file, banner).unwrap();
+    let file = repo().join("plugins").join(format!("{plugin}.lua"));
+    let out = run(&[
+        "plugins",
+        "test",
+        file.to_str().unwrap(),
+        "--port",
+        "22",
+        "--service",
+        "ssh",
+        "--banner-file",
+        banner_file.to_str().unwrap(),
+        "--json",
+    ]);
+    let err = stderr(&out);
+    assert!(!err.contains("panicked"), "{err}");
+    (out.status.code(), events(&stdout(&out)), err)
+}
+
+#[test]
+fn offline_the_ssh_plugins_fail_cleanly() {
+    // Not SSH at all: ssh-hostkey says so without connecting.
+    let (code, evs, err) = offline("ssh-hostkey", b"\x16\x03\x01\x00\xff garbage \x00\xff\r\n");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    let logs = of_type(&evs, "log");
+    assert!(logs.iter().any(|l| l["message"].as_str().unwrap().contains("did not send an SSH version")), "{evs:#?}");
+    // An SSH banner but no network: each connection is refused by the guard, reported as an error.
+    for plugin in ["ssh-hostkey", "ssh-auth-methods"] {
+        for banner in [&b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"[..], b""] {
+            let (code, evs, err) = offline(plugin, banner);
+            assert_eq!(code, Some(1), "{plugin}: {err}\n{evs:#?}");
+            assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+            let errors = of_type(&evs, "error");
+            assert!(
+                errors.iter().any(|e| e["kind"] == "sandbox" && e["message"].as_str().unwrap().contains("offline")),
+                "{plugin}: {evs:#?}"
+            );
+        }
+    }
+}

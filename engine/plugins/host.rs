@@ -720,6 +720,54 @@ fn ctx_methods(lua: &Lua, cur: &Current, meter: &Arc<Meter>, budgets: &Budgets, 
         })?,
     )?;
 
+    // ---- ctx:ssh_auth_methods{port=, user=} (begin; see engine/plugins/ssh.rs) ----
+    // The methods an SSH server offers `user` (default "root") after a "none"
+    // request: a list of names, or nil, why. The connection takes the same
+    // path as ctx:connect (guard, socket budget); the exchange ends by the
+    // run's deadline and every byte it read is charged to the run.
+    let (c, m, g, b) = (cur.clone(), meter.clone(), guard.clone(), budgets.clone());
+    methods.raw_set(
+        "ssh_auth_methods",
+        lua.create_async_function(move |lua, (_ctx, opts): (Value, Option<Table>)| {
+            let (c, m, g, b) = (c.clone(), m.clone(), g.clone(), b.clone());
+            async move {
+                let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
+                let mut req = ConnectRequest::from_lua(opts.as_ref())?;
+                req.tls = None;
+                let user = match opts.as_ref().map(|o| o.raw_get::<Value>("user")).transpose()? {
+                    None | Some(Value::Nil) => "root".to_string(),
+                    Some(Value::String(s)) if s.as_bytes().len() <= 256 && !s.as_bytes().contains(&0) => {
+                        s.to_string_lossy()
+                    }
+                    Some(other) => {
+                        return Err(mlua::Error::runtime(format!(
+                            "ctx:ssh_auth_methods: user must be a name of at most 256 bytes, not {other:?}"
+                        )))
+                    }
+                };
+                let sock = match open_socket(&c, &m, &g, &b, &req).await {
+                    Ok(sock) => sock,
+                    Err(e) => return failed(e),
+                };
+                let conn = sock.lock().await.conn.take();
+                let Some(crate::service::detect::Conn::Plain(stream)) = conn else {
+                    return failed("ctx:ssh_auth_methods: not a plain TCP connection".into());
+                };
+                let deadline = m.epoch + Duration::from_nanos(m.deadline_ns.load(Ordering::Relaxed));
+                let until = tokio::time::Instant::from_std(deadline);
+                let (result, read) = super::ssh::auth_methods_counted(stream, &user, until).await;
+                if !charge(&c, &m, &b, usize::try_from(read).unwrap_or(usize::MAX)) {
+                    return failed(format!("{BUDGET_PREFIX}: read more than {} bytes", b.read_bytes));
+                }
+                match result {
+                    Ok(names) => Ok((Value::Table(lua.create_sequence_from(names)?), Value::Nil)),
+                    Err(e) => failed(e),
+                }
+            }
+        })?,
+    )?;
+    // ---- ctx:ssh_auth_methods (end) ----
+
     let http = lua.create_table()?;
     for method in ["get", "head", "request"] {
         let (c, m, g, b) = (cur.clone(), meter.clone(), guard.clone(), budgets.clone());

@@ -25,6 +25,7 @@
 pub mod host;
 pub mod net;
 pub mod select;
+pub mod ssh;
 pub mod stage;
 pub mod value;
 

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use russh::client::{self, AuthResult};
+use russh::{cipher, kex};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
@@ -27,6 +28,41 @@ pub const MAX_READ: u64 = 1 << 20;
 
 /// What the client calls itself.
 const CLIENT_ID: &str = "SSH-2.0-moonscan";
+
+/// Key exchanges offered: russh's safe defaults, then the older ones a
+/// scanner still meets (nothing secret depends on this session). Only the
+/// client's extension markers: russh would pick the server's as a key
+/// exchange when nothing else matched.
+const KEX: &[kex::Name] = &[
+    kex::CURVE25519,
+    kex::CURVE25519_PRE_RFC_8731,
+    kex::ECDH_SHA2_NISTP256,
+    kex::ECDH_SHA2_NISTP384,
+    kex::ECDH_SHA2_NISTP521,
+    kex::DH_GEX_SHA256,
+    kex::DH_G16_SHA512,
+    kex::DH_G18_SHA512,
+    kex::DH_G14_SHA256,
+    kex::DH_G15_SHA512,
+    kex::DH_G17_SHA512,
+    kex::DH_G14_SHA1,
+    kex::DH_GEX_SHA1,
+    kex::DH_G1_SHA1,
+    kex::EXTENSION_SUPPORT_AS_CLIENT,
+    kex::EXTENSION_OPENSSH_STRICT_KEX_AS_CLIENT,
+];
+
+/// Ciphers offered: russh's defaults, then CBC modes for old servers.
+const CIPHERS: &[cipher::Name] = &[
+    cipher::CHACHA20_POLY1305,
+    cipher::AES_256_GCM,
+    cipher::AES_256_CTR,
+    cipher::AES_192_CTR,
+    cipher::AES_128_CTR,
+    cipher::AES_256_CBC,
+    cipher::AES_192_CBC,
+    cipher::AES_128_CBC,
+];
 
 /// A stream that counts the bytes read, fails once more than `limit` were
 /// read, and fails every operation once `until` has passed.
@@ -103,18 +139,27 @@ impl client::Handler for AnyHostKey {
 
 /// The authentication methods `stream`'s server offers `user` in answer to
 /// a "none" request (`["none"]` if that request itself succeeded), and the
-/// bytes read from the stream, by `until`.
-pub(crate) async fn auth_methods(
+/// bytes read from the stream, by `until`. (The host calls
+/// [`auth_methods_counted`], which also counts the bytes of a failed exchange.)
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) async fn auth_methods(stream: TcpStream, user: &str, until: Instant) -> Result<(Vec<String>, u64), String> {
+    let (result, read) = auth_methods_counted(stream, user, until).await;
+    result.map(|methods| (methods, read))
+}
+
+/// [`auth_methods`], with the bytes read also when it fails (the host
+/// charges them to the run either way).
+pub(crate) async fn auth_methods_counted(
     stream: TcpStream,
     user: &str,
     until: Instant,
-) -> Result<(Vec<String>, u64), String> {
+) -> (Result<Vec<String>, String>, u64) {
     let (stream, read) = Bounded::new(stream, MAX_READ, until);
     let config = Arc::new(client::Config {
         client_id: russh::SshId::Standard(CLIENT_ID.into()),
         // Belt and braces: the stream already fails at the deadline.
         inactivity_timeout: Some(until.saturating_duration_since(Instant::now())),
-        nodelay: true,
+        preferred: russh::Preferred { kex: KEX.into(), cipher: CIPHERS.into(), ..russh::Preferred::DEFAULT },
         ..Default::default()
     });
     let exchange = async {
@@ -125,23 +170,24 @@ pub(crate) async fn auth_methods(
         let _ = handle.await;
         Ok::<_, String>(result)
     };
-    let result = tokio::time::timeout_at(until, exchange).await;
-    let n = read.load(Ordering::Relaxed);
-    let methods = match result {
-        Err(_) => return Err("timed out".into()),
-        Ok(Err(e)) => return Err(e),
-        Ok(Ok(AuthResult::Success)) => vec!["none".to_string()],
+    let result = match tokio::time::timeout_at(until, exchange).await {
+        Err(_) => Err("ssh: timed out".into()),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(AuthResult::Success)) => Ok(vec!["none".to_string()]),
         Ok(Ok(AuthResult::Failure { remaining_methods, .. })) => {
-            remaining_methods.iter().map(|m| <&str>::from(m).to_string()).collect()
+            Ok(remaining_methods.iter().map(|m| <&str>::from(m).to_string()).collect())
         }
     };
-    Ok((methods, n))
+    (result, read.load(Ordering::Relaxed))
 }
 
 fn describe(e: russh::Error) -> String {
     match e {
         russh::Error::IO(e) => format!("ssh: {e}"),
-        russh::Error::Disconnect => "ssh: the server closed the connection".into(),
+        russh::Error::Disconnect | russh::Error::HUP => "ssh: the server closed the connection".into(),
+        russh::Error::UnknownAlgo | russh::Error::NoCommonAlgo { .. } => {
+            "ssh: no key exchange, host key, cipher or MAC algorithm in common with the server".into()
+        }
         other => format!("ssh: {other}"),
     }
 }
