@@ -5,7 +5,7 @@
 -- are not tested.
 local TLS_PORTS = { 443, 465, 636, 853, 993, 995, 4443, 8443, 9443 }
 -- The protocols nmap's tls-alpn offers.
-local ALPN = { "h2", "spdy/3", "spdy/2", "spdy/1", "http/1.1" }
+local ALPN = { "h2", "spdy/3", "spdy/2", "spdy/1", "http/1.1", "http/1.0", "http/0.9" }
 
 return {
   id = "tls-versions-and-alpn",

@@ -321,7 +321,7 @@ if tool == "moonscan":
         p, d = e["port"], e.get("data") or {}
         if e["plugin"] == "ssh-hostkey":
             for k in d.get("keys", []):
-                facts.add(f"ssh-hostkey {p}: {k['bits']} {k['fingerprint_md5']} ({k['type']})")
+                facts.add(f"ssh-hostkey {p}: {k['bits']} {k['fingerprint_md5'].replace(':', '')} ({k['type']})")
         elif e["plugin"] == "http-title" and "title" in d:
             facts.add(f"http-title {p}: {d['title']}")
         elif e["plugin"] == "http-server-header" and d.get("server"):
@@ -343,7 +343,7 @@ else:
                 for l in out.strip().splitlines():
                     m = re.match(r"\s*(\d+) ([0-9a-f:]+) \((\w+)\)", l)
                     if m:
-                        facts.add(f"ssh-hostkey {p}: {m.group(1)} {m.group(2)} ({m.group(3)})")
+                        facts.add(f"ssh-hostkey {p}: {m.group(1)} {m.group(2).replace(':', '')} ({m.group(3)})")
             elif sid == "http-title":
                 facts.add(f"http-title {p}: {out.strip()}")
             elif sid == "http-server-header":
@@ -354,8 +354,10 @@ else:
                 m = re.search(r"Subject Alternative Name: (.*)", out)
                 if m:
                     facts.add(f"ssl-cert {p}: SAN {m.group(1).strip()}")
-                facts.add(f"ssl-cert {p}: not before {re.search(r'Not valid before: *(\S+)', out).group(1)}")
-                facts.add(f"ssl-cert {p}: not after {re.search(r'Not valid after: *(\S+)', out).group(1)}")
+                nb = re.search(r"Not valid before: *(\S+)", out).group(1)
+                facts.add(f"ssl-cert {p}: not before {nb}")
+                na = re.search(r"Not valid after: *(\S+)", out).group(1)
+                facts.add(f"ssl-cert {p}: not after {na}")
             elif sid == "tls-alpn":
                 facts.add(f"tls-alpn {p}: {', '.join(l.strip() for l in out.strip().splitlines())}")
 for f in sorted(facts):

@@ -116,7 +116,7 @@ fn default_plugins_run_with_sc() {
     assert!(cert.contains(&"Self-signed certificate".to_string()), "{cert:?}");
     assert!(!m.contains_key(&(80, "ssl-cert".to_string())), "ssl-cert runs on TLS ports only");
     let tls = evs.iter().find(|e| e["plugin"] == "tls-versions-and-alpn" && e["severity"] == "info").unwrap();
-    assert_eq!(tls["data"]["alpn"], serde_json::json!(["http/1.1"]));
+    assert_eq!(tls["data"]["alpn"], serde_json::json!(["http/1.1", "http/1.0", "http/0.9"]));
     assert_eq!(tls["data"]["versions"], serde_json::json!(["TLSv1.2"]));
     // Findings stream with their port: each comes after its port's service event.
     for f in of_type(&evs, "finding") {
