@@ -206,3 +206,34 @@ fn plugins_test_runs_offline_against_a_recorded_chain() {
         .iter()
         .any(|e| e["kind"] == "sandbox" && e["message"].as_str().unwrap().contains("offline")));
 }
+
+#[test]
+fn script_args_come_from_the_flag_and_the_file() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("args.lua");
+    std::fs::write(
+        &plugin,
+        "return { id = 'args', description = 'd', categories = {'test'}, ports = {80},\n\
+         run = function(ctx) return { a = ctx.args.a, b = ctx.args.b, c = ctx.args.c } end }",
+    )
+    .unwrap();
+    let file = dir.path().join("args.txt");
+    std::fs::write(&file, "# plugin arguments\na=1\nb = two words\n").unwrap();
+    let (out, evs) = lab_scan(&[
+        "-n",
+        "-p",
+        "80",
+        "--script",
+        plugin.to_str().unwrap(),
+        "--script-args-file",
+        file.to_str().unwrap(),
+        "--script-args",
+        "c=3,a=flag wins",
+        TARGET,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let f = of_type(&evs, "finding");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0]["data"], serde_json::json!({ "a": "flag wins", "b": "two words", "c": "3" }));
+}
