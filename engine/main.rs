@@ -26,6 +26,25 @@ fn main() -> ExitCode {
     if argv.get(1).is_some_and(|a| a == "plugins") {
         return ExitCode::from(cli::plugins_cli::run(&argv[1..]));
     }
+    // `--resume FILE`: the interrupted scan's own command line, then its progress.
+    let resumed = match argv.iter().position(|a| a == "--resume") {
+        None => None,
+        Some(1) if argv.len() == 3 => match cli::resume::load(std::path::Path::new(&argv[2])) {
+            Ok(f) => Some((f, std::path::PathBuf::from(&argv[2]))),
+            Err(e) => {
+                eprintln!("moonscan: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Some(_) => {
+            eprintln!("moonscan: --resume FILE takes no other arguments (the file holds the scan's own)");
+            return ExitCode::from(2);
+        }
+    };
+    let argv = match &resumed {
+        Some((f, _)) => f.args.clone(),
+        None => argv,
+    };
     let args = match cli::parse(&argv) {
         Ok(a) => a,
         Err(e) => {
@@ -35,13 +54,27 @@ fn main() -> ExitCode {
     };
     let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
     let raw_ok = moonscan::net::packet::raw_available();
-    let plan = match cli::validate(args, &argv, nofile, raw_ok) {
+    let mut plan = match cli::validate(args, &argv, nofile, raw_ok) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("moonscan: {e}");
             return ExitCode::from(if e.is_usage() { 2 } else { 1 });
         }
     };
+    if let Some((f, path)) = &resumed {
+        if plan.config.space.len() != f.space_len {
+            eprintln!(
+                "moonscan: --resume {}: the targets now make {} (address, port) pairs, not {}; did a hostname or an exclude file change?",
+                path.display(),
+                plan.config.space.len(),
+                f.space_len
+            );
+            return ExitCode::from(2);
+        }
+        plan.config.seed = f.seed;
+        plan.config.resume = Some(f.segments.clone());
+        plan.resuming = true;
+    }
     match run(plan) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -65,7 +98,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     match &plan.json {
         Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),
         Some(cli::Dest::File(path)) => {
-            let f = File::create(path).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
+            let f = open_output(path, plan.resuming).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
             sinks.push(Box::new(Ndjson::new(f)));
         }
         None => {}
@@ -111,7 +144,37 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             return Ok(1);
         }
     }
+    if end.interrupted {
+        let left = plan.config.progress.remaining(plan.config.space.len());
+        if !left.is_empty() {
+            let file = cli::resume::ResumeFile {
+                moonscan_resume: 1,
+                args: plan.config.args.clone(),
+                seed: plan.config.seed,
+                space_len: plan.config.space.len(),
+                segments: left,
+            };
+            let path = std::path::Path::new(cli::resume::DEFAULT);
+            match cli::resume::save(path, &file) {
+                Ok(()) => eprintln!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
+                Err(e) => eprintln!("moonscan: could not write the resume file {}: {e}", path.display()),
+            }
+        }
+    }
+    if !end.interrupted && plan.resuming {
+        // Finished: the resume file has done its job.
+        let _ = std::fs::remove_file(cli::resume::DEFAULT);
+    }
     Ok(if end.errors > 0 || end.interrupted { 1 } else { 0 })
+}
+
+/// An output file: created, or appended to when a scan is resumed.
+fn open_output(path: &std::path::Path, append: bool) -> io::Result<File> {
+    if append {
+        std::fs::OpenOptions::new().append(true).create(true).open(path)
+    } else {
+        File::create(path)
+    }
 }
 
 /// A progress line on stderr when stderr is a terminal, fed from the scan's counters.

@@ -16,7 +16,7 @@ use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, ScanEnd, ScanStart, ScanType};
-use crate::targets::{Shard, TargetSpace};
+use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
 /// Everything a scan needs, validated.
 #[derive(Clone, Debug)]
@@ -29,8 +29,11 @@ pub struct ScanConfig {
     pub shard: Shard,
     /// Probe drivers to run in parallel (one per core is right).
     pub workers: usize,
-    /// Position within the shard to start at (0 unless resuming).
-    pub start: u64,
+    /// What is left of an interrupted scan (its `Progress`), or None for a new one.
+    pub resume: Option<Vec<Segment>>,
+    /// Where the scan order has got to, kept up to date while the scan runs
+    /// (what a resume file records).
+    pub progress: Arc<Progress>,
     /// The command line, recorded in `scan_start`.
     pub args: Vec<String>,
     /// Report closed ports as events too (they are always counted).
@@ -73,7 +76,10 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         ScanType::Connect => None,
     };
     let scan_id = new_scan_id();
-    let planned = cfg.space.shard_len(cfg.shard).saturating_sub(cfg.start);
+    let planned = match &cfg.resume {
+        Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
+        None => cfg.space.shard_len(cfg.shard),
+    };
     stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
     let start = ScanStart {
         scan_id: scan_id.clone(),
@@ -151,7 +157,11 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
     };
     // Stages end in order: each one's input closes when the one before ends.
     drop(plugin_tx);
-    let order = cfg.space.order(cfg.seed, cfg.shard, cfg.start);
+    let order = match &cfg.resume {
+        Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
+        None => cfg.space.order(cfg.seed, cfg.shard, 0),
+    }
+    .tracked(&cfg.progress);
     // Raw frames cannot reach this machine's own addresses through loopback.
     let links = links.filter(|l| !l.loopback);
     let interrupted = match links {

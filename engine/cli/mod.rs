@@ -8,6 +8,7 @@
 
 pub mod plugins_cli;
 pub mod probes;
+pub mod resume;
 
 use std::fs;
 use std::io::Read;
@@ -263,6 +264,8 @@ pub struct Plan {
     pub reasons: bool,
     /// Show plugin log lines in the text output.
     pub logs: bool,
+    /// A resumed scan: outputs are appended to, not replaced.
+    pub resuming: bool,
     /// Things the user should know before the scan starts (one line each).
     pub notes: Vec<String>,
 }
@@ -426,14 +429,15 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         seed,
         shard,
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
-        start: 0,
+        resume: None,
+        progress: Default::default(),
         args: argv.to_vec(),
         report_closed: args.verbose > 0 && !args.open_only,
         link: LinkOptions { iface: args.iface.clone(), src: args.source },
         detector,
         plugins,
     };
-    Ok(Plan { config, json, text_on_stdout, reasons: args.reason, logs: args.script_trace, notes })
+    Ok(Plan { config, json, text_on_stdout, reasons: args.reason, logs: args.script_trace, resuming: false, notes })
 }
 
 /// The plugins `--script`/`-sC` select, with their budgets and arguments.

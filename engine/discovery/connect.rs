@@ -208,8 +208,11 @@ impl Shared {
 }
 
 /// One worker's share of the scan. Returns true if `stop` cut it short.
-async fn drive(sh: Arc<Shared>, order: ScanOrder, mut stop: Stop) -> bool {
-    for (n, (ip, port)) in order.enumerate() {
+async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
+    // A pair is taken from the order only when it can be probed at once, so
+    // a stop never drops a pair that was taken but not probed (the order's
+    // progress is what a resumed scan starts from).
+    for n in 0u64.. {
         if stop.is_set() {
             return true;
         }
@@ -226,6 +229,7 @@ async fn drive(sh: Arc<Shared>, order: ScanOrder, mut stop: Stop) -> bool {
             _ = stop.wait() => return true,
             _ = sh.limiter.acquire() => {}
         }
+        let Some((ip, port)) = order.next() else { return false };
         match start(SocketAddr::new(ip, port)) {
             Started::Done(Attempt::Closed) if !sh.report_closed => {
                 Stats::bump(&sh.stats.sent);

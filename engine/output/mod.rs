@@ -4,8 +4,8 @@
 //! in (stdout, files); the engine itself never prints. What always holds:
 //! every sink sees every event in order through one interface
 //! ([`Sink::record`], then [`Sink::close`]), and sinks are flushed whenever
-//! the stream goes quiet, so what was found is on disk within moments even
-//! if the process is killed afterwards.
+//! the stream goes quiet and at least every [`FLUSH_EVERY`], so what was
+//! found is on disk within 100 ms even if the process is killed afterwards.
 
 mod ndjson;
 mod text;
@@ -31,6 +31,9 @@ pub trait Sink: Send {
     }
 }
 
+/// Longest time recorded events wait for a flush.
+pub const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Feeds every event of `rx` to every sink until the channel closes, then
 /// closes the sinks. Blocking: run it on its own thread. A sink that fails
 /// is dropped (the others go on) and its error returned at the end.
@@ -51,9 +54,14 @@ pub fn drain(mut rx: mpsc::Receiver<Event>, mut sinks: Vec<Box<dyn Sink>>) -> io
     while let Some(ev) = rx.blocking_recv() {
         apply(&mut sinks, &mut |s| s.record(&ev));
         // Drain what is already queued, then flush once: low latency when
-        // events are rare, few writes when they are many.
+        // events are rare, few writes when they are many, and never more
+        // than FLUSH_EVERY between flushes while events keep coming.
+        let since = std::time::Instant::now();
         while let Ok(ev) = rx.try_recv() {
             apply(&mut sinks, &mut |s| s.record(&ev));
+            if since.elapsed() >= FLUSH_EVERY {
+                break;
+            }
         }
         apply(&mut sinks, &mut |s| s.flush());
     }
@@ -102,6 +110,49 @@ mod tests {
             ttl: None,
             t: 0.0,
         })
+    }
+
+    /// Counts records and the time of each flush.
+    struct Timed(Arc<Mutex<Vec<std::time::Instant>>>);
+
+    impl Sink for Timed {
+        fn record(&mut self, _: &Event) -> io::Result<()> {
+            // A slow sink: the queue never runs dry while the producer runs.
+            std::thread::sleep(std::time::Duration::from_micros(100));
+            Ok(())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            self.0.lock().unwrap().push(std::time::Instant::now());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_busy_stream_is_flushed_at_least_every_100_ms() {
+        let flushes = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel(1024);
+        let f2 = flushes.clone();
+        let writer = std::thread::spawn(move || drain(rx, vec![Box::new(Timed(f2))]));
+        // A producer that never lets the queue go empty for 600 ms.
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(600) {
+            for p in 0..64 {
+                let _ = tx.blocking_send(port(p));
+            }
+        }
+        drop(tx);
+        writer.join().unwrap().unwrap();
+        let times = flushes.lock().unwrap();
+        assert!(times.len() >= 5, "{} flushes", times.len());
+        let mut last = start;
+        for t in times.iter() {
+            assert!(
+                t.duration_since(last) < std::time::Duration::from_millis(150),
+                "a gap of {:?}",
+                t.duration_since(last)
+            );
+            last = *t;
+        }
     }
 
     #[test]

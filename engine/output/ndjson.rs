@@ -17,8 +17,11 @@ impl<W: Write> Ndjson<W> {
 
 impl<W: Write + Send> Sink for Ndjson<W> {
     fn record(&mut self, event: &Event) -> io::Result<()> {
-        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)?;
-        self.out.write_all(b"\n")
+        // The whole line goes to the writer in one piece, so a file cut off
+        // by a kill ends at a line boundary.
+        let mut line = serde_json::to_vec(event).map_err(io::Error::from)?;
+        line.push(b'\n');
+        self.out.write_all(&line)
     }
 
     fn flush(&mut self) -> io::Result<()> {

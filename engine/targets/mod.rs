@@ -112,10 +112,18 @@ impl TargetSpace {
     }
 
     /// The scan order for a seed and shard, starting at position `start`
-    /// (0 for a new scan, the position reached for a resumed one).
+    /// (0 for a new scan).
     pub fn order(&self, seed: u64, shard: Shard, start: u64) -> ScanOrder {
         let first = start.saturating_mul(shard.n).saturating_add(shard.k - 1);
-        ScanOrder { space: self.clone(), perm: Permutation::new(self.len, seed), next: first, step: shard.n }
+        self.order_from(seed, vec![Segment { next: first, step: shard.n }])
+    }
+
+    /// The scan order that walks what is left of an earlier one: the
+    /// segments a [`Progress`] reported (a resumed scan).
+    pub fn order_from(&self, seed: u64, segments: Vec<Segment>) -> ScanOrder {
+        let perm = Permutation::new(self.len, seed);
+        let segs: Vec<Segment> = segments.into_iter().filter(|s| s.step > 0 && s.next < perm.len()).collect();
+        ScanOrder { space: self.clone(), perm, segs: segs.into(), cur: 0, next: 0, track: None }.rewound()
     }
 
     /// Number of pairs a shard visits in all.
@@ -129,36 +137,142 @@ impl TargetSpace {
     }
 }
 
-/// The pairs of one shard in permuted order.
+/// Part of a scan order: permutation positions `next, next + step, ...`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Segment {
+    pub next: u64,
+    pub step: u64,
+}
+
+impl Segment {
+    /// Positions left in a permutation of `len`.
+    pub fn remaining(&self, len: u64) -> u64 {
+        if self.next >= len {
+            0
+        } else {
+            (len - self.next).div_ceil(self.step)
+        }
+    }
+}
+
+/// Where every part of a scan order has got to, readable while the scan
+/// runs and after it stops: what a resumed scan must still do.
+#[derive(Debug, Default)]
+pub struct Progress {
+    parts: std::sync::Mutex<Vec<Arc<PartState>>>,
+}
+
+#[derive(Debug)]
+struct PartState {
+    segs: Arc<[Segment]>,
+    cur: std::sync::atomic::AtomicUsize,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// The segments not yet walked, over all parts.
+    pub fn remaining(&self, len: u64) -> Vec<Segment> {
+        use std::sync::atomic::Ordering::Acquire;
+        let parts = self.parts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for p in parts.iter() {
+            let cur = p.cur.load(Acquire);
+            for (i, s) in p.segs.iter().enumerate().skip(cur) {
+                let seg = if i == cur { Segment { next: p.next.load(Acquire), step: s.step } } else { *s };
+                if seg.remaining(len) > 0 {
+                    out.push(seg);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The pairs of one shard in permuted order: one or more segments, walked
+/// one after the other.
 #[derive(Clone, Debug)]
 pub struct ScanOrder {
     space: TargetSpace,
     perm: Permutation,
+    segs: Arc<[Segment]>,
+    /// The segment being walked and its next position.
+    cur: usize,
     next: u64,
-    step: u64,
+    track: Option<(Arc<Progress>, Arc<PartState>)>,
 }
 
 impl ScanOrder {
+    fn rewound(mut self) -> ScanOrder {
+        self.cur = 0;
+        self.next = self.segs.first().map_or(u64::MAX, |s| s.next);
+        self
+    }
+
     /// The space this order walks.
     pub fn space(&self) -> &TargetSpace {
         &self.space
     }
 
-    /// How many pairs this order has produced so far, counted within the shard
-    /// (what a resumed scan passes back as `start`).
+    /// Pairs still to come.
+    pub fn remaining(&self) -> u64 {
+        let len = self.perm.len();
+        self.segs
+            .iter()
+            .enumerate()
+            .skip(self.cur)
+            .map(|(i, s)| if i == self.cur { Segment { next: self.next, step: s.step } } else { *s })
+            .map(|s| s.remaining(len))
+            .sum()
+    }
+
+    /// How many pairs this order has produced so far, counted within the
+    /// shard, for a one-segment order (what `order`'s `start` takes back).
     pub fn position(&self) -> u64 {
-        self.next / self.step
+        self.segs.first().map_or(0, |s| self.next / s.step)
+    }
+
+    /// Reports this order's progress (and that of the parts it is split into) to `p`.
+    pub fn tracked(mut self, p: &Arc<Progress>) -> ScanOrder {
+        let state = Arc::new(PartState {
+            segs: self.segs.clone(),
+            cur: std::sync::atomic::AtomicUsize::new(self.cur),
+            next: std::sync::atomic::AtomicU64::new(self.next),
+        });
+        p.parts.lock().unwrap_or_else(|e| e.into_inner()).push(state.clone());
+        self.track = Some((p.clone(), state));
+        self
     }
 
     /// Deals the rest of this order round-robin into `parts` orders (one per
     /// worker); together they produce exactly the pairs this one would have.
     pub fn split(self, parts: u64) -> Vec<ScanOrder> {
         let parts = parts.max(1);
+        let rest: Vec<Segment> = self
+            .segs
+            .iter()
+            .enumerate()
+            .skip(self.cur)
+            .map(|(i, s)| if i == self.cur { Segment { next: self.next, step: s.step } } else { *s })
+            .collect();
+        let progress = self.track.as_ref().map(|(p, state)| {
+            // The whole is now its parts.
+            p.parts.lock().unwrap_or_else(|e| e.into_inner()).retain(|x| !Arc::ptr_eq(x, state));
+            p.clone()
+        });
         (0..parts)
-            .map(|i| ScanOrder {
-                next: self.next.saturating_add(i.saturating_mul(self.step)),
-                step: self.step.saturating_mul(parts),
-                ..self.clone()
+            .map(|i| {
+                let segs: Vec<Segment> = rest
+                    .iter()
+                    .map(|s| Segment {
+                        next: s.next.saturating_add(i.saturating_mul(s.step)),
+                        step: s.step.saturating_mul(parts),
+                    })
+                    .collect();
+                let part = ScanOrder { segs: segs.into(), track: None, ..self.clone() }.rewound();
+                match &progress {
+                    Some(p) => part.tracked(p),
+                    None => part,
+                }
             })
             .collect()
     }
@@ -168,11 +282,21 @@ impl Iterator for ScanOrder {
     type Item = (IpAddr, u16);
 
     fn next(&mut self) -> Option<(IpAddr, u16)> {
-        if self.next >= self.perm.len() {
-            return None;
+        let len = self.perm.len();
+        while self.next >= len {
+            self.cur += 1;
+            let seg = self.segs.get(self.cur)?;
+            self.next = seg.next;
+            if let Some((_, st)) = &self.track {
+                st.next.store(self.next, std::sync::atomic::Ordering::Release);
+                st.cur.store(self.cur, std::sync::atomic::Ordering::Release);
+            }
         }
         let v = self.perm.at(self.next);
-        self.next += self.step;
+        self.next += self.segs[self.cur].step;
+        if let Some((_, st)) = &self.track {
+            st.next.store(self.next, std::sync::atomic::Ordering::Release);
+        }
         Some(self.space.pair(v))
     }
 }
@@ -255,6 +379,39 @@ mod tests {
         let head: Vec<_> = first.by_ref().take(10).collect();
         let tail: Vec<_> = space.order(3, shard, first.position()).collect();
         assert_eq!([head, tail].concat(), whole);
+    }
+
+    #[test]
+    fn an_interrupted_split_order_resumes_with_every_pair_once() {
+        let include = set(&["198.19.0.0/24"]);
+        let space = TargetSpace::new(&include, &AddrSet::default(), vec![22, 80, 443]).unwrap();
+        for (shard, parts) in [(Shard::WHOLE, 4u64), (Shard { k: 2, n: 3 }, 3)] {
+            let progress = Arc::new(Progress::default());
+            let mut seen: Vec<(IpAddr, u16)> = Vec::new();
+            let mut orders = space.order(5, shard, 0).tracked(&progress).split(parts);
+            // Each part stops at a different point, as workers do.
+            for (i, o) in orders.iter_mut().enumerate() {
+                seen.extend(o.by_ref().take(10 + 37 * i));
+            }
+            let left = progress.remaining(space.len());
+            assert!(!left.is_empty());
+            // The resumed order is itself split and interrupted once more.
+            let again = Arc::new(Progress::default());
+            let mut resumed = space.order_from(5, left).tracked(&again).split(2);
+            seen.extend(resumed[0].by_ref().take(50));
+            let last = again.remaining(space.len());
+            for o in space.order_from(5, last) {
+                seen.push(o);
+            }
+            seen.extend(resumed.remove(1).take(0));
+            let all: Vec<_> = space.order(5, shard, 0).collect();
+            let mut a = all.clone();
+            a.sort();
+            let mut b = seen.clone();
+            b.sort();
+            assert_eq!(b.len(), a.len(), "no pair twice, none missing ({shard:?})");
+            assert_eq!(b, a);
+        }
     }
 
     #[test]
