@@ -121,12 +121,12 @@ fn intensity_zero_still_tries_the_ports_own_probes() {
 
 /// A hostile server from tests/hostile/, run in the target namespace on
 /// 198.18.0.4 until dropped.
-struct Hostile(Child);
+pub(crate) struct Hostile(Child);
 
 const HOSTILE_IP: &str = "198.18.0.4";
 
 impl Hostile {
-    fn start(script: &str, port: u16, extra: &[&str]) -> Hostile {
+    pub(crate) fn start(script: &str, port: u16, extra: &[&str]) -> Hostile {
         Hostile::start_on(HOSTILE_IP, script, port, extra)
     }
 

@@ -7,6 +7,7 @@
 
 mod cli;
 mod core_plugins;
+mod durability;
 mod lab;
 mod loopback;
 mod plugins;
