@@ -23,6 +23,9 @@ fn main() -> ExitCode {
     if argv.get(1).is_some_and(|a| a == "probes") {
         return ExitCode::from(cli::probes::run(&argv[1..]));
     }
+    if argv.get(1).is_some_and(|a| a == "db") {
+        return ExitCode::from(cli::db::run(&argv[1..]));
+    }
     if argv.get(1).is_some_and(|a| a == "plugins") {
         return ExitCode::from(cli::plugins_cli::run(&argv[1..]));
     }
@@ -102,6 +105,35 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             sinks.push(Box::new(Ndjson::new(f)));
         }
         None => {}
+    }
+    for (format, dest) in &plan.outputs {
+        let flag = match format {
+            cli::Format::Normal => "-oN",
+            cli::Format::Xml => "-oX",
+            cli::Format::Grepable => "-oG",
+        };
+        let writer: Box<dyn Write + Send> = match dest {
+            cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
+            // An XML file is one document: a resumed scan writes its own, beside the first.
+            cli::Dest::File(path) if plan.resuming && *format == cli::Format::Xml => {
+                let resumed = path.with_extension("resumed.xml");
+                eprintln!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
+                Box::new(File::create(&resumed).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", resumed.display()))?)
+            }
+            cli::Dest::File(path) => Box::new(
+                open_output(path, plan.resuming).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?,
+            ),
+        };
+        sinks.push(match format {
+            cli::Format::Normal => Box::new(output::Normal::new(writer).with_reasons(plan.reasons)),
+            cli::Format::Xml => Box::new(output::Xml::new(writer)),
+            cli::Format::Grepable => Box::new(output::Grepable::new(writer)),
+        });
+    }
+    if let Some(db) = &plan.db {
+        sinks.push(
+            output::store::open(db).map_err(|e| anyhow::anyhow!("--db {}: {e}", output::store::display_name(db)))?,
+        );
     }
 
     let (tx, rx) = tokio::sync::mpsc::channel(4096);

@@ -16,12 +16,14 @@
 #            (target: moonscan/nmap <= 0.15, the same facts as nmap's default scripts)
 #   plugrate a trivial plugin on the 8,192 open ports of 198.19.0.0/20 x {80,443}:
 #            plugin runs per second and peak RSS
+#   db       --db overhead: -sS -p- 198.18.0.2 and the /16 sweep with and
+#            without --db FILE (target: with/without < 1.10), db size per open port
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 set -euo pipefail
@@ -30,7 +32,7 @@ REPO=$(pwd)
 RUNS=${RUNS:-10}
 OUT=$REPO/target/bench
 MS=$REPO/target/release/moonscan
-JOBS=(connect syn sweep service svcmem scripts plugrate)
+JOBS=(connect syn sweep service svcmem scripts plugrate db)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -416,6 +418,32 @@ el = end.get("elapsed", 0)
 print(f"  plugin runs {runs} (open ports {end.get('open')}), errors {end.get('errors')}, in {el:.2f} s: {runs / el:.0f} runs/s, peak RSS {rss:.1f} MB")
 sys.exit(0 if runs == 8192 else 1)
 PY
+}
+
+job_db() {
+    local db=$OUT/bench.db name args ratio
+    echo "== --db overhead (SQLite, WAL, batched): with/without, same run (target: < 1.10)"
+    for name in syn sweep; do
+        case $name in
+        syn) args=(-sS -n -p- 198.18.0.2) ;;
+        sweep) args=(-sS -n -p 80 198.19.0.0/16) ;;
+        esac
+        in_lab hyperfine -N -w 2 -r "$RUNS" --prepare "rm -f $db $db-wal $db-shm" --export-json "$OUT/db-$name.json" \
+            -n without "$MS ${args[*]}" -n with "$MS ${args[*]} --db $db" >"$OUT/db-$name.txt"
+        echo "  $name: moonscan ${args[*]}"
+        python3 - "$OUT/db-$name.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+a, b = r["without"]["median"], r["with"]["median"]
+print(f"    without --db {a:.3f} s, with --db {b:.3f} s: ratio {b / a:.2f}x (target < 1.10: {'met' if b / a < 1.10 else 'MISSED'})")
+PY
+        rm -f "$db" "$db-wal" "$db-shm"
+        in_lab "$MS" "${args[@]}" --db "$db" -oJ "$OUT/db-$name.ndjson" >/dev/null
+        local open size
+        open=$(grep -c '"state":"open"' "$OUT/db-$name.ndjson" || true)
+        size=$(stat -c %s "$db")
+        echo "    db size $size bytes for $open open ports: $((size / (open > 0 ? open : 1))) bytes per open port"
+    done
 }
 
 main() {

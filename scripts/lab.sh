@@ -370,6 +370,31 @@ EOF
     head -n 1 "$pg/postmaster.pid" >"$STATE/postgres.pid"
 }
 
+# A result store for `moonscan --db postgres://moonscan@198.18.0.3/moonscan_results`:
+# role moonscan, trusted from 198.18.0.0/24 for that database only. Not
+# database "moonscan": the PgStartup probe logs in as moonscan/moonscan and
+# must still be refused. The superuser may log in from mstarget itself
+# (to create them). Idempotent; reloads the server only when pg_hba changes.
+setup_postgres_store() {
+    local bin pg=$STATE/pg line added=0 i psql
+    bin=$(pg_bindir) || die "no PostgreSQL server under /usr/lib/postgresql"
+    for line in "host moonscan_results moonscan 198.18.0.0/24 trust" "host all postgres samehost trust"; do
+        grep -qxF "$line" "$pg/pg_hba.conf" || { echo "$line" >>"$pg/pg_hba.conf"; added=1; }
+    done
+    [ "$added" -eq 0 ] || (cd / && runuser -u postgres -- "$bin/pg_ctl" -D "$pg" -s reload) >&2
+    psql=(ip netns exec "$TGT_NS" "$bin/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$TARGET2" -U postgres -d postgres)
+    # The reload is asynchronous: wait until the superuser gets in.
+    for ((i = 0; i < 50; i++)); do
+        "${psql[@]}" -c 'SELECT 1' >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    [ -n "$("${psql[@]}" -c "SELECT 1 FROM pg_roles WHERE rolname = 'moonscan'")" ] ||
+        "${psql[@]}" -c 'CREATE ROLE moonscan LOGIN' || die "cannot create the moonscan role"
+    [ -n "$("${psql[@]}" -c "SELECT 1 FROM pg_database WHERE datname = 'moonscan_results'")" ] ||
+        "${psql[@]}" -c 'CREATE DATABASE moonscan_results OWNER moonscan' ||
+        die "cannot create the moonscan_results database"
+}
+
 # A postmaster that was killed outright leaves its lock file, and for a moment
 # its children and a zombie that postgres would take for a live server. Wait
 # for the children to notice and exit, then remove the lock.
@@ -445,6 +470,7 @@ cmd_up() {
     start_vsftpd
     start_exim
     start_postgres
+    setup_postgres_store
     start_memcached
     wait_ports
     log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, 2001:2::2, 198.19.0.0/16"

@@ -17,6 +17,11 @@ command -v ss >/dev/null || missing+=(iproute2)
 command -v cc >/dev/null || missing+=(gcc)
 test -x /usr/bin/time || missing+=(time)               # peak RSS in the service tests
 test -x /usr/bin/python3 || missing+=(python3)         # tests/hostile/*.py servers
+# nmap's own clients read moonscan's -oX (tests/outputs.rs): python-libnmap
+# from Debian (Debian's Python refuses pip installs, PEP 668), ndiff, xmllint.
+/usr/bin/python3 -c 'import libnmap.parser' 2>/dev/null || missing+=(python3-libnmap)
+command -v ndiff >/dev/null || missing+=(ndiff)
+command -v xmllint >/dev/null || missing+=(libxml2-utils)
 if [ ${#missing[@]} -gt 0 ]; then
     apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
     DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2

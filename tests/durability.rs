@@ -43,7 +43,9 @@ fn a_killed_scan_leaves_whole_ndjson_lines() {
     let _lab = lab();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("scan.ndjson");
-    let mut child = slow_sweep(dir.path(), &["-oJ", out.to_str().unwrap()]).spawn().unwrap();
+    let db = dir.path().join("scan.db");
+    let mut child =
+        slow_sweep(dir.path(), &["-oJ", out.to_str().unwrap(), "--db", db.to_str().unwrap()]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(900));
     child.kill().unwrap(); // SIGKILL: no handler, no final flush
     child.wait().unwrap();
@@ -60,6 +62,24 @@ fn a_killed_scan_leaves_whole_ndjson_lines() {
     }
     let unique: BTreeSet<&String> = hosts.iter().collect();
     assert_eq!(unique.len(), hosts.len(), "no port twice");
+
+    // The SQLite file opens and holds what was committed: most of the ports,
+    // each of them also in the NDJSON (flushed just before each commit).
+    let mut store = moonscan::output::store::Db::open(db.to_str().unwrap()).expect("the killed scan's db opens");
+    let scans = store.scans().unwrap();
+    assert_eq!(scans.len(), 1);
+    assert_eq!(scans[0].ended, None, "it never ended");
+    let stored: Vec<String> = store
+        .events(&scans[0].id)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e {
+            moonscan::findings::Event::Port(p) => Some(p.ip.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(stored.len() > 10_000, "only {} ports committed", stored.len());
+    assert!(stored.iter().all(|ip| unique.contains(ip)), "the db has ports the NDJSON lacks");
 }
 
 #[test]
@@ -67,7 +87,7 @@ fn an_interrupted_sweep_resumes_to_the_same_result() {
     let _lab = lab();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("scan.ndjson");
-    let mut child = slow_sweep(dir.path(), &["-oJ", out.to_str().unwrap()]).spawn().unwrap();
+    let child = slow_sweep(dir.path(), &["-oJ", out.to_str().unwrap()]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(800));
     let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(st.success());

@@ -208,7 +208,9 @@ fn progress_line_on_a_terminal() {
 fn interrupt_keeps_what_was_found() {
     let (_ls, ports, _) = listeners(1);
     let spec = format!("{},1-65535", ports[0]);
+    let dir = tempfile::tempdir().unwrap();
     let child = Command::new(bin())
+        .current_dir(dir.path())
         .args(["-sT", "-n", "-p", &spec, "--max-rate", "2000", "--seed", "1", "-oJ", "-", "127.0.0.1"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

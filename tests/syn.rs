@@ -130,7 +130,10 @@ fn without_raw_sockets_it_says_so_and_connect_scans() {
 #[test]
 fn interrupt_stops_sending_and_keeps_results() {
     let _lab = lab();
+    // The interrupted scan writes its resume file into its working folder.
+    let dir = tempfile::tempdir().unwrap();
     let child = in_lab(bin())
+        .current_dir(dir.path())
         .args(["-sS", "-n", "-p-", "--max-rate", "5000", "-oJ", "-", TARGET])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -150,6 +153,7 @@ fn interrupt_stops_sending_and_keeps_results() {
     let sent = end["probes_sent"].as_u64().unwrap();
     assert!((5_000..12_000).contains(&sent), "about 7500 probes in 1.5 s at 5000/s, got {sent}");
     assert_eq!(end["closed"].as_u64().unwrap() + end["open"].as_u64().unwrap(), sent, "every probe sent was answered");
+    assert!(dir.path().join("moonscan.resume").exists(), "an interrupted scan leaves a resume file");
 }
 
 /// ARP/NDP for on-link targets is capped: forced out of ms-scan0, all of

@@ -81,7 +81,8 @@ pub fn lab() -> MutexGuard<'static, ()> {
 /// A command run inside the lab's scanner namespace.
 pub fn in_lab(program: impl AsRef<Path>) -> Command {
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", "msscan"]).arg(program.as_ref()).stdin(Stdio::null());
+    // Not the repository: files a scan leaves (a resume file) go to /tmp.
+    cmd.args(["netns", "exec", "msscan"]).arg(program.as_ref()).stdin(Stdio::null()).current_dir(std::env::temp_dir());
     cmd
 }
 

@@ -6,6 +6,7 @@
 //! hostnames once, and builds the [`Plan`]: a `ScanConfig` for the engine and
 //! the outputs to open. The engine never sees clap types.
 
+pub mod db;
 pub mod plugins_cli;
 pub mod probes;
 pub mod resume;
@@ -174,6 +175,10 @@ pub struct Args {
     #[arg(long = "output-all", value_name = "BASE")]
     pub output_all: Option<PathBuf>,
 
+    /// Store the scan in a SQLite FILE or a PostgreSQL database (postgres://user@host/db).
+    #[arg(long = "db", value_name = "FILE|URL")]
+    pub db: Option<String>,
+
     /// Read targets from FILE ('-' for stdin) (-iL).
     #[arg(long = "input-list", value_name = "FILE")]
     pub input_list: Option<PathBuf>,
@@ -243,6 +248,14 @@ pub enum Dest {
     File(PathBuf),
 }
 
+/// nmap's output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Normal,
+    Xml,
+    Grepable,
+}
+
 impl Dest {
     fn from(p: PathBuf) -> Dest {
         if p.as_os_str() == "-" {
@@ -258,6 +271,10 @@ impl Dest {
 pub struct Plan {
     pub config: ScanConfig,
     pub json: Option<Dest>,
+    /// nmap's formats: -oN, -oX, -oG, and -oA's three.
+    pub outputs: Vec<(Format, Dest)>,
+    /// `--db FILE|postgres://...`.
+    pub db: Option<String>,
     /// Text for people on stdout (off when a machine format took stdout).
     pub text_on_stdout: bool,
     /// Show reasons in the text output.
@@ -312,16 +329,6 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
             || args.probes_dir.is_some())
     {
         return Err(usage("--version-*, --service-timeout and --probes apply with -sV only"));
-    }
-    for (flag, given) in [
-        ("-oN", args.output_normal.is_some()),
-        ("-oX", args.output_xml.is_some()),
-        ("-oG", args.output_grepable.is_some()),
-        ("-oA", args.output_all.is_some()),
-    ] {
-        if given {
-            return Err(usage(format!("{flag} is not available yet; use -oJ FILE for NDJSON")));
-        }
     }
 
     let ports = port_list(&args)?;
@@ -420,8 +427,41 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         None => Shard::WHOLE,
     };
     let seed = args.seed.unwrap_or_else(random_seed);
-    let json = args.output_json.map(Dest::from);
-    let text_on_stdout = json != Some(Dest::Stdout);
+    let json = args.output_json.clone().map(Dest::from);
+    let mut outputs: Vec<(Format, Dest)> = Vec::new();
+    for (format, path) in [
+        (Format::Normal, &args.output_normal),
+        (Format::Xml, &args.output_xml),
+        (Format::Grepable, &args.output_grepable),
+    ] {
+        if let Some(p) = path {
+            outputs.push((format, Dest::from(p.clone())));
+        }
+    }
+    if let Some(base) = &args.output_all {
+        if base.as_os_str() == "-" {
+            return Err(usage("-oA needs a base name for its three files, not '-'"));
+        }
+        let with = |ext: &str| {
+            let mut p = base.clone().into_os_string();
+            p.push(ext);
+            Dest::File(PathBuf::from(p))
+        };
+        outputs.push((Format::Normal, with(".nmap")));
+        outputs.push((Format::Xml, with(".xml")));
+        outputs.push((Format::Grepable, with(".gnmap")));
+    }
+    let on_stdout =
+        outputs.iter().filter(|(_, d)| *d == Dest::Stdout).count() + usize::from(json == Some(Dest::Stdout));
+    if on_stdout > 1 {
+        return Err(usage("only one output can go to stdout ('-')"));
+    }
+    let text_on_stdout = on_stdout == 0;
+    if let Some(db) = &args.db {
+        if db.is_empty() {
+            return Err(usage("--db needs a file name or a postgres:// URL"));
+        }
+    }
     let config = ScanConfig {
         space,
         scan_type,
@@ -437,7 +477,17 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         detector,
         plugins,
     };
-    Ok(Plan { config, json, text_on_stdout, reasons: args.reason, logs: args.script_trace, resuming: false, notes })
+    Ok(Plan {
+        config,
+        json,
+        outputs,
+        db: args.db.clone(),
+        text_on_stdout,
+        reasons: args.reason,
+        logs: args.script_trace,
+        resuming: false,
+        notes,
+    })
 }
 
 /// The plugins `--script`/`-sC` select, with their budgets and arguments.

@@ -7,15 +7,22 @@
 //! the stream goes quiet and at least every [`FLUSH_EVERY`], so what was
 //! found is on disk within 100 ms even if the process is killed afterwards.
 
+mod grepable;
 mod ndjson;
+mod normal;
+pub mod store;
 mod text;
+mod xml;
 
 use std::io;
 
 use tokio::sync::mpsc;
 
+pub use grepable::Grepable;
 pub use ndjson::Ndjson;
+pub use normal::Normal;
 pub use text::Text;
+pub use xml::Xml;
 
 use crate::findings::Event;
 

@@ -1,0 +1,350 @@
+//! `moonscan db list|show|diff|export`: scans stored with `--db`, from the
+//! command line.
+//!
+//! The database is `--db FILE|URL`, else `$MOONSCAN_DB`, else `moonscan.db`
+//! in the current folder (a file must exist already: reading never creates
+//! one). A scan is named by its id or any unique prefix of it. Exit status:
+//! 0 done, 1 the database could not be read or an output written, 2 bad
+//! usage (unknown or ambiguous scan id, bad flags).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Write};
+use std::net::IpAddr;
+
+use clap::{Parser, Subcommand};
+use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, ServiceEvent, ServiceMethod};
+use moonscan::output::store::{self, Db, ScanSummary};
+use moonscan::output::{Ndjson, Sink, Xml};
+
+#[derive(Debug, Parser)]
+#[command(name = "moonscan db", bin_name = "moonscan db", about = "Show, compare and export scans stored with --db")]
+struct DbArgs {
+    /// The database: a SQLite file or a postgres:// URL (default: $MOONSCAN_DB, or ./moonscan.db).
+    #[arg(long = "db", global = true, value_name = "FILE|URL")]
+    db: Option<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Every stored scan: id, start, open ports, findings, state, command line.
+    List,
+    /// One scan: its hosts, ports, services, findings and errors.
+    Show {
+        /// Scan id or a unique prefix of it.
+        scan: String,
+    },
+    /// What changed from SCAN_A to SCAN_B: ports opened and closed, services changed, findings new and gone.
+    Diff {
+        #[arg(value_name = "SCAN_A")]
+        a: String,
+        #[arg(value_name = "SCAN_B")]
+        b: String,
+    },
+    /// Write a scan's events again: -oJ FILE (NDJSON), -oX FILE (nmap XML); '-' is stdout.
+    Export {
+        /// Scan id or a unique prefix of it.
+        scan: String,
+        /// NDJSON events (-oJ).
+        #[arg(long = "output-json", value_name = "FILE")]
+        json: Option<String>,
+        /// nmap XML (-oX).
+        #[arg(long = "output-xml", value_name = "FILE")]
+        xml: Option<String>,
+    },
+}
+
+/// The database `moonscan db` reads when none is given.
+pub fn default_db() -> String {
+    std::env::var("MOONSCAN_DB").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "moonscan.db".into())
+}
+
+/// A failure: its message, and whether it was the user's (exit 2) or not
+/// (1); 0 for a reader that went away.
+struct Failed(String, u8);
+
+impl From<moonscan::Error> for Failed {
+    fn from(e: moonscan::Error) -> Failed {
+        let code = if e.is_usage() { 2 } else { 1 };
+        Failed(e.to_string(), code)
+    }
+}
+
+impl From<io::Error> for Failed {
+    fn from(e: io::Error) -> Failed {
+        // `| head`: the reader left, which is its choice, not a failure.
+        match e.kind() {
+            io::ErrorKind::BrokenPipe => Failed(String::new(), 0),
+            _ => Failed(e.to_string(), 1),
+        }
+    }
+}
+
+/// Runs `moonscan db ...` (`argv` starts at "db"); returns the exit status.
+pub fn run(argv: &[String]) -> u8 {
+    // nmap's -oJ/-oX as the long flags clap understands.
+    let argv: Vec<String> = argv
+        .iter()
+        .map(|a| match a.as_str() {
+            "-oJ" => "--output-json".to_string(),
+            "-oX" => "--output-xml".to_string(),
+            _ => a.clone(),
+        })
+        .collect();
+    let args = match DbArgs::try_parse_from(&argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    let target = args.db.clone().unwrap_or_else(default_db);
+    let opened = Db::open(&target).map_err(|e| {
+        let Failed(msg, code) = Failed::from(e);
+        Failed(format!("{}: {msg}", store::display_name(&target)), code)
+    });
+    let res = opened.and_then(|mut db| match args.cmd {
+        Cmd::List => list(&mut db),
+        Cmd::Show { scan } => show(&mut db, &scan),
+        Cmd::Diff { a, b } => diff(&mut db, &a, &b),
+        Cmd::Export { scan, json, xml } => export(&mut db, &scan, json, xml),
+    });
+    match res {
+        Ok(()) | Err(Failed(_, 0)) => 0,
+        Err(Failed(msg, code)) => {
+            eprintln!("moonscan: {msg}");
+            code
+        }
+    }
+}
+
+fn list(db: &mut Db) -> Result<(), Failed> {
+    let scans = db.scans()?;
+    let mut o = io::stdout().lock();
+    writeln!(o, "{:<16}  {:<24}  {:>6}  {:>8}  {:<11}  command", "scan", "started", "open", "findings", "state")?;
+    for s in &scans {
+        writeln!(
+            o,
+            "{:<16}  {:<24}  {:>6}  {:>8}  {:<11}  {}",
+            s.id,
+            s.started,
+            s.open_ports,
+            s.findings,
+            state(s),
+            command(&s.args)
+        )?;
+    }
+    Ok(o.flush()?)
+}
+
+fn state(s: &ScanSummary) -> &'static str {
+    match (&s.ended, s.interrupted) {
+        (None, _) => "unfinished",
+        (Some(_), true) => "interrupted",
+        (Some(_), false) => "done",
+    }
+}
+
+/// The command line without the program's path.
+fn command(args: &[String]) -> String {
+    args.iter()
+        .skip(1)
+        .map(|a| if a.contains(' ') || a.is_empty() { format!("'{a}'") } else { a.clone() })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Everything known about one port.
+#[derive(Default)]
+struct PortView<'a> {
+    port: Option<&'a PortEvent>,
+    service: Option<&'a ServiceEvent>,
+    findings: Vec<&'a FindingEvent>,
+}
+
+fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
+    let id = db.resolve(prefix)?;
+    let summary = db.scan(&id)?.ok_or_else(|| Failed(format!("no scan {id}"), 2))?;
+    let events = db.events(&id)?;
+    let mut o = io::stdout().lock();
+    let mut hosts: BTreeMap<IpAddr, BTreeMap<(u16, &str), PortView>> = BTreeMap::new();
+    let mut errors: Vec<&ErrorEvent> = Vec::new();
+    let mut end = None;
+    for e in &events {
+        match e {
+            Event::Port(p) => hosts.entry(p.ip).or_default().entry((p.port, p.proto)).or_default().port = Some(p),
+            Event::Service(s) => hosts.entry(s.ip).or_default().entry((s.port, s.proto)).or_default().service = Some(s),
+            Event::Finding(f) => hosts.entry(f.ip).or_default().entry((f.port, f.proto)).or_default().findings.push(f),
+            Event::Error(e) => errors.push(e),
+            Event::ScanEnd(e) => end = Some(e),
+            _ => {}
+        }
+    }
+
+    write!(o, "scan {} ({} scan", summary.id, summary.scan_type)?;
+    if let Some(shard) = &summary.shard {
+        write!(o, ", shard {shard}")?;
+    }
+    writeln!(o, ", seed {})", summary.seed)?;
+    writeln!(o, "command: {}", command(&summary.args))?;
+    match (&summary.ended, summary.elapsed) {
+        (Some(ended), Some(el)) => writeln!(o, "started {}, ended {ended} ({el:.2} s)", summary.started)?,
+        _ => writeln!(o, "started {}, not finished", summary.started)?,
+    }
+    let up = hosts
+        .values()
+        .filter(|ports| ports.values().any(|v| v.port.is_some_and(|p| p.state == PortState::Open)))
+        .count();
+    write!(
+        o,
+        "{} open ports on {up} hosts, {} findings, {} errors",
+        summary.open_ports,
+        summary.findings,
+        errors.len()
+    )?;
+    match end {
+        Some(e) => writeln!(
+            o,
+            " ({} probes sent, {} closed, {} filtered{})",
+            e.probes_sent,
+            e.closed,
+            e.filtered,
+            if e.interrupted { ", interrupted" } else { "" }
+        )?,
+        None => writeln!(o)?,
+    }
+
+    for (ip, ports) in &hosts {
+        writeln!(o, "\n{ip}")?;
+        writeln!(o, "  {:<11} {:<9} {:<14} version", "port", "state", "service")?;
+        for ((port, proto), v) in ports {
+            let state = match v.port.map(|p| p.state) {
+                Some(PortState::Open) => "open",
+                Some(PortState::Closed) => "closed",
+                Some(PortState::Filtered) => "filtered",
+                None => "?",
+            };
+            let (service, version) = match v.service {
+                Some(s) => service_words(s),
+                None => (String::new(), String::new()),
+            };
+            let line = format!("  {:<11} {:<9} {:<14} {version}", format!("{port}/{proto}"), state, service);
+            writeln!(o, "{}", line.trim_end())?;
+            if let Some(tls) = v.service.and_then(|s| s.tls.as_deref()) {
+                write!(o, "    TLS: {} {}", tls.version, tls.cipher)?;
+                if let Some(alpn) = &tls.alpn {
+                    write!(o, ", ALPN {alpn}")?;
+                }
+                writeln!(o, ", {} certificate(s)", tls.chain.len())?;
+                if let Some(c) = tls.chain.first() {
+                    writeln!(o, "    Certificate: {}; issuer: {}; not after {}", c.subject, c.issuer, c.not_after)?;
+                }
+            }
+            for f in &v.findings {
+                writeln!(o, "    | {} [{}]: {}", f.plugin, f.severity, f.title)?;
+            }
+        }
+    }
+    if !errors.is_empty() {
+        writeln!(o, "\nerrors")?;
+        for e in errors {
+            let at = match (e.ip, e.port) {
+                (Some(ip), Some(port)) => format!("{} ", std::net::SocketAddr::new(ip, port)),
+                (Some(ip), None) => format!("{ip} "),
+                _ => String::new(),
+            };
+            let plugin = e.plugin.as_deref().map(|p| format!("[{p}] ")).unwrap_or_default();
+            let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            writeln!(o, "  {at}{plugin}({kind}): {}", e.message)?;
+        }
+    }
+    Ok(o.flush()?)
+}
+
+/// (`ssl/http`, `nginx 1.22.1 (info)`) for a service; `?` marks a guess.
+fn service_words(s: &ServiceEvent) -> (String, String) {
+    let tunnel = if s.tunnel.is_some() { "ssl/" } else { "" };
+    let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
+    let mut words: Vec<String> = [&s.product, &s.version].into_iter().filter_map(Clone::clone).collect();
+    if let Some(info) = &s.info {
+        words.push(format!("({info})"));
+    }
+    (format!("{tunnel}{}{guess}", s.service), words.join(" "))
+}
+
+fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
+    let (a, b) = (db.resolve(a)?, db.resolve(b)?);
+    let (ev_a, ev_b) = (db.events(&a)?, db.events(&b)?);
+    let d = store::diff(&ev_a, &ev_b);
+    let mut o = io::stdout().lock();
+    let started = |evs: &[Event]| match evs.first() {
+        Some(Event::ScanStart(s)) => s.started.clone(),
+        _ => String::new(),
+    };
+    writeln!(o, "--- {a} ({})", started(&ev_a))?;
+    writeln!(o, "+++ {b} ({})", started(&ev_b))?;
+    for (ip, port, proto) in &d.opened {
+        writeln!(o, "+ {ip} {port}/{proto} open")?;
+    }
+    for (ip, port, proto) in &d.closed {
+        writeln!(o, "- {ip} {port}/{proto} no longer open")?;
+    }
+    for c in &d.changed {
+        writeln!(o, "~ {} {}/{} service: {} -> {}", c.ip, c.port, c.proto, c.before, c.after)?;
+    }
+    for f in &d.new_findings {
+        writeln!(o, "+ {} {}/{} finding {} [{}]: {}", f.ip, f.port, f.proto, f.plugin, f.severity, f.title)?;
+    }
+    for f in &d.gone_findings {
+        writeln!(o, "- {} {}/{} finding {} [{}]: {}", f.ip, f.port, f.proto, f.plugin, f.severity, f.title)?;
+    }
+    writeln!(
+        o,
+        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone",
+        d.opened.len(),
+        d.closed.len(),
+        d.changed.len(),
+        d.new_findings.len(),
+        d.gone_findings.len()
+    )?;
+    Ok(o.flush()?)
+}
+
+/// Where an export goes: a file, or stdout for `-`.
+fn sink_to(path: &str, make: impl Fn(Box<dyn Write + Send>) -> Box<dyn Sink>) -> Result<Box<dyn Sink>, Failed> {
+    if path == "-" {
+        return Ok(make(Box::new(io::stdout())));
+    }
+    let f = File::create(path).map_err(|e| Failed(format!("{path}: {e}"), 1))?;
+    Ok(make(Box::new(f)))
+}
+
+fn export(db: &mut Db, prefix: &str, json: Option<String>, xml: Option<String>) -> Result<(), Failed> {
+    if json.is_none() && xml.is_none() {
+        return Err(Failed("db export: say where: -oJ FILE and/or -oX FILE ('-' for stdout)".into(), 2));
+    }
+    if json.as_deref() == Some("-") && xml.as_deref() == Some("-") {
+        return Err(Failed("db export: -oJ and -oX cannot both go to stdout".into(), 2));
+    }
+    let id = db.resolve(prefix)?;
+    let events = db.events(&id)?;
+    let mut sinks: Vec<(String, Box<dyn Sink>)> = Vec::new();
+    if let Some(path) = json {
+        let s = sink_to(&path, |w| Box::new(Ndjson::new(w)))?;
+        sinks.push((path, s));
+    }
+    if let Some(path) = xml {
+        let s = sink_to(&path, |w| Box::new(Xml::new(w)))?;
+        sinks.push((path, s));
+    }
+    for (path, sink) in &mut sinks {
+        let written = events.iter().try_for_each(|e| sink.record(e)).and_then(|()| sink.close());
+        written.map_err(|e| match e.kind() {
+            io::ErrorKind::BrokenPipe => Failed(String::new(), 0),
+            _ => Failed(format!("{path}: {e}"), 1),
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,345 @@
+//! nmap's normal output (`-oN`): the report people read, in nmap's layout.
+//!
+//! In: the scan's events. Out: the `# moonscan VERSION scan initiated ...
+//! as: ARGS` line at the first event; at close, one report per host
+//! (hosts in address order, ports in number order) and the `# moonscan done
+//! at ...` line. A host's report is nmap's: `moonscan scan report for IP`,
+//! `Host is up.`, the `PORT STATE SERVICE [REASON] [VERSION]` table with
+//! columns as wide as their widest cell and one space between them (VERSION
+//! when service detection ran, REASON with [`Normal::with_reasons`]), each
+//! plugin's output under its port (`| id: first line`, `|_last line`), and
+//! `Service Info:` with the hosts, OS, devices and non-application CPEs the
+//! services named. Script output is the findings' titles, one a line, as
+//! in the XML's `output` (see [`super::Xml`]); control characters are
+//! written as `\xNN`, as nmap does. Times are UTC.
+
+use std::fmt::Write as _;
+use std::io::{self, BufWriter, Write};
+
+use super::xml::{ctime, script_output, Collected, HostRec};
+use super::Sink;
+use crate::findings::{Event, PortState};
+
+/// nmap's normal output, written to `writer`.
+pub struct Normal<W: Write> {
+    out: BufWriter<W>,
+    scan: Collected,
+    reasons: bool,
+    head: bool,
+    closed: bool,
+}
+
+impl<W: Write> Normal<W> {
+    pub fn new(writer: W) -> Self {
+        Normal { out: BufWriter::new(writer), scan: Collected::default(), reasons: false, head: false, closed: false }
+    }
+
+    /// Also say why each port has its state (nmap's `--reason`: a REASON
+    /// column and the reason the host is up).
+    pub fn with_reasons(mut self, on: bool) -> Self {
+        self.reasons = on;
+        self
+    }
+
+    fn write_head(&mut self) -> io::Result<()> {
+        self.head = true;
+        writeln!(
+            self.out,
+            "# moonscan {} scan initiated {} as: {}",
+            env!("CARGO_PKG_VERSION"),
+            ctime(self.scan.start_secs() as i64),
+            screen(&self.scan.args_line())
+        )
+    }
+
+    fn write_body(&mut self) -> io::Result<()> {
+        let mut text = String::new();
+        let version_scan = self.scan.version_scan();
+        for host in self.scan.hosts() {
+            host_report(&mut text, &host, version_scan, self.reasons);
+            self.out.write_all(text.as_bytes())?;
+            text.clear();
+        }
+        let _ = writeln!(
+            text,
+            "# moonscan done at {} -- {} scanned in {:.2} seconds",
+            ctime(self.scan.end_secs() as i64),
+            self.scan.hosts_phrase(),
+            self.scan.elapsed()
+        );
+        self.out.write_all(text.as_bytes())
+    }
+}
+
+impl<W: Write + Send> Sink for Normal<W> {
+    fn record(&mut self, event: &Event) -> io::Result<()> {
+        self.scan.record(event);
+        if !self.head {
+            self.write_head()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        if !self.closed {
+            self.closed = true;
+            if !self.head {
+                self.write_head()?;
+            }
+            self.write_body()?;
+        }
+        self.out.flush()
+    }
+}
+
+/// A row of the port table: cells, or a script line across the whole width.
+enum Row {
+    Cells(Vec<String>),
+    Full(String),
+}
+
+fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool) {
+    let _ = writeln!(text, "moonscan scan report for {}", host.ip);
+    if reasons {
+        let (reason, ttl) = host.status_reason();
+        let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
+        let _ = writeln!(text, "Host is up, received {reason}{ttl}.");
+    } else {
+        text.push_str("Host is up.\n");
+    }
+    text.push('\n');
+
+    let mut header = vec!["PORT".to_string(), "STATE".into(), "SERVICE".into()];
+    if reasons {
+        header.push("REASON".into());
+    }
+    if version_scan {
+        header.push("VERSION".into());
+    }
+    let mut rows = vec![Row::Cells(header)];
+    for p in &host.ports {
+        let mut cells =
+            vec![format!("{}/{}", p.port, p.proto), p.state_str().into(), cell(&p.service_column(version_scan))];
+        if reasons {
+            cells.push(match p.ttl {
+                Some(ttl) => format!("{} ttl {ttl}", p.reason),
+                None => p.reason.into(),
+            });
+        }
+        if version_scan {
+            cells.push(cell(&p.full_version()));
+        }
+        rows.push(Row::Cells(cells));
+        for (id, findings) in &p.scripts {
+            rows.extend(script_lines(id, &script_output(findings)).into_iter().map(Row::Full));
+        }
+    }
+    table(text, &rows);
+    if let Some(info) = service_info(host) {
+        let _ = writeln!(text, "{info}");
+    }
+    text.push('\n');
+}
+
+/// nmap's table: every column as wide as its widest cell, one space
+/// between columns, no trailing spaces; full-width rows as they are.
+fn table(text: &mut String, rows: &[Row]) {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        if let Row::Cells(cells) = row {
+            for (i, c) in cells.iter().enumerate() {
+                let w = c.chars().count();
+                match widths.get_mut(i) {
+                    Some(max) => *max = (*max).max(w),
+                    None => widths.push(w),
+                }
+            }
+        }
+    }
+    for row in rows {
+        match row {
+            Row::Cells(cells) => {
+                let mut line = String::new();
+                for (i, c) in cells.iter().enumerate() {
+                    line.push_str(c);
+                    if i + 1 < cells.len() {
+                        let pad = widths[i] - c.chars().count() + 1;
+                        line.extend(std::iter::repeat_n(' ', pad));
+                    }
+                }
+                text.push_str(line.trim_end());
+            }
+            Row::Full(line) => text.push_str(line),
+        }
+        text.push('\n');
+    }
+}
+
+/// nmap's `formatScriptOutput`: `| id: first`, `| more`, `|_last`.
+fn script_lines(id: &str, output: &str) -> Vec<String> {
+    let output = screen(output);
+    if output.is_empty() {
+        return Vec::new();
+    }
+    let mut lines: Vec<&str> = output.split('\n').collect();
+    if output.ends_with('\n') {
+        lines.pop();
+    }
+    let last = lines.len() - 1;
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let bar = if i < last { "| " } else { "|_" };
+            let id = if i == 0 { format!("{}: ", screen(id)) } else { String::new() };
+            format!("{bar}{id}{l}")
+        })
+        .collect()
+}
+
+/// nmap's `Service Info:` line from the open ports' services: hostnames,
+/// OS types, device types and CPEs other than applications.
+fn service_info(host: &HostRec) -> Option<String> {
+    let (mut hosts, mut oses, mut devices, mut cpes): (Vec<&str>, Vec<&str>, Vec<&str>, Vec<&str>) = Default::default();
+    fn add<'a>(list: &mut Vec<&'a str>, v: Option<&'a str>, fold: bool) {
+        if let Some(v) = v {
+            let seen = list.iter().any(|x| if fold { x.eq_ignore_ascii_case(v) } else { *x == v });
+            if !seen {
+                list.push(v);
+            }
+        }
+    }
+    for p in host.ports.iter().filter(|p| p.state == PortState::Open) {
+        let Some(s) = &p.service else { continue };
+        add(&mut hosts, s.hostname.as_deref(), true);
+        add(&mut oses, s.os.as_deref(), false);
+        add(&mut devices, s.device.as_deref(), false);
+        for c in s.cpe.iter().filter(|c| !c.starts_with("cpe:/a")) {
+            add(&mut cpes, Some(c), false);
+        }
+    }
+    let mut parts = Vec::new();
+    for (label, list) in [("Host", &hosts), ("OS", &oses), ("Device", &devices)] {
+        if !list.is_empty() {
+            parts.push(format!("{label}{}: {}", if list.len() == 1 { "" } else { "s" }, list.join(", ")));
+        }
+    }
+    if !cpes.is_empty() {
+        parts.push(format!("CPE: {}", cpes.join(", ")));
+    }
+    (!parts.is_empty()).then(|| cell(&format!("Service Info: {}", parts.join("; "))))
+}
+
+/// Text safe for a terminal: control characters other than tab and line
+/// feed as `\xNN`.
+fn screen(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            let _ = write!(out, "\\x{:02X}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A table cell: on one line.
+fn cell(s: &str) -> String {
+    screen(s).replace(['\n', '\t'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::xml::sample::*;
+    use super::*;
+
+    fn render(events: &[Event], reasons: bool) -> String {
+        let mut buf = Vec::new();
+        {
+            let mut sink = Normal::new(&mut buf).with_reasons(reasons);
+            for e in events {
+                sink.record(e).unwrap();
+            }
+            sink.close().unwrap();
+            sink.close().unwrap();
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn a_scan_reads_like_nmap() {
+        let text = render(&scan(), false);
+        let want = "\
+# moonscan 0.1.0 scan initiated Sat Nov 21 16:41:03 2026 as: moonscan -sV -sC -p 22,80,443,8080 198.18.0.2 198.18.0.10
+moonscan scan report for 198.18.0.2
+Host is up.
+
+PORT    STATE  SERVICE  VERSION
+22/tcp  open   ssh      OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)
+80/tcp  closed http
+443/tcp open   ssl/http nginx 1.22.1
+| http-headers: Missing X-Frame-Options header
+|_Server version disclosed
+|_http-title: moonscan lab
+Service Info: OS: Linux; CPE: cpe:/o:linux:linux_kernel
+
+moonscan scan report for 198.18.0.10
+Host is up.
+
+PORT     STATE SERVICE     VERSION
+8080/tcp open  http-proxy?
+
+# moonscan done at Sat Nov 21 16:41:04 2026 -- 2 IP addresses (2 hosts up) scanned in 1.50 seconds
+";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn reasons_add_a_column_and_say_why_the_host_is_up() {
+        let evs = vec![
+            start("moonscan --reason -p 22,81 198.18.0.2", 2),
+            port("198.18.0.2", 81, PortState::Closed, 0.0),
+            port("198.18.0.2", 22, PortState::Open, 0.0),
+            end(0.04, 0),
+        ];
+        let text = render(&evs, true);
+        assert!(
+            text.contains(
+                "Host is up, received syn-ack ttl 64.\n\n\
+             PORT   STATE  SERVICE   REASON\n\
+             22/tcp open   ssh       syn-ack ttl 64\n\
+             81/tcp closed hosts2-ns reset ttl 64\n\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("-- 1 IP address (1 host up) scanned in 0.04 seconds\n"), "{text}");
+    }
+
+    #[test]
+    fn script_output_lines_follow_nmap() {
+        assert_eq!(script_lines("a", "one"), ["|_a: one"]);
+        assert_eq!(script_lines("a", "one\ntwo\n"), ["| a: one", "|_two"]);
+        assert_eq!(script_lines("a", "\n  x\n  y"), ["| a: ", "|   x", "|_  y"]);
+        assert!(script_lines("a", "").is_empty());
+        assert_eq!(script_lines("a", "bell\u{7}\r"), ["|_a: bell\\x07\\x0D"]);
+    }
+
+    #[test]
+    fn only_the_header_is_written_before_close() {
+        let mut buf = Vec::new();
+        let mut sink = Normal::new(&mut buf);
+        for e in &scan()[..5] {
+            sink.record(e).unwrap();
+        }
+        sink.flush().unwrap();
+        drop(sink);
+        let text = String::from_utf8(buf).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.starts_with("# moonscan 0.1.0 scan initiated "));
+    }
+}

@@ -1,0 +1,373 @@
+//! Result stores: a sink that writes every event into SQLite or PostgreSQL,
+//! and [`Db`], which reads the scans back (`moonscan db`).
+//!
+//! In: the scan's event stream ([`Store`] is a [`Sink`]). Out: rows in the
+//! tables of [`schema`] (scans, ports, services, tls_certs, findings,
+//! errors), in a file (SQLite, WAL mode, `synchronous=NORMAL`) or a
+//! PostgreSQL database (`postgres://` or `postgresql://` URL, one connection,
+//! no TLS). What always holds: [`Sink::record`] only buffers rows;
+//! [`Sink::flush`] writes everything buffered in one transaction (nothing of
+//! a failed flush is written); a failure is an `io::Error` that names the
+//! database, never a panic. Plugins' log lines are not stored.
+//!
+//! Several scans may write into one database at once (each has its own scan
+//! id): SQLite waits for the file lock up to [`BUSY_TIMEOUT`], PostgreSQL
+//! serialises only the creation of the tables.
+
+mod postgres;
+mod read;
+pub mod schema;
+mod sqlite;
+
+use std::io;
+use std::time::{Duration, SystemTime};
+
+pub use read::Db;
+pub use read::{diff, Diff, ScanSummary, ServiceChange};
+
+use super::Sink;
+use crate::findings::{Event, PortState, ServiceMethod};
+use crate::{Error, ErrorKind};
+use schema::Table;
+
+/// How long a SQLite writer waits for another process's transaction.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Opens the store at `target` (a file path, or a `postgres://` /
+/// `postgresql://` URL), creating the tables if they are missing. The
+/// error's message does not repeat `target` (show it with
+/// [`display_name`]); the errors of `record`, `flush` and `close` name it.
+pub fn open(target: &str) -> crate::Result<Box<dyn Sink>> {
+    Ok(Box::new(Store::open(target)?))
+}
+
+/// True if `target` names a PostgreSQL database rather than a file.
+pub fn is_postgres(target: &str) -> bool {
+    let lower = target.get(..13).unwrap_or(target).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// One value bound to an insert's parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Val {
+    Null,
+    Int(i64),
+    Real(f64),
+    Bool(bool),
+    /// Text, or JSON text for a JSON column.
+    Text(String),
+}
+
+impl Val {
+    fn opt(s: &Option<String>) -> Val {
+        s.as_ref().map_or(Val::Null, |s| Val::Text(s.clone()))
+    }
+
+    fn json<T: serde::Serialize + ?Sized>(v: &T) -> Val {
+        // Serialising strings, vectors and Values cannot fail.
+        Val::Text(serde_json::to_string(v).unwrap_or_else(|_| "null".into()))
+    }
+
+    fn int(n: u64) -> Val {
+        Val::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
+/// What one flush writes: rows per table (in [`schema::TABLES`] order) and
+/// the `scan_end` updates, which go last.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub rows: [Vec<Vec<Val>>; 6],
+    pub ends: Vec<Vec<Val>>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.rows.iter().map(Vec::len).sum::<usize>() + self.ends.len()
+    }
+
+    fn clear(&mut self) {
+        self.rows.iter_mut().for_each(Vec::clear);
+        self.ends.clear();
+    }
+}
+
+/// A database connection, as the store and [`Db`] use it.
+pub(crate) trait Backend: Send {
+    /// Writes the whole batch in one transaction.
+    fn write(&mut self, batch: &Batch) -> Result<(), String>;
+    /// Runs a query with `?` placeholders and text parameters.
+    fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Vec<Cell>>, String>;
+}
+
+/// One value a query returned.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Cell {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+/// Opens a backend: PostgreSQL for a URL, SQLite otherwise. `create`: a
+/// missing SQLite file is created (else it is an error).
+fn connect(target: &str, create: bool) -> crate::Result<Box<dyn Backend>> {
+    if is_postgres(target) {
+        Ok(Box::new(postgres::Pg::connect(target)?))
+    } else {
+        Ok(Box::new(sqlite::Lite::open(target, create)?))
+    }
+}
+
+/// The store sink: buffers each event's rows, writes them on flush.
+pub struct Store {
+    db: Box<dyn Backend>,
+    /// The database as messages name it (a URL without its password).
+    label: String,
+    scan_id: Option<String>,
+    seq: i64,
+    batch: Batch,
+}
+
+impl Store {
+    /// See [`open`].
+    pub fn open(target: &str) -> crate::Result<Store> {
+        let db = connect(target, true)?;
+        Ok(Store::with_backend(db, display_name(target)))
+    }
+
+    fn with_backend(db: Box<dyn Backend>, label: String) -> Store {
+        Store { db, label, scan_id: None, seq: 0, batch: Batch::default() }
+    }
+
+    /// An in-memory SQLite store (tests).
+    #[cfg(test)]
+    pub(crate) fn memory() -> Store {
+        Store::with_backend(Box::new(sqlite::Lite::memory().expect("in-memory SQLite")), ":memory:".into())
+    }
+
+    /// Reads back what this store wrote (tests).
+    #[cfg(test)]
+    pub(crate) fn into_db(self) -> Db {
+        Db::from_backend(self.db, self.label)
+    }
+
+    fn scan(&self, what: &str) -> io::Result<Val> {
+        match &self.scan_id {
+            Some(id) => Ok(Val::Text(id.clone())),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {what} event before scan_start: nothing to store it under", self.label),
+            )),
+        }
+    }
+
+    fn push(&mut self, table: &Table, row: Vec<Val>) {
+        debug_assert_eq!(row.len(), table.columns.len(), "{}", table.name);
+        let i = schema::TABLES.iter().position(|t| t.name == table.name).unwrap_or(0);
+        self.batch.rows[i].push(row);
+    }
+}
+
+/// `target` as messages should show it: a URL's password is left out.
+pub fn display_name(target: &str) -> String {
+    if !is_postgres(target) {
+        return target.to_string();
+    }
+    match target.split_once("://").and_then(|(scheme, rest)| {
+        let (auth, host) = rest.split_once('@')?;
+        let user = auth.split(':').next().unwrap_or("");
+        Some(format!("{scheme}://{user}@{host}"))
+    }) {
+        Some(s) => s,
+        None => target.to_string(),
+    }
+}
+
+/// The `--shard K/N` of a scan's arguments, if any.
+fn shard_of(args: &[String]) -> Option<String> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--shard" {
+            return it.next().cloned();
+        }
+        if let Some(v) = a.strip_prefix("--shard=") {
+            return Some(v.to_string());
+        }
+    }
+    None
+}
+
+fn state_name(s: PortState) -> &'static str {
+    match s {
+        PortState::Open => "open",
+        PortState::Closed => "closed",
+        PortState::Filtered => "filtered",
+    }
+}
+
+fn method_name(m: ServiceMethod) -> &'static str {
+    match m {
+        ServiceMethod::Probed => "probed",
+        ServiceMethod::Soft => "soft",
+        ServiceMethod::Table => "table",
+    }
+}
+
+/// The serde name of a unit enum value (`"syn"`, `"timeout"`).
+fn serde_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+impl Sink for Store {
+    fn record(&mut self, event: &Event) -> io::Result<()> {
+        let seq = Val::Int(self.seq);
+        self.seq += 1;
+        match event {
+            Event::ScanStart(s) => {
+                self.scan_id = Some(s.scan_id.clone());
+                self.seq = 1;
+                let row = vec![
+                    Val::Text(s.scan_id.clone()),
+                    Val::Text(s.started.clone()),
+                    Val::json(&s.args),
+                    Val::Text(serde_name(&s.scan_type)),
+                    Val::Text(s.seed.to_string()),
+                    Val::int(s.probes_planned),
+                    Val::opt(&shard_of(&s.args)),
+                ];
+                self.push(&schema::SCANS, row);
+            }
+            Event::Port(p) => {
+                let row = vec![
+                    self.scan("port")?,
+                    Val::Text(p.ip.to_string()),
+                    Val::Int(p.port.into()),
+                    Val::Text(p.proto.into()),
+                    Val::Text(state_name(p.state).into()),
+                    Val::Text(p.reason.into()),
+                    p.ttl.map_or(Val::Null, |t| Val::Int(t.into())),
+                    Val::Real(p.t),
+                    seq,
+                ];
+                self.push(&schema::PORTS, row);
+            }
+            Event::Service(s) => {
+                let id = self.scan("service")?;
+                let tls = s.tls.as_deref();
+                let row = vec![
+                    id.clone(),
+                    Val::Text(s.ip.to_string()),
+                    Val::Int(s.port.into()),
+                    Val::Text(s.proto.into()),
+                    Val::Text(s.service.clone()),
+                    Val::opt(&s.product),
+                    Val::opt(&s.version),
+                    Val::opt(&s.info),
+                    Val::opt(&s.os),
+                    Val::opt(&s.hostname),
+                    Val::opt(&s.device),
+                    s.tunnel.map_or(Val::Null, |t| Val::Text(t.into())),
+                    Val::Text(method_name(s.method).into()),
+                    Val::json(&s.cpe),
+                    if s.banner.is_empty() { Val::Null } else { Val::Text(s.banner.clone()) },
+                    Val::opt(&s.probe),
+                    tls.map_or(Val::Null, |t| Val::Text(t.version.clone())),
+                    tls.map_or(Val::Null, |t| Val::Text(t.cipher.clone())),
+                    tls.map_or(Val::Null, |t| Val::opt(&t.alpn)),
+                    Val::Real(s.t),
+                    seq.clone(),
+                ];
+                self.push(&schema::SERVICES, row);
+                for (i, c) in tls.map_or(&[][..], |t| &t.chain[..]).iter().enumerate() {
+                    let row = vec![
+                        id.clone(),
+                        Val::Text(s.ip.to_string()),
+                        Val::Int(s.port.into()),
+                        Val::Int(i as i64),
+                        Val::Text(c.subject.clone()),
+                        Val::Text(c.issuer.clone()),
+                        Val::json(&c.san),
+                        Val::Text(c.not_before.clone()),
+                        Val::Text(c.not_after.clone()),
+                        Val::Text(c.serial.clone()),
+                        Val::Text(c.key_type.clone()),
+                        Val::Int(c.key_bits.into()),
+                        Val::opt(&c.curve),
+                        Val::Text(c.signature_algorithm.clone()),
+                        Val::Bool(c.self_signed),
+                        Val::Text(c.sha256.clone()),
+                        Val::opt(&c.error),
+                        seq.clone(),
+                    ];
+                    self.push(&schema::TLS_CERTS, row);
+                }
+            }
+            Event::Finding(f) => {
+                let row = vec![
+                    self.scan("finding")?,
+                    Val::Text(f.ip.to_string()),
+                    Val::Int(f.port.into()),
+                    Val::Text(f.proto.into()),
+                    Val::Text(f.plugin.clone()),
+                    Val::Text(f.severity.into()),
+                    Val::Text(f.title.clone()),
+                    if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
+                    Val::Real(f.t),
+                    seq,
+                ];
+                self.push(&schema::FINDINGS, row);
+            }
+            Event::Log(_) => {}
+            Event::Error(e) => {
+                let row = vec![
+                    self.scan("error")?,
+                    e.ip.map_or(Val::Null, |ip| Val::Text(ip.to_string())),
+                    e.port.map_or(Val::Null, |p| Val::Int(p.into())),
+                    Val::opt(&e.plugin),
+                    Val::Text(serde_name(&e.kind)),
+                    Val::Text(e.message.clone()),
+                    seq,
+                ];
+                self.push(&schema::ERRORS, row);
+            }
+            Event::ScanEnd(e) => {
+                let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+                self.batch.ends.push(vec![
+                    Val::Text(ended),
+                    Val::Real(e.elapsed),
+                    Val::int(e.probes_sent),
+                    Val::int(e.open),
+                    Val::int(e.closed),
+                    Val::int(e.filtered),
+                    Val::int(e.errors),
+                    Val::int(e.findings),
+                    Val::Bool(e.interrupted),
+                    Val::Text(e.scan_id.clone()),
+                ]);
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.batch.len() == 0 {
+            return Ok(());
+        }
+        let res = self.db.write(&self.batch);
+        let n = self.batch.len();
+        // A failed batch is not retried: the transaction wrote none of it, and
+        // the drain drops a failing sink.
+        self.batch.clear();
+        res.map_err(|e| io::Error::other(format!("{}: storing {n} rows: {e}", self.label)))
+    }
+}
+
+/// An error opening the database. The message does not name the database:
+/// the caller does (`--db FILE: ...`).
+fn db_error(e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,468 @@
+//! Reading stored scans back: the list of scans, a scan's events rebuilt in
+//! the event schema (for `moonscan db show`, `export`), and the difference
+//! between two scans.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::IpAddr;
+use std::sync::Mutex;
+
+use super::{connect, display_name, Backend, Cell};
+use crate::findings::{
+    CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, FindingEvent, PortEvent, PortState, ScanEnd, ScanStart,
+    ScanType, ServiceEvent, ServiceMethod, TlsInfo,
+};
+use crate::{Error, ErrorKind};
+
+/// A stored database, opened for reading.
+pub struct Db {
+    db: Box<dyn Backend>,
+    label: String,
+}
+
+/// One stored scan, as `moonscan db list` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanSummary {
+    pub id: String,
+    pub started: String,
+    /// The command line (the program name first).
+    pub args: Vec<String>,
+    pub scan_type: String,
+    pub seed: String,
+    pub shard: Option<String>,
+    /// RFC 3339; `None` while the scan runs (or if it died before its end).
+    pub ended: Option<String>,
+    pub elapsed: Option<f64>,
+    pub interrupted: bool,
+    /// Open ports stored.
+    pub open_ports: u64,
+    /// Findings stored.
+    pub findings: u64,
+}
+
+impl Db {
+    /// Opens the database at `target` (a file path or a `postgres://` URL).
+    /// A SQLite file must exist already. As for [`super::open`], the error
+    /// does not name `target`.
+    pub fn open(target: &str) -> crate::Result<Db> {
+        Ok(Db { db: connect(target, false)?, label: display_name(target) })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn from_backend(db: Box<dyn Backend>, label: String) -> Db {
+        Db { db, label }
+    }
+
+    pub(crate) fn query(&mut self, sql: &str, params: &[&str]) -> std::io::Result<Vec<Vec<Cell>>> {
+        self.db.query(sql, params).map_err(|e| std::io::Error::other(format!("{}: {e}", self.label)))
+    }
+
+    /// Every scan, oldest first.
+    pub fn scans(&mut self) -> std::io::Result<Vec<ScanSummary>> {
+        self.summaries(None)
+    }
+
+    /// One scan by its full id.
+    pub fn scan(&mut self, id: &str) -> std::io::Result<Option<ScanSummary>> {
+        Ok(self.summaries(Some(id))?.pop())
+    }
+
+    fn summaries(&mut self, id: Option<&str>) -> std::io::Result<Vec<ScanSummary>> {
+        let sql = format!(
+            "SELECT s.id, s.started, CAST(s.args AS TEXT), s.scan_type, s.seed, s.shard, s.ended, s.elapsed, \
+             s.interrupted, \
+             (SELECT count(*) FROM ports p WHERE p.scan_id = s.id AND p.state = 'open'), \
+             (SELECT count(*) FROM findings f WHERE f.scan_id = s.id) \
+             FROM scans s {} ORDER BY s.started, s.id",
+            if id.is_some() { "WHERE s.id = ?" } else { "" }
+        );
+        let params: Vec<&str> = id.into_iter().collect();
+        let rows = self.query(&sql, &params)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let mut r = Row(r.into_iter());
+                ScanSummary {
+                    id: r.text(),
+                    started: r.text(),
+                    args: serde_json::from_str(&r.text()).unwrap_or_default(),
+                    scan_type: r.text(),
+                    seed: r.text(),
+                    shard: r.opt(),
+                    ended: r.opt(),
+                    elapsed: r.real(),
+                    interrupted: r.int().unwrap_or(0) != 0,
+                    open_ports: r.int().unwrap_or(0).max(0) as u64,
+                    findings: r.int().unwrap_or(0).max(0) as u64,
+                }
+            })
+            .collect())
+    }
+
+    /// The one scan whose id starts with `prefix`. Unknown and ambiguous
+    /// prefixes are usage errors.
+    pub fn resolve(&mut self, prefix: &str) -> crate::Result<String> {
+        let rows = self
+            .query("SELECT id FROM scans ORDER BY id", &[])
+            .map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+        let ids: Vec<String> = rows
+            .into_iter()
+            .filter_map(|r| match r.into_iter().next() {
+                Some(Cell::Text(s)) => Some(s),
+                _ => None,
+            })
+            .filter(|id| id.starts_with(prefix))
+            .collect();
+        match ids.len() {
+            _ if prefix.is_empty() => Err(Error::new(ErrorKind::Config, "empty scan id")),
+            0 => Err(Error::new(ErrorKind::Config, format!("no scan {prefix:?} in {}", self.label))),
+            1 => Ok(ids.into_iter().next().unwrap_or_default()),
+            n => Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "scan id {prefix:?} is ambiguous in {}: {n} scans start with it ({})",
+                    self.label,
+                    ids.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// The scan's events rebuilt from the tables, in the order the scan
+    /// emitted them: `scan_start`, ports, services, findings and errors, and
+    /// `scan_end` if the scan finished. Log lines are not stored.
+    pub fn events(&mut self, id: &str) -> std::io::Result<Vec<Event>> {
+        let head = self.query(
+            "SELECT id, started, CAST(args AS TEXT), scan_type, seed, probes_planned, elapsed, probes_sent, open, \
+             closed, filtered, errors, findings, interrupted, ended FROM scans WHERE id = ?",
+            &[id],
+        )?;
+        let Some(head) = head.into_iter().next() else {
+            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{}: no scan {id}", self.label)));
+        };
+        let mut h = Row(head.into_iter());
+        let start = ScanStart {
+            scan_id: h.text(),
+            started: h.text(),
+            args: serde_json::from_str(&h.text()).unwrap_or_default(),
+            scan_type: if h.text() == "syn" { ScanType::Syn } else { ScanType::Connect },
+            seed: h.text().parse().unwrap_or(0),
+            probes_planned: h.uint(),
+        };
+        let elapsed = h.real();
+        let end = ScanEnd {
+            scan_id: id.to_string(),
+            elapsed: elapsed.unwrap_or(0.0),
+            probes_sent: h.uint(),
+            open: h.uint(),
+            closed: h.uint(),
+            filtered: h.uint(),
+            errors: h.uint(),
+            findings: h.uint(),
+            interrupted: h.int().unwrap_or(0) != 0,
+        };
+        let ended = h.opt().is_some();
+
+        let mut body: Vec<(i64, Event)> = Vec::new();
+        for r in self.query("SELECT ip, port, proto, state, reason, ttl, t, seq FROM ports WHERE scan_id = ?", &[id])? {
+            let mut r = Row(r.into_iter());
+            let (Some(ip), port, proto) = (r.ip(), r.port(), intern(&r.text())) else { continue };
+            let state = match r.text().as_str() {
+                "open" => PortState::Open,
+                "closed" => PortState::Closed,
+                _ => PortState::Filtered,
+            };
+            let ev = PortEvent {
+                ip,
+                port,
+                proto,
+                state,
+                reason: intern(&r.text()),
+                ttl: r.int().and_then(|t| u8::try_from(t).ok()),
+                t: r.real().unwrap_or(0.0),
+            };
+            body.push((r.int().unwrap_or(0), Event::Port(ev)));
+        }
+
+        let mut chains: BTreeMap<(String, i64), Vec<CertSummary>> = BTreeMap::new();
+        for r in self.query(
+            "SELECT ip, port, seq, subject, issuer, CAST(san AS TEXT), not_before, not_after, serial, key_type, \
+             key_bits, curve, signature_algorithm, self_signed, sha256, error FROM tls_certs WHERE scan_id = ? \
+             ORDER BY seq, position",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let (ip, _port, seq) = (r.text(), r.int(), r.int().unwrap_or(0));
+            let cert = CertSummary {
+                subject: r.text(),
+                issuer: r.text(),
+                san: serde_json::from_str(&r.text()).unwrap_or_default(),
+                not_before: r.text(),
+                not_after: r.text(),
+                serial: r.text(),
+                key_type: r.text(),
+                key_bits: r.int().and_then(|b| u32::try_from(b).ok()).unwrap_or(0),
+                curve: r.opt(),
+                signature_algorithm: r.text(),
+                self_signed: r.int().unwrap_or(0) != 0,
+                sha256: r.text(),
+                error: r.opt(),
+            };
+            chains.entry((ip, seq)).or_default().push(cert);
+        }
+
+        for r in self.query(
+            "SELECT ip, port, proto, service, product, version, info, os, hostname, device, tunnel, method, \
+             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, t, seq FROM services \
+             WHERE scan_id = ?",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let (Some(ip), port, proto) = (r.ip(), r.port(), intern(&r.text())) else { continue };
+            let mut ev = ServiceEvent {
+                ip,
+                port,
+                proto,
+                service: r.text(),
+                product: r.opt(),
+                version: r.opt(),
+                info: r.opt(),
+                os: r.opt(),
+                hostname: r.opt(),
+                device: r.opt(),
+                tunnel: r.opt().map(|t| intern(&t)),
+                method: match r.text().as_str() {
+                    "probed" => ServiceMethod::Probed,
+                    "soft" => ServiceMethod::Soft,
+                    _ => ServiceMethod::Table,
+                },
+                cpe: serde_json::from_str(&r.text()).unwrap_or_default(),
+                banner: r.opt().unwrap_or_default(),
+                probe: r.opt(),
+                tls: None,
+                t: 0.0,
+            };
+            let (version, cipher, alpn) = (r.opt(), r.opt(), r.opt());
+            ev.t = r.real().unwrap_or(0.0);
+            let seq = r.int().unwrap_or(0);
+            if let Some(version) = version {
+                let chain = chains.remove(&(ip.to_string(), seq)).unwrap_or_default();
+                ev.tls =
+                    Some(Box::new(TlsInfo { version, cipher: cipher.unwrap_or_default(), alpn, chain, der: vec![] }));
+            }
+            body.push((seq, Event::Service(Box::new(ev))));
+        }
+
+        for r in self.query(
+            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), t, seq FROM findings \
+             WHERE scan_id = ?",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let (Some(ip), port, proto) = (r.ip(), r.port(), intern(&r.text())) else { continue };
+            let ev = FindingEvent {
+                ip,
+                port,
+                proto,
+                plugin: r.text(),
+                severity: intern(&r.text()),
+                title: r.text(),
+                data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
+                t: r.real().unwrap_or(0.0),
+            };
+            body.push((r.int().unwrap_or(0), Event::Finding(Box::new(ev))));
+        }
+
+        for r in self.query("SELECT ip, port, plugin, kind, message, seq FROM errors WHERE scan_id = ?", &[id])? {
+            let mut r = Row(r.into_iter());
+            let ev = ErrorEvent {
+                ip: r.ip(),
+                port: r.int().and_then(|p| u16::try_from(p).ok()),
+                plugin: r.opt(),
+                kind: match r.text().as_str() {
+                    "timeout" => EvErrorKind::Timeout,
+                    "budget" => EvErrorKind::Budget,
+                    "sandbox" => EvErrorKind::Sandbox,
+                    "parse" => EvErrorKind::Parse,
+                    "plugin" => EvErrorKind::Plugin,
+                    _ => EvErrorKind::Io,
+                },
+                message: r.text(),
+            };
+            body.push((r.int().unwrap_or(0), Event::Error(ev)));
+        }
+
+        body.sort_by_key(|(seq, _)| *seq);
+        let mut events = Vec::with_capacity(body.len() + 2);
+        events.push(Event::ScanStart(start));
+        events.extend(body.into_iter().map(|(_, e)| e));
+        if ended {
+            events.push(Event::ScanEnd(end));
+        }
+        Ok(events)
+    }
+}
+
+/// Reads a row's cells left to right.
+struct Row(std::vec::IntoIter<Cell>);
+
+impl Row {
+    fn next(&mut self) -> Cell {
+        self.0.next().unwrap_or(Cell::Null)
+    }
+
+    fn opt(&mut self) -> Option<String> {
+        match self.next() {
+            Cell::Text(s) => Some(s),
+            Cell::Int(n) => Some(n.to_string()),
+            Cell::Real(x) => Some(x.to_string()),
+            Cell::Null => None,
+        }
+    }
+
+    fn text(&mut self) -> String {
+        self.opt().unwrap_or_default()
+    }
+
+    fn int(&mut self) -> Option<i64> {
+        match self.next() {
+            Cell::Int(n) => Some(n),
+            Cell::Real(x) => Some(x as i64),
+            Cell::Text(s) => s.parse().ok(),
+            Cell::Null => None,
+        }
+    }
+
+    fn uint(&mut self) -> u64 {
+        self.int().unwrap_or(0).max(0) as u64
+    }
+
+    fn real(&mut self) -> Option<f64> {
+        match self.next() {
+            Cell::Real(x) => Some(x),
+            Cell::Int(n) => Some(n as f64),
+            Cell::Text(s) => s.parse().ok(),
+            Cell::Null => None,
+        }
+    }
+
+    fn ip(&mut self) -> Option<IpAddr> {
+        self.opt()?.parse().ok()
+    }
+
+    fn port(&mut self) -> u16 {
+        self.int().and_then(|p| u16::try_from(p).ok()).unwrap_or(0)
+    }
+}
+
+/// The events keep some strings as `&'static str` (protocol, reason,
+/// severity, tunnel): each distinct stored value is leaked once.
+fn intern(s: &str) -> &'static str {
+    static SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    let seen = seen.get_or_insert_with(HashSet::new);
+    if let Some(s) = seen.get(s) {
+        return s;
+    }
+    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
+    seen.insert(leaked);
+    leaked
+}
+
+/// A port whose service differs between two scans.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceChange {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub proto: String,
+    /// `service product version` in the first scan and in the second.
+    pub before: String,
+    pub after: String,
+}
+
+/// What changed from one scan to another.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Diff {
+    /// Open in the second scan, not in the first: (ip, port, proto).
+    pub opened: Vec<(IpAddr, u16, String)>,
+    /// Open in the first scan, not in the second.
+    pub closed: Vec<(IpAddr, u16, String)>,
+    /// Open in both, identified differently.
+    pub changed: Vec<ServiceChange>,
+    /// Findings of the second scan that the first did not have (by ip, port, plugin, title).
+    pub new_findings: Vec<FindingEvent>,
+    /// Findings of the first scan that the second does not have.
+    pub gone_findings: Vec<FindingEvent>,
+}
+
+impl Diff {
+    pub fn is_empty(&self) -> bool {
+        self.opened.is_empty()
+            && self.closed.is_empty()
+            && self.changed.is_empty()
+            && self.new_findings.is_empty()
+            && self.gone_findings.is_empty()
+    }
+}
+
+/// `service product version (info)` of a service event.
+fn identity(s: &ServiceEvent) -> String {
+    let mut words = vec![format!("{}{}", if s.tunnel.is_some() { "ssl/" } else { "" }, s.service)];
+    words.extend([&s.product, &s.version].into_iter().filter_map(Clone::clone));
+    if let Some(info) = &s.info {
+        words.push(format!("({info})"));
+    }
+    words.join(" ")
+}
+
+/// Compares the events of scan `a` with those of scan `b`.
+pub fn diff(a: &[Event], b: &[Event]) -> Diff {
+    type Key = (IpAddr, u16, String);
+    let open = |evs: &[Event]| -> BTreeSet<Key> {
+        evs.iter()
+            .filter_map(|e| match e {
+                Event::Port(p) if p.state == PortState::Open => Some((p.ip, p.port, p.proto.to_string())),
+                _ => None,
+            })
+            .collect()
+    };
+    let services = |evs: &[Event]| -> BTreeMap<Key, String> {
+        evs.iter()
+            .filter_map(|e| match e {
+                Event::Service(s) => Some(((s.ip, s.port, s.proto.to_string()), identity(s))),
+                _ => None,
+            })
+            .collect()
+    };
+    let findings = |evs: &[Event]| -> BTreeMap<(IpAddr, u16, String, String), FindingEvent> {
+        evs.iter()
+            .filter_map(|e| match e {
+                Event::Finding(f) => Some(((f.ip, f.port, f.plugin.clone(), f.title.clone()), (**f).clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let (open_a, open_b) = (open(a), open(b));
+    let (svc_a, svc_b) = (services(a), services(b));
+    let (find_a, find_b) = (findings(a), findings(b));
+    let mut d = Diff {
+        opened: open_b.difference(&open_a).cloned().collect(),
+        closed: open_a.difference(&open_b).cloned().collect(),
+        ..Diff::default()
+    };
+    for key in open_a.intersection(&open_b) {
+        if let (Some(x), Some(y)) = (svc_a.get(key), svc_b.get(key)) {
+            if x != y {
+                d.changed.push(ServiceChange {
+                    ip: key.0,
+                    port: key.1,
+                    proto: key.2.clone(),
+                    before: x.clone(),
+                    after: y.clone(),
+                });
+            }
+        }
+    }
+    d.new_findings = find_b.iter().filter(|(k, _)| !find_a.contains_key(*k)).map(|(_, f)| f.clone()).collect();
+    d.gone_findings = find_a.iter().filter(|(k, _)| !find_b.contains_key(*k)).map(|(_, f)| f.clone()).collect();
+    d
+}

@@ -1,0 +1,275 @@
+//! The tables, the same in SQLite and PostgreSQL (only the column types
+//! differ), and the columns each insert writes.
+//!
+//! What always holds: every table but `scans` and `schema_version` has a
+//! `scan_id` naming a row of `scans` (written in the same or an earlier
+//! transaction; there are no FOREIGN KEY clauses, which cost PostgreSQL a
+//! third of its insert time); `seq` is the event's position in its
+//! scan's stream (0 is `scan_start`), so the stream can be rebuilt in order;
+//! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
+
+/// The schema this build writes; a database with a newer one is refused.
+pub const VERSION: i64 = 1;
+
+/// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
+/// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
+const DDL: &str = "
+CREATE TABLE IF NOT EXISTS schema_version (
+    version {int} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scans (
+    id TEXT PRIMARY KEY,
+    started TEXT NOT NULL,
+    args {json} NOT NULL,
+    scan_type TEXT NOT NULL,
+    seed TEXT NOT NULL,
+    probes_planned {int},
+    shard TEXT,
+    ended TEXT,
+    elapsed {real},
+    probes_sent {int},
+    open {int},
+    closed {int},
+    filtered {int},
+    errors {int},
+    findings {int},
+    interrupted {bool}
+);
+CREATE TABLE IF NOT EXISTS ports (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    port {int} NOT NULL,
+    proto TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    ttl {int},
+    t {real} NOT NULL,
+    seq {int} NOT NULL,
+    UNIQUE (scan_id, ip, port, proto)
+);
+CREATE TABLE IF NOT EXISTS services (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    port {int} NOT NULL,
+    proto TEXT NOT NULL,
+    service TEXT NOT NULL,
+    product TEXT,
+    version TEXT,
+    info TEXT,
+    os TEXT,
+    hostname TEXT,
+    device TEXT,
+    tunnel TEXT,
+    method TEXT NOT NULL,
+    cpe {json} NOT NULL,
+    banner TEXT,
+    probe TEXT,
+    tls_version TEXT,
+    tls_cipher TEXT,
+    tls_alpn TEXT,
+    t {real} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS services_scan ON services (scan_id, ip, port);
+CREATE TABLE IF NOT EXISTS tls_certs (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    port {int} NOT NULL,
+    position {int} NOT NULL,
+    subject TEXT NOT NULL,
+    issuer TEXT NOT NULL,
+    san {json} NOT NULL,
+    not_before TEXT NOT NULL,
+    not_after TEXT NOT NULL,
+    serial TEXT NOT NULL,
+    key_type TEXT NOT NULL,
+    key_bits {int} NOT NULL,
+    curve TEXT,
+    signature_algorithm TEXT NOT NULL,
+    self_signed {bool} NOT NULL,
+    sha256 TEXT NOT NULL,
+    error TEXT,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tls_certs_scan ON tls_certs (scan_id, ip, port);
+CREATE TABLE IF NOT EXISTS findings (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    port {int} NOT NULL,
+    proto TEXT NOT NULL,
+    plugin TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    title TEXT NOT NULL,
+    data {json},
+    t {real} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS findings_scan ON findings (scan_id, ip, port);
+CREATE TABLE IF NOT EXISTS errors (
+    scan_id TEXT NOT NULL,
+    ip TEXT,
+    port {int},
+    plugin TEXT,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS errors_scan ON errors (scan_id);
+";
+
+/// The DDL for SQLite.
+pub fn sqlite() -> String {
+    DDL.replace("{int}", "INTEGER").replace("{real}", "REAL").replace("{bool}", "INTEGER").replace("{json}", "TEXT")
+}
+
+/// The DDL for PostgreSQL.
+pub fn postgres() -> String {
+    DDL.replace("{int}", "BIGINT")
+        .replace("{real}", "DOUBLE PRECISION")
+        .replace("{bool}", "BOOLEAN")
+        .replace("{json}", "JSONB")
+}
+
+/// How a column's values are bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Int,
+    Real,
+    Bool,
+    Json,
+}
+
+/// A table rows are inserted into: its name and columns in insert order.
+#[derive(Debug)]
+pub struct Table {
+    pub name: &'static str,
+    pub columns: &'static [(&'static str, Kind)],
+    /// `ON CONFLICT` clause target, for tables with a unique key.
+    pub conflict: Option<&'static str>,
+}
+
+use Kind::*;
+
+pub const SCANS: Table = Table {
+    name: "scans",
+    columns: &[
+        ("id", Text),
+        ("started", Text),
+        ("args", Json),
+        ("scan_type", Text),
+        ("seed", Text),
+        ("probes_planned", Int),
+        ("shard", Text),
+    ],
+    conflict: Some("id"),
+};
+
+pub const PORTS: Table = Table {
+    name: "ports",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("port", Int),
+        ("proto", Text),
+        ("state", Text),
+        ("reason", Text),
+        ("ttl", Int),
+        ("t", Real),
+        ("seq", Int),
+    ],
+    conflict: Some("scan_id, ip, port, proto"),
+};
+
+pub const SERVICES: Table = Table {
+    name: "services",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("port", Int),
+        ("proto", Text),
+        ("service", Text),
+        ("product", Text),
+        ("version", Text),
+        ("info", Text),
+        ("os", Text),
+        ("hostname", Text),
+        ("device", Text),
+        ("tunnel", Text),
+        ("method", Text),
+        ("cpe", Json),
+        ("banner", Text),
+        ("probe", Text),
+        ("tls_version", Text),
+        ("tls_cipher", Text),
+        ("tls_alpn", Text),
+        ("t", Real),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+pub const TLS_CERTS: Table = Table {
+    name: "tls_certs",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("port", Int),
+        ("position", Int),
+        ("subject", Text),
+        ("issuer", Text),
+        ("san", Json),
+        ("not_before", Text),
+        ("not_after", Text),
+        ("serial", Text),
+        ("key_type", Text),
+        ("key_bits", Int),
+        ("curve", Text),
+        ("signature_algorithm", Text),
+        ("self_signed", Bool),
+        ("sha256", Text),
+        ("error", Text),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+pub const FINDINGS: Table = Table {
+    name: "findings",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("port", Int),
+        ("proto", Text),
+        ("plugin", Text),
+        ("severity", Text),
+        ("title", Text),
+        ("data", Json),
+        ("t", Real),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+pub const ERRORS: Table = Table {
+    name: "errors",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("port", Int),
+        ("plugin", Text),
+        ("kind", Text),
+        ("message", Text),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+/// The tables rows go to, in the order a batch writes them (scans first:
+/// the others refer to it).
+pub const TABLES: [&Table; 6] = [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &ERRORS];
+
+/// What `scan_end` sets on its scan's row; the parameters are these columns, then the id.
+pub const SCAN_END: &str = "UPDATE scans SET ended = ?, elapsed = ?, probes_sent = ?, open = ?, closed = ?, \
+                            filtered = ?, errors = ?, findings = ?, interrupted = ? WHERE id = ?";
+pub const SCAN_END_KINDS: [Kind; 10] = [Text, Real, Int, Int, Int, Int, Int, Int, Bool, Text];

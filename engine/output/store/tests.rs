@@ -1,0 +1,422 @@
+use super::*;
+use crate::findings::*;
+
+fn ip(s: &str) -> std::net::IpAddr {
+    s.parse().unwrap()
+}
+
+fn start(id: &str, args: &[&str]) -> Event {
+    Event::ScanStart(ScanStart {
+        scan_id: id.into(),
+        started: "2026-11-21T15:21:53.078Z".into(),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        scan_type: ScanType::Syn,
+        seed: u64::MAX - 5,
+        probes_planned: 65535,
+    })
+}
+
+fn port(addr: &str, p: u16, t: f64) -> Event {
+    Event::Port(PortEvent {
+        ip: ip(addr),
+        port: p,
+        proto: "tcp",
+        state: PortState::Open,
+        reason: "syn-ack",
+        ttl: Some(64),
+        t,
+    })
+}
+
+fn service(addr: &str, p: u16, version: &str) -> Event {
+    Event::Service(Box::new(ServiceEvent {
+        ip: ip(addr),
+        port: p,
+        proto: "tcp",
+        service: "http".into(),
+        method: ServiceMethod::Probed,
+        tunnel: Some("ssl"),
+        product: Some("nginx".into()),
+        version: Some(version.into()),
+        info: None,
+        os: Some("Linux".into()),
+        hostname: None,
+        device: None,
+        cpe: vec![format!("cpe:/a:igor_sysoev:nginx:{version}")],
+        probe: Some("GetRequest".into()),
+        banner: "it's \\x00 'quoted'".into(),
+        tls: Some(Box::new(TlsInfo {
+            version: "TLSv1.3".into(),
+            cipher: "TLS13_AES_256_GCM_SHA384".into(),
+            alpn: Some("http/1.1".into()),
+            chain: vec![
+                CertSummary {
+                    subject: "CN=lab.moonscan.test, O=moonscan lab".into(),
+                    issuer: "CN=ca".into(),
+                    san: vec!["DNS:lab.moonscan.test".into(), "DNS:www.lab.moonscan.test".into()],
+                    not_before: "2026-11-21T15:57:00Z".into(),
+                    not_after: "2036-11-18T15:57:00Z".into(),
+                    serial: "0a1b".into(),
+                    key_type: "ec".into(),
+                    key_bits: 256,
+                    curve: Some("P-256".into()),
+                    signature_algorithm: "ecdsa-with-SHA256".into(),
+                    self_signed: false,
+                    sha256: "ab".repeat(32),
+                    error: None,
+                },
+                CertSummary {
+                    subject: "CN=ca".into(),
+                    issuer: "CN=ca".into(),
+                    self_signed: true,
+                    key_type: "rsa".into(),
+                    key_bits: 4096,
+                    sha256: "cd".repeat(32),
+                    ..CertSummary::default()
+                },
+            ],
+            der: vec![],
+        })),
+        t: 0.26,
+    }))
+}
+
+fn finding(addr: &str, p: u16, title: &str) -> Event {
+    Event::Finding(Box::new(FindingEvent {
+        ip: ip(addr),
+        port: p,
+        proto: "tcp",
+        plugin: "redis-info".into(),
+        severity: "high",
+        title: title.into(),
+        data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
+        t: 0.31,
+    }))
+}
+
+fn error(addr: Option<&str>, p: Option<u16>) -> Event {
+    Event::Error(ErrorEvent {
+        ip: addr.map(ip),
+        port: p,
+        plugin: Some("ssl-cert".into()),
+        kind: crate::findings::ErrorKind::Timeout,
+        message: "timed out after 10s".into(),
+    })
+}
+
+fn end(id: &str, open: u64) -> Event {
+    Event::ScanEnd(ScanEnd {
+        scan_id: id.into(),
+        elapsed: 0.25,
+        probes_sent: 65535,
+        open,
+        closed: 65535 - open,
+        filtered: 0,
+        errors: 1,
+        findings: 1,
+        interrupted: false,
+    })
+}
+
+fn scan_events(id: &str) -> Vec<Event> {
+    vec![
+        start(id, &["moonscan", "-sS", "-p-", "--shard", "2/3", "198.18.0.2"]),
+        port("198.18.0.2", 22, 0.001),
+        port("198.18.0.2", 443, 0.002),
+        port("2001:2::2", 6379, 0.003),
+        service("198.18.0.2", 443, "1.22.1"),
+        finding("2001:2::2", 6379, "Redis answers without authentication"),
+        Event::Log(LogEvent { ip: ip("2001:2::2"), port: 6379, plugin: "redis-info".into(), message: "hi".into() }),
+        error(Some("198.18.0.2"), Some(443)),
+        error(None, None),
+        end(id, 3),
+    ]
+}
+
+fn record_all(store: &mut Store, evs: &[Event]) {
+    for e in evs {
+        store.record(e).unwrap();
+    }
+}
+
+fn count(db: &mut Db, table: &str) -> i64 {
+    match db.query(&format!("SELECT count(*) FROM {table}"), &[]).unwrap()[0][0] {
+        Cell::Int(n) => n,
+        ref c => panic!("count is {c:?}"),
+    }
+}
+
+#[test]
+fn events_come_back_as_they_were_recorded() {
+    let mut store = Store::memory();
+    let evs = scan_events("00c0ffee00000001");
+    record_all(&mut store, &evs);
+    store.close().unwrap();
+    let mut db = store.into_db();
+    let back = db.events("00c0ffee00000001").unwrap();
+    // Plugins' log lines are not stored.
+    let expected: Vec<Event> = evs.into_iter().filter(|e| !matches!(e, Event::Log(_))).collect();
+    // The NUL in the finding's data survives SQLite (JSON text escapes it).
+    assert_eq!(back, expected);
+}
+
+#[test]
+fn record_only_buffers_and_flush_commits() {
+    let mut store = Store::memory();
+    let evs = scan_events("00c0ffee00000002");
+    record_all(&mut store, &evs[..3]);
+    let n = |store: &mut Store| match store.db.query("SELECT count(*) FROM ports", &[]).unwrap()[0][0] {
+        Cell::Int(n) => n,
+        _ => -1,
+    };
+    assert_eq!(n(&mut store), 0, "record must not write");
+    store.flush().unwrap();
+    assert_eq!(n(&mut store), 2);
+    store.flush().unwrap(); // nothing buffered: nothing written twice
+    assert_eq!(n(&mut store), 2);
+    record_all(&mut store, &evs[3..]);
+    store.close().unwrap();
+    let mut db = store.into_db();
+    assert_eq!(count(&mut db, "ports"), 3);
+    assert_eq!(count(&mut db, "services"), 1);
+    assert_eq!(count(&mut db, "tls_certs"), 2);
+    assert_eq!(count(&mut db, "findings"), 1);
+    assert_eq!(count(&mut db, "errors"), 2);
+}
+
+#[test]
+fn a_port_reported_twice_is_stored_once() {
+    let mut store = Store::memory();
+    record_all(&mut store, &[start("aa", &[]), port("198.18.0.2", 22, 0.1)]);
+    store.flush().unwrap();
+    record_all(&mut store, &[port("198.18.0.2", 22, 0.2), port("198.18.0.2", 22, 0.3)]);
+    store.close().unwrap();
+    let mut db = store.into_db();
+    assert_eq!(count(&mut db, "ports"), 1);
+}
+
+#[test]
+fn list_counts_open_ports_and_findings_and_reads_the_shard() {
+    let mut store = Store::memory();
+    record_all(&mut store, &scan_events("00c0ffee00000003"));
+    // An unfinished scan: no scan_end.
+    record_all(&mut store, &[start("00c0ffee00000004", &["moonscan", "--shard=1/2"]), port("198.18.0.3", 21, 0.1)]);
+    store.close().unwrap();
+    let mut db = store.into_db();
+    let scans = db.scans().unwrap();
+    assert_eq!(scans.len(), 2);
+    let a = &scans[0];
+    assert_eq!(a.id, "00c0ffee00000003");
+    assert_eq!((a.open_ports, a.findings), (3, 1));
+    assert_eq!(a.shard.as_deref(), Some("2/3"));
+    assert_eq!(a.seed, (u64::MAX - 5).to_string(), "u64 seeds are kept exactly");
+    assert_eq!(a.args[1], "-sS");
+    assert!(a.ended.is_some() && !a.interrupted);
+    let b = &scans[1];
+    assert_eq!((b.open_ports, b.findings, b.ended.as_deref()), (1, 0, None));
+    assert_eq!(b.shard.as_deref(), Some("1/2"));
+    assert_eq!(db.scan("00c0ffee00000004").unwrap().as_ref(), Some(b));
+    // An unfinished scan exports without scan_end.
+    let evs = db.events("00c0ffee00000004").unwrap();
+    assert!(matches!(evs.last(), Some(Event::Port(_))), "{evs:?}");
+}
+
+#[test]
+fn scan_ids_resolve_from_a_unique_prefix() {
+    let mut store = Store::memory();
+    for id in ["abc123", "abd456", "ff0000"] {
+        record_all(&mut store, &[start(id, &[])]);
+    }
+    store.close().unwrap();
+    let mut db = store.into_db();
+    assert_eq!(db.resolve("abc").unwrap(), "abc123");
+    assert_eq!(db.resolve("f").unwrap(), "ff0000");
+    assert_eq!(db.resolve("abd456").unwrap(), "abd456");
+    let e = db.resolve("ab").unwrap_err();
+    assert!(e.is_usage() && e.to_string().contains("ambiguous"), "{e}");
+    let e = db.resolve("99").unwrap_err();
+    assert!(e.is_usage() && e.to_string().contains("no scan"), "{e}");
+    assert!(db.resolve("").is_err());
+}
+
+#[test]
+fn diff_reports_ports_services_and_findings() {
+    let a = vec![
+        start("a", &[]),
+        port("198.18.0.2", 22, 0.0),
+        port("198.18.0.2", 80, 0.0),
+        port("198.18.0.2", 443, 0.0),
+        service("198.18.0.2", 443, "1.22.1"),
+        finding("198.18.0.2", 443, "old"),
+        finding("198.18.0.2", 443, "same"),
+    ];
+    let b = vec![
+        start("b", &[]),
+        port("198.18.0.2", 22, 0.0),
+        port("198.18.0.2", 443, 0.0),
+        port("198.18.0.2", 6379, 0.0),
+        service("198.18.0.2", 443, "1.24.0"),
+        finding("198.18.0.2", 443, "same"),
+        finding("198.18.0.2", 6379, "new"),
+    ];
+    let d = diff(&a, &b);
+    assert_eq!(d.opened, vec![(ip("198.18.0.2"), 6379, "tcp".to_string())]);
+    assert_eq!(d.closed, vec![(ip("198.18.0.2"), 80, "tcp".to_string())]);
+    assert_eq!(d.changed.len(), 1);
+    assert_eq!(d.changed[0].before, "ssl/http nginx 1.22.1");
+    assert_eq!(d.changed[0].after, "ssl/http nginx 1.24.0");
+    assert_eq!(d.new_findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["new"]);
+    assert_eq!(d.gone_findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["old"]);
+    assert!(diff(&a, &a).is_empty());
+}
+
+#[test]
+fn a_write_error_is_an_io_error_that_names_the_database() {
+    let mut store = Store::memory();
+    record_all(&mut store, &[start("aa", &[])]);
+    store.flush().unwrap();
+    store.db.query("DROP TABLE ports", &[]).unwrap();
+    store.record(&port("198.18.0.2", 22, 0.1)).unwrap();
+    let e = store.flush().unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains(":memory:") && msg.contains("ports"), "{msg}");
+    // Nothing of the failed batch was written, and the store still works.
+    record_all(&mut store, &[error(None, None)]);
+    store.close().unwrap();
+}
+
+#[test]
+fn an_event_before_scan_start_is_an_error_not_a_panic() {
+    let mut store = Store::memory();
+    let e = store.record(&port("198.18.0.2", 22, 0.1)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("before scan_start"), "{e}");
+}
+
+#[test]
+fn a_file_store_uses_wal_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scans.db");
+    let path = path.to_str().unwrap();
+    assert!(Db::open(path).is_err(), "reading never creates a database");
+    assert!(!std::path::Path::new(path).exists());
+    let mut sink = open(path).unwrap();
+    for e in scan_events("00c0ffee00000005") {
+        sink.record(&e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    // A second store on the same file keeps the first scan's rows.
+    let mut sink = open(path).unwrap();
+    for e in scan_events("00c0ffee00000006") {
+        sink.record(&e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, schema::VERSION);
+    let mut db = Db::open(path).unwrap();
+    assert_eq!(db.scans().unwrap().len(), 2);
+    // A newer schema is refused with a clear message.
+    conn.execute("UPDATE schema_version SET version = 99", []).unwrap();
+    let e = Db::open(path).err().expect("newer schema refused");
+    assert!(e.to_string().contains("schema version 99"), "{e}");
+    let e = open(path).err().expect("newer schema refused");
+    assert!(e.to_string().contains("schema version 99"), "{e}");
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, "not a database, just some text that is long enough to have a header").unwrap();
+    let e = open(path.to_str().unwrap()).err().expect("refused");
+    assert!(e.to_string().contains("not a database"), "{e}");
+    // The caller names the database; the message does not repeat it.
+    let e = open("/nonexistent-dir/x.db").err().expect("refused");
+    assert_eq!(e.to_string(), "unable to open database file");
+}
+
+#[test]
+fn urls_choose_postgres_and_messages_hide_passwords() {
+    assert!(is_postgres("postgres://moonscan@198.18.0.3/moonscan"));
+    assert!(is_postgres("PostgreSQL://u@h/d"));
+    assert!(!is_postgres("moonscan.db"));
+    assert!(!is_postgres("./postgres://x"));
+    assert_eq!(display_name("postgres://u:secret@h:5432/d"), "postgres://u@h:5432/d");
+    assert_eq!(display_name("postgres://u@h/d"), "postgres://u@h/d");
+    assert_eq!(display_name("/tmp/x.db"), "/tmp/x.db");
+    let e = open("postgres://u@[bad/d").err().expect("bad URL refused");
+    assert!(e.to_string().starts_with("bad PostgreSQL URL"), "{e}");
+}
+
+#[test]
+fn an_unreachable_postgres_is_a_clear_error() {
+    // Port 9 on loopback: nothing listens, the connection is refused at once.
+    let e = open("postgres://moonscan@127.0.0.1:9/moonscan").err().expect("refused");
+    let msg = e.to_string();
+    assert!(msg.starts_with("cannot connect: ") && msg.contains("refused"), "{msg}");
+}
+
+#[test]
+fn shard_is_read_from_the_arguments() {
+    let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(shard_of(&args(&["moonscan", "--shard", "1/3", "x"])).as_deref(), Some("1/3"));
+    assert_eq!(shard_of(&args(&["moonscan", "--shard=2/3"])).as_deref(), Some("2/3"));
+    assert_eq!(shard_of(&args(&["moonscan", "-p", "80"])), None);
+}
+
+#[test]
+fn postgres_literals_are_quoted_and_typed() {
+    use super::postgres::{copy_field, literal, script};
+    use schema::Kind;
+    let lit = |v: Val, k: Kind| {
+        let mut s = String::new();
+        literal(&mut s, &v, k);
+        s
+    };
+    assert_eq!(lit(Val::Text("it's; DROP TABLE scans; --".into()), Kind::Text), "'it''s; DROP TABLE scans; --'");
+    // Backslashes are plain characters with standard_conforming_strings on.
+    assert_eq!(lit(Val::Text(r"a\'b".into()), Kind::Text), r"'a\''b'");
+    assert_eq!(lit(Val::Text("a\0b".into()), Kind::Text), r"'a\x00b'");
+    assert_eq!(lit(Val::Text(r#"{"a":"x\u0000y's"}"#.into()), Kind::Json), r#"'{"a":"x\\x00y''s"}'::jsonb"#);
+    assert_eq!(lit(Val::Null, Kind::Int), "NULL");
+    assert_eq!(lit(Val::Int(-42), Kind::Int), "-42");
+    assert_eq!(lit(Val::Real(0.1), Kind::Real), "0.1");
+    assert_eq!(lit(Val::Real(f64::NAN), Kind::Real), "'NaN'");
+    assert_eq!(lit(Val::Real(f64::NEG_INFINITY), Kind::Real), "'-Infinity'");
+    assert_eq!(lit(Val::Bool(true), Kind::Bool), "TRUE");
+    let copy = |v: Val, k: Kind| {
+        let mut s = String::new();
+        copy_field(&mut s, &v, k);
+        s
+    };
+    assert_eq!(copy(Val::Text("a\tb\nc\\d\re'f\0".into()), Kind::Text), r"a\tb\nc\\d\re'f\\x00");
+    assert_eq!(copy(Val::Null, Kind::Int), r"\N");
+    assert_eq!(copy(Val::Bool(false), Kind::Bool), "f");
+    assert_eq!(copy(Val::Real(0.25), Kind::Real), "0.25");
+
+    let mut store = Store::memory();
+    record_all(&mut store, &[start("aa", &["moonscan"]), port("198.18.0.2", 22, 0.5), end("aa", 1)]);
+    let sql = script(&store.batch, false);
+    assert!(!script(&store.batch, true).contains("INSERT INTO ports"));
+    assert!(
+        sql.starts_with("INSERT INTO scans (id, started, args, scan_type, seed, probes_planned, shard) VALUES ('aa', "),
+        "{sql}"
+    );
+    assert!(sql.contains("'[\"moonscan\"]'::jsonb"), "{sql}");
+    assert!(
+        sql.contains("INSERT INTO ports (") && sql.contains("ON CONFLICT (scan_id, ip, port, proto) DO NOTHING;"),
+        "{sql}"
+    );
+    assert!(sql.contains("('aa', '198.18.0.2', 22, 'tcp', 'open', 'syn-ack', 64, 0.5, 1)"), "{sql}");
+    let update = sql.lines().last().unwrap();
+    assert!(update.starts_with("UPDATE scans SET ended = '20"), "{update}");
+    assert!(
+        update.ends_with(", elapsed = 0.25, probes_sent = 65535, open = 1, closed = 65534, filtered = 0, errors = 1, findings = 1, interrupted = FALSE WHERE id = 'aa';"),
+        "{update}"
+    );
+}

@@ -1,0 +1,274 @@
+//! nmap's formats (`-oX`, `-oN`, `-oG`, `-oA`) as nmap's own clients read
+//! them: python-libnmap reads the XML of a lab scan and finds what the
+//! scan's NDJSON says, the XML is valid against nmap's DTD, and Debian's
+//! ndiff compares two scans and reports the port that changed.
+//! scripts/test.sh installs python3-libnmap, ndiff and xmllint.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+use crate::util::{bin, events, in_lab, lab, repo, stderr, stdout, TARGET};
+
+/// Debian's Python, where python3-libnmap is installed (a Python of one's
+/// own may come first on PATH).
+fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// What python-libnmap reads from an nmap XML file, as JSON.
+const LIBNMAP_SUMMARY: &str = r#"
+import json, sys
+from libnmap.parser import NmapParser
+
+r = NmapParser.parse_fromfile(sys.argv[1])
+hosts = {}
+for h in r.hosts:
+    ports = {}
+    for s in h.services:
+        b = s.banner_dict
+        ports[str(s.port)] = {
+            "state": s.state,
+            "service": s.service,
+            "tunnel": s.tunnel,
+            "product": b.get("product", ""),
+            "version": b.get("version", ""),
+            "extrainfo": b.get("extrainfo", ""),
+            "scripts": {sc["id"]: sc["output"] for sc in s.scripts_results},
+        }
+    hosts[h.address] = {"up": h.is_up(), "ports": ports}
+print(json.dumps({
+    "version": r.version,
+    "scan_type": r.scan_type,
+    "numservices": r.numservices,
+    "hosts_up": r.hosts_up,
+    "hosts_total": r.hosts_total,
+    "elapsed": r.elapsed,
+    "consistent": r.is_consistent(),
+    "hosts": hosts,
+}))
+"#;
+
+/// The same summary, from the scan's NDJSON events.
+fn ndjson_summary(evs: &[Value]) -> Value {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let mut hosts: BTreeMap<String, BTreeMap<String, Value>> = BTreeMap::new();
+    let mut scripts: BTreeMap<(String, String), BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for e in evs {
+        let (ip, port) = (s(&e["ip"]), e["port"].to_string());
+        match e["type"].as_str() {
+            Some("port") => {
+                hosts.entry(ip).or_default().insert(
+                    port,
+                    json!({"state": e["state"], "service": "", "tunnel": "",
+                    "product": "", "version": "", "extrainfo": ""}),
+                );
+            }
+            Some("service") => {
+                let p = hosts.get_mut(&ip).and_then(|h| h.get_mut(&port)).expect("a service on a reported port");
+                p["service"] = e["service"].clone();
+                p["tunnel"] = s(&e["tunnel"]).into();
+                p["product"] = s(&e["product"]).into();
+                p["version"] = s(&e["version"]).into();
+                p["extrainfo"] = s(&e["info"]).into();
+            }
+            Some("finding") => {
+                scripts.entry((ip, port)).or_default().entry(s(&e["plugin"])).or_default().push(s(&e["title"]));
+            }
+            _ => {}
+        }
+    }
+    let end = evs.last().expect("events");
+    assert_eq!(end["type"], "scan_end");
+    let mut out = serde_json::Map::new();
+    for (ip, ports) in hosts {
+        let mut pm = serde_json::Map::new();
+        for (port, mut p) in ports {
+            let titles = scripts.remove(&(ip.clone(), port.clone())).unwrap_or_default();
+            p["scripts"] = titles.into_iter().map(|(id, t)| (id, Value::from(t.join("\n")))).collect();
+            pm.insert(port, p);
+        }
+        out.insert(ip, json!({"up": true, "ports": pm}));
+    }
+    assert!(scripts.is_empty(), "findings on unreported ports: {scripts:?}");
+    let start = &evs[0];
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "scan_type": start["scan_type"],
+        "numservices": 4,
+        "hosts_up": out.len(),
+        "hosts_total": 1,
+        "elapsed": format!("{:.2}", end["elapsed"].as_f64().unwrap()).parse::<f64>().unwrap(),
+        "consistent": true,
+        "hosts": out,
+    })
+}
+
+#[test]
+fn libnmap_reads_the_xml_of_a_lab_scan_as_the_ndjson_says() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("scan");
+    let json_path = dir.path().join("scan.json");
+    let out = in_lab(bin())
+        .args(["-n", "-sV", "-sC", "-p", "22,80,443,6379", TARGET, "-oA"])
+        .arg(&base)
+        .arg("-oJ")
+        .arg(&json_path)
+        .output()
+        .expect("moonscan runs in the lab");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&std::fs::read_to_string(&json_path).unwrap());
+    let want = ndjson_summary(&evs);
+    let xml = dir.path().join("scan.xml");
+
+    // python-libnmap finds the same hosts, ports, services and scripts.
+    let py = Command::new(python())
+        .arg("-c")
+        .arg(LIBNMAP_SUMMARY)
+        .arg(&xml)
+        .output()
+        .expect("python3 runs (scripts/test.sh installs python3-libnmap)");
+    assert!(py.status.success(), "libnmap could not read the XML: {}", stderr(&py));
+    let got: Value = serde_json::from_str(&stdout(&py)).unwrap();
+    assert_eq!(got, want, "libnmap read (left) differs from the NDJSON (right)");
+    // The scan is the real thing: four services with versions, plugins' scripts on each.
+    let ports = got["hosts"][TARGET]["ports"].as_object().unwrap();
+    let mut numbers: Vec<u16> = ports.keys().map(|p| p.parse().unwrap()).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, [22, 80, 443, 6379]);
+    assert_eq!((ports["22"]["service"].as_str(), ports["22"]["product"].as_str()), (Some("ssh"), Some("OpenSSH")));
+    assert_eq!(ports["443"]["tunnel"], "ssl");
+    assert!(ports["443"]["scripts"]["http-headers"].as_str().unwrap().contains('\n'), "several findings, one script");
+    assert!(ports.values().all(|p| !p["scripts"].as_object().unwrap().is_empty()), "{ports:?}");
+
+    // Valid against nmap's own DTD, but for the scanner's name (the DTD
+    // allows only "nmap" there).
+    let dtd = std::fs::read_to_string("/usr/share/nmap/nmap.dtd").expect("nmap's DTD (scripts/test.sh installs nmap)");
+    let relaxed = dtd.replace("scanner\t\t(nmap)", "scanner CDATA");
+    assert_ne!(relaxed, dtd, "the DTD's scanner attribute was found");
+    let dtd_path = dir.path().join("nmap.dtd");
+    std::fs::write(&dtd_path, relaxed).unwrap();
+    let lint = Command::new("xmllint")
+        .args(["--noout", "--dtdvalid"])
+        .arg(&dtd_path)
+        .arg(&xml)
+        .output()
+        .expect("xmllint runs (scripts/test.sh installs libxml2-utils)");
+    assert!(lint.status.success(), "not valid against nmap.dtd: {}", stderr(&lint));
+
+    // -oA also wrote the normal and grepable formats, with the same ports.
+    let normal = std::fs::read_to_string(dir.path().join("scan.nmap")).unwrap();
+    let grepable = std::fs::read_to_string(dir.path().join("scan.gnmap")).unwrap();
+    assert!(normal.starts_with("# moonscan 0.1.0 scan initiated "), "{normal}");
+    assert!(normal.contains(&format!("moonscan scan report for {TARGET}\n")), "{normal}");
+    assert!(normal.contains("\nPORT     STATE SERVICE  VERSION\n"), "{normal}");
+    assert!(normal.lines().last().unwrap().contains("-- 1 IP address (1 host up) scanned in "), "{normal}");
+    let ports_line = grepable
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("Host: {TARGET} ()\tPorts: ")))
+        .unwrap_or_else(|| panic!("no Ports line: {grepable}"));
+    let mut seen = Vec::new();
+    for entry in ports_line.split(", ") {
+        let f: Vec<&str> = entry.split('/').collect();
+        assert_eq!(f.len(), 8, "{entry}");
+        let p = &ports[f[0]];
+        let name = p["service"].as_str().unwrap();
+        let tunnel = if p["tunnel"] == "ssl" { "ssl|" } else { "" };
+        let version = [&p["product"], &p["version"]]
+            .iter()
+            .filter_map(|v| v.as_str().filter(|v| !v.is_empty()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let version = match p["extrainfo"].as_str().unwrap() {
+            "" => version,
+            info => format!("{version} ({info})"),
+        };
+        assert_eq!(&f[1..], ["open", "tcp", "", &format!("{tunnel}{name}"), "", &version.replace('/', "|"), ""]);
+        let row = normal.lines().find(|l| l.starts_with(&format!("{}/tcp ", f[0]))).unwrap();
+        assert!(row.ends_with(&version), "{row}");
+        for (id, output) in p["scripts"].as_object().unwrap() {
+            let first = output.as_str().unwrap().lines().next().unwrap();
+            assert!(normal.lines().any(|l| l == format!("| {id}: {first}") || l == format!("|_{id}: {first}")), "{id}");
+        }
+        seen.push(f[0]);
+    }
+    assert_eq!(seen, ["22", "80", "443", "6379"]);
+}
+
+const CHANGING: &str = "198.18.0.4";
+
+/// A listener in the target namespace (tests/hostile/), stopped on drop.
+struct Listener(Child);
+
+impl Listener {
+    fn start(port: u16) -> Listener {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", "mstarget", python()])
+            .arg(repo().join("tests/hostile/endless_banner.py"))
+            .args(["--host", CHANGING, "--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the listener did not start");
+        Listener(child)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn ndiff_reports_the_port_that_opened_between_two_scans() {
+    let _lab = lab();
+    let st = Command::new("ip")
+        .args(["-n", "mstarget", "addr", "replace", &format!("{CHANGING}/24"), "dev", "ms-tgt0"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot add {CHANGING} to the lab");
+    let dir = tempfile::tempdir().unwrap();
+    let scan = |name: &str| {
+        let path = dir.path().join(name);
+        // -v lists the closed port too, so the change is closed -> open.
+        let out = in_lab(bin()).args(["-v", "-n", "-p", "22,7005", CHANGING, "-oX"]).arg(&path).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        path
+    };
+    let before = scan("before.xml");
+    let listener = Listener::start(7005);
+    let after = scan("after.xml");
+    drop(listener);
+
+    let ndiff = |a: &Path, b: &Path| {
+        Command::new("ndiff").arg(a).arg(b).output().expect("ndiff runs (scripts/test.sh installs ndiff)")
+    };
+    // ndiff's exit status: 0 the same, 1 different, 2 an error.
+    let out = ndiff(&before, &after);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&" 198.18.0.4:"), "{text}");
+    assert!(lines.contains(&"-7005/tcp closed"), "{text}");
+    assert!(lines.contains(&"+7005/tcp open"), "{text}");
+    // sshd answered on 22 both times: not a difference.
+    assert!(!text.contains("22/tcp"), "{text}");
+    assert!(text.starts_with("-moonscan 0.1.0 scan initiated "), "{text}");
+
+    let same = ndiff(&after, &after);
+    assert_eq!(same.status.code(), Some(0), "{}{}", stdout(&same), stderr(&same));
+}

@@ -1,0 +1,401 @@
+//! Result stores: scans written with `--db` into SQLite and the lab's
+//! PostgreSQL, read back with `moonscan db list|show|diff|export`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+use crate::util::{bin, events, in_lab, lab, lab_ports, lab_scan, of_type, open_ports, stderr, stdout, TARGET};
+
+/// The lab's result database (scripts/lab.sh creates it; the moonscan role is trusted from 198.18.0.0/24).
+const PG_URL: &str = "postgres://moonscan@198.18.0.3/moonscan_results";
+
+/// A lab scan with `--db` and NDJSON on stdout.
+fn scan_into(db: &str, args: &[&str]) -> (Output, Vec<Value>) {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", db]);
+    lab_scan(&all)
+}
+
+/// `moonscan db ARGS` in the root namespace (SQLite files only: the lab's
+/// PostgreSQL is reachable from the scanner namespace alone).
+fn db_cmd(args: &[&str]) -> Output {
+    Command::new(bin()).arg("db").args(args).stdin(Stdio::null()).output().expect("moonscan db runs")
+}
+
+/// `moonscan db ARGS` in the scanner namespace.
+fn db_in_lab(args: &[&str]) -> Output {
+    in_lab(bin()).arg("db").args(args).output().expect("moonscan db runs in the lab")
+}
+
+fn scan_id(evs: &[Value]) -> String {
+    evs.first().filter(|e| e["type"] == "scan_start").expect("scan_start first")["scan_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn a_lab_scan_is_stored_and_db_list_and_show_see_it() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("scans.db");
+    let (out, evs) = scan_into(path_str(&db), &["-sS", "-n", "-p-", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(open_ports(&evs), lab_ports(TARGET));
+    let id = scan_id(&evs);
+
+    // The rows, read with SQLite itself.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut stmt =
+        conn.prepare("SELECT ip, port FROM ports WHERE scan_id = ?1 AND state = 'open' ORDER BY port").unwrap();
+    let rows: Vec<(String, u16)> =
+        stmt.query_map([&id], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(rows, lab_ports(TARGET));
+    let (scan_type, closed, ended): (String, i64, Option<String>) = conn
+        .query_row("SELECT scan_type, closed, ended FROM scans WHERE id = ?1", [&id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .unwrap();
+    assert_eq!((scan_type.as_str(), closed), ("syn", 65531));
+    assert!(ended.is_some(), "scan_end was stored");
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+
+    // db list, with the database from $MOONSCAN_DB.
+    let out = Command::new(bin()).args(["db", "list"]).env("MOONSCAN_DB", &db).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let list = stdout(&out);
+    let line = list.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("{id} not listed:\n{list}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[2], "4", "open ports: {line}");
+    assert_eq!(words[3], "0", "findings: {line}");
+    assert!(line.contains("-sS -n -p- 198.18.0.2"), "the command line is listed: {line}");
+
+    // db show, by a prefix of the id.
+    let out = db_cmd(&["--db", path_str(&db), "show", &id[..6]]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let show = stdout(&out);
+    assert!(show.contains(&format!("scan {id}")), "{show}");
+    assert!(show.contains("\n198.18.0.2\n"), "{show}");
+    for p in [22, 80, 443, 6379] {
+        assert!(
+            show.lines().any(|l| l.split_whitespace().take(2).eq([format!("{p}/tcp").as_str(), "open"])),
+            "{p}/tcp open not shown:\n{show}"
+        );
+    }
+}
+
+#[test]
+fn db_diff_reports_the_port_one_scan_has_more() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("scans.db");
+    let db = path_str(&db);
+    let (out, a) = scan_into(db, &["-sS", "-n", "-p", "22,80", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (out, b) = scan_into(db, &["-sS", "-n", "-p", "22,80,443", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (a, b) = (scan_id(&a), scan_id(&b));
+
+    let out = db_cmd(&["--db", db, "diff", &a, &b]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("+ 198.18.0.2 443/tcp open"), "{text}");
+    assert!(text.contains("1 opened, 0 closed, 0 services changed, 0 new findings, 0 findings gone"), "{text}");
+    assert!(!text.contains("22/tcp") && !text.contains("80/tcp"), "unchanged ports are not listed: {text}");
+
+    let out = db_cmd(&["--db", db, "diff", &b[..8], &a[..8]]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("- 198.18.0.2 443/tcp no longer open"), "{text}");
+    assert!(text.contains("0 opened, 1 closed"), "{text}");
+}
+
+/// The events of types `types`, as JSON, in order.
+fn only(evs: &[Value], types: &[&str]) -> Vec<Value> {
+    evs.iter().filter(|e| types.contains(&e["type"].as_str().unwrap_or(""))).cloned().collect()
+}
+
+#[test]
+fn db_export_rebuilds_the_scans_own_events() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("scans.db");
+    let db = path_str(&db);
+    let (out, evs) = scan_into(db, &["-sS", "-sV", "-n", "-p", "22,80,443,6379", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(of_type(&evs, "service").len(), 4, "{}", stderr(&out));
+    let id = scan_id(&evs);
+
+    let json = dir.path().join("export.json");
+    let xml = dir.path().join("export.xml");
+    let out = db_cmd(&["--db", db, "export", &id, "-oJ", path_str(&json), "-oX", path_str(&xml)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let back = events(&std::fs::read_to_string(&json).unwrap());
+    assert_eq!(open_ports(&back), lab_ports(TARGET));
+    // Ports and services (TLS chain included) are the scan's own, field for field and in order.
+    let kinds = ["scan_start", "port", "service", "finding", "error", "scan_end"];
+    assert_eq!(only(&back, &kinds), only(&evs, &kinds));
+    let xml = std::fs::read_to_string(&xml).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    for p in [22, 80, 443, 6379] {
+        assert!(xml.contains(&format!("portid=\"{p}\"")), "{p} missing from the XML:\n{xml}");
+    }
+
+    // To stdout as well.
+    let out = db_cmd(&["--db", db, "export", &id[..4], "-oJ", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(events(&stdout(&out)), back);
+}
+
+#[test]
+fn db_usage_errors_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none.db");
+    let out = db_cmd(&["--db", path_str(&missing), "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no such database"), "{}", stderr(&out));
+    assert!(!missing.exists(), "reading never creates a database");
+
+    // A database with two scans whose ids share a prefix (written with the library).
+    let db = dir.path().join("two.db");
+    {
+        let mut sink = moonscan::output::store::open(path_str(&db)).unwrap();
+        for id in ["abc1", "abc2"] {
+            let ev = moonscan::findings::Event::ScanStart(moonscan::findings::ScanStart {
+                scan_id: id.into(),
+                started: "2026-11-21T15:21:53.078Z".into(),
+                args: vec!["moonscan".into(), "-p".into(), "80".into()],
+                scan_type: moonscan::findings::ScanType::Connect,
+                seed: 1,
+                probes_planned: 1,
+            });
+            sink.record(&ev).unwrap();
+        }
+        sink.close().unwrap();
+    }
+    let out = db_cmd(&["--db", path_str(&db), "show", "abc"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("ambiguous"), "{}", stderr(&out));
+    let out = db_cmd(&["--db", path_str(&db), "show", "zz"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no scan"), "{}", stderr(&out));
+    let out = db_cmd(&["--db", path_str(&db), "export", "abc1"]);
+    assert_eq!(out.status.code(), Some(2), "export needs -oJ or -oX");
+    let out = db_cmd(&["--db", path_str(&db), "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("unfinished"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_db_that_cannot_be_opened_fails_the_scan_before_it_starts() {
+    let out = crate::util::run(&["-sT", "-p", "9", "127.0.0.1", "--db", "/nonexistent-dir/scans.db"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("/nonexistent-dir/scans.db"), "{}", stderr(&out));
+}
+
+/// Three shards of one sweep, written at the same time into the lab's
+/// PostgreSQL, add up to the unsharded sweep, with no address twice.
+#[test]
+fn three_shards_at_once_into_postgres_add_up_to_the_whole_sweep() {
+    let _lab = lab();
+    let sweep = ["-sS", "-n", "-p", "80", "198.19.0.0/20", "--seed", "7"];
+    let children: Vec<_> = (1..=3)
+        .map(|k| {
+            in_lab(bin())
+                .args(sweep)
+                .args(["--shard", &format!("{k}/3"), "--db", PG_URL, "-oJ", "-"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("moonscan runs in the lab")
+        })
+        .collect();
+    let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    let mut ids = Vec::new();
+    for (k, out) in outs.iter().enumerate() {
+        assert_eq!(out.status.code(), Some(0), "shard {}: {}", k + 1, stderr(out));
+        ids.push(scan_id(&events(&stdout(out))));
+    }
+
+    let (out, whole) = lab_scan(&sweep);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let whole: BTreeSet<(String, u16)> = open_ports(&whole).into_iter().collect();
+    assert_eq!(whole.len(), 4096, "the unsharded sweep finds every host");
+
+    // What the database holds for each shard.
+    let mut union = BTreeSet::new();
+    let mut stored = 0;
+    for (k, id) in ids.iter().enumerate() {
+        let out = db_in_lab(&["--db", PG_URL, "export", id, "-oJ", "-"]);
+        assert_eq!(out.status.code(), Some(0), "shard {}: {}", k + 1, stderr(&out));
+        let evs = events(&stdout(&out));
+        assert_eq!(evs[0]["args"].as_array().unwrap().iter().filter(|a| *a == "--shard").count(), 1);
+        let ports = open_ports(&evs);
+        assert!(ports.len() > 1000, "shard {} stored {} ports", k + 1, ports.len());
+        stored += ports.len();
+        union.extend(ports);
+    }
+    assert_eq!(stored, union.len(), "an address was stored by two shards");
+    assert_eq!(union, whole);
+
+    let out = db_in_lab(&["--db", PG_URL, "list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let list = stdout(&out);
+    for (k, id) in ids.iter().enumerate() {
+        let line = list.lines().find(|l| l.starts_with(id.as_str())).unwrap_or_else(|| panic!("{id} not listed"));
+        assert!(line.contains(&format!("--shard {}/3", k + 1)) && line.contains(" done "), "{line}");
+    }
+}
+
+/// Events with every field set, and text that needs quoting in SQL and in COPY.
+fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
+    use moonscan::findings::*;
+    let nasty = "it's \"quoted\"; a\\b\tc\nd\re — ünïcödé 🦀 $1 ? %s";
+    let mut evs = vec![Event::ScanStart(ScanStart {
+        scan_id: id.into(),
+        started: "2026-11-21T15:21:53.078Z".into(),
+        args: vec!["moonscan".into(), nasty.into(), "--shard".into(), "1/1".into()],
+        scan_type: ScanType::Syn,
+        seed: u64::MAX,
+        probes_planned: u64::from(ports),
+    })];
+    for i in 0..ports {
+        evs.push(Event::Port(PortEvent {
+            ip: std::net::Ipv4Addr::from(0xc613_0000 + i).into(),
+            port: 80,
+            proto: "tcp",
+            state: PortState::Open,
+            reason: "syn-ack",
+            ttl: if i % 2 == 0 { Some(64) } else { None },
+            t: f64::from(i) / 7.0,
+        }));
+    }
+    let ip: std::net::IpAddr = "2001:2::2".parse().unwrap();
+    evs.push(Event::Service(Box::new(ServiceEvent {
+        ip,
+        port: 443,
+        proto: "tcp",
+        service: "http".into(),
+        method: ServiceMethod::Soft,
+        tunnel: Some("ssl"),
+        product: Some(nasty.into()),
+        version: Some("1.0'".into()),
+        info: Some("a\\'b".into()),
+        os: Some("Linux".into()),
+        hostname: Some("h".into()),
+        device: Some("router".into()),
+        cpe: vec!["cpe:/a:x:y:1".into(), nasty.into()],
+        probe: Some("GetRequest".into()),
+        banner: nasty.into(),
+        tls: Some(Box::new(TlsInfo {
+            version: "TLSv1.3".into(),
+            cipher: "TLS13_AES_128_GCM_SHA256".into(),
+            alpn: None,
+            chain: vec![
+                CertSummary {
+                    subject: nasty.into(),
+                    issuer: "CN=ca".into(),
+                    san: vec!["DNS:a".into(), nasty.into()],
+                    not_before: "2026-01-01T00:00:00Z".into(),
+                    not_after: "2027-01-01T00:00:00Z".into(),
+                    serial: "01".into(),
+                    key_type: "ec".into(),
+                    key_bits: 256,
+                    curve: Some("P-256".into()),
+                    signature_algorithm: "ecdsa-with-SHA256".into(),
+                    self_signed: false,
+                    sha256: "00".repeat(32),
+                    error: None,
+                },
+                CertSummary {
+                    subject: "CN=ca".into(),
+                    self_signed: true,
+                    error: Some("bad".into()),
+                    ..Default::default()
+                },
+            ],
+            der: vec![],
+        })),
+        t: 1.5,
+    })));
+    evs.push(Event::Finding(Box::new(FindingEvent {
+        ip,
+        port: 443,
+        proto: "tcp",
+        plugin: "ssl-cert".into(),
+        severity: "low",
+        title: nasty.into(),
+        data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
+        t: 1.6,
+    })));
+    evs.push(Event::Error(ErrorEvent {
+        ip: None,
+        port: None,
+        plugin: None,
+        kind: ErrorKind::Budget,
+        message: nasty.into(),
+    }));
+    evs
+}
+
+/// Run by `postgres_keeps_every_field` on a thread inside the scanner
+/// namespace: the lab's PostgreSQL is not reachable from the test's own.
+fn postgres_roundtrip_in_the_lab() {
+    use moonscan::findings::{Event, ScanEnd};
+    use moonscan::output::store::{self, Db};
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    // A small flush (one INSERT script) and a large one (COPY), then a NUL.
+    for (n, ports) in [(0u128, 10u32), (1, 3000)] {
+        let id = format!("{:016x}", nanos ^ n);
+        let mut evs = tricky_events(&id, ports);
+        evs.push(Event::ScanEnd(ScanEnd { scan_id: id.clone(), elapsed: 2.5, open: 7, ..Default::default() }));
+        let mut sink = store::open(PG_URL).unwrap();
+        for e in &evs {
+            sink.record(e).unwrap();
+        }
+        sink.close().unwrap();
+        let back = Db::open(PG_URL).unwrap().events(&id).unwrap();
+        assert_eq!(back.len(), evs.len());
+        for (a, b) in back.iter().zip(&evs) {
+            assert_eq!(a, b);
+        }
+    }
+    // PostgreSQL text cannot hold NUL: it is stored as the four characters \x00.
+    let id = format!("{:016x}", nanos ^ 2);
+    let mut evs = tricky_events(&id, 1);
+    if let Event::Error(e) = evs.last_mut().unwrap() {
+        e.message = "a\0b".into();
+    }
+    let mut sink = store::open(PG_URL).unwrap();
+    evs.iter().for_each(|e| sink.record(e).unwrap());
+    sink.close().unwrap();
+    let back = Db::open(PG_URL).unwrap().events(&id).unwrap();
+    match back.last().unwrap() {
+        Event::Error(e) => assert_eq!(e.message, "a\\x00b"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn postgres_keeps_every_field() {
+    let _lab = lab();
+    // setns(2) moves only the calling thread into the lab's namespace.
+    std::thread::spawn(|| {
+        use std::os::fd::AsRawFd;
+        let ns = std::fs::File::open("/run/netns/msscan").expect("the lab's scanner namespace");
+        // SAFETY: setns on a valid namespace fd affects only this thread.
+        let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        postgres_roundtrip_in_the_lab();
+    })
+    .join()
+    .expect("the round trip passes");
+}
