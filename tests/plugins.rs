@@ -237,3 +237,33 @@ fn script_args_come_from_the_flag_and_the_file() {
     assert_eq!(f.len(), 1);
     assert_eq!(f[0]["data"], serde_json::json!({ "a": "flag wins", "b": "two words", "c": "3" }));
 }
+
+/// plugins/ is the pack "core": its pack.yaml lists every plugin file with
+/// its sha256, and nothing else.
+#[test]
+fn the_core_pack_manifest_matches_the_plugins() {
+    use sha2::Digest;
+    let dir = repo().join("plugins");
+    let manifest: Value = serde_yaml::from_str(&std::fs::read_to_string(dir.join("pack.yaml")).unwrap()).unwrap();
+    assert_eq!(manifest["name"], "core");
+    let mut listed: Vec<(String, String)> = manifest["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["file"].as_str().unwrap().to_string(), p["sha256"].as_str().unwrap().to_string()))
+        .collect();
+    listed.sort();
+    let mut actual: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lua"))
+        .map(|p| {
+            let hash = sha2::Sha256::digest(std::fs::read(&p).unwrap());
+            let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), hex)
+        })
+        .collect();
+    actual.sort();
+    let yaml: String = actual.iter().map(|(f, h)| format!("  - file: {f}\n    sha256: {h}\n")).collect();
+    assert_eq!(listed, actual, "plugins/pack.yaml is out of date; its plugins list should be:\n{yaml}");
+}
