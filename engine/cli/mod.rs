@@ -516,7 +516,7 @@ fn plugin_config(args: &Args) -> Result<Option<Arc<PluginConfig>>> {
         (Some(e), true) => format!("default,{e}"),
     };
     let dir = args.plugin_dir.clone().unwrap_or_else(plugins_cli::default_dir);
-    let available = if dir.is_dir() { moonscan::plugins::load_dir(&dir)? } else { Vec::new() };
+    let available = if dir.is_dir() { moonscan::plugins::load_pack_dir(&dir)? } else { Vec::new() };
     let chosen = moonscan::plugins::select(&available, &expr)?;
     if chosen.is_empty() {
         return Err(usage(format!("--script {expr:?} selects no plugin")));

@@ -98,7 +98,7 @@ pub fn run(argv: &[String]) -> u8 {
 
 fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
     if dir.is_dir() {
-        plugins::load_dir(dir)
+        plugins::load_pack_dir(dir)
     } else {
         Ok(Vec::new())
     }

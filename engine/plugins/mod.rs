@@ -51,8 +51,41 @@ pub struct Plugin {
     /// The plugin decides in code whether it runs on a port.
     pub portrule: bool,
     pub path: PathBuf,
+    /// The pack it came from (`core` for plugins/), None for a file named on the command line.
+    pub pack: Option<String>,
+    /// False for a plugin of an unsigned pack, or one signed by a key not
+    /// trusted: it runs only when selected by name, never by a category,
+    /// a glob or `all`.
+    pub trusted: bool,
     /// Luau bytecode the host compiled from the file's text.
     pub(crate) bytecode: Arc<[u8]>,
+}
+
+impl Plugin {
+    /// The name events carry: `pack:id` for a plugin of an installed pack,
+    /// the bare id for core plugins and files given by path.
+    pub fn name(&self) -> String {
+        match self.pack.as_deref() {
+            Some(p) if p != "core" => format!("{p}:{}", self.id),
+            _ => self.id.clone(),
+        }
+    }
+
+    /// Marks the plugin as coming from `pack`.
+    pub fn in_pack(mut self, pack: &str, trusted: bool) -> Plugin {
+        self.pack = Some(pack.to_string());
+        self.trusted = trusted;
+        self
+    }
+
+    /// Every name a `--script` term may use: the id and `pack:id`.
+    fn names(&self) -> Vec<String> {
+        let mut v = vec![self.id.clone()];
+        if let Some(p) = &self.pack {
+            v.push(format!("{p}:{}", self.id));
+        }
+        v
+    }
 }
 
 fn bad(path: &Path, what: impl std::fmt::Display) -> Error {
@@ -86,6 +119,8 @@ pub fn load_source(bytes: &[u8], path: &Path) -> Result<Plugin> {
         services: meta.services,
         portrule: meta.portrule,
         path: path.to_path_buf(),
+        pack: None,
+        trusted: true,
         bytecode: bytecode.into(),
     })
 }
@@ -112,9 +147,22 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Plugin>> {
     Ok(out)
 }
 
-/// Adds a plugin; an id already present is an error naming both files.
+/// The plugins of an installed folder, as the pack its pack.yaml names
+/// (plugins/ is `core`); a folder without one gives plugins of no pack.
+pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
+    let name = std::fs::read_to_string(dir.join("pack.yaml")).ok().and_then(|text| {
+        text.lines().find_map(|l| l.strip_prefix("name:").map(|n| n.trim().trim_matches(['"', '\'']).to_string()))
+    });
+    let plugins = load_dir(dir)?;
+    Ok(match name {
+        Some(n) if !n.is_empty() => plugins.into_iter().map(|p| p.in_pack(&n, true)).collect(),
+        _ => plugins,
+    })
+}
+
+/// Adds a plugin; an id already present in the same pack is an error naming both files.
 pub fn add_unique(list: &mut Vec<Plugin>, p: Plugin) -> Result<()> {
-    if let Some(q) = list.iter().find(|q| q.id == p.id) {
+    if let Some(q) = list.iter().find(|q| q.id == p.id && q.pack == p.pack) {
         if q.path == p.path {
             return Ok(());
         }
@@ -128,8 +176,10 @@ pub fn add_unique(list: &mut Vec<Plugin>, p: Plugin) -> Result<()> {
 }
 
 /// The plugins an expression selects: every plugin loaded from a path it
-/// names, and those of `available` its terms select. A term that matches
-/// nothing is an error, as in nmap.
+/// names, and those of `available` its terms select (by id, `pack:id`,
+/// category, glob or `all`; plugins of untrusted packs only by their exact
+/// id or `pack:id`). A term that matches nothing is an error, as in nmap,
+/// and so is a bare id that selects plugins of two packs.
 pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     let sel = Selection::parse(expr)?;
     let mut chosen: Vec<Plugin> = Vec::new();
@@ -149,7 +199,13 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     for p in &from_paths {
         add_unique(&mut everything, p.clone())?;
     }
-    let named: Vec<(&str, &[String])> = everything.iter().map(|p| (p.id.as_str(), p.categories.as_slice())).collect();
+    let names: Vec<Vec<String>> = everything.iter().map(Plugin::names).collect();
+    let mut named: Vec<(&str, &[String])> = Vec::new();
+    for (p, n) in everything.iter().zip(&names) {
+        for name in n {
+            named.push((name.as_str(), p.categories.as_slice()));
+        }
+    }
     if let Some(term) = sel.unmatched(&named).first() {
         return Err(Error::new(
             ErrorKind::Config,
@@ -160,8 +216,37 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
         add_unique(&mut chosen, p)?;
     }
     for p in available {
-        if sel.selects(&p.id, &p.categories) {
+        let n = p.names();
+        let n: Vec<&str> = n.iter().map(String::as_str).collect();
+        let picked = if p.trusted {
+            sel.selects_names(&n, &p.categories)
+        } else {
+            sel.selects_names(&n, &p.categories) && sel.names_exactly(&n)
+        };
+        if picked {
             add_unique(&mut chosen, p.clone())?;
+        }
+    }
+    // One bare id from two packs is ambiguous unless each was named in full.
+    for (i, a) in chosen.iter().enumerate() {
+        for b in &chosen[i + 1..] {
+            let full = |p: &Plugin| p.pack.as_ref().is_some_and(|k| sel.names_exactly(&[&format!("{k}:{}", p.id)]));
+            if a.id == b.id && !(full(a) && full(b)) {
+                let pack = |p: &Plugin| p.pack.clone().unwrap_or_else(|| p.path.display().to_string());
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "--script: plugin id {} is in both {} and {}; name one as {}:{} or {}:{}",
+                        a.id,
+                        pack(a),
+                        pack(b),
+                        pack(a),
+                        a.id,
+                        pack(b),
+                        b.id
+                    ),
+                ));
+            }
         }
     }
     Ok(chosen)

@@ -79,7 +79,19 @@ impl Selection {
 
     /// Whether the plugin with this id and these categories is selected by the non-path items.
     pub fn selects(&self, id: &str, categories: &[String]) -> bool {
-        self.items.iter().any(|node| self.holds(node, id, categories))
+        self.selects_names(&[id], categories)
+    }
+
+    /// As [`Selection::selects`] for a plugin known by several names (its
+    /// id and its pack-qualified id, `pack:id`).
+    pub fn selects_names(&self, names: &[&str], categories: &[String]) -> bool {
+        self.items.iter().any(|node| self.holds(node, names, categories))
+    }
+
+    /// Whether some term is exactly one of `names` (no wildcard, no
+    /// category): how a plugin that must be chosen by name is chosen.
+    pub fn names_exactly(&self, names: &[&str]) -> bool {
+        self.terms.iter().any(|t| names.iter().any(|n| t.eq_ignore_ascii_case(n)))
     }
 
     /// The terms (non-path, non-`all`) that match no plugin id or category of `plugins`
@@ -96,13 +108,13 @@ impl Selection {
         out
     }
 
-    fn holds(&self, node: &Node, id: &str, cats: &[String]) -> bool {
+    fn holds(&self, node: &Node, names: &[&str], cats: &[String]) -> bool {
         match node {
             Node::All => true,
-            Node::Term(i) => matches(&self.terms[*i], id, cats),
-            Node::Not(inner) => !self.holds(inner, id, cats),
-            Node::And(list) => list.iter().all(|n| self.holds(n, id, cats)),
-            Node::Or(list) => list.iter().any(|n| self.holds(n, id, cats)),
+            Node::Term(i) => names.iter().any(|id| matches(&self.terms[*i], id, cats)),
+            Node::Not(inner) => !self.holds(inner, names, cats),
+            Node::And(list) => list.iter().all(|n| self.holds(n, names, cats)),
+            Node::Or(list) => list.iter().any(|n| self.holds(n, names, cats)),
         }
     }
 }

@@ -67,7 +67,7 @@ pub async fn run_stage(
                         continue;
                     }
                     let out = vm.run(i, info.clone()).await;
-                    for ev in to_events(&vm.plugins()[i].id, &info, out, t0) {
+                    for ev in to_events(&vm.plugins()[i].name(), &info, out, t0) {
                         match &ev {
                             Event::Error(_) => Stats::bump(&stats.errors),
                             Event::Finding(_) => Stats::bump(&stats.findings),

@@ -270,3 +270,38 @@ async fn a_run_waiting_on_io_stops_at_the_deadline() {
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
+
+fn named(id: &str, cats: &str) -> String {
+    format!(
+        "return {{ id = '{id}', description = 'd', categories = {{ {cats} }}, ports = {{80}}, run = function() end }}"
+    )
+}
+
+#[test]
+fn untrusted_pack_plugins_run_only_when_named() {
+    let core = plugin(&named("web", "'safe', 'default'")).in_pack("core", true);
+    let other = plugin(&named("probe-x", "'safe', 'default'")).in_pack("third", false);
+    let all = [core, other];
+    let ids = |expr: &str| -> Vec<String> { super::select(&all, expr).unwrap().iter().map(|p| p.name()).collect() };
+    assert_eq!(ids("default"), ["web"], "a category never picks an untrusted plugin");
+    assert_eq!(ids("all"), ["web"]);
+    assert_eq!(ids("probe-*"), Vec::<String>::new());
+    assert_eq!(ids("not web"), Vec::<String>::new(), "a negation names nothing");
+    assert_eq!(ids("probe-x"), ["third:probe-x"]);
+    assert_eq!(ids("third:probe-x,web"), ["web", "third:probe-x"]);
+    assert_eq!(ids("core:web"), ["web"]);
+    assert_eq!(ids("third:*"), Vec::<String>::new());
+}
+
+#[test]
+fn a_bare_id_in_two_packs_is_an_error_naming_both() {
+    let a = plugin(&named("dup", "'safe'")).in_pack("core", true);
+    let b = plugin(&named("dup", "'safe'")).in_pack("mypack", true);
+    let all = [a, b];
+    let e = super::select(&all, "dup").unwrap_err().to_string();
+    assert!(e.contains("core") && e.contains("mypack") && e.contains("dup"), "{e}");
+    assert!(super::select(&all, "safe").is_err());
+    let both = super::select(&all, "core:dup,mypack:dup").unwrap();
+    assert_eq!(both.iter().map(|p| p.name()).collect::<Vec<_>>(), ["dup", "mypack:dup"]);
+    assert_eq!(super::select(&all, "mypack:*").unwrap().len(), 1);
+}
