@@ -267,3 +267,60 @@ fn the_core_pack_manifest_matches_the_plugins() {
     let yaml: String = actual.iter().map(|(f, h)| format!("  - file: {f}\n    sha256: {h}\n")).collect();
     assert_eq!(listed, actual, "plugins/pack.yaml is out of date; its plugins list should be:\n{yaml}");
 }
+
+/// A loopback server that answers every connection with `answer` after reading a request.
+fn replay(answer: Vec<u8>) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten().take(64) {
+            let mut b = [0u8; 1024];
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(500)));
+            let _ = s.read(&mut b);
+            let _ = s.write_all(&answer);
+        }
+    });
+    port
+}
+
+/// examples/packs/acme-web: robots-txt against its recorded answer.
+#[test]
+fn the_example_pack_reads_a_recorded_robots_txt() {
+    let pack = repo().join("examples/packs/acme-web");
+    let port = replay(std::fs::read(pack.join("tests/robots-answer.bin")).unwrap());
+    let plugin = pack.join("robots-txt.lua");
+    let o = run(&["-sV", "-n", "-p", &port.to_string(), "127.0.0.1", "--script", plugin.to_str().unwrap(), "-oJ", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let evs = crate::util::events(&stdout(&o));
+    let f = of_type(&evs, "finding");
+    assert_eq!(f.len(), 1, "{evs:?}");
+    assert_eq!(f[0]["title"], "2 disallowed path(s) in robots.txt");
+    assert_eq!(f[0]["data"]["disallowed"], serde_json::json!(["/admin/", "/backup.tar.gz"]));
+}
+
+/// examples/packs/acme-web: redis-keyspace against the lab's Redis with keys in it.
+#[test]
+fn the_example_pack_counts_the_lab_redis_keys() {
+    let _lab = lab();
+    let redis = |args: &[&str]| {
+        let st = std::process::Command::new("ip")
+            .args(["netns", "exec", "mstarget", "redis-cli", "-h", "198.18.0.2"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "redis-cli {args:?}");
+    };
+    for (db, key) in [("0", "a"), ("0", "b"), ("0", "c"), ("2", "d")] {
+        redis(&["-n", db, "SET", key, "1"]);
+    }
+    let plugin = repo().join("examples/packs/acme-web/redis-keyspace.lua");
+    let (out, evs) = lab_scan(&["-n", "-p", "6379", "--script", plugin.to_str().unwrap(), TARGET]);
+    redis(&["FLUSHALL"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let f = of_type(&evs, "finding");
+    assert_eq!(f.len(), 1, "{evs:?}");
+    assert_eq!(f[0]["severity"], "medium");
+    assert_eq!(f[0]["data"], serde_json::json!({ "databases": { "db0": 3, "db2": 1 }, "total": 4 }));
+}
