@@ -13,6 +13,7 @@ pub mod error;
 pub mod findings;
 pub mod net;
 pub mod output;
+pub mod packs;
 pub mod plugins;
 pub mod scan;
 pub mod service;

@@ -26,6 +26,9 @@ fn main() -> ExitCode {
     if argv.get(1).is_some_and(|a| a == "db") {
         return ExitCode::from(cli::db::run(&argv[1..]));
     }
+    if argv.get(1).is_some_and(|a| a == "pack") {
+        return ExitCode::from(cli::pack::run(&argv[1..]));
+    }
     if argv.get(1).is_some_and(|a| a == "plugins") {
         return ExitCode::from(cli::plugins_cli::run(&argv[1..]));
     }

@@ -324,3 +324,78 @@ fn the_example_pack_counts_the_lab_redis_keys() {
     assert_eq!(f[0]["severity"], "medium");
     assert_eq!(f[0]["data"], serde_json::json!({ "databases": { "db0": 3, "db2": 1 }, "total": 4 }));
 }
+
+/// From the example pack folder to findings: keygen, sign, trust, install,
+/// select by `pack:*`; then an untrusted install runs only by name, and a
+/// lock file that pins another version stops the scan.
+#[test]
+fn an_installed_pack_is_selected_by_name_category_and_lock() {
+    let _lab = lab();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let pack = work.path().join("acme-web");
+    std::fs::create_dir(&pack).unwrap();
+    for f in ["pack.yaml", "robots-txt.lua", "redis-keyspace.lua"] {
+        std::fs::copy(repo().join("examples/packs/acme-web").join(f), pack.join(f)).unwrap();
+    }
+    let moonscan = |args: &[&str]| {
+        let o = std::process::Command::new(crate::util::bin())
+            .args(args)
+            .env("MOONSCAN_HOME", home.path())
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        (o.status.code(), format!("{}{}", stdout(&o), stderr(&o)))
+    };
+    let scan = |extra: &[&str]| {
+        let o = crate::util::in_lab(crate::util::bin())
+            .args(["-n", "-p", "6379", TARGET, "-oJ", "-"])
+            .args(extra)
+            .env("MOONSCAN_HOME", home.path())
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        (o.status.code(), crate::util::events(&stdout(&o)), stderr(&o))
+    };
+    let plugin_names = |evs: &[Value]| -> Vec<String> {
+        of_type(evs, "finding").iter().map(|e| e["plugin"].as_str().unwrap().to_string()).collect()
+    };
+    let key = work.path().join("acme");
+    assert_eq!(moonscan(&["pack", "keygen", "-o", key.to_str().unwrap()]).0, Some(0));
+    let keyfile = format!("{}.key", key.display());
+    let pubfile = format!("{}.pub", key.display());
+    let (code, text) = moonscan(&["pack", "sign", pack.to_str().unwrap(), "--key", &keyfile]);
+    assert_eq!(code, Some(0), "{text}");
+
+    // Signed by a key not trusted: installs only with --allow-unsigned, and then runs only by name.
+    let (code, text) = moonscan(&["pack", "install", pack.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{text}");
+    let (code, text) = moonscan(&["pack", "install", pack.to_str().unwrap(), "--allow-unsigned"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, evs, err) = scan(&["--script", "discovery"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!plugin_names(&evs).iter().any(|p| p.starts_with("acme-web:")), "a category ran an untrusted plugin");
+    let (_, evs, err) = scan(&["--script", "acme-web:redis-keyspace"]);
+    assert_eq!(plugin_names(&evs), ["acme-web:redis-keyspace"], "{err}");
+
+    // Trusted: categories and pack globs select it too.
+    assert_eq!(moonscan(&["pack", "trust", "add", &pubfile]).0, Some(0));
+    let (code, evs, err) = scan(&["--script", "acme-web:*"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(plugin_names(&evs), ["acme-web:redis-keyspace"]);
+    let (_, evs, _) = scan(&["--script", "discovery and not redis-info and not banner"]);
+    assert!(plugin_names(&evs).contains(&"acme-web:redis-keyspace".to_string()));
+
+    // A lock file pins the pack; a different version installed is refused.
+    assert_eq!(moonscan(&["pack", "lock", "-o", "moonscan.lock"]).0, Some(0));
+    let (code, _, err) = scan(&["--script", "acme-web:*"]);
+    assert_eq!(code, Some(0), "the lock matches: {err}");
+    let yaml = std::fs::read_to_string(pack.join("pack.yaml")).unwrap().replace("version: 1.0.0", "version: 1.1.0");
+    std::fs::write(pack.join("pack.yaml"), yaml).unwrap();
+    assert_eq!(moonscan(&["pack", "sign", pack.to_str().unwrap(), "--key", &keyfile]).0, Some(0));
+    assert_eq!(moonscan(&["pack", "install", pack.to_str().unwrap()]).0, Some(0));
+    let (code, evs, err) = scan(&["--script", "acme-web:*"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("acme-web") && err.contains("moonscan.lock"), "{err}");
+    assert!(evs.is_empty(), "nothing ran");
+}

@@ -11,6 +11,7 @@ mod durability;
 mod lab;
 mod loopback;
 mod outputs;
+mod packs;
 mod plugins;
 mod service;
 mod ssh_plugins;

@@ -7,6 +7,7 @@
 //! the outputs to open. The engine never sees clap types.
 
 pub mod db;
+pub mod pack;
 pub mod plugins_cli;
 pub mod probes;
 pub mod resume;
@@ -135,6 +136,9 @@ pub struct Args {
     /// Show plugins' log lines in the text output.
     #[arg(long = "script-trace")]
     pub script_trace: bool,
+    /// Pin installed packs to this lock file (default: ./moonscan.lock if there is one).
+    #[arg(long = "lock", value_name = "FILE")]
+    pub lock: Option<PathBuf>,
     /// Treat every host as up (-Pn); moonscan never pings first, so this changes nothing.
     #[arg(long = "no-ping")]
     pub no_ping: bool,
@@ -414,7 +418,13 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         opts.parallelism = opts.parallelism.min((fd_room / 2).max(1));
         timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
         let dir = args.probes_dir.clone().unwrap_or_else(probes::default_dir);
-        let db = ProbeDb::load_dir(&dir)?;
+        let mut db = ProbeDb::load_dir(&dir)?;
+        // Probes of installed packs (verified with their pack).
+        for pack in moonscan::packs::installed(&moonscan::packs::data_dir())? {
+            for f in &pack.probe_files {
+                db.add_file(f)?;
+            }
+        }
         Some(Detector::new(db, opts)?)
     } else {
         None
@@ -490,6 +500,37 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     })
 }
 
+/// Every plugin a scan can select: the plugin folder (plugins/, the pack
+/// core) and every installed pack, each re-verified; with the probe files
+/// installed packs bring. A lock file (`--lock`, or ./moonscan.lock when
+/// there is one) must pin exactly the installed packs.
+pub fn available_plugins(
+    plugin_dir: &std::path::Path,
+    lock: Option<&std::path::Path>,
+) -> Result<(Vec<moonscan::plugins::Plugin>, Vec<PathBuf>)> {
+    let mut plugins = if plugin_dir.is_dir() { moonscan::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
+    let home = moonscan::packs::data_dir();
+    let packs = moonscan::packs::installed(&home)?;
+    let default_lock = PathBuf::from("moonscan.lock");
+    let lock = match lock {
+        Some(l) => Some(l.to_path_buf()),
+        None if default_lock.is_file() => Some(default_lock),
+        None => None,
+    };
+    if let Some(l) = &lock {
+        moonscan::packs::check_lock(l, &packs)?;
+    }
+    let mut probes = Vec::new();
+    for pack in &packs {
+        for f in &pack.plugin_files {
+            let p = moonscan::plugins::load_file(f)?.in_pack(&pack.name, pack.trusted);
+            moonscan::plugins::add_unique(&mut plugins, p)?;
+        }
+        probes.extend(pack.probe_files.iter().cloned());
+    }
+    Ok((plugins, probes))
+}
+
 /// The plugins `--script`/`-sC` select, with their budgets and arguments.
 fn plugin_config(args: &Args) -> Result<Option<Arc<PluginConfig>>> {
     let expr = match (&args.script, args.script_default) {
@@ -516,7 +557,7 @@ fn plugin_config(args: &Args) -> Result<Option<Arc<PluginConfig>>> {
         (Some(e), true) => format!("default,{e}"),
     };
     let dir = args.plugin_dir.clone().unwrap_or_else(plugins_cli::default_dir);
-    let available = if dir.is_dir() { moonscan::plugins::load_pack_dir(&dir)? } else { Vec::new() };
+    let (available, _) = available_plugins(&dir, args.lock.as_deref())?;
     let chosen = moonscan::plugins::select(&available, &expr)?;
     if chosen.is_empty() {
         return Err(usage(format!("--script {expr:?} selects no plugin")));

@@ -97,11 +97,7 @@ pub fn run(argv: &[String]) -> u8 {
 }
 
 fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
-    if dir.is_dir() {
-        plugins::load_pack_dir(dir)
-    } else {
-        Ok(Vec::new())
-    }
+    super::available_plugins(dir, None).map(|(plugins, _)| plugins)
 }
 
 fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
@@ -112,7 +108,8 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
     };
     let mut out = std::io::stdout().lock();
     for p in &chosen {
-        let _ = writeln!(out, "{:<24} {:<32} {}", p.id, p.categories.join(","), p.description);
+        let trust = if p.trusted { "" } else { " (untrusted: runs only when named)" };
+        let _ = writeln!(out, "{:<28} {:<32} {}{trust}", p.name(), p.categories.join(","), p.description);
     }
     let _ = writeln!(out, "{} plugin(s)", chosen.len());
     Ok(0)
@@ -120,12 +117,13 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
 
 fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
     let all = installed(dir)?;
-    let Some(p) = all.iter().find(|p| p.id == id) else {
+    let Some(p) = all.iter().find(|p| p.id == id || p.name() == id) else {
         eprintln!("moonscan plugins: no plugin with id {id} in {}", dir.display());
         return Ok(1);
     };
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "id:          {}", p.id);
+    let _ = writeln!(out, "id:          {}", p.name());
+    let _ = writeln!(out, "pack:        {}", p.pack.as_deref().unwrap_or("-"));
     let _ = writeln!(out, "description: {}", p.description);
     let _ = writeln!(out, "categories:  {}", p.categories.join(", "));
     let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();

@@ -1,0 +1,741 @@
+//! Plugin packs: signed folders (or .tar.gz files) of plugins and probes.
+//!
+//! A pack holds `pack.yaml` (name, version, the engine versions it works
+//! with, and every file it ships pinned by sha256), the files it lists, and
+//! `pack.sig`, a minisign (Ed25519) signature over pack.yaml's exact bytes
+//! whose trusted comment is `pack:NAME version:VERSION`.
+//!
+//! [`verify`] checks a pack in this order, and each refusal names the
+//! problem and the file:
+//!
+//! 1. pack.yaml is a regular file of at most 64 KiB, UTF-8, nested at most
+//!    [`manifest::MAX_INDENT`] columns / [`manifest::MAX_FLOW`] brackets deep;
+//!    then pack.sig (exactly one signature) is checked over those exact bytes
+//!    against the trusted keys. No signature, or a key not in the trust store,
+//!    is an error unless [`Trust::allow_unsigned`]; a signature by a trusted
+//!    key that does not match is always an error.
+//! 2. pack.yaml is parsed: no anchors, aliases or tags, unknown fields
+//!    denied, every value checked; the signature's trusted comment must name
+//!    this name and version.
+//! 3. Every listed file: a relative path without `..`, reached through real
+//!    folders only (no link anywhere), a regular file, and its sha256 matches.
+//! 4. Nothing else is in the pack: any file or folder the manifest does not
+//!    list is refused, except `README.md` and a `tests/` folder at the top of
+//!    a pack being verified or installed (they are for the pack's authors and
+//!    users, are not signed, and are never installed). Links, devices and
+//!    FIFOs are refused anywhere.
+//! 5. Only then are the plugins compiled and the probe files loaded, from the
+//!    very bytes that were hashed (nothing is read twice).
+//!
+//! Installed packs live in `DATA/packs/NAME/` (pack.yaml, pack.sig and the
+//! listed files only) and trusted keys in `DATA/trusted/KEYID.pub`, where
+//! DATA is [`data_dir`].
+
+pub mod manifest;
+pub mod sign;
+pub mod source;
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::plugins::{self, Plugin};
+use crate::service::ProbeDb;
+
+pub use manifest::{FileEntry, FileKind, Manifest};
+pub use sign::TrustedKey;
+
+fn refuse(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Config, msg)
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+}
+
+/// Lowercase hex sha256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// moonscan's data folder: `$MOONSCAN_HOME` if set, else
+/// `$XDG_DATA_HOME/moonscan`, else `~/.local/share/moonscan`.
+pub fn data_dir() -> PathBuf {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(h) = var("MOONSCAN_HOME") {
+        return PathBuf::from(h);
+    }
+    if let Some(x) = var("XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
+        return PathBuf::from(x).join("moonscan");
+    }
+    match var("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/share/moonscan"),
+        None => PathBuf::from(".moonscan"),
+    }
+}
+
+/// Where installed packs live.
+pub fn packs_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("packs")
+}
+
+/// Where trusted keys live.
+pub fn trust_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("trusted")
+}
+
+/// The keys a pack may be signed with, and whether a pack that is not
+/// signed by one of them is accepted (as untrusted).
+#[derive(Clone, Debug, Default)]
+pub struct Trust {
+    pub keys: Vec<TrustedKey>,
+    pub allow_unsigned: bool,
+}
+
+impl Trust {
+    /// The trust store of a data folder.
+    pub fn load(data_dir: &Path, allow_unsigned: bool) -> Result<Trust> {
+        Ok(Trust { keys: sign::load_trust_store(&trust_dir(data_dir))?, allow_unsigned })
+    }
+}
+
+/// One file a verified pack lists, with the bytes that were hashed.
+#[derive(Clone, Debug)]
+pub struct PackFile {
+    pub path: String,
+    pub kind: FileKind,
+    pub bytes: Vec<u8>,
+}
+
+/// A pack that passed every check.
+#[derive(Clone, Debug)]
+pub struct VerifiedPack {
+    pub manifest: Manifest,
+    pub version: semver::Version,
+    /// pack.yaml's exact bytes, and their sha256.
+    pub manifest_bytes: Vec<u8>,
+    pub manifest_sha256: String,
+    /// pack.sig's bytes, if the pack is signed.
+    pub signature: Option<Vec<u8>>,
+    /// The key ID that signed it (trusted or not).
+    pub signer: Option<String>,
+    /// Signed by a key in the trust store, and the signature checked.
+    pub trusted: bool,
+    pub files: Vec<PackFile>,
+    pub plugins: Vec<Plugin>,
+    pub probes: ProbeDb,
+    /// Files outside the manifest that were allowed (README.md, tests/); not installed.
+    pub extras: Vec<String>,
+}
+
+/// How the signature is treated.
+enum SigMode<'a> {
+    Check(&'a Trust),
+    /// While signing: the pack is about to get a new signature.
+    Ignore,
+}
+
+/// Verifies a pack folder or .tar.gz (see the module documentation).
+pub fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
+    let label = path.display().to_string();
+    let src = source::open(path).map_err(|e| refuse(format!("pack {}", e)))?;
+    verify_root(&src.root, SigMode::Check(trust), true).map_err(|e| named(&label, e))
+}
+
+fn named(label: &str, e: Error) -> Error {
+    Error::new(e.kind(), format!("pack {label}: {e}"))
+}
+
+/// Reads a file of the pack that must be a regular file reached through real
+/// folders only, of at most `max` bytes.
+fn read_in_pack(root: &Path, rel: &str, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let parts: Vec<&str> = rel.split('/').collect();
+    let mut cur = root.to_path_buf();
+    for (i, part) in parts.iter().enumerate() {
+        cur.push(part);
+        let so_far = parts[..=i].join("/");
+        let meta = match fs::symlink_metadata(&cur) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(refuse(format!("{rel}: listed in pack.yaml but missing from the pack")))
+            }
+            Err(e) => return Err(refuse(format!("{rel}: {e}"))),
+        };
+        if meta.file_type().is_symlink() {
+            return Err(refuse(format!("{so_far}: a symbolic link; packs may not hold links")));
+        }
+        let last = i + 1 == parts.len();
+        if !last && !meta.is_dir() {
+            return Err(refuse(format!("{so_far}: not a folder")));
+        }
+        if last && !meta.file_type().is_file() {
+            return Err(refuse(format!("{rel}: not a regular file")));
+        }
+        if last && meta.len() > max {
+            return Err(refuse(format!("{rel}: {} bytes, larger than the {max}-byte limit", meta.len())));
+        }
+    }
+    let f = source::open_nofollow(&cur).map_err(|e| refuse(format!("{rel}: {e}")))?;
+    let mut buf = Vec::new();
+    f.take(max + 1).read_to_end(&mut buf).map_err(|e| refuse(format!("{rel}: {e}")))?;
+    if buf.len() as u64 > max {
+        return Err(refuse(format!("{rel}: larger than the {max}-byte limit")));
+    }
+    Ok(buf)
+}
+
+/// Reads pack.sig if there is one.
+fn read_sig(root: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::symlink_metadata(root.join("pack.sig")) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        _ => read_in_pack(root, "pack.sig", sign::MAX_SIG as u64).map(Some),
+    }
+}
+
+fn max_size(kind: FileKind) -> u64 {
+    match kind {
+        FileKind::Plugin => plugins::MAX_FILE,
+        FileKind::Probes => crate::service::probes::MAX_FILE,
+    }
+}
+
+fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool) -> Result<VerifiedPack> {
+    // (1) pack.yaml's size and shape, then the signature over its exact bytes.
+    let manifest_bytes = read_in_pack(root, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
+    manifest::check_shape(&manifest_bytes, "pack.yaml", manifest::MAX_MANIFEST)?;
+    let sig_bytes = read_sig(root)?;
+    let mut signer = None;
+    let mut checked = None;
+    if let SigMode::Check(trust) = mode {
+        match &sig_bytes {
+            None if trust.allow_unsigned => {}
+            None => {
+                return Err(refuse(
+                    "not signed (no pack.sig); sign it with `moonscan pack sign`, or pass --allow-unsigned to accept it untrusted",
+                ))
+            }
+            Some(bytes) => {
+                let sig = sign::parse_signature(bytes)?;
+                signer = Some(sig.key_id.clone());
+                match trust.keys.iter().find(|k| k.id == sig.key_id) {
+                    Some(k) => {
+                        sig.verify(&k.key, &manifest_bytes)?;
+                        checked = Some(sig);
+                    }
+                    None if trust.allow_unsigned => {}
+                    None => {
+                        return Err(refuse(format!(
+                            "pack.sig: signed by key {}, which is not in the trust store (if you trust it: `moonscan pack trust add KEYFILE`), or pass --allow-unsigned to accept it untrusted",
+                            sig.key_id
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    // (2) The manifest.
+    let m = manifest::parse(&manifest_bytes, "pack.yaml", true)?;
+    if let Some(sig) = &checked {
+        if sig.trusted_comment != m.trusted_comment() {
+            return Err(refuse(format!(
+                "pack.sig: the trusted comment is {:?}, but this manifest needs {:?}",
+                sig.trusted_comment,
+                m.trusted_comment()
+            )));
+        }
+    }
+    // (3) Every listed file, hashed.
+    let mut files = Vec::new();
+    for (e, kind) in m.entries() {
+        let bytes = read_in_pack(root, &e.file, max_size(kind))?;
+        let h = sha256_hex(&bytes);
+        if h != e.sha256 {
+            return Err(refuse(format!(
+                "{}: sha256 mismatch: pack.yaml says {}, the file hashes to {h}; the file changed after the manifest was made (or the manifest is wrong)",
+                e.file, e.sha256
+            )));
+        }
+        files.push(PackFile { path: e.file.clone(), kind, bytes });
+    }
+    // (4) Nothing unlisted.
+    let listed: std::collections::BTreeSet<&str> = m.entries().map(|(e, _)| e.file.as_str()).collect();
+    let listed_dirs: std::collections::BTreeSet<String> = listed
+        .iter()
+        .flat_map(|f| {
+            let parts: Vec<&str> = f.split('/').collect();
+            (1..parts.len()).map(move |i| parts[..i].join("/"))
+        })
+        .collect();
+    let extra_ok = |rel: &str| extras_allowed && (rel == "README.md" || rel == "tests" || rel.starts_with("tests/"));
+    let mut extras = Vec::new();
+    for f in source::walk(root)? {
+        let rel = f.rel.as_str();
+        if f.is_dir {
+            if !listed_dirs.contains(rel) && !extra_ok(rel) {
+                return Err(refuse(format!("{rel}/: a folder pack.yaml does not list any file in; remove it")));
+            }
+        } else if rel == "pack.yaml" || rel == "pack.sig" || listed.contains(rel) {
+        } else if extra_ok(rel) {
+            extras.push(rel.to_string());
+        } else {
+            return Err(refuse(format!(
+                "{rel}: a file pack.yaml does not list; list it in pack.yaml (and sign again) or remove it"
+            )));
+        }
+    }
+    // (5) Compile the plugins, load the probes, from the hashed bytes.
+    let mut compiled: Vec<Plugin> = Vec::new();
+    let mut probes = ProbeDb::default();
+    for f in &files {
+        match f.kind {
+            FileKind::Plugin => {
+                plugins::add_unique(&mut compiled, plugins::load_source(&f.bytes, Path::new(&f.path))?)?
+            }
+            FileKind::Probes => {
+                let text = std::str::from_utf8(&f.bytes).map_err(|_| refuse(format!("{}: not UTF-8 text", f.path)))?;
+                probes.add_str(text, Path::new(&f.path))?;
+            }
+        }
+    }
+    Ok(VerifiedPack {
+        version: m.semver(),
+        manifest_sha256: sha256_hex(&manifest_bytes),
+        manifest: m,
+        manifest_bytes,
+        signature: sig_bytes,
+        trusted: checked.is_some(),
+        signer,
+        files,
+        plugins: compiled,
+        probes,
+        extras,
+    })
+}
+
+/// What [`install`] did.
+#[derive(Debug)]
+pub struct InstallReport {
+    pub dir: PathBuf,
+    /// The version it replaced, if one was installed.
+    pub replaced: Option<String>,
+}
+
+fn random_hex() -> String {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        b = (t as u64 ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The version of the pack installed in `dir`, if its pack.yaml can be read.
+fn installed_version(dir: &Path) -> Option<semver::Version> {
+    let bytes = read_in_pack(dir, "pack.yaml", manifest::MAX_MANIFEST as u64).ok()?;
+    manifest::parse(&bytes, "pack.yaml", false).ok().map(|m| m.semver())
+}
+
+/// Installs a verified pack into `DATA/packs/NAME/`, all or nothing: the
+/// files are written to a staging folder beside it, which is then renamed
+/// into place. Installing a lower version than the installed one needs
+/// `allow_downgrade`. Only pack.yaml, pack.sig and the listed files are
+/// installed.
+pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool) -> Result<InstallReport> {
+    let name = &pack.manifest.name;
+    let packs = packs_dir(data_dir);
+    let dest = packs.join(name);
+    let previous = match fs::symlink_metadata(&dest) {
+        Ok(m) if m.is_dir() => Some(installed_version(&dest)),
+        Ok(_) => return Err(refuse(format!("{}: exists and is not a folder; remove it first", dest.display()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err(&dest, e)),
+    };
+    if let Some(Some(prev)) = &previous {
+        if pack.version < *prev && !allow_downgrade {
+            return Err(refuse(format!(
+                "pack {name}: {} is older than the installed {prev}; refusing to downgrade (pass --allow-downgrade to install it anyway)",
+                pack.version
+            )));
+        }
+    }
+    fs::create_dir_all(&packs).map_err(|e| io_err(&packs, e))?;
+    let staging = tempfile::Builder::new()
+        .prefix(&format!(".staging-{name}-"))
+        .tempdir_in(&packs)
+        .map_err(|e| io_err(&packs, e))?;
+    let write = |rel: &str, bytes: &[u8]| -> Result<()> {
+        let path = staging.path().join(rel);
+        if let Some(parent) = Path::new(rel).parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(staging.path().join(parent)).map_err(|e| io_err(&path, e))?;
+        }
+        let mut f = source::create_new(&path).map_err(|e| io_err(&path, e))?;
+        f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| io_err(&path, e))
+    };
+    write("pack.yaml", &pack.manifest_bytes)?;
+    if let Some(sig) = &pack.signature {
+        write("pack.sig", sig)?;
+    }
+    for f in &pack.files {
+        write(&f.path, &f.bytes)?;
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(staging.path(), fs::Permissions::from_mode(0o755))
+            .map_err(|e| io_err(staging.path(), e))?;
+    }
+    let staged = staging.keep();
+    let cleanup = |e: Error| {
+        let _ = fs::remove_dir_all(&staged);
+        e
+    };
+    if previous.is_some() {
+        let old = packs.join(format!(".old-{name}-{}", random_hex()));
+        fs::rename(&dest, &old).map_err(|e| cleanup(io_err(&dest, e)))?;
+        if let Err(e) = fs::rename(&staged, &dest) {
+            let _ = fs::rename(&old, &dest);
+            return Err(cleanup(io_err(&dest, e)));
+        }
+        let _ = fs::remove_dir_all(&old);
+    } else {
+        fs::rename(&staged, &dest).map_err(|e| cleanup(io_err(&dest, e)))?;
+    }
+    if let Ok(d) = fs::File::open(&packs) {
+        let _ = d.sync_all();
+    }
+    Ok(InstallReport {
+        dir: dest,
+        replaced: previous.map(|p| p.map_or_else(|| "an unreadable pack".into(), |v| v.to_string())),
+    })
+}
+
+/// Removes an installed pack.
+pub fn remove(data_dir: &Path, name: &str) -> Result<()> {
+    if !manifest::valid_name(name) {
+        return Err(refuse(format!("{name:?} is not a pack name")));
+    }
+    let packs = packs_dir(data_dir);
+    let dir = packs.join(name);
+    match fs::symlink_metadata(&dir) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(refuse(format!("no pack named {name} is installed (in {})", packs.display())))
+        }
+        Err(e) => return Err(io_err(&dir, e)),
+    }
+    let trash = packs.join(format!(".removed-{name}-{}", random_hex()));
+    fs::rename(&dir, &trash).map_err(|e| io_err(&dir, e))?;
+    fs::remove_dir_all(&trash).map_err(|e| io_err(&trash, e))
+}
+
+/// An installed pack, re-verified.
+#[derive(Clone, Debug)]
+pub struct InstalledPack {
+    pub name: String,
+    pub version: String,
+    pub dir: PathBuf,
+    pub manifest_sha256: String,
+    /// Signed by a key in the trust store (and the signature checked).
+    pub trusted: bool,
+    pub plugin_files: Vec<PathBuf>,
+    pub probe_files: Vec<PathBuf>,
+    /// The key ID in pack.sig, trusted or not.
+    pub signer: Option<String>,
+}
+
+/// Every folder of `DATA/packs/`, each re-verified: the signature checked if
+/// it is by a trusted key, every hash, nothing unlisted, plugins compiled.
+/// Folders starting with `.` (staging) are skipped.
+pub fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPack>)>> {
+    let packs = packs_dir(data_dir);
+    let rd = match fs::read_dir(&packs) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(&packs, e)),
+    };
+    let trust = Trust::load(data_dir, true)?;
+    let mut names = Vec::new();
+    for e in rd {
+        let name = e.map_err(|e| io_err(&packs, e))?.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let r = load_installed(&packs.join(&name), &name, &trust).map_err(|e| {
+                Error::new(e.kind(), format!("installed pack {name} ({}): {e}", packs.join(&name).display()))
+            });
+            (name, r)
+        })
+        .collect())
+}
+
+fn load_installed(dir: &Path, name: &str, trust: &Trust) -> Result<InstalledPack> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
+    if !meta.is_dir() {
+        return Err(refuse("not a folder (a link or a file)"));
+    }
+    let v = verify_root(dir, SigMode::Check(trust), false)?;
+    if v.manifest.name != name {
+        return Err(refuse(format!("pack.yaml names the pack {}, not {name}", v.manifest.name)));
+    }
+    let files = |k: FileKind| v.files.iter().filter(|f| f.kind == k).map(|f| dir.join(&f.path)).collect();
+    Ok(InstalledPack {
+        name: v.manifest.name.clone(),
+        version: v.manifest.version.clone(),
+        dir: dir.to_path_buf(),
+        manifest_sha256: v.manifest_sha256.clone(),
+        trusted: v.trusted,
+        plugin_files: files(FileKind::Plugin),
+        probe_files: files(FileKind::Probes),
+        signer: v.signer.clone(),
+    })
+}
+
+/// Every installed pack, each re-verified (signature if signed by a trusted
+/// key, hashes) on load; a pack that fails is an error naming it.
+pub fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
+    scan_installed(data_dir)?.into_iter().map(|(_, r)| r).collect()
+}
+
+/// moonscan.lock.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    pub packs: Vec<Pin>,
+}
+
+/// One pinned pack.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Pin {
+    pub name: String,
+    pub version: String,
+    pub manifest_sha256: String,
+}
+
+/// Largest lock file read.
+pub const MAX_LOCK: usize = 1024 * 1024;
+
+/// Reads a lock file.
+pub fn read_lock(lock: &Path) -> Result<Lock> {
+    let what = lock.display().to_string();
+    let bytes = sign::read_capped(lock, MAX_LOCK).map_err(|e| io_err(lock, e))?;
+    let text = manifest::check_shape(&bytes, &what, MAX_LOCK)?;
+    let l: Lock = serde_yaml::from_str(text).map_err(|e| refuse(format!("{what}: not a valid lock file: {e}")))?;
+    let mut seen = std::collections::BTreeSet::new();
+    for p in &l.packs {
+        if !seen.insert(p.name.as_str()) {
+            return Err(refuse(format!("{what}: pack {} is pinned twice", p.name)));
+        }
+    }
+    Ok(l)
+}
+
+/// moonscan.lock: `packs: [ {name, version, manifest_sha256} ]`. Refuses
+/// (an error naming every pack concerned) any installed pack that differs
+/// from its pin or has none, and pins whose pack is missing.
+pub fn check_lock(lock: &Path, packs: &[InstalledPack]) -> Result<()> {
+    let l = read_lock(lock)?;
+    let what = lock.display();
+    let mut problems = Vec::new();
+    for pin in &l.packs {
+        match packs.iter().find(|p| p.name == pin.name) {
+            None => problems.push(format!("pack {} {} is pinned but not installed", pin.name, pin.version)),
+            Some(p) if p.version != pin.version => problems
+                .push(format!("pack {}: version {} is installed, but {} is pinned", p.name, p.version, pin.version)),
+            Some(p) if p.manifest_sha256 != pin.manifest_sha256 => problems.push(format!(
+                "pack {} {}: pack.yaml's sha256 is {}, but {} is pinned (the pack changed without a new version)",
+                p.name, p.version, p.manifest_sha256, pin.manifest_sha256
+            )),
+            Some(_) => {}
+        }
+    }
+    for p in packs {
+        if !l.packs.iter().any(|pin| pin.name == p.name) {
+            problems.push(format!("pack {} {} is installed but not pinned", p.name, p.version));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(refuse(format!("{what} does not match the installed packs: {}", problems.join("; "))))
+    }
+}
+
+/// Writes moonscan.lock pinning `packs` (sorted by name), atomically.
+pub fn write_lock(lock: &Path, packs: &[InstalledPack]) -> Result<()> {
+    let mut pins: Vec<Pin> = packs
+        .iter()
+        .map(|p| Pin { name: p.name.clone(), version: p.version.clone(), manifest_sha256: p.manifest_sha256.clone() })
+        .collect();
+    pins.sort_by(|a, b| a.name.cmp(&b.name));
+    let yaml =
+        serde_yaml::to_string(&Lock { packs: pins }).map_err(|e| refuse(format!("cannot write the lock: {e}")))?;
+    let text =
+        format!("# moonscan.lock: the plugin packs this scan setup uses, pinned (`moonscan pack lock`).\n{yaml}");
+    write_atomic(lock, text.as_bytes())
+}
+
+/// Writes a file through a temporary file beside it and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".moonscan-").tempfile_in(dir).map_err(|e| io_err(path, e))?;
+    tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(|e| io_err(path, e))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o644));
+    }
+    tmp.persist(path).map_err(|e| io_err(path, e.error))?;
+    Ok(())
+}
+
+/// What [`sign_dir`] did.
+#[derive(Debug)]
+pub struct SignReport {
+    pub name: String,
+    pub version: String,
+    pub key_id: String,
+    pub trusted_comment: String,
+    /// Files whose hash was written into pack.yaml.
+    pub updated: Vec<String>,
+    /// pack.yaml had to be rewritten in canonical form (its comments are gone).
+    pub rewritten: bool,
+}
+
+/// Signs a pack folder: with `update_hashes`, first writes every listed
+/// file's sha256 into pack.yaml (else they must already match); then checks
+/// the whole pack as [`verify`] would, writes pack.sig with the trusted
+/// comment `pack:NAME version:VERSION`, and checks the new signature.
+pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Result<SignReport> {
+    let label = dir.display().to_string();
+    let inner = || -> Result<SignReport> {
+        if !dir.is_dir() {
+            return Err(refuse("not a folder (sign the folder, then make the .tar.gz)"));
+        }
+        let original = read_in_pack(dir, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
+        let mut bytes = original.clone();
+        let mut updated = Vec::new();
+        let mut rewritten = false;
+        if update_hashes {
+            let m = manifest::parse(&bytes, "pack.yaml", false)?;
+            let (new, upd, canon) = rewrite_hashes(dir, &bytes, &m)?;
+            if new != bytes {
+                write_atomic(&dir.join("pack.yaml"), &new)?;
+                bytes = new;
+            }
+            updated = upd;
+            rewritten = canon;
+        }
+        // A pack that would not verify is not signed, and its pack.yaml is left as it was.
+        let v = match verify_root(dir, SigMode::Ignore, true) {
+            Ok(v) => v,
+            Err(e) => {
+                if bytes != original {
+                    write_atomic(&dir.join("pack.yaml"), &original)?;
+                }
+                return Err(e);
+            }
+        };
+        let comment = v.manifest.trusted_comment();
+        let text = sign::sign_bytes(sk, &bytes, &comment)?;
+        write_atomic(&dir.join("pack.sig"), text.as_bytes())?;
+        let pk = minisign::PublicKey::from_secret_key(sk).map_err(|e| refuse(e.to_string()))?;
+        let own = Trust { keys: vec![TrustedKey::new(pk)], allow_unsigned: false };
+        verify_root(dir, SigMode::Check(&own), true)?;
+        Ok(SignReport {
+            name: v.manifest.name.clone(),
+            version: v.manifest.version.clone(),
+            key_id: sign::secret_key_id(sk),
+            trusted_comment: comment,
+            updated,
+            rewritten,
+        })
+    };
+    inner().map_err(|e| named(&label, e))
+}
+
+/// pack.yaml with every listed file's sha256 written in: edited in place
+/// where each entry is a `file:` line followed by its `sha256:` line (the
+/// author's layout and comments kept), else rewritten in canonical form.
+/// Returns the new bytes, the files whose hash changed, and whether it was
+/// rewritten.
+fn rewrite_hashes(dir: &Path, bytes: &[u8], m: &Manifest) -> Result<(Vec<u8>, Vec<String>, bool)> {
+    let mut hashes = std::collections::BTreeMap::new();
+    let mut updated = Vec::new();
+    for (e, kind) in m.entries() {
+        let h = sha256_hex(&read_in_pack(dir, &e.file, max_size(kind))?);
+        if h != e.sha256 {
+            updated.push(e.file.clone());
+        }
+        hashes.insert(e.file.clone(), h);
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| refuse("pack.yaml: not UTF-8"))?;
+    let file_re =
+        regex::Regex::new(r##"^(\s*(?:-\s+)?)file:\s*['"]?([^'"#\s]+)['"]?\s*(#.*)?$"##).expect("valid regex");
+    let sha_re = regex::Regex::new(r"^(\s*(?:-\s+)?)sha256:.*$").expect("valid regex");
+    let mut current: Option<String> = None;
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if let Some(c) = file_re.captures(body) {
+            current = Some(c[2].to_string());
+        } else if let Some(c) = sha_re.captures(body) {
+            if let Some(h) = current.take().and_then(|f| hashes.get(&f)) {
+                out.push_str(&format!("{}sha256: {h}{end}", &c[1]));
+                continue;
+            }
+        }
+        out.push_str(line);
+    }
+    let edited = out.into_bytes();
+    if let Ok(m2) = manifest::parse(&edited, "pack.yaml", true) {
+        if m2.entries().all(|(e, _)| hashes.get(&e.file) == Some(&e.sha256)) {
+            return Ok((edited, updated, false));
+        }
+    }
+    let mut m2 = m.clone();
+    for e in m2.plugins.iter_mut().chain(m2.probes.iter_mut()) {
+        e.sha256 = hashes[&e.file].clone();
+    }
+    let yaml = serde_yaml::to_string(&m2).map_err(|e| refuse(format!("cannot write pack.yaml: {e}")))?;
+    Ok((yaml.into_bytes(), updated, true))
+}
+
+/// Adds a public key (a minisign .pub file's text, or its base64 line) to
+/// the trust store; returns it.
+pub fn trust_add(data_dir: &Path, key_text: &str) -> Result<TrustedKey> {
+    let key = TrustedKey::new(sign::parse_public_key(key_text)?);
+    let dir = trust_dir(data_dir);
+    fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+    let path = dir.join(format!("{}.pub", key.id));
+    write_atomic(&path, key.to_file_text().as_bytes())?;
+    Ok(TrustedKey { file: path, ..key })
+}
+
+/// Removes a key (by its 16-hex-digit ID) from the trust store.
+pub fn trust_remove(data_dir: &Path, id: &str) -> Result<()> {
+    let id = id.trim().to_ascii_uppercase();
+    if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(refuse(format!("{id:?} is not a key ID (16 hex digits, as `moonscan pack trust list` shows)")));
+    }
+    let path = trust_dir(data_dir).join(format!("{id}.pub"));
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(refuse(format!("key {id} is not in the trust store"))),
+        Err(e) => Err(io_err(&path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,510 @@
+//! `moonscan pack`: plugin packs made, signed, verified and installed by the
+//! real binary, with MOONSCAN_HOME in a temporary folder. Every hostile pack
+//! must be refused with a message naming the problem, and leave nothing in
+//! the data folder.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use moonscan::packs::{sha256_hex, sign};
+
+use crate::util::{bin, stderr, stdout};
+
+/// A data folder and a working folder.
+struct Env {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(bin());
+        c.args(args)
+            .env("MOONSCAN_HOME", self.home.path())
+            .env_remove("MOONSCAN_KEY_PASSWORD")
+            .current_dir(self.work.path())
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("moonscan runs")
+    }
+
+    /// Runs a command that must succeed; returns its stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(o.status.success(), "moonscan {args:?} failed:\n{}{}", stdout(&o), stderr(&o));
+        stdout(&o)
+    }
+
+    /// Runs a command that must be refused (status 1) with a message holding
+    /// every needle; returns the message.
+    fn refused(&self, args: &[&str], needles: &[&str]) -> String {
+        let o = self.run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "moonscan {args:?} must be refused:\n{}{err}", stdout(&o));
+        for n in needles {
+            assert!(err.contains(n), "moonscan {args:?}: expected {n:?} in:\n{err}");
+        }
+        err
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.work.path().join(rel)
+    }
+
+    fn s(&self, rel: &str) -> String {
+        self.path(rel).to_string_lossy().into_owned()
+    }
+
+    /// Everything in DATA/packs (hidden staging folders included).
+    fn installed(&self) -> Vec<String> {
+        let mut v: Vec<String> = match fs::read_dir(self.home.path().join("packs")) {
+            Ok(rd) => rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect(),
+            Err(_) => Vec::new(),
+        };
+        v.sort();
+        v
+    }
+
+    /// Installing `target` is refused with the needles, and nothing is installed.
+    fn install_refused(&self, target: &str, needles: &[&str]) -> String {
+        let before = self.installed();
+        let e = self.refused(&["pack", "install", target], needles);
+        assert_eq!(self.installed(), before, "a refused install left something in the data folder");
+        e
+    }
+
+    /// pack.yaml replaced by `bytes` and signed (by the library, so even
+    /// manifests `pack sign` would refuse get a valid signature).
+    fn sign_raw(&self, dir: &str, bytes: &[u8], comment: &str) {
+        let sk = sign::load_secret_key(&self.path("key.key"), None).unwrap();
+        fs::write(self.path(dir).join("pack.yaml"), bytes).unwrap();
+        fs::write(self.path(dir).join("pack.sig"), sign::sign_bytes(&sk, bytes, comment).unwrap()).unwrap();
+    }
+}
+
+/// A key pair (key.key, key.pub) that is trusted, and a signed pack `demo`.
+fn setup() -> Env {
+    let env = Env::new();
+    env.ok(&["pack", "keygen", "-o", "key"]);
+    env.ok(&["pack", "trust", "add", "key.pub"]);
+    env.ok(&["pack", "new", "demo"]);
+    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
+    env
+}
+
+/// A .tar.gz of `entries` (path, type, data, link target), headers written
+/// by hand so that hostile paths can be made.
+fn tar_gz(path: &Path, entries: &[(String, tar::EntryType, Vec<u8>, &str)]) {
+    let f = fs::File::create(path).unwrap();
+    let gz = flate2::write::GzEncoder::new(f, flate2::Compression::default());
+    let mut b = tar::Builder::new(gz);
+    for (name, kind, data, link) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_entry_type(*kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        if !link.is_empty() {
+            h.set_link_name(link).unwrap();
+        }
+        h.set_cksum();
+        b.append(&h, data.as_slice()).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap();
+}
+
+/// The signed files of pack folder `dir` as tar entries under `demo/`.
+fn entries_of(dir: &Path) -> Vec<(String, tar::EntryType, Vec<u8>, &'static str)> {
+    let mut v = vec![("demo/".to_string(), tar::EntryType::Directory, Vec::new(), "")];
+    for f in ["pack.yaml", "pack.sig", "ssh-software.lua"] {
+        v.push((format!("demo/{f}"), tar::EntryType::Regular, fs::read(dir.join(f)).unwrap(), ""));
+    }
+    v
+}
+
+#[test]
+fn a_signed_pack_verifies_installs_lists_and_is_removed() {
+    let env = setup();
+    let out = env.ok(&["pack", "verify", "demo"]);
+    assert!(out.contains("pack demo 0.1.0: OK, signed by trusted key"), "{out}");
+    // The scaffold's example plugin runs on its recorded banner.
+    let o = env
+        .cmd(&[
+            "plugins",
+            "test",
+            "ssh-software.lua",
+            "--port",
+            "22",
+            "--service",
+            "ssh",
+            "--banner-file",
+            "tests/ssh-banner.txt",
+        ])
+        .current_dir(env.path("demo"))
+        .output()
+        .unwrap();
+    assert!(o.status.success() && stdout(&o).contains("OpenSSH_9.2p1"), "{}{}", stdout(&o), stderr(&o));
+    let out = env.ok(&["pack", "install", "demo"]);
+    assert!(out.contains("installed pack demo 0.1.0 (signed by trusted key"), "{out}");
+    let dir = env.home.path().join("packs/demo");
+    let mut files: Vec<String> =
+        fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    files.sort();
+    assert_eq!(files, ["pack.sig", "pack.yaml", "ssh-software.lua"], "README.md and tests/ are not installed");
+    let list = env.ok(&["pack", "list"]);
+    assert!(list.contains("demo") && list.contains("0.1.0") && list.contains("trusted ("), "{list}");
+    env.ok(&["pack", "remove", "demo"]);
+    assert!(env.installed().is_empty());
+    env.refused(&["pack", "remove", "demo"], &["no pack named demo"]);
+}
+
+#[test]
+fn a_signed_tarball_installs() {
+    let env = setup();
+    let tgz = env.path("demo.tar.gz");
+    tar_gz(&tgz, &entries_of(&env.path("demo")));
+    env.ok(&["pack", "verify", "demo.tar.gz"]);
+    env.ok(&["pack", "install", "demo.tar.gz"]);
+    assert_eq!(env.installed(), ["demo"]);
+}
+
+#[test]
+fn a_plugin_changed_after_signing_is_refused() {
+    let env = setup();
+    let f = env.path("demo/ssh-software.lua");
+    let mut b = fs::read(&f).unwrap();
+    let i = b.len() - 3;
+    b[i] ^= 0x20;
+    fs::write(&f, b).unwrap();
+    env.install_refused("demo", &["ssh-software.lua: sha256 mismatch"]);
+}
+
+#[test]
+fn a_second_signature_appended_is_refused() {
+    let env = setup();
+    env.ok(&["pack", "keygen", "-o", "other"]);
+    let sig = fs::read_to_string(env.path("demo/pack.sig")).unwrap();
+    env.ok(&["pack", "trust", "add", "other.pub"]);
+    // A second valid signature, by another trusted key, appended.
+    env.ok(&["pack", "sign", "demo", "--key", "other.key"]);
+    let second = fs::read_to_string(env.path("demo/pack.sig")).unwrap();
+    fs::write(env.path("demo/pack.sig"), format!("{sig}{second}")).unwrap();
+    env.install_refused("demo", &["pack.sig", "holds 2 signatures"]);
+}
+
+#[test]
+fn a_crlf_rewritten_manifest_fails_the_signature() {
+    let env = setup();
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    fs::write(env.path("demo/pack.yaml"), m.replace('\n', "\r\n")).unwrap();
+    env.install_refused("demo", &["pack.sig", "does not match pack.yaml's bytes"]);
+}
+
+#[test]
+fn a_file_the_manifest_does_not_list_is_refused() {
+    let env = setup();
+    fs::write(env.path("demo/evil.lua"), "return {}").unwrap();
+    env.install_refused("demo", &["evil.lua: a file pack.yaml does not list"]);
+}
+
+#[test]
+fn a_wrong_hash_in_the_manifest_is_refused() {
+    let env = setup();
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    let real = sha256_hex(&fs::read(env.path("demo/ssh-software.lua")).unwrap());
+    let wrong = m.replace(&real, &"0".repeat(64));
+    env.sign_raw("demo", wrong.as_bytes(), "pack:demo version:0.1.0");
+    env.install_refused("demo", &["ssh-software.lua: sha256 mismatch", &"0".repeat(64)]);
+    // `pack sign` refuses it too, unless asked to update the hashes.
+    env.refused(&["pack", "sign", "demo", "--key", "key.key"], &["sha256 mismatch"]);
+    env.ok(&["pack", "sign", "demo", "--key", "key.key", "--update-hashes"]);
+    env.ok(&["pack", "install", "demo"]);
+}
+
+#[test]
+fn dotdot_in_a_manifest_path_is_refused() {
+    let env = setup();
+    fs::write(env.path("secret.lua"), "return {}").unwrap();
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    let h = sha256_hex(b"return {}");
+    let bad = format!("{m}  - file: ../secret.lua\n    sha256: {h}\n");
+    env.sign_raw("demo", bad.as_bytes(), "pack:demo version:0.1.0");
+    env.install_refused("demo", &["../secret.lua", "contains '..'"]);
+}
+
+#[test]
+fn dotdot_in_a_tar_entry_is_refused() {
+    let env = setup();
+    let mut entries = entries_of(&env.path("demo"));
+    entries.push(("demo/../../escaped.lua".into(), tar::EntryType::Regular, b"x".to_vec(), ""));
+    tar_gz(&env.path("bad.tar.gz"), &entries);
+    env.install_refused("bad.tar.gz", &["bad.tar.gz", "demo/../../escaped.lua", "the path contains '..'"]);
+    assert!(!env.work.path().parent().unwrap().join("escaped.lua").exists());
+}
+
+#[test]
+fn a_symlink_pointing_outside_is_refused() {
+    let env = setup();
+    // A listed file that is a link to a file outside the pack with the same bytes.
+    let f = env.path("demo/ssh-software.lua");
+    fs::rename(&f, env.path("outside.lua")).unwrap();
+    std::os::unix::fs::symlink(env.path("outside.lua"), &f).unwrap();
+    env.install_refused("demo", &["ssh-software.lua: a symbolic link"]);
+    fs::remove_file(&f).unwrap();
+    fs::rename(env.path("outside.lua"), &f).unwrap();
+    // An unlisted link (to a folder outside) anywhere in the pack.
+    std::os::unix::fs::symlink("/etc", env.path("demo/tests/etc")).unwrap();
+    env.install_refused("demo", &["tests/etc: a symbolic link"]);
+    fs::remove_file(env.path("demo/tests/etc")).unwrap();
+    // And in a tarball.
+    let mut entries = entries_of(&env.path("demo"));
+    entries.push(("demo/passwd.lua".into(), tar::EntryType::Symlink, Vec::new(), "/etc/passwd"));
+    tar_gz(&env.path("link.tar.gz"), &entries);
+    env.install_refused("link.tar.gz", &["demo/passwd.lua", "a symbolic link"]);
+    let mut entries = entries_of(&env.path("demo"));
+    entries.push(("demo/hard.lua".into(), tar::EntryType::Link, Vec::new(), "/etc/passwd"));
+    tar_gz(&env.path("hard.tar.gz"), &entries);
+    env.install_refused("hard.tar.gz", &["demo/hard.lua", "a hard link"]);
+}
+
+#[test]
+fn a_tar_bomb_and_too_many_files_are_refused() {
+    let env = setup();
+    let mut entries = entries_of(&env.path("demo"));
+    entries.push(("demo/tests/zeros".into(), tar::EntryType::Regular, vec![0u8; 20 << 20], ""));
+    tar_gz(&env.path("bomb.tar.gz"), &entries);
+    assert!(fs::metadata(env.path("bomb.tar.gz")).unwrap().len() < 200_000, "the bomb is small compressed");
+    env.install_refused("bomb.tar.gz", &["bomb.tar.gz", "demo/tests/zeros", "size cap"]);
+    let mut entries = entries_of(&env.path("demo"));
+    for i in 0..1200 {
+        entries.push((format!("demo/tests/{i}"), tar::EntryType::Regular, Vec::new(), ""));
+    }
+    tar_gz(&env.path("many.tar.gz"), &entries);
+    env.install_refused("many.tar.gz", &["many.tar.gz", "more than 1000 entries (file count cap)"]);
+    // The same caps hold for a folder.
+    for i in 0..1000 {
+        fs::write(env.path(&format!("demo/tests/{i}")), "").unwrap();
+    }
+    env.install_refused("demo", &["file count cap"]);
+}
+
+#[test]
+fn billion_laughs_and_deep_nesting_in_pack_yaml_are_refused() {
+    let env = setup();
+    let mut laughs = String::from(
+        "name: demo\nlol0: &l0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    for i in 1..10 {
+        let prev = format!("*l{}", i - 1);
+        laughs.push_str(&format!("lol{i}: &l{i} [{}]\n", [prev.as_str(); 10].join(",")));
+    }
+    env.sign_raw("demo", laughs.as_bytes(), "pack:demo version:0.1.0");
+    env.install_refused("demo", &["pack.yaml", "line 2", "anchors and aliases"]);
+    let deep = format!("name: demo\nplugins: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+    env.sign_raw("demo", deep.as_bytes(), "pack:demo version:0.1.0");
+    env.install_refused("demo", &["pack.yaml", "nested deeper than the limit"]);
+    let dashes = format!("name: demo\nplugins:\n{}x\n", "- ".repeat(10_000));
+    env.sign_raw("demo", dashes.as_bytes(), "pack:demo version:0.1.0");
+    env.install_refused("demo", &["pack.yaml", "nested deeper than the limit"]);
+    // Unsigned, it is refused before the signature is even looked at.
+    fs::remove_file(env.path("demo/pack.sig")).unwrap();
+    env.refused(&["pack", "verify", "demo", "--allow-unsigned"], &["nested deeper than the limit"]);
+}
+
+#[test]
+fn a_downgrade_needs_the_flag() {
+    let env = setup();
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    fs::write(env.path("demo/pack.yaml"), m.replace("version: 0.1.0", "version: 0.2.0")).unwrap();
+    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
+    env.ok(&["pack", "install", "demo"]);
+    fs::write(env.path("demo/pack.yaml"), &m).unwrap();
+    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
+    env.refused(&["pack", "install", "demo"], &["0.1.0 is older than the installed 0.2.0", "--allow-downgrade"]);
+    assert!(fs::read_to_string(env.home.path().join("packs/demo/pack.yaml")).unwrap().contains("version: 0.2.0"));
+    assert_eq!(env.installed(), ["demo"]);
+    let out = env.ok(&["pack", "install", "demo", "--allow-downgrade"]);
+    assert!(out.contains("replacing 0.2.0"), "{out}");
+    assert!(fs::read_to_string(env.home.path().join("packs/demo/pack.yaml")).unwrap().contains("version: 0.1.0"));
+    assert_eq!(env.installed(), ["demo"]);
+}
+
+#[test]
+fn an_untrusted_key_is_refused() {
+    let env = setup();
+    env.ok(&["pack", "keygen", "-o", "stranger"]);
+    env.ok(&["pack", "sign", "demo", "--key", "stranger.key"]);
+    let id = fs::read_to_string(env.path("stranger.pub"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    env.install_refused("demo", &["pack.sig", &format!("signed by key {id}, which is not in the trust store")]);
+    let out = env.ok(&["pack", "install", "demo", "--allow-unsigned"]);
+    assert!(out.contains("UNTRUSTED"), "{out}");
+    let list = env.ok(&["pack", "list"]);
+    assert!(list.contains(&format!("untrusted ({id})")), "{list}");
+    // Removing a trusted key makes packs it signed untrusted.
+    let keys = env.ok(&["pack", "trust", "list"]);
+    assert!(keys.contains("1 trusted key(s)"), "{keys}");
+    let own = keys.split_whitespace().next().unwrap().to_string();
+    env.ok(&["pack", "trust", "remove", &own]);
+    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
+    env.refused(&["pack", "verify", "demo"], &["not in the trust store"]);
+}
+
+#[test]
+fn a_lockfile_mismatch_is_refused() {
+    let env = setup();
+    env.ok(&["pack", "install", "demo"]);
+    env.ok(&["pack", "lock"]);
+    let lock = fs::read_to_string(env.path("moonscan.lock")).unwrap();
+    assert!(lock.contains("name: demo") && lock.contains("version: 0.1.0"), "{lock}");
+    env.ok(&["pack", "lock", "--check", "moonscan.lock"]);
+    // Same version, different bytes.
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    fs::write(env.path("demo/pack.yaml"), m.replace("An example pack", "A changed pack")).unwrap();
+    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
+    env.ok(&["pack", "install", "demo"]);
+    env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0: pack.yaml's sha256"]);
+    // A pinned pack that is gone.
+    env.ok(&["pack", "remove", "demo"]);
+    env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0 is pinned but not installed"]);
+}
+
+#[test]
+fn a_tampered_installed_pack_is_reported() {
+    let env = setup();
+    env.ok(&["pack", "install", "demo"]);
+    fs::write(env.home.path().join("packs/demo/ssh-software.lua"), "return {}").unwrap();
+    let o = env.run(&["pack", "list"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("BROKEN"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("installed pack demo") && stderr(&o).contains("sha256 mismatch"), "{}", stderr(&o));
+    env.refused(&["pack", "lock"], &["installed pack demo"]);
+}
+
+#[test]
+fn an_encrypted_key_needs_its_password() {
+    let env = Env::new();
+    env.ok(&["pack", "new", "demo"]);
+    let out = String::from_utf8(
+        env.cmd(&["pack", "keygen", "-o", "enc"]).env("MOONSCAN_KEY_PASSWORD", "s3cret").output().unwrap().stdout,
+    )
+    .unwrap();
+    assert!(out.contains("encrypted with $MOONSCAN_KEY_PASSWORD"), "{out}");
+    env.refused(&["pack", "sign", "demo", "--key", "enc.key"], &["encrypted", "MOONSCAN_KEY_PASSWORD"]);
+    let o =
+        env.cmd(&["pack", "sign", "demo", "--key", "enc.key"]).env("MOONSCAN_KEY_PASSWORD", "wrong").output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot decrypt"), "{}", stderr(&o));
+    let o =
+        env.cmd(&["pack", "sign", "demo", "--key", "enc.key"]).env("MOONSCAN_KEY_PASSWORD", "s3cret").output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    env.ok(&["pack", "trust", "add", "enc.pub"]);
+    env.ok(&["pack", "verify", "demo"]);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let env = Env::new();
+    assert_eq!(env.run(&["pack"]).status.code(), Some(2));
+    assert_eq!(env.run(&["pack", "frobnicate"]).status.code(), Some(2));
+    assert_eq!(env.run(&["pack", "sign", "demo"]).status.code(), Some(2), "--key is required");
+    assert_eq!(env.run(&["pack", "--help"]).status.code(), Some(0));
+}
+
+fn minisign() -> Command {
+    let found = Command::new("minisign").arg("-v").output().is_ok();
+    assert!(found, "the minisign tool is missing: apt-get install minisign (scripts/test.sh installs it)");
+    Command::new("minisign")
+}
+
+#[test]
+fn minisign_verifies_a_signature_moonscan_made() {
+    let env = setup();
+    let o = minisign()
+        .args(["-V", "-m", &env.s("demo/pack.yaml"), "-x", &env.s("demo/pack.sig"), "-p", &env.s("key.pub")])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "minisign -V: {}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("Trusted comment: pack:demo version:0.1.0"), "{}", stdout(&o));
+    // And refuses a changed manifest, as moonscan does.
+    fs::write(
+        env.path("demo/pack.yaml"),
+        fs::read_to_string(env.path("demo/pack.yaml")).unwrap().replace('\n', "\r\n"),
+    )
+    .unwrap();
+    let o = minisign()
+        .args(["-V", "-m", &env.s("demo/pack.yaml"), "-x", &env.s("demo/pack.sig"), "-p", &env.s("key.pub")])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+}
+
+#[test]
+fn moonscan_verifies_a_signature_minisign_made() {
+    let env = Env::new();
+    env.ok(&["pack", "new", "demo"]);
+    let o = minisign().args(["-G", "-W", "-p", &env.s("ms.pub"), "-s", &env.s("ms.key")]).output().unwrap();
+    assert!(o.status.success(), "minisign -G: {}", stderr(&o));
+    let sign = |comment: &str| {
+        let o = minisign()
+            .args([
+                "-S",
+                "-s",
+                &env.s("ms.key"),
+                "-m",
+                &env.s("demo/pack.yaml"),
+                "-x",
+                &env.s("demo/pack.sig"),
+                "-t",
+                comment,
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "minisign -S: {}", stderr(&o));
+    };
+    sign("pack:demo version:0.1.0");
+    env.refused(&["pack", "verify", "demo"], &["not in the trust store"]);
+    // Trusted by its base64 line (the KEYSTRING form).
+    let line = fs::read_to_string(env.path("ms.pub")).unwrap().lines().nth(1).unwrap().to_string();
+    env.ok(&["pack", "trust", "add", &line]);
+    let out = env.ok(&["pack", "verify", "demo"]);
+    assert!(out.contains("OK, signed by trusted key"), "{out}");
+    // minisign can sign with a key moonscan made, too.
+    env.ok(&["pack", "keygen", "-o", "mk"]);
+    env.ok(&["pack", "trust", "add", "mk.pub"]);
+    let o = minisign()
+        .args([
+            "-S",
+            "-s",
+            &env.s("mk.key"),
+            "-m",
+            &env.s("demo/pack.yaml"),
+            "-x",
+            &env.s("demo/pack.sig"),
+            "-t",
+            "pack:demo version:0.1.0",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "minisign -S with moonscan's key: {}", stderr(&o));
+    env.ok(&["pack", "verify", "demo"]);
+    // A trusted comment that does not name the manifest is refused.
+    sign("timestamp:1");
+    env.refused(&["pack", "install", "demo"], &["trusted comment is \"timestamp:1\"", "pack:demo version:0.1.0"]);
+    assert!(env.installed().is_empty());
+}
