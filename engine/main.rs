@@ -80,6 +80,7 @@ fn main() -> ExitCode {
         plan.config.seed = f.seed;
         plan.config.resume = Some(f.segments.clone());
         plan.resuming = true;
+        plan.resume_file = Some(path.clone());
     }
     match run(plan) {
         Ok(code) => ExitCode::from(code),
@@ -119,7 +120,12 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
             // An XML file is one document: a resumed scan writes its own, beside the first.
             cli::Dest::File(path) if plan.resuming && *format == cli::Format::Xml => {
-                let resumed = path.with_extension("resumed.xml");
+                let resumed = (1..)
+                    .map(|n| {
+                        path.with_extension(if n == 1 { "resumed.xml".to_string() } else { format!("resumed-{n}.xml") })
+                    })
+                    .find(|p| !p.exists())
+                    .expect("an unused name");
                 eprintln!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
                 Box::new(File::create(&resumed).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", resumed.display()))?)
             }
@@ -189,16 +195,18 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
                 space_len: plan.config.space.len(),
                 segments: left,
             };
-            let path = std::path::Path::new(cli::resume::DEFAULT);
+            // A resumed scan interrupted again updates its own resume file.
+            let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
+            let path = path.as_path();
             match cli::resume::save(path, &file) {
                 Ok(()) => eprintln!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
                 Err(e) => eprintln!("moonscan: could not write the resume file {}: {e}", path.display()),
             }
         }
     }
-    if !end.interrupted && plan.resuming {
+    if let (false, Some(path)) = (end.interrupted, &plan.resume_file) {
         // Finished: the resume file has done its job.
-        let _ = std::fs::remove_file(cli::resume::DEFAULT);
+        let _ = std::fs::remove_file(path);
     }
     Ok(if end.errors > 0 || end.interrupted { 1 } else { 0 })
 }

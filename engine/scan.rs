@@ -114,8 +114,8 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         Some(pc) => {
             let (tx, rx) = mpsc::channel::<crate::plugins::PortInfo>(1024);
             let guard = crate::plugins::net::Guard::scan(cfg.space.clone());
-            let (ev, st, sp) = (events.clone(), stats.clone(), stop.clone());
-            stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ev, t0, st, sp)));
+            let (ev, st) = (events.clone(), stats.clone());
+            stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ev, t0, st)));
             Some(tx)
         }
     };
@@ -149,9 +149,9 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
             }),
         );
         if let Some(det) = &cfg.detector {
-            let (ev, st, sp) = (events.clone(), stats.clone(), stop.clone());
+            let (ev, st) = (events.clone(), stats.clone());
             let to_plugins = plugin_tx.clone();
-            stages.insert(1, tokio::spawn(crate::service::run_stage(det.clone(), port_rx, ev, to_plugins, t0, st, sp)));
+            stages.insert(1, tokio::spawn(crate::service::run_stage(det.clone(), port_rx, ev, to_plugins, t0, st)));
         }
         tap_tx
     };

@@ -384,6 +384,28 @@ fn a_lockfile_mismatch_is_refused() {
     env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0 is pinned but not installed"]);
 }
 
+/// `core` is the pack name of the plugins that ship with moonscan: no pack
+/// may take it.
+#[test]
+fn the_name_core_is_reserved() {
+    let env = setup();
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    let core = m.replace("name: demo\n", "name: core\n");
+    assert_ne!(core, m);
+    fs::write(env.path("demo/pack.yaml"), &core).unwrap();
+    let reserved = ["\"core\" is reserved", "plugins that ship with moonscan", "another name"];
+    env.refused(&["pack", "sign", "demo", "--key", "key.key"], &reserved);
+    env.refused(&["pack", "sign", "demo", "--key", "key.key", "--update-hashes"], &reserved);
+    assert_eq!(fs::read_to_string(env.path("demo/pack.yaml")).unwrap(), core, "pack.yaml is left as it was");
+    // Signed anyway, with the trusted comment it needs: still refused.
+    env.sign_raw("demo", core.as_bytes(), "pack:core version:0.1.0");
+    env.refused(&["pack", "verify", "demo"], &reserved);
+    env.refused(&["pack", "verify", "demo", "--allow-unsigned"], &reserved);
+    env.install_refused("demo", &reserved);
+    env.install_refused("demo", &reserved);
+    assert!(env.installed().is_empty());
+}
+
 #[test]
 fn a_tampered_installed_pack_is_reported() {
     let env = setup();

@@ -374,12 +374,24 @@ fn postgres_roundtrip_in_the_lab() {
     if let Event::Error(e) = evs.last_mut().unwrap() {
         e.message = "a\0b".into();
     }
+    // In JSON too, and a backslash followed by u0000 is kept as it is.
+    let n = evs.len();
+    if let Event::Finding(f) = &mut evs[n - 2] {
+        f.data = serde_json::json!({"nul": "c\0d", "k\0": ["\0"], "lit": "e\\u0000f", "both": "\\u0000\0"});
+    }
     let mut sink = store::open(PG_URL).unwrap();
     evs.iter().for_each(|e| sink.record(e).unwrap());
     sink.close().unwrap();
     let back = Db::open(PG_URL).unwrap().events(&id).unwrap();
     match back.last().unwrap() {
         Event::Error(e) => assert_eq!(e.message, "a\\x00b"),
+        other => panic!("{other:?}"),
+    }
+    match &back[back.len() - 2] {
+        Event::Finding(f) => assert_eq!(
+            f.data,
+            serde_json::json!({"nul": "c\\x00d", "k\\x00": ["\\x00"], "lit": "e\\u0000f", "both": "\\u0000\\x00"})
+        ),
         other => panic!("{other:?}"),
     }
 }

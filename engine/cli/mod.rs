@@ -97,7 +97,7 @@ pub struct Args {
     /// Ports in service detection at once (each holds one receive buffer); default 512.
     #[arg(long = "version-parallelism", value_name = "N")]
     pub version_parallelism: Option<usize>,
-    /// Folder of probe YAML files (default: $MOONSCAN_PROBES, ./probes, or the installed probes).
+    /// Folder of probe YAML files (default: $MOONSCAN_PROBES, or the installed probes).
     #[arg(long = "probes", value_name = "DIR")]
     pub probes_dir: Option<PathBuf>,
     /// Run the default plugins (-sC), as --script default.
@@ -130,7 +130,7 @@ pub struct Args {
     /// Plugin VMs running at once; default 16.
     #[arg(long = "script-parallelism", value_name = "N")]
     pub script_parallelism: Option<usize>,
-    /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, ./plugins, or the installed ones).
+    /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, or the installed ones).
     #[arg(long = "plugin-dir", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
     /// Show plugins' log lines in the text output.
@@ -287,6 +287,8 @@ pub struct Plan {
     pub logs: bool,
     /// A resumed scan: outputs are appended to, not replaced.
     pub resuming: bool,
+    /// The resume file a resumed scan came from.
+    pub resume_file: Option<PathBuf>,
     /// Things the user should know before the scan starts (one line each).
     pub notes: Vec<String>,
 }
@@ -419,10 +421,12 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
         let dir = args.probes_dir.clone().unwrap_or_else(probes::default_dir);
         let mut db = ProbeDb::load_dir(&dir)?;
-        // Probes of installed packs (verified with their pack).
-        for pack in moonscan::packs::installed(&moonscan::packs::data_dir())? {
-            for f in &pack.probe_files {
-                db.add_file(f)?;
+        // Probes of trusted installed packs, from the text their pack verified.
+        for pack in installed_packs(args.lock.as_deref())? {
+            if pack.trusted {
+                for (path, text) in &pack.probes {
+                    db.add_str(text, path)?;
+                }
             }
         }
         Some(Detector::new(db, opts)?)
@@ -496,21 +500,41 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         reasons: args.reason,
         logs: args.script_trace,
         resuming: false,
+        resume_file: None,
         notes,
     })
 }
 
+/// Plugins a scan can select, and the probe texts of trusted packs (path, text).
+pub type Available = (Vec<moonscan::plugins::Plugin>, Vec<(PathBuf, String)>);
+
 /// Every plugin a scan can select: the plugin folder (plugins/, the pack
 /// core) and every installed pack, each re-verified; with the probe files
-/// installed packs bring. A lock file (`--lock`, or ./moonscan.lock when
+/// trusted packs bring. A lock file (`--lock`, or ./moonscan.lock when
 /// there is one) must pin exactly the installed packs.
 pub fn available_plugins(
     plugin_dir: &std::path::Path,
     lock: Option<&std::path::Path>,
-) -> Result<(Vec<moonscan::plugins::Plugin>, Vec<PathBuf>)> {
+) -> Result<Available> {
     let mut plugins = if plugin_dir.is_dir() { moonscan::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
-    let home = moonscan::packs::data_dir();
-    let packs = moonscan::packs::installed(&home)?;
+    let mut probes = Vec::new();
+    for pack in installed_packs(lock)? {
+        // Compiled from the bytes verification checked, never read again.
+        for p in pack.plugins {
+            moonscan::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;
+        }
+        // Probes are sent to every open port: only trusted packs' are used.
+        if pack.trusted {
+            probes.extend(pack.probes);
+        }
+    }
+    Ok((plugins, probes))
+}
+
+/// The installed packs, each re-verified, checked against the lock file
+/// (`--lock`, or ./moonscan.lock when there is one).
+fn installed_packs(lock: Option<&std::path::Path>) -> Result<Vec<moonscan::packs::InstalledPack>> {
+    let packs = moonscan::packs::installed(&moonscan::packs::data_dir())?;
     let default_lock = PathBuf::from("moonscan.lock");
     let lock = match lock {
         Some(l) => Some(l.to_path_buf()),
@@ -520,15 +544,7 @@ pub fn available_plugins(
     if let Some(l) = &lock {
         moonscan::packs::check_lock(l, &packs)?;
     }
-    let mut probes = Vec::new();
-    for pack in &packs {
-        for f in &pack.plugin_files {
-            let p = moonscan::plugins::load_file(f)?.in_pack(&pack.name, pack.trusted);
-            moonscan::plugins::add_unique(&mut plugins, p)?;
-        }
-        probes.extend(pack.probe_files.iter().cloned());
-    }
-    Ok((plugins, probes))
+    Ok(packs)
 }
 
 /// The plugins `--script`/`-sC` select, with their budgets and arguments.

@@ -348,6 +348,11 @@ fn new_pack(dir: &Path, name: Option<String>) -> Result<u8> {
             "{name:?} is not a valid pack name (1-64 of a-z, 0-9 and -, starting with a letter or digit); pass --name"
         )));
     }
+    if name == packs::CORE {
+        return Err(bad(format!(
+            "the pack name {name:?} is reserved for the plugins that ship with moonscan; pass --name"
+        )));
+    }
     if dir.exists() && std::fs::read_dir(dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
         return Err(bad(format!("{}: exists and is not an empty folder", dir.display())));
     }

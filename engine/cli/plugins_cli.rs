@@ -14,7 +14,7 @@ use moonscan::plugins::{self, Budgets, Plugin, PortInfo, Vm};
 #[derive(Debug, Parser)]
 #[command(name = "moonscan plugins", about = "List, show and test plugins")]
 struct PluginsArgs {
-    /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, ./plugins, or the build's plugins/).
+    /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, or the build's plugins/).
     #[arg(long = "plugin-dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -62,10 +62,6 @@ enum Cmd {
 pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("MOONSCAN_PLUGINS") {
         return PathBuf::from(d);
-    }
-    let local = PathBuf::from("plugins");
-    if local.is_dir() {
-        return local;
     }
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"))
 }

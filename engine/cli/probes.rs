@@ -9,7 +9,7 @@ use moonscan::service::ProbeDb;
 #[derive(Debug, Parser)]
 #[command(name = "moonscan probes", about = "Show or import service probes")]
 struct ProbesArgs {
-    /// Folder of probe files (default: $MOONSCAN_PROBES, ./probes, or the build's probes/).
+    /// Folder of probe files (default: $MOONSCAN_PROBES, or the build's probes/).
     #[arg(long = "dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
     #[command(subcommand)]
@@ -34,10 +34,6 @@ enum Cmd {
 pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("MOONSCAN_PROBES") {
         return PathBuf::from(d);
-    }
-    let local = PathBuf::from("probes");
-    if local.is_dir() {
-        return local;
     }
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"))
 }

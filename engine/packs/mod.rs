@@ -27,6 +27,10 @@
 //! 5. Only then are the plugins compiled and the probe files loaded, from the
 //!    very bytes that were hashed (nothing is read twice).
 //!
+//! The name `core` is reserved for the plugins that ship with moonscan
+//! (`plugins/`): [`verify`], [`install`] and [`sign_dir`] refuse a pack that
+//! takes it, and an installed pack named `core` is an error.
+//!
 //! Installed packs live in `DATA/packs/NAME/` (pack.yaml, pack.sig and the
 //! listed files only) and trusted keys in `DATA/trusted/KEYID.pub`, where
 //! DATA is [`data_dir`].
@@ -76,6 +80,20 @@ pub fn data_dir() -> PathBuf {
         Some(h) => PathBuf::from(h).join(".local/share/moonscan"),
         None => PathBuf::from(".moonscan"),
     }
+}
+
+/// The pack name of the plugins that ship with moonscan (`plugins/`); no
+/// other pack may take it.
+pub const CORE: &str = "core";
+
+/// Refuses the reserved name [`CORE`].
+fn check_not_core(name: &str) -> Result<()> {
+    if name == CORE {
+        return Err(refuse(format!(
+            "pack.yaml: the pack name {CORE:?} is reserved for the plugins that ship with moonscan (plugins/); give the pack another name"
+        )));
+    }
+    Ok(())
 }
 
 /// Where installed packs live.
@@ -143,7 +161,7 @@ enum SigMode<'a> {
 pub fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
     let label = path.display().to_string();
     let src = source::open(path).map_err(|e| refuse(format!("pack {}", e)))?;
-    verify_root(&src.root, SigMode::Check(trust), true).map_err(|e| named(&label, e))
+    verify_root(&src.root, SigMode::Check(trust), true, false).map_err(|e| named(&label, e))
 }
 
 fn named(label: &str, e: Error) -> Error {
@@ -204,7 +222,9 @@ fn max_size(kind: FileKind) -> u64 {
     }
 }
 
-fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool) -> Result<VerifiedPack> {
+/// `core_allowed`: the pack may be named [`CORE`] (only for checking the
+/// repository's own `plugins/`); every other caller refuses that name.
+fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool, core_allowed: bool) -> Result<VerifiedPack> {
     // (1) pack.yaml's size and shape, then the signature over its exact bytes.
     let manifest_bytes = read_in_pack(root, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
     manifest::check_shape(&manifest_bytes, "pack.yaml", manifest::MAX_MANIFEST)?;
@@ -240,6 +260,9 @@ fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool) -> Result<V
     }
     // (2) The manifest.
     let m = manifest::parse(&manifest_bytes, "pack.yaml", true)?;
+    if !core_allowed {
+        check_not_core(&m.name)?;
+    }
     if let Some(sig) = &checked {
         if sig.trusted_comment != m.trusted_comment() {
             return Err(refuse(format!(
@@ -347,6 +370,7 @@ fn installed_version(dir: &Path) -> Option<semver::Version> {
 /// installed.
 pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool) -> Result<InstallReport> {
     let name = &pack.manifest.name;
+    check_not_core(name).map_err(|e| Error::new(e.kind(), format!("pack {name}: {e}")))?;
     let packs = packs_dir(data_dir);
     let dest = packs.join(name);
     let previous = match fs::symlink_metadata(&dest) {
@@ -433,6 +457,10 @@ pub fn remove(data_dir: &Path, name: &str) -> Result<()> {
 }
 
 /// An installed pack, re-verified.
+///
+/// `plugins` and `probes` hold what was verified: use them, never the files
+/// again (they could have changed since they were hashed). `plugin_files`
+/// and `probe_files` are for display.
 #[derive(Clone, Debug)]
 pub struct InstalledPack {
     pub name: String,
@@ -443,6 +471,14 @@ pub struct InstalledPack {
     pub trusted: bool,
     pub plugin_files: Vec<PathBuf>,
     pub probe_files: Vec<PathBuf>,
+    /// The plugins, compiled from the very bytes that were hashed, in
+    /// pack.yaml's order; `path` is the installed file's, `pack` is None and
+    /// `trusted` true, as [`plugins::load_source`] makes them (the caller
+    /// applies [`Plugin::in_pack`]).
+    pub plugins: Vec<Plugin>,
+    /// Each probe file's installed path and its text, as hashed (for
+    /// [`ProbeDb::add_str`]), in pack.yaml's order.
+    pub probes: Vec<(PathBuf, String)>,
     /// The key ID in pack.sig, trusted or not.
     pub signer: Option<String>,
 }
@@ -482,20 +518,39 @@ fn load_installed(dir: &Path, name: &str, trust: &Trust) -> Result<InstalledPack
     if !meta.is_dir() {
         return Err(refuse("not a folder (a link or a file)"));
     }
-    let v = verify_root(dir, SigMode::Check(trust), false)?;
+    let v = verify_root(dir, SigMode::Check(trust), false, false)?;
     if v.manifest.name != name {
         return Err(refuse(format!("pack.yaml names the pack {}, not {name}", v.manifest.name)));
     }
     let files = |k: FileKind| v.files.iter().filter(|f| f.kind == k).map(|f| dir.join(&f.path)).collect();
+    let plugin_files = files(FileKind::Plugin);
+    let probe_files = files(FileKind::Probes);
+    // Compiled in step 5 from the hashed bytes, named by their relative path.
+    let plugins = v
+        .plugins
+        .into_iter()
+        .map(|mut p| {
+            p.path = dir.join(&p.path);
+            p
+        })
+        .collect();
+    let mut probes = Vec::new();
+    for f in v.files.into_iter().filter(|f| f.kind == FileKind::Probes) {
+        // Step 5 loaded it as UTF-8 text already.
+        let text = String::from_utf8(f.bytes).map_err(|_| refuse(format!("{}: not UTF-8 text", f.path)))?;
+        probes.push((dir.join(&f.path), text));
+    }
     Ok(InstalledPack {
-        name: v.manifest.name.clone(),
-        version: v.manifest.version.clone(),
+        name: v.manifest.name,
+        version: v.manifest.version,
         dir: dir.to_path_buf(),
-        manifest_sha256: v.manifest_sha256.clone(),
+        manifest_sha256: v.manifest_sha256,
         trusted: v.trusted,
-        plugin_files: files(FileKind::Plugin),
-        probe_files: files(FileKind::Probes),
-        signer: v.signer.clone(),
+        plugin_files,
+        probe_files,
+        plugins,
+        probes,
+        signer: v.signer,
     })
 }
 
@@ -621,6 +676,10 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
             return Err(refuse("not a folder (sign the folder, then make the .tar.gz)"));
         }
         let original = read_in_pack(dir, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
+        // Refused before pack.yaml is touched (verify_root refuses it too).
+        if let Ok(m) = manifest::parse(&original, "pack.yaml", false) {
+            check_not_core(&m.name)?;
+        }
         let mut bytes = original.clone();
         let mut updated = Vec::new();
         let mut rewritten = false;
@@ -635,7 +694,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
             rewritten = canon;
         }
         // A pack that would not verify is not signed, and its pack.yaml is left as it was.
-        let v = match verify_root(dir, SigMode::Ignore, true) {
+        let v = match verify_root(dir, SigMode::Ignore, true, false) {
             Ok(v) => v,
             Err(e) => {
                 if bytes != original {
@@ -649,7 +708,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
         write_atomic(&dir.join("pack.sig"), text.as_bytes())?;
         let pk = minisign::PublicKey::from_secret_key(sk).map_err(|e| refuse(e.to_string()))?;
         let own = Trust { keys: vec![TrustedKey::new(pk)], allow_unsigned: false };
-        verify_root(dir, SigMode::Check(&own), true)?;
+        verify_root(dir, SigMode::Check(&own), true, false)?;
         Ok(SignReport {
             name: v.manifest.name.clone(),
             version: v.manifest.version.clone(),

@@ -144,7 +144,7 @@ fn changed_missing_and_unlisted_files_are_refused() {
     fs::write(dir.join("README.md"), "hi").unwrap();
     let v = verify(&dir, &trust).unwrap();
     assert_eq!(v.extras, ["README.md", "tests/banner.txt"]);
-    assert!(err_of(verify_root(&dir, SigMode::Check(&trust), false)).contains("README.md"));
+    assert!(err_of(verify_root(&dir, SigMode::Check(&trust), false, false)).contains("README.md"));
     let mut src = fs::read(dir.join("p.lua")).unwrap();
     src[0] ^= 1;
     fs::write(dir.join("p.lua"), &src).unwrap();
@@ -238,10 +238,66 @@ fn ordinary_yaml_is_not_mistaken_for_aliases() {
 #[test]
 fn the_core_pack_in_the_repository_verifies_unsigned() {
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"));
-    let v = verify(dir, &Trust { allow_unsigned: true, keys: vec![] }).unwrap();
-    assert_eq!(v.manifest.name, "core");
+    let unsigned = Trust { allow_unsigned: true, keys: vec![] };
+    let v = verify_root(dir, SigMode::Check(&unsigned), true, true).unwrap();
+    assert_eq!(v.manifest.name, CORE);
     assert!(!v.trusted && v.signer.is_none());
     assert_eq!(v.plugins.len(), v.manifest.plugins.len());
+    // The name is reserved: as a pack to verify, plugins/ itself is refused.
+    let e = err_of(verify(dir, &unsigned));
+    assert!(e.contains("\"core\" is reserved") && e.contains("plugins that ship with moonscan"), "{e}");
+}
+
+#[test]
+fn the_name_core_is_reserved() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("home");
+    let (pk, sk) = keypair();
+    let trust = trust_of(&pk);
+    let dir = t.path().join("core");
+    // Unsigned, and with a stale hash that --update-hashes would rewrite.
+    make_pack(&dir, "core", "1.0.0", None);
+    let yaml = fs::read_to_string(dir.join("pack.yaml")).unwrap();
+    let h = sha256_hex(&fs::read(dir.join("p.lua")).unwrap());
+    let stale = yaml.replace(&h, &"0".repeat(64));
+    fs::write(dir.join("pack.yaml"), &stale).unwrap();
+    let reserved = |e: String| assert!(e.contains("\"core\" is reserved") && e.contains("another name"), "{e}");
+    // sign, with or without --update-hashes: refused, pack.yaml untouched, no pack.sig.
+    reserved(err_of(sign_dir(&dir, &sk, true)));
+    reserved(err_of(sign_dir(&dir, &sk, false)));
+    assert_eq!(fs::read_to_string(dir.join("pack.yaml")).unwrap(), stale);
+    assert!(!dir.join("pack.sig").exists());
+    // verify: refused even when signed by a trusted key with the right comment.
+    fs::write(dir.join("pack.yaml"), &yaml).unwrap();
+    fs::write(dir.join("pack.sig"), sign::sign_bytes(&sk, yaml.as_bytes(), "pack:core version:1.0.0").unwrap())
+        .unwrap();
+    reserved(err_of(verify(&dir, &trust)));
+    reserved(err_of(verify(&dir, &Trust { allow_unsigned: true, keys: vec![] })));
+    // install: refused for a VerifiedPack that says core, whatever made it.
+    let other = t.path().join("other");
+    make_pack(&other, "other", "1.0.0", Some(&sk));
+    let mut v = verify(&other, &trust).unwrap();
+    v.manifest.name = CORE.into();
+    reserved(err_of(install(&data, &v, false)));
+    assert!(!packs_dir(&data).join("core").exists());
+    // A folder DATA/packs/core (copied there by hand) is an error naming it,
+    // and can still be removed.
+    fs::create_dir_all(packs_dir(&data)).unwrap();
+    fs::remove_file(dir.join("pack.sig")).unwrap();
+    copy_dir(&dir, &packs_dir(&data).join("core"));
+    let all = scan_installed(&data).unwrap();
+    assert_eq!(all.len(), 1);
+    reserved(err_of(all.into_iter().next().unwrap().1));
+    remove(&data, "core").unwrap();
+    assert!(installed(&data).unwrap().is_empty());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
 }
 
 fn tar_gz(path: &Path, entries: &[(&str, tar::EntryType, &[u8], &str)]) {
@@ -349,6 +405,11 @@ fn install_upgrade_downgrade_remove() {
     assert_eq!(all.len(), 1);
     assert_eq!((all[0].version.as_str(), all[0].trusted), ("1.2.0", true));
     assert_eq!(all[0].plugin_files, [data.join("packs/demo/p.lua")]);
+    assert_eq!(all[0].plugins.len(), 1);
+    assert_eq!(all[0].plugins[0].id, "demo-p");
+    assert_eq!(all[0].plugins[0].path, data.join("packs/demo/p.lua"));
+    assert!(all[0].plugins[0].pack.is_none() && all[0].plugins[0].trusted);
+    assert!(all[0].probes.is_empty());
     install(&data, &verify(&v1, &trust).unwrap(), true).unwrap();
     assert_eq!(installed(&data).unwrap()[0].version, "1.0.0");
     let leftovers: Vec<_> = fs::read_dir(packs_dir(&data)).unwrap().map(|e| e.unwrap().file_name()).collect();
@@ -465,6 +526,10 @@ fn probe_files_are_loaded_from_the_hashed_bytes() {
     trust_add(&data, &TrustedKey::new(pk).to_file_text()).unwrap();
     let p = &installed(&data).unwrap()[0];
     assert_eq!(p.probe_files, [data.join("packs/demo/probes/redis.yaml")]);
+    assert_eq!(p.probes, [(data.join("packs/demo/probes/redis.yaml"), String::from_utf8(probes.clone()).unwrap())]);
+    let mut db = ProbeDb::default();
+    db.add_str(&p.probes[0].1, &p.probes[0].0).unwrap();
+    assert_eq!(db.probes().len(), v.probes.probes().len());
     // A broken probe file is refused at step 5, naming it.
     fs::write(dir.join("probes/redis.yaml"), "probes: 7\n").unwrap();
     sign_dir(&dir, &sk, true).expect_err("a broken probe file is not signed");
@@ -472,4 +537,39 @@ fn probe_files_are_loaded_from_the_hashed_bytes() {
     fs::write(dir.join("pack.yaml"), m2).unwrap();
     let e = err_of(verify(&dir, &Trust { allow_unsigned: true, keys: vec![] }));
     assert!(e.contains("probes/redis.yaml"), "{e}");
+}
+
+/// What installed() returns is what was hashed: files changed after the
+/// check do not reach the scan through it.
+#[test]
+fn installed_packs_carry_the_verified_plugins_and_probes() {
+    let t = tempfile::tempdir().unwrap();
+    let data = t.path().join("home");
+    let (pk, sk) = keypair();
+    let dir = t.path().join("demo");
+    make_pack(&dir, "demo", "1.0.0", None);
+    let probes = fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/probes/redis.yaml")).unwrap();
+    fs::write(dir.join("redis.yaml"), &probes).unwrap();
+    let mut m = fs::read_to_string(dir.join("pack.yaml")).unwrap();
+    m.push_str(&format!("probes:\n  - file: redis.yaml\n    sha256: {}\n", sha256_hex(probes.as_bytes())));
+    fs::write(dir.join("pack.yaml"), &m).unwrap();
+    sign_dir(&dir, &sk, false).unwrap();
+    install(&data, &verify(&dir, &trust_of(&pk)).unwrap(), false).unwrap();
+    trust_add(&data, &TrustedKey::new(pk).to_file_text()).unwrap();
+    let p = installed(&data).unwrap().remove(0);
+    // The files change once the check is done.
+    fs::write(data.join("packs/demo/p.lua"), PLUGIN.replace("ID", "swapped")).unwrap();
+    fs::write(data.join("packs/demo/redis.yaml"), "probes: 7\n").unwrap();
+    let ids: Vec<&str> = p.plugins.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(ids, ["demo-p"]);
+    let q = p.plugins[0].clone();
+    assert_eq!((q.pack.as_deref(), q.trusted), (None, true), "load_source's defaults");
+    let q = q.in_pack(&p.name, p.trusted);
+    assert_eq!((q.name(), q.trusted), ("demo:demo-p".to_string(), true));
+    assert_eq!(p.probes, [(data.join("packs/demo/redis.yaml"), probes)]);
+    let mut db = ProbeDb::default();
+    db.add_str(&p.probes[0].1, &p.probes[0].0).unwrap();
+    assert!(!db.probes().is_empty());
+    // Loaded again, the change is caught.
+    assert!(err_of(installed(&data)).contains("sha256 mismatch"));
 }

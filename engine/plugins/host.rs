@@ -97,6 +97,10 @@ struct Meter {
     max_steps: AtomicU64,
     tripped: AtomicU8,
     active: AtomicBool,
+    /// The Lua thread running the plugin's `run` (0: none): the only one the
+    /// interrupt may yield, so a plugin's own coroutines never see a yield
+    /// they did not make.
+    run_thread: std::sync::atomic::AtomicUsize,
 }
 
 const BUDGET_PREFIX: &str = "budget exceeded";
@@ -113,6 +117,7 @@ impl Meter {
 
     fn stop(&self) {
         self.active.store(false, Ordering::Release);
+        self.run_thread.store(0, Ordering::Release);
     }
 
     fn trip(&self, t: Trip) {
@@ -123,7 +128,7 @@ impl Meter {
         Trip::from_u8(self.tripped.load(Ordering::Acquire))
     }
 
-    fn interrupt(&self) -> mlua::Result<VmState> {
+    fn interrupt(&self, lua: &Lua) -> mlua::Result<VmState> {
         if !self.active.load(Ordering::Acquire) {
             return Ok(VmState::Continue);
         }
@@ -139,9 +144,13 @@ impl Meter {
             self.trip(Trip::Wall);
             return Err(budget_error(Trip::Wall));
         }
-        // Let other tasks run during long computations.
+        // Let other tasks run during long computations (only from the run's
+        // own thread, where the host is the one resuming).
         if n & 8191 == 0 {
-            return Ok(VmState::Yield);
+            let run = self.run_thread.load(Ordering::Acquire);
+            if run != 0 && lua.current_thread().to_pointer() as usize == run {
+                return Ok(VmState::Yield);
+            }
         }
         Ok(VmState::Continue)
     }
@@ -393,6 +402,7 @@ impl Vm {
             max_steps: AtomicU64::new(u64::MAX),
             tripped: AtomicU8::new(0),
             active: AtomicBool::new(false),
+            run_thread: std::sync::atomic::AtomicUsize::new(0),
         });
         let current: Current = Arc::new(Mutex::new(None));
         let g = lua.globals();
@@ -441,7 +451,7 @@ impl Vm {
         lua.sandbox(true)?;
         lua.set_memory_limit(budgets.memory)?;
         let m = meter.clone();
-        lua.set_interrupt(move |_| m.interrupt());
+        lua.set_interrupt(move |lua| m.interrupt(lua));
 
         let env_meta = lua.create_table()?;
         env_meta.raw_set("__index", g)?;
@@ -548,7 +558,9 @@ impl Vm {
         let call = async {
             let t: Table = self.instantiate(&p.bytecode, &p.id)?.call_async(()).await?;
             let run: Function = t.raw_get("run")?;
-            run.call_async::<MultiValue>(self.ctx_table(&info)?).await
+            let thread = self.lua.create_thread(run)?;
+            self.meter.run_thread.store(thread.to_pointer() as usize, Ordering::Release);
+            thread.into_async::<MultiValue>(self.ctx_table(&info)?)?.await
         };
         // The interrupt stops Lua code; this stops a run waiting on I/O.
         let result = tokio::time::timeout(self.budgets.wall, call).await;
@@ -755,7 +767,8 @@ fn ctx_methods(lua: &Lua, cur: &Current, meter: &Arc<Meter>, budgets: &Budgets, 
                 };
                 let deadline = m.epoch + Duration::from_nanos(m.deadline_ns.load(Ordering::Relaxed));
                 let until = tokio::time::Instant::from_std(deadline);
-                let (result, read) = super::ssh::auth_methods_counted(stream, &user, until).await;
+                let left = with_run(&c, |r| b.read_bytes.saturating_sub(r.read))?;
+                let (result, read) = super::ssh::auth_methods_counted(stream, &user, until, left).await;
                 if !charge(&c, &m, &b, usize::try_from(read).unwrap_or(usize::MAX)) {
                     return failed(format!("{BUDGET_PREFIX}: read more than {} bytes", b.read_bytes));
                 }
@@ -867,7 +880,11 @@ fn tls_options(t: &Table) -> mlua::Result<TlsOptions> {
     if let Some(a) = t.raw_get::<Option<Table>>("alpn")? {
         let mut list = Vec::new();
         for s in a.sequence_values::<mlua::String>() {
-            list.push(s?.as_bytes().to_vec());
+            let name = s?.as_bytes().to_vec();
+            if name.is_empty() || name.len() > 255 || list.len() >= 64 {
+                return Err(mlua::Error::runtime("ctx:connect: ALPN names are 1-255 bytes, at most 64 of them"));
+            }
+            list.push(name);
         }
         o.alpn = Some(list);
     }
@@ -896,9 +913,7 @@ async fn open_socket(
         },
     };
     let port = req.port.unwrap_or(info.port);
-    if let Err(why) = guard.check(info.ip, ip, port) {
-        return Err(refuse(cur, format!("connect to {ip}:{port} refused: {why}")));
-    }
+    // Every attempt counts, refused ones too: a plugin cannot knock forever.
     let over = with_run(cur, |r| {
         r.sockets += 1;
         r.sockets > b.sockets
@@ -908,6 +923,9 @@ async fn open_socket(
         meter.trip(Trip::Sockets);
         return Err(format!("{BUDGET_PREFIX}: more than {} sockets", b.sockets));
     }
+    if let Err(why) = guard.check(info.ip, ip, port) {
+        return Err(refuse(cur, format!("connect to {ip}:{port} refused: {why}")));
+    }
     let until = tokio::time::Instant::now() + req.timeout;
     let (conn, tls) = net::open(ip, port, req.tls.as_ref(), until).await?;
     let sock =
@@ -916,9 +934,16 @@ async fn open_socket(
     Ok(sock)
 }
 
+/// Most refusals one run reports (each also counts against its socket budget).
+const MAX_REFUSALS: usize = 16;
+
 /// Records a connection the guard refused and returns its message.
 fn refuse(cur: &Current, why: String) -> String {
-    let _ = with_run(cur, |r| r.out.refused.push(why.clone()));
+    let _ = with_run(cur, |r| {
+        if r.out.refused.len() < MAX_REFUSALS {
+            r.out.refused.push(why.clone());
+        }
+    });
     why
 }
 

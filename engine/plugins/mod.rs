@@ -147,17 +147,46 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Plugin>> {
     Ok(out)
 }
 
-/// The plugins of an installed folder, as the pack its pack.yaml names
-/// (plugins/ is `core`); a folder without one gives plugins of no pack.
+/// The plugins of a plugin folder. A folder with a pack.yaml (plugins/ is
+/// the pack `core`) is that pack: every plugin file must be listed there
+/// with its sha256, and match it. A folder without one gives plugins of no
+/// pack.
 pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
-    let name = std::fs::read_to_string(dir.join("pack.yaml")).ok().and_then(|text| {
-        text.lines().find_map(|l| l.strip_prefix("name:").map(|n| n.trim().trim_matches(['"', '\'']).to_string()))
-    });
-    let plugins = load_dir(dir)?;
-    Ok(match name {
-        Some(n) if !n.is_empty() => plugins.into_iter().map(|p| p.in_pack(&n, true)).collect(),
-        _ => plugins,
-    })
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        file: String,
+        sha256: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        name: String,
+        #[serde(default)]
+        plugins: Vec<Entry>,
+    }
+    let manifest_path = dir.join("pack.yaml");
+    let Ok(text) = std::fs::read_to_string(&manifest_path) else { return load_dir(dir) };
+    if text.len() > 64 * 1024 {
+        return Err(bad(&manifest_path, "larger than 64 KiB"));
+    }
+    let m: Manifest = serde_yaml::from_str(&text).map_err(|e| bad(&manifest_path, e))?;
+    let mut out = Vec::new();
+    for p in load_dir(dir)? {
+        let file = p.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(entry) = m.plugins.iter().find(|e| e.file == file) else {
+            return Err(bad(&p.path, format!("is not listed in {} (pack {})", manifest_path.display(), m.name)));
+        };
+        let bytes = std::fs::read(&p.path).map_err(|e| bad(&p.path, e))?;
+        let hash: String = {
+            use sha2::Digest;
+            sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+        };
+        if !hash.eq_ignore_ascii_case(entry.sha256.trim()) {
+            return Err(bad(&p.path, format!("does not match its sha256 in {}", manifest_path.display())));
+        }
+        // Compiled from the bytes just checked.
+        out.push(load_source(&bytes, &p.path)?.in_pack(&m.name, true));
+    }
+    Ok(out)
 }
 
 /// Adds a plugin; an id already present in the same pack is an error naming both files.

@@ -143,18 +143,20 @@ impl client::Handler for AnyHostKey {
 /// [`auth_methods_counted`], which also counts the bytes of a failed exchange.)
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) async fn auth_methods(stream: TcpStream, user: &str, until: Instant) -> Result<(Vec<String>, u64), String> {
-    let (result, read) = auth_methods_counted(stream, user, until).await;
+    let (result, read) = auth_methods_counted(stream, user, until, MAX_READ).await;
     result.map(|methods| (methods, read))
 }
 
-/// [`auth_methods`], with the bytes read also when it fails (the host
-/// charges them to the run either way).
+/// [`auth_methods`], reading at most `max_read` bytes (the run's read budget
+/// left), with the bytes read also when it fails (the host charges them to
+/// the run either way).
 pub(crate) async fn auth_methods_counted(
     stream: TcpStream,
     user: &str,
     until: Instant,
+    max_read: u64,
 ) -> (Result<Vec<String>, String>, u64) {
-    let (stream, read) = Bounded::new(stream, MAX_READ, until);
+    let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
     let config = Arc::new(client::Config {
         client_id: russh::SshId::Standard(CLIENT_ID.into()),
         // Belt and braces: the stream already fails at the deadline.

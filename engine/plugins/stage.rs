@@ -4,7 +4,8 @@
 //! `finding`, `log` and `error` events. What always holds: `workers` VMs
 //! run side by side, each holding every selected plugin and running one
 //! plugin at a time; a plugin that fails or trips a budget is reported and
-//! the next one runs; after a stop, ports still waiting are skipped.
+//! the next one runs; ports already found are still looked at after a stop
+//! (an interrupted scan's resume file no longer holds them).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use tokio::sync::{mpsc, Mutex};
 use super::host::{Budgets, PortInfo, RunOutput, Vm};
 use super::net::Guard;
 use super::Plugin;
-use crate::discovery::{Stats, Stop};
+use crate::discovery::Stats;
 use crate::findings::{ErrorEvent, ErrorKind, Event, FindingEvent, LogEvent};
 
 /// The plugins of a scan and how they run.
@@ -37,13 +38,12 @@ pub async fn run_stage(
     events: mpsc::Sender<Event>,
     t0: Instant,
     stats: Arc<Stats>,
-    stop: Stop,
 ) {
     let ports = Arc::new(Mutex::new(ports));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..cfg.workers.max(1) {
-        let (cfg, guard, ports, events, stats, stop) =
-            (cfg.clone(), guard.clone(), ports.clone(), events.clone(), stats.clone(), stop.clone());
+        let (cfg, guard, ports, events, stats) =
+            (cfg.clone(), guard.clone(), ports.clone(), events.clone(), stats.clone());
         workers.spawn(async move {
             let vm = match Vm::new(&cfg.plugins, &cfg.budgets, guard, &cfg.args) {
                 Ok(vm) => vm,
@@ -58,9 +58,6 @@ pub async fn run_stage(
             loop {
                 let next = ports.lock().await.recv().await;
                 let Some(info) = next else { break };
-                if stop.is_set() {
-                    continue;
-                }
                 let info = Arc::new(info);
                 for i in 0..vm.plugins().len() {
                     if !vm.wants(i, &info).await {

@@ -305,3 +305,39 @@ fn a_bare_id_in_two_packs_is_an_error_naming_both() {
     assert_eq!(both.iter().map(|p| p.name()).collect::<Vec<_>>(), ["dup", "mypack:dup"]);
     assert_eq!(super::select(&all, "mypack:*").unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_plugins_own_coroutines_never_see_the_hosts_yields() {
+    // Each value takes far more than the 8192 steps between host yields.
+    let out = run(r#"
+        local gen = coroutine.wrap(function()
+            for i = 1, 10 do
+                local x = 0
+                for _ = 1, 50000 do x += 1 end
+                coroutine.yield(i)
+            end
+        end)
+        local got = {}
+        for _ = 1, 10 do got[#got + 1] = gen() end
+        ctx:finding{ title = "t", data = got }
+    "#)
+    .await;
+    assert_eq!(out.error, None);
+    assert_eq!(out.findings[0].data, serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]));
+}
+
+#[tokio::test]
+async fn refused_connects_count_against_the_socket_budget() {
+    let body = "while true do pcall(function() ctx:connect{ host = '192.0.2.7', port = 80 } end) end";
+    let (out, _) = run_with(with_run(body), Budgets::default(), guard_for(80), 80).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.unwrap().1.contains("more than 16 sockets"));
+    assert!(out.refused.len() <= 16, "{} refusals kept", out.refused.len());
+}
+
+#[tokio::test]
+async fn bad_alpn_names_are_a_plugin_error() {
+    let out = run("ctx:connect{ tls = { alpn = { '' } } }").await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Plugin), "{out:?}");
+    assert!(out.error.unwrap().1.contains("ALPN"));
+}

@@ -352,16 +352,16 @@ impl Run<'_> {
                     len += n;
                     self.out.bytes_read += n as u64;
                     let mut quiet = self.det.opts.idle;
-                    if let Some((id, end)) = self.hard(probe, &buf[..len]) {
-                        // A match that ends before the data, or at the end of
-                        // a line, cannot change with more data.
-                        if end < len || buf[len - 1] == b'\n' {
+                    if let Some((id, _)) = self.hard(probe, &buf[..len]) {
+                        // A complete line cannot change with more data; otherwise
+                        // a more specific rule may still match once the rest of
+                        // the field has come, so wait a moment first.
+                        if buf[len - 1] == b'\n' {
                             if probe.payload.is_empty() {
                                 self.keep_banner(&buf[..len]);
                             }
                             return (Outcome::Hard(id), len, true);
                         }
-                        // Otherwise give the rest of the field a moment to come.
                         quiet = quiet.min(SETTLE);
                     }
                     until = (Instant::now() + quiet).min(limit);

@@ -30,13 +30,14 @@ pub use detect::{DetectError, DetectOptions, Detection, Detector};
 pub use probes::{Probe, ProbeDb};
 pub use rules::{Identity, Rule};
 
-use crate::discovery::{Stats, Stop};
+use crate::discovery::Stats;
 use crate::findings::{ErrorEvent, Event, ServiceEvent, ServiceMethod};
 
 /// Runs detection on every port that arrives on `ports` until it closes,
 /// `parallelism` ports at a time, and sends one `service` event for each
-/// (plus an `error` event when detection stopped short). After `stop`, ports
-/// still waiting are skipped; ports being probed finish.
+/// (plus an `error` event when detection stopped short). Ports already found
+/// are detected even after the scan is stopped: an interrupted scan's
+/// resume file no longer holds them.
 pub async fn run_stage(
     detector: Detector,
     ports: mpsc::UnboundedReceiver<(IpAddr, u16)>,
@@ -44,20 +45,16 @@ pub async fn run_stage(
     plugins: Option<mpsc::Sender<crate::plugins::PortInfo>>,
     t0: Instant,
     stats: Arc<Stats>,
-    stop: Stop,
 ) {
     let ports = Arc::new(Mutex::new(ports));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..detector.options().parallelism.max(1) {
-        let (det, ports, events, stats, stop, plugins) =
-            (detector.clone(), ports.clone(), events.clone(), stats.clone(), stop.clone(), plugins.clone());
+        let (det, ports, events, stats, plugins) =
+            (detector.clone(), ports.clone(), events.clone(), stats.clone(), plugins.clone());
         workers.spawn(async move {
             loop {
                 let next = ports.lock().await.recv().await;
                 let Some((ip, port)) = next else { break };
-                if stop.is_set() {
-                    continue;
-                }
                 let d = det.detect(ip, port).await;
                 let info = plugins.as_ref().map(|_| port_info(ip, port, &d));
                 for ev in to_events(ip, port, d, t0) {

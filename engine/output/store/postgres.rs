@@ -13,6 +13,7 @@
 //! entered from a thread that is already inside one: every call is then made
 //! from a scoped helper thread instead.
 
+use std::borrow::Cow;
 use std::error::Error as StdError;
 use std::time::Duration;
 
@@ -115,12 +116,56 @@ impl Pg {
     }
 }
 
-/// Text as PostgreSQL accepts it: no NUL characters (in text or in JSON's `\u0000`).
-fn pg_text(s: &str, kind: Kind) -> String {
-    let s = if s.contains('\0') { s.replace('\0', "\\x00") } else { s.to_string() };
+/// What a NUL character becomes: PostgreSQL stores none, in text or jsonb.
+const NUL: &str = "\\x00";
+
+/// Text as PostgreSQL accepts it: every NUL character made the four
+/// characters `\x00`, in text, and in JSON text in every string (and key)
+/// of the value it holds.
+fn pg_text(s: &str, kind: Kind) -> Cow<'_, str> {
     match kind {
-        Kind::Json if s.contains("\\u0000") => s.replace("\\u0000", "\\\\x00"),
-        _ => s,
+        Kind::Json => pg_json(s),
+        _ if s.contains('\0') => s.replace('\0', NUL).into(),
+        _ => s.into(),
+    }
+}
+
+/// JSON text with the NULs of its strings replaced, in the parsed value: a
+/// textual replace of `\u0000` would also hit an escaped backslash followed
+/// by `u0000` (`\\u0000`) and make the text invalid.
+fn pg_json(s: &str) -> Cow<'_, str> {
+    // serde_json writes a NUL as \u0000: text without one has no NUL.
+    if !s.contains("\\u0000") && !s.contains('\0') {
+        return s.into();
+    }
+    match serde_json::from_str::<serde_json::Value>(s) {
+        Ok(mut v) => {
+            strip_nul(&mut v);
+            // Serialising a Value cannot fail.
+            serde_json::to_string(&v).map_or_else(|_| "null".into(), Cow::Owned)
+        }
+        // Not JSON (the server will say so): no NUL reaches it at least.
+        Err(_) => s.replace('\0', NUL).into(),
+    }
+}
+
+/// Replaces the NULs of every string and key of `v` by [`NUL`].
+fn strip_nul(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) if s.contains('\0') => *s = s.replace('\0', NUL),
+        Value::Array(a) => a.iter_mut().for_each(strip_nul),
+        Value::Object(o) if o.keys().any(|k| k.contains('\0')) => {
+            *o = std::mem::take(o)
+                .into_iter()
+                .map(|(k, mut v)| {
+                    strip_nul(&mut v);
+                    (k.replace('\0', NUL), v)
+                })
+                .collect();
+        }
+        Value::Object(o) => o.values_mut().for_each(strip_nul),
+        _ => {}
     }
 }
 

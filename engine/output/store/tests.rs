@@ -369,6 +369,64 @@ fn shard_is_read_from_the_arguments() {
     assert_eq!(shard_of(&args(&["moonscan", "-p", "80"])), None);
 }
 
+/// PostgreSQL's jsonb holds no NUL: a NUL in a string of the value becomes
+/// the four characters `\x00`, and nothing else changes, not even a string
+/// holding a backslash followed by `u0000` (serialized `\\u0000`).
+#[test]
+fn postgres_json_loses_only_its_nuls() {
+    use super::postgres::{copy_field, literal};
+    use schema::Kind;
+    let lit = |v: &Val| {
+        let mut s = String::new();
+        literal(&mut s, v, Kind::Json);
+        s
+    };
+    let copy = |v: &Val| {
+        let mut s = String::new();
+        copy_field(&mut s, v, Kind::Json);
+        s
+    };
+    // The JSON text the server gets, from the literal and from the COPY field.
+    let sent = |v: &Val| {
+        let l = lit(v);
+        let body = l.strip_prefix('\'').and_then(|l| l.strip_suffix("'::jsonb")).expect("a jsonb literal");
+        let from_literal = body.replace("''", "'");
+        let field = copy(v);
+        let mut from_copy = String::new();
+        let mut chars = field.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                from_copy.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('t') => from_copy.push('\t'),
+                Some('n') => from_copy.push('\n'),
+                Some('r') => from_copy.push('\r'),
+                Some(c) => from_copy.push(c),
+                None => panic!("a lone backslash in {field:?}"),
+            }
+        }
+        assert_eq!(from_literal, from_copy);
+        assert!(!from_literal.contains('\0'));
+        serde_json::from_str::<serde_json::Value>(&from_literal).expect("valid JSON")
+    };
+    // A backslash followed by u0000 is six plain characters: kept as they are.
+    let escaped = serde_json::json!({"a": "x\\u0000y's", "b": ["\\u0000", "\\\\u0000"]});
+    let v = Val::json(&escaped);
+    assert!(matches!(&v, Val::Text(t) if t.contains(r"\\u0000")), "{v:?}");
+    assert_eq!(sent(&v), escaped);
+    // A real NUL, anywhere (keys too), becomes \x00, as before.
+    let real = serde_json::json!({"a": "x\0y", "n\0": [1, "\0", {"d": "\0\\u0000"}], "f": 2.5, "t": true});
+    let want = serde_json::json!({"a": "x\\x00y", "n\\x00": [1, "\\x00", {"d": "\\x00\\u0000"}], "f": 2.5, "t": true});
+    assert_eq!(sent(&Val::json(&real)), want);
+    assert_eq!(lit(&Val::json("a\0b")), r#"'"a\\x00b"'::jsonb"#);
+    assert_eq!(copy(&Val::json("a\0b")), r#""a\\\\x00b""#);
+    // JSON without a NUL is sent as it is.
+    let plain = r#"{"z":1,"a":"it's"}"#;
+    assert_eq!(lit(&Val::Text(plain.into())), r#"'{"z":1,"a":"it''s"}'::jsonb"#);
+}
+
 #[test]
 fn postgres_literals_are_quoted_and_typed() {
     use super::postgres::{copy_field, literal, script};
