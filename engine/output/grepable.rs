@@ -12,40 +12,26 @@
 //! characters become spaces), so every host stays on its two lines. Times
 //! are UTC.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 
-use super::xml::{ctime, Collected};
-use super::Sink;
-use crate::findings::Event;
+use super::report::{Collected, Layout, Report};
 
-/// nmap's grepable output, written to `writer`.
-pub struct Grepable<W: Write> {
-    out: BufWriter<W>,
-    scan: Collected,
-    head: bool,
-    closed: bool,
-}
+/// nmap's grepable output, written to `writer` (`Grepable::new(writer)`).
+pub type Grepable<W> = Report<GrepableLayout, W>;
 
-impl<W: Write> Grepable<W> {
-    pub fn new(writer: W) -> Self {
-        Grepable { out: BufWriter::new(writer), scan: Collected::default(), head: false, closed: false }
+/// The grepable output's layout.
+#[derive(Default)]
+pub struct GrepableLayout;
+
+impl Layout for GrepableLayout {
+    fn head(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(scan.initiated_line(&field(&scan.args_line())).as_bytes())
     }
 
-    fn write_head(&mut self) -> io::Result<()> {
-        self.head = true;
-        writeln!(
-            self.out,
-            "# moonscan {} scan initiated {} as: {}",
-            env!("CARGO_PKG_VERSION"),
-            ctime(self.scan.start_secs() as i64),
-            field(&self.scan.args_line())
-        )
-    }
-
-    fn write_body(&mut self) -> io::Result<()> {
-        let version_scan = self.scan.version_scan();
+    fn body(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
+        let version_scan = scan.version_scan();
         let mut text = String::new();
-        for host in self.scan.hosts() {
+        for host in scan.hosts() {
             let ip = host.ip;
             text.push_str(&format!("Host: {ip} ()\tStatus: Up\nHost: {ip} ()\tPorts: "));
             let ports: Vec<String> = host
@@ -66,41 +52,11 @@ impl<W: Write> Grepable<W> {
                 .collect();
             text.push_str(&ports.join(", "));
             text.push('\n');
-            self.out.write_all(text.as_bytes())?;
+            out.write_all(text.as_bytes())?;
             text.clear();
         }
-        text.push_str(&format!(
-            "# moonscan done at {} -- {} scanned in {:.2} seconds\n",
-            ctime(self.scan.end_secs() as i64),
-            self.scan.hosts_phrase(),
-            self.scan.elapsed()
-        ));
-        self.out.write_all(text.as_bytes())
-    }
-}
-
-impl<W: Write + Send> Sink for Grepable<W> {
-    fn record(&mut self, event: &Event) -> io::Result<()> {
-        self.scan.record(event);
-        if !self.head {
-            self.write_head()?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-
-    fn close(&mut self) -> io::Result<()> {
-        if !self.closed {
-            self.closed = true;
-            if !self.head {
-                self.write_head()?;
-            }
-            self.write_body()?;
-        }
-        self.out.flush()
+        text.push_str(&scan.done_line());
+        out.write_all(text.as_bytes())
     }
 }
 
@@ -111,20 +67,14 @@ fn field(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::xml::sample::*;
+    use super::super::report::sample::*;
     use super::*;
     use crate::findings::PortState;
+    use crate::findings::*;
 
     fn render(events: &[Event]) -> String {
         let mut buf = Vec::new();
-        {
-            let mut sink = Grepable::new(&mut buf);
-            for e in events {
-                sink.record(e).unwrap();
-            }
-            sink.close().unwrap();
-            sink.close().unwrap();
-        }
+        feed(&mut Grepable::new(&mut buf), events);
         String::from_utf8(buf).unwrap()
     }
 

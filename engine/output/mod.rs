@@ -10,6 +10,7 @@
 mod grepable;
 mod ndjson;
 mod normal;
+mod report;
 pub mod store;
 mod text;
 mod xml;

@@ -14,85 +14,44 @@
 //! written as `\xNN`, as nmap does. Times are UTC.
 
 use std::fmt::Write as _;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 
-use super::xml::{ctime, script_output, Collected, HostRec};
-use super::Sink;
-use crate::findings::{Event, PortState};
+use super::report::{script_output, Collected, HostRec, Layout, Report};
+use crate::findings::PortState;
 
-/// nmap's normal output, written to `writer`.
-pub struct Normal<W: Write> {
-    out: BufWriter<W>,
-    scan: Collected,
+/// nmap's normal output, written to `writer` (`Normal::new(writer)`).
+pub type Normal<W> = Report<NormalLayout, W>;
+
+/// The normal output's layout.
+#[derive(Default)]
+pub struct NormalLayout {
     reasons: bool,
-    head: bool,
-    closed: bool,
 }
 
 impl<W: Write> Normal<W> {
-    pub fn new(writer: W) -> Self {
-        Normal { out: BufWriter::new(writer), scan: Collected::default(), reasons: false, head: false, closed: false }
-    }
-
     /// Also say why each port has its state (nmap's `--reason`: a REASON
     /// column and the reason the host is up).
     pub fn with_reasons(mut self, on: bool) -> Self {
-        self.reasons = on;
+        self.layout.reasons = on;
         self
-    }
-
-    fn write_head(&mut self) -> io::Result<()> {
-        self.head = true;
-        writeln!(
-            self.out,
-            "# moonscan {} scan initiated {} as: {}",
-            env!("CARGO_PKG_VERSION"),
-            ctime(self.scan.start_secs() as i64),
-            screen(&self.scan.args_line())
-        )
-    }
-
-    fn write_body(&mut self) -> io::Result<()> {
-        let mut text = String::new();
-        let version_scan = self.scan.version_scan();
-        for host in self.scan.hosts() {
-            host_report(&mut text, &host, version_scan, self.reasons);
-            self.out.write_all(text.as_bytes())?;
-            text.clear();
-        }
-        let _ = writeln!(
-            text,
-            "# moonscan done at {} -- {} scanned in {:.2} seconds",
-            ctime(self.scan.end_secs() as i64),
-            self.scan.hosts_phrase(),
-            self.scan.elapsed()
-        );
-        self.out.write_all(text.as_bytes())
     }
 }
 
-impl<W: Write + Send> Sink for Normal<W> {
-    fn record(&mut self, event: &Event) -> io::Result<()> {
-        self.scan.record(event);
-        if !self.head {
-            self.write_head()?;
-        }
-        Ok(())
+impl Layout for NormalLayout {
+    fn head(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(scan.initiated_line(&screen(&scan.args_line())).as_bytes())
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-
-    fn close(&mut self) -> io::Result<()> {
-        if !self.closed {
-            self.closed = true;
-            if !self.head {
-                self.write_head()?;
-            }
-            self.write_body()?;
+    fn body(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
+        let mut text = String::new();
+        let version_scan = scan.version_scan();
+        for host in scan.hosts() {
+            host_report(&mut text, &host, version_scan, self.reasons);
+            out.write_all(text.as_bytes())?;
+            text.clear();
         }
-        self.out.flush()
+        text.push_str(&scan.done_line());
+        out.write_all(text.as_bytes())
     }
 }
 
@@ -255,19 +214,14 @@ fn cell(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::xml::sample::*;
+    use super::super::report::sample::*;
+    use super::super::Sink;
     use super::*;
+    use crate::findings::*;
 
     fn render(events: &[Event], reasons: bool) -> String {
         let mut buf = Vec::new();
-        {
-            let mut sink = Normal::new(&mut buf).with_reasons(reasons);
-            for e in events {
-                sink.record(e).unwrap();
-            }
-            sink.close().unwrap();
-            sink.close().unwrap();
-        }
+        feed(&mut Normal::new(&mut buf).with_reasons(reasons), events);
         String::from_utf8(buf).unwrap()
     }
 

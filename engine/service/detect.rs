@@ -352,7 +352,7 @@ impl Run<'_> {
                     len += n;
                     self.out.bytes_read += n as u64;
                     let mut quiet = self.det.opts.idle;
-                    if let Some((id, _)) = self.hard(probe, &buf[..len]) {
+                    if let Some(id) = self.hard(probe, &buf[..len]) {
                         // A complete line cannot change with more data; otherwise
                         // a more specific rule may still match once the rest of
                         // the field has come, so wait a moment first.
@@ -375,7 +375,7 @@ impl Run<'_> {
         if len == 0 {
             return (Outcome::Nothing, 0, open);
         }
-        if let Some((id, _)) = self.hard(probe, data) {
+        if let Some(id) = self.hard(probe, data) {
             return (Outcome::Hard(id), len, open);
         }
         if !tunnel && looks_like_tls(data) {
@@ -392,12 +392,12 @@ impl Run<'_> {
     }
 
     /// The probe's own rules, then the NULL probe's (banners).
-    fn hard(&self, probe: &Probe, data: &[u8]) -> Option<(Identity, usize)> {
+    fn hard(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
         let fallback = self.null_probe().filter(|n| n.name != probe.name);
         let rules = probe.matches.iter().chain(fallback.into_iter().flat_map(|n| n.matches.iter()));
         // After a soft match only rules for that service can decide.
         let soft = self.soft.as_ref().map(|s| s.service.as_str());
-        rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply_with_end(data))
+        rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply(data))
     }
 
     fn soft_match(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {

@@ -71,17 +71,10 @@ impl Rule {
 
     /// The identity this rule gives `response`, if its pattern matches.
     pub fn apply(&self, response: &[u8]) -> Option<Identity> {
-        self.apply_with_end(response).map(|(id, _)| id)
-    }
-
-    /// As [`Rule::apply`], with where the match ends in `response` (a match
-    /// that reaches the end of a partial response may still grow).
-    pub fn apply_with_end(&self, response: &[u8]) -> Option<(Identity, usize)> {
         let caps = self.regex.captures(response)?;
-        let end = caps.get(0).map_or(0, |m| m.end());
         let fill = |t: &Option<String>| t.as_deref().map(|t| substitute(t, &caps)).filter(|s| !s.is_empty());
         let t = &self.template;
-        let id = Identity {
+        Some(Identity {
             service: t.service.clone(),
             product: fill(&t.product),
             version: fill(&t.version),
@@ -90,8 +83,7 @@ impl Rule {
             hostname: fill(&t.hostname),
             device: fill(&t.device),
             cpe: t.cpe.iter().map(|c| substitute(c, &caps)).collect(),
-        };
-        Some((id, end))
+        })
     }
 }
 
