@@ -22,6 +22,7 @@
 //! }
 //! ```
 
+mod api;
 pub mod host;
 pub mod net;
 pub mod select;

@@ -341,3 +341,38 @@ async fn bad_alpn_names_are_a_plugin_error() {
     assert_eq!(error_kind(&out), Some(ErrorKind::Plugin), "{out:?}");
     assert!(out.error.unwrap().1.contains("ALPN"));
 }
+
+#[tokio::test]
+async fn findings_log_lines_and_titles_are_capped() {
+    let out = run("for i = 1, 100 do ctx:finding{ title = 'x' } end").await;
+    assert_eq!(out.findings.len(), 64);
+    assert!(out.error.unwrap().1.contains("more than 64 findings"));
+    let out = run("for i = 1, 200 do ctx:log(string.rep('y', 5000)) end").await;
+    assert_eq!(out.logs.len(), 64);
+    assert!(out.logs.iter().all(|l| l.chars().count() == 1000));
+    let out = run("ctx:finding{ title = string.rep('t', 1000) }").await;
+    assert_eq!(out.findings[0].title.chars().count(), 300);
+    let out = run("ctx:finding{ title = 't', data = { s = string.rep('s', 70000) } }").await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
+    assert!(out.error.unwrap().1.contains("longer than 65536 bytes"));
+}
+
+#[tokio::test]
+async fn http_responses_are_read_up_to_max() {
+    let mut answer = b"HTTP/1.0 200 OK\r\n\r\n".to_vec();
+    answer.extend(std::iter::repeat_n(b'b', 100_000));
+    let port = server(Box::leak(answer.into_boxed_slice())).await;
+    let body = "local r = assert(ctx.http:get('/', { max = 1000 })) ctx:finding{ title = 't', data = { n = #r.body } }";
+    let (out, _) = run_with(with_run(body), Budgets::default(), guard_for(port), port).await;
+    assert_eq!(out.error, None, "{out:?}");
+    assert_eq!(out.findings[0].data["n"], 1000 - "HTTP/1.0 200 OK\r\n\r\n".len());
+}
+
+#[test]
+fn plugin_files_over_the_size_limit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.lua");
+    std::fs::write(&big, format!("return {{}} -- {}", "x".repeat(super::MAX_FILE as usize))).unwrap();
+    let e = super::load_file(&big).unwrap_err().to_string();
+    assert!(e.contains("larger than 262144 bytes"), "{e}");
+}
