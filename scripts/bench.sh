@@ -126,42 +126,33 @@ bench() { # job "name=max..." name cmd [name cmd...]
     summarize "$OUT/$job.json" $targets
 }
 
-job_connect() {
-    local target=198.18.0.2
-    local ms=("$MS" -sT -n -p- "$target")
-    local nm=(nmap -n -Pn -sT -p- -T4 "$target")
+# One host, all ports: moonscan FLAG vs nmap FLAG -T4, found ports, peak RSS, times.
+one_host_vs_nmap() { # job flag title targets
+    local job=$1 flag=$2 title=$3 targets=$4 target=198.18.0.2
+    local ms=("$MS" "$flag" -n -p- "$target")
+    local nm=(nmap -n -Pn "$flag" -p- -T4 "$target")
     local ok=1 timed=()
-    echo "== connect scan, 1 host, all ports: moonscan -sT -p- vs nmap -sT -p- -T4"
-    moonscan_counts connect "moonscan -sT" -sT -n -p- "$target" || ok=0
+    echo "== $title"
+    moonscan_counts "$job" "moonscan $flag" "$flag" -n -p- "$target" || ok=0
     if ((ok)); then
-        echo "  found: moonscan ${COUNTS[*]} (of 4, each run); nmap $(found_nmap -n -Pn -sT -p- -T4 "$target") (of 4)"
+        echo "  found: moonscan ${COUNTS[*]} (of 4, each run); nmap $(found_nmap -n -Pn "$flag" -p- -T4 "$target") (of 4)"
         echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
         timed+=(moonscan "${ms[*]}")
     else
-        echo "  found: nmap $(found_nmap -n -Pn -sT -p- -T4 "$target") (of 4)"
+        echo "  found: nmap $(found_nmap -n -Pn "$flag" -p- -T4 "$target") (of 4)"
         echo "  peak RSS: nmap $(peak_rss "${nm[@]}") MB"
     fi
-    bench connect "" "${timed[@]}" nmap "${nm[*]}"
+    bench "$job" "$targets" "${timed[@]}" nmap "${nm[*]}"
     ((ok))
 }
 
+job_connect() {
+    one_host_vs_nmap connect -sT "connect scan, 1 host, all ports: moonscan -sT -p- vs nmap -sT -p- -T4" ""
+}
+
 job_syn() {
-    local target=198.18.0.2
-    local ms=("$MS" -sS -n -p- "$target")
-    local nm=(nmap -n -Pn -sS -p- -T4 "$target")
-    local ok=1 timed=()
-    echo "== SYN scan, 1 host, all ports: moonscan -sS -p- vs nmap -sS -p- -T4 (target: moonscan/nmap <= 0.5)"
-    moonscan_counts syn "moonscan -sS" -sS -n -p- "$target" || ok=0
-    if ((ok)); then
-        echo "  found: moonscan ${COUNTS[*]} (of 4, each run); nmap $(found_nmap -n -Pn -sS -p- -T4 "$target") (of 4)"
-        echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
-        timed+=(moonscan "${ms[*]}")
-    else
-        echo "  found: nmap $(found_nmap -n -Pn -sS -p- -T4 "$target") (of 4)"
-        echo "  peak RSS: nmap $(peak_rss "${nm[@]}") MB"
-    fi
-    bench syn "nmap=0.5" "${timed[@]}" nmap "${nm[*]}"
-    ((ok))
+    one_host_vs_nmap syn -sS \
+        "SYN scan, 1 host, all ports: moonscan -sS -p- vs nmap -sS -p- -T4 (target: moonscan/nmap <= 0.5)" "nmap=0.5"
 }
 
 # masscan 1.3.2 with libpcap 1.10 (TPACKET_V3): its receive thread sits in

@@ -5,13 +5,13 @@
 //! scripts/test.sh installs python3-libnmap, ndiff and xmllint.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::util::{bin, events, in_lab, lab, repo, stderr, stdout, TARGET};
+use crate::service::{add_hostile_address, Hostile, HOSTILE_IP as CHANGING};
+use crate::util::{bin, events, in_lab, lab, stderr, stdout, TARGET};
 
 /// Debian's Python, where python3-libnmap is installed (a Python of one's
 /// own may come first on PATH).
@@ -203,44 +203,10 @@ fn libnmap_reads_the_xml_of_a_lab_scan_as_the_ndjson_says() {
     assert_eq!(seen, ["22", "80", "443", "6379"]);
 }
 
-const CHANGING: &str = "198.18.0.4";
-
-/// A listener in the target namespace (tests/hostile/), stopped on drop.
-struct Listener(Child);
-
-impl Listener {
-    fn start(port: u16) -> Listener {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", "mstarget", python()])
-            .arg(repo().join("tests/hostile/endless_banner.py"))
-            .args(["--host", CHANGING, "--port", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 runs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "the listener did not start");
-        Listener(child)
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn ndiff_reports_the_port_that_opened_between_two_scans() {
     let _lab = lab();
-    let st = Command::new("ip")
-        .args(["-n", "mstarget", "addr", "replace", &format!("{CHANGING}/24"), "dev", "ms-tgt0"])
-        .status()
-        .unwrap();
-    assert!(st.success(), "cannot add {CHANGING} to the lab");
+    add_hostile_address();
     let dir = tempfile::tempdir().unwrap();
     let scan = |name: &str| {
         let path = dir.path().join(name);
@@ -250,7 +216,7 @@ fn ndiff_reports_the_port_that_opened_between_two_scans() {
         path
     };
     let before = scan("before.xml");
-    let listener = Listener::start(7005);
+    let listener = Hostile::start("endless_banner.py", 7005, &[]);
     let after = scan("after.xml");
     drop(listener);
 

@@ -119,11 +119,20 @@ fn intensity_zero_still_tries_the_ports_own_probes() {
     assert_eq!(field(service(&evs, TARGET, 6379), "version"), "7.0.15");
 }
 
+/// Adds the hostile servers' address to the lab's target namespace.
+pub(crate) fn add_hostile_address() {
+    let st = Command::new("ip")
+        .args(["-n", "mstarget", "addr", "replace", &format!("{HOSTILE_IP}/24"), "dev", "ms-tgt0"])
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot add {HOSTILE_IP} to the lab");
+}
+
 /// A hostile server from tests/hostile/, run in the target namespace on
 /// 198.18.0.4 until dropped.
 pub(crate) struct Hostile(Child);
 
-const HOSTILE_IP: &str = "198.18.0.4";
+pub(crate) const HOSTILE_IP: &str = "198.18.0.4";
 
 impl Hostile {
     pub(crate) fn start(script: &str, port: u16, extra: &[&str]) -> Hostile {
@@ -131,11 +140,7 @@ impl Hostile {
     }
 
     fn start_on(host: &str, script: &str, port: u16, extra: &[&str]) -> Hostile {
-        let st = Command::new("ip")
-            .args(["-n", "mstarget", "addr", "replace", &format!("{HOSTILE_IP}/24"), "dev", "ms-tgt0"])
-            .status()
-            .unwrap();
-        assert!(st.success(), "cannot add {HOSTILE_IP} to the lab");
+        add_hostile_address();
         let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
         let mut child = Command::new("ip")
             .args(["netns", "exec", "mstarget", python])

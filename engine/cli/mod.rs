@@ -393,6 +393,9 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
     timing.window = timing.window.min(fd_room);
 
+    let plugins_wanted = args.script.is_some() || args.script_default;
+    let packs =
+        if args.service_version || plugins_wanted { installed_packs(args.lock.as_deref())? } else { Vec::new() };
     let detector = if args.service_version {
         let level = args.timing.unwrap_or(3);
         let mut opts = DetectOptions::default();
@@ -421,8 +424,9 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
         let dir = args.probes_dir.clone().unwrap_or_else(probes::default_dir);
         let mut db = ProbeDb::load_dir(&dir)?;
-        // Probes of trusted installed packs, from the text their pack verified.
-        for pack in installed_packs(args.lock.as_deref())? {
+        // Probes of trusted installed packs (they are sent to every open
+        // port), from the text their pack verified.
+        for pack in &packs {
             if pack.trusted {
                 for (path, text) in &pack.probes {
                     db.add_str(text, path)?;
@@ -434,7 +438,7 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         None
     };
 
-    let plugins = plugin_config(&args)?;
+    let plugins = plugin_config(&args, packs)?;
 
     let shard = match &args.shard {
         Some(s) => Shard::parse(s)?,
@@ -505,35 +509,25 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     })
 }
 
-/// Plugins a scan can select, and the probe texts of trusted packs (path, text).
-pub type Available = (Vec<moonscan::plugins::Plugin>, Vec<(PathBuf, String)>);
-
 /// Every plugin a scan can select: the plugin folder (plugins/, the pack
-/// core) and every installed pack, each re-verified; with the probe files
-/// trusted packs bring. A lock file (`--lock`, or ./moonscan.lock when
-/// there is one) must pin exactly the installed packs.
+/// core) and the installed packs' plugins, compiled from the bytes their
+/// verification checked.
 pub fn available_plugins(
     plugin_dir: &std::path::Path,
-    lock: Option<&std::path::Path>,
-) -> Result<Available> {
+    packs: Vec<moonscan::packs::InstalledPack>,
+) -> Result<Vec<moonscan::plugins::Plugin>> {
     let mut plugins = if plugin_dir.is_dir() { moonscan::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
-    let mut probes = Vec::new();
-    for pack in installed_packs(lock)? {
-        // Compiled from the bytes verification checked, never read again.
+    for pack in packs {
         for p in pack.plugins {
             moonscan::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;
         }
-        // Probes are sent to every open port: only trusted packs' are used.
-        if pack.trusted {
-            probes.extend(pack.probes);
-        }
     }
-    Ok((plugins, probes))
+    Ok(plugins)
 }
 
 /// The installed packs, each re-verified, checked against the lock file
 /// (`--lock`, or ./moonscan.lock when there is one).
-fn installed_packs(lock: Option<&std::path::Path>) -> Result<Vec<moonscan::packs::InstalledPack>> {
+pub fn installed_packs(lock: Option<&std::path::Path>) -> Result<Vec<moonscan::packs::InstalledPack>> {
     let packs = moonscan::packs::installed(&moonscan::packs::data_dir())?;
     let default_lock = PathBuf::from("moonscan.lock");
     let lock = match lock {
@@ -548,7 +542,7 @@ fn installed_packs(lock: Option<&std::path::Path>) -> Result<Vec<moonscan::packs
 }
 
 /// The plugins `--script`/`-sC` select, with their budgets and arguments.
-fn plugin_config(args: &Args) -> Result<Option<Arc<PluginConfig>>> {
+fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Result<Option<Arc<PluginConfig>>> {
     let expr = match (&args.script, args.script_default) {
         (None, false) => {
             let plugin_flags = [
@@ -573,7 +567,7 @@ fn plugin_config(args: &Args) -> Result<Option<Arc<PluginConfig>>> {
         (Some(e), true) => format!("default,{e}"),
     };
     let dir = args.plugin_dir.clone().unwrap_or_else(plugins_cli::default_dir);
-    let (available, _) = available_plugins(&dir, args.lock.as_deref())?;
+    let available = available_plugins(&dir, packs)?;
     let chosen = moonscan::plugins::select(&available, &expr)?;
     if chosen.is_empty() {
         return Err(usage(format!("--script {expr:?} selects no plugin")));

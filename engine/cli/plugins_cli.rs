@@ -93,7 +93,7 @@ pub fn run(argv: &[String]) -> u8 {
 }
 
 fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
-    super::available_plugins(dir, None).map(|(plugins, _)| plugins)
+    super::available_plugins(dir, super::installed_packs(None)?)
 }
 
 fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {

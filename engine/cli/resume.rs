@@ -57,3 +57,40 @@ pub fn save(path: &Path, f: &ResumeFile) -> std::io::Result<()> {
     std::fs::write(&tmp, serde_json::to_vec_pretty(f).map_err(std::io::Error::other)?)?;
     std::fs::rename(&tmp, path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ResumeFile {
+        ResumeFile {
+            moonscan_resume: 1,
+            args: vec!["moonscan".into(), "-p".into(), "80".into(), "198.18.0.2".into()],
+            seed: 7,
+            space_len: 1,
+            segments: vec![Segment { next: 3, step: 2 }],
+        }
+    }
+
+    #[test]
+    fn a_saved_file_loads_back_and_bad_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.resume");
+        save(&path, &sample()).unwrap();
+        let back = load(&path).unwrap();
+        assert_eq!((back.seed, back.segments), (7, vec![Segment { next: 3, step: 2 }]));
+
+        let mut f = sample();
+        f.segments[0].step = 0;
+        save(&path, &f).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("step 0"));
+        let mut f = sample();
+        f.args.push("--resume".into());
+        save(&path, &f).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("itself a --resume"));
+
+        // Larger than 16 MiB: refused before it is read.
+        std::fs::File::create(&path).unwrap().set_len((16 << 20) + 1).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("larger than 16 MiB"));
+    }
+}
