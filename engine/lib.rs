@@ -11,6 +11,7 @@
 pub mod civil;
 pub mod discovery;
 pub mod error;
+pub mod files;
 pub mod findings;
 pub mod net;
 pub mod output;

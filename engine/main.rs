@@ -38,12 +38,12 @@ fn main() -> ExitCode {
         Some(1) if argv.len() == 3 => match cli::resume::load(std::path::Path::new(&argv[2])) {
             Ok(f) => Some((f, std::path::PathBuf::from(&argv[2]))),
             Err(e) => {
-                eprintln!("moonscan: {e}");
+                moonscan::tell!("moonscan: {e}");
                 return ExitCode::from(2);
             }
         },
         Some(_) => {
-            eprintln!("moonscan: --resume FILE takes no other arguments (the file holds the scan's own)");
+            moonscan::tell!("moonscan: --resume FILE takes no other arguments (the file holds the scan's own)");
             return ExitCode::from(2);
         }
     };
@@ -63,13 +63,13 @@ fn main() -> ExitCode {
     let mut plan = match cli::validate(args, &argv, nofile, raw_ok) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("moonscan: {e}");
+            moonscan::tell!("moonscan: {e}");
             return ExitCode::from(if e.is_usage() { 2 } else { 1 });
         }
     };
     if let Some((f, path)) = &resumed {
         if plan.config.space.len() != f.space_len {
-            eprintln!(
+            moonscan::tell!(
                 "moonscan: --resume {}: the targets now make {} (address, port) pairs, not {}; did a hostname or an exclude file change?",
                 path.display(),
                 plan.config.space.len(),
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
     match run(plan) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("moonscan: {e:#}");
+            moonscan::tell!("moonscan: {e:#}");
             ExitCode::from(1)
         }
     }
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
 
 fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     for note in &plan.notes {
-        eprintln!("moonscan: {note}");
+        moonscan::tell!("moonscan: {note}");
     }
     let stats = Arc::new(Stats::default());
     let progress = progress_bar(&stats);
@@ -126,7 +126,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
                     })
                     .find(|p| !p.exists())
                     .expect("an unused name");
-                eprintln!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
+                moonscan::tell!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
                 Box::new(File::create(&resumed).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", resumed.display()))?)
             }
             cli::Dest::File(path) => Box::new(
@@ -154,7 +154,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 stop_handle.stop();
-                eprintln!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
+                moonscan::tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
                 if tokio::signal::ctrl_c().await.is_ok() {
                     std::process::exit(130);
                 }
@@ -169,7 +169,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             if let Some(pb) = &progress {
                 pb.finish_and_clear();
             }
-            eprintln!("moonscan: {e}");
+            moonscan::tell!("moonscan: {e}");
             return Ok(if e.is_usage() { 2 } else { 1 });
         }
     };
@@ -181,7 +181,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     if let Err(e) = written {
         // A closed stdout pipe (`| head`) is the reader's choice, not a failure.
         if e.kind() != io::ErrorKind::BrokenPipe {
-            eprintln!("moonscan: writing results: {e}");
+            moonscan::tell!("moonscan: writing results: {e}");
             return Ok(1);
         }
     }
@@ -199,8 +199,8 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();
             match cli::resume::save(path, &file) {
-                Ok(()) => eprintln!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
-                Err(e) => eprintln!("moonscan: could not write the resume file {}: {e}", path.display()),
+                Ok(()) => moonscan::tell!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
+                Err(e) => moonscan::tell!("moonscan: could not write the resume file {}: {e}", path.display()),
             }
         }
     }

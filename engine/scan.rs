@@ -115,7 +115,15 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
             let (tx, rx) = mpsc::channel::<crate::plugins::PortInfo>(1024);
             let guard = crate::plugins::net::Guard::scan(cfg.space.clone());
             let (ev, st) = (events.clone(), stats.clone());
-            stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ev, t0, st)));
+            stages.push(tokio::spawn(crate::plugins::stage::run_stage(
+                pc.clone(),
+                guard,
+                rx,
+                ev,
+                t0,
+                st,
+                stop.clone(),
+            )));
             Some(tx)
         }
     };
@@ -205,6 +213,8 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
     for stage in stages {
         let _ = stage.await;
     }
+    // A stop after the last probe still cut detection or plugins short.
+    let interrupted = interrupted || stop.is_set();
 
     let end = ScanEnd {
         scan_id,

@@ -61,6 +61,11 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
         ("sandbox-connect-name", &["sandbox"]),
         ("sandbox-errors", &["plugin"]),
         ("sandbox-garbage", &["parse"]),
+        ("sandbox-finding-bomb", &["budget"]),
+        ("sandbox-return-bomb", &["budget"]),
+        ("sandbox-slow-calls", &["budget"]),
+        ("sandbox-slow-portrule", &["budget"]),
+        ("sandbox-unknown-keys", &[]),
     ];
     for port in [80u64, 443] {
         for (plugin, kinds) in expect {
@@ -77,6 +82,15 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
         // Metamethods of returned data are never called; a yield is just a pause.
         assert_eq!(m[&(port, "sandbox-meta-return".to_string())].0, Vec::<String>::new());
         assert_eq!(m[&(port, "sandbox-yields".to_string())].1, ["resumed after a yield"]);
+        // Unknown keys are refused by name, not ignored.
+        let refused = evs
+            .iter()
+            .find(|e| e["plugin"] == "sandbox-unknown-keys" && e["port"] == port && e["type"] == "finding")
+            .unwrap_or_else(|| panic!("no unknown-keys finding on {port}"));
+        let (connect, finding) =
+            (refused["data"]["connect"].as_str().unwrap(), refused["data"]["finding"].as_str().unwrap());
+        assert!(connect.contains("unknown key 'ip'"), "{connect}");
+        assert!(finding.contains("unknown key 'cve'"), "{finding}");
         // The well-behaved plugin's result is there on both ports.
         assert_eq!(m[&(port, "http-title".to_string())].1, ["moonscan lab"], "{m:?}");
     }

@@ -8,6 +8,7 @@
 mod cli;
 mod core_plugins;
 mod durability;
+mod hardening;
 mod lab;
 mod loopback;
 mod outputs;

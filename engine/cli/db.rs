@@ -114,7 +114,7 @@ pub fn run(argv: &[String]) -> u8 {
     match res {
         Ok(()) | Err(Failed(_, 0)) => 0,
         Err(Failed(msg, code)) => {
-            eprintln!("moonscan: {msg}");
+            moonscan::tell!("moonscan: {msg}");
             code
         }
     }
@@ -122,7 +122,7 @@ pub fn run(argv: &[String]) -> u8 {
 
 fn list(db: &mut Db) -> Result<(), Failed> {
     let scans = db.scans()?;
-    let mut o = io::stdout().lock();
+    let mut o = moonscan::output::Screened(io::stdout().lock());
     writeln!(o, "{:<16}  {:<24}  {:>6}  {:>8}  {:<11}  command", "scan", "started", "open", "findings", "state")?;
     for s in &scans {
         writeln!(
@@ -168,7 +168,7 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
     let id = db.resolve(prefix)?;
     let summary = db.scan(&id)?.ok_or_else(|| Failed(format!("no scan {id}"), 2))?;
     let events = db.events(&id)?;
-    let mut o = io::stdout().lock();
+    let mut o = moonscan::output::Screened(io::stdout().lock());
     let mut hosts: BTreeMap<IpAddr, BTreeMap<(u16, &str), PortView>> = BTreeMap::new();
     let mut errors: Vec<&ErrorEvent> = Vec::new();
     let mut end = None;
@@ -278,7 +278,7 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
     let (a, b) = (db.resolve(a)?, db.resolve(b)?);
     let (ev_a, ev_b) = (db.events(&a)?, db.events(&b)?);
     let d = store::diff(&ev_a, &ev_b);
-    let mut o = io::stdout().lock();
+    let mut o = moonscan::output::Screened(io::stdout().lock());
     let started = |evs: &[Event]| match evs.first() {
         Some(Event::ScanStart(s)) => s.started.clone(),
         _ => String::new(),

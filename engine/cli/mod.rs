@@ -13,7 +13,6 @@ pub mod probes;
 pub mod resume;
 
 use std::fs;
-use std::io::Read;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,7 +24,8 @@ use moonscan::findings::ScanType;
 use moonscan::plugins::stage::PluginConfig;
 use moonscan::plugins::Budgets;
 use moonscan::service::{DetectOptions, Detector, ProbeDb};
-use moonscan::targets::{self, AddrSet, Family, Shard, TargetSpace, Term};
+use moonscan::targets::addrs::AddrSetBuilder;
+use moonscan::targets::{self, Family, Shard, TargetSpace, Term};
 use moonscan::{Error, ErrorKind, Result, ScanConfig};
 use std::sync::Arc;
 
@@ -127,6 +127,12 @@ pub struct Args {
     /// Sockets one plugin run may open; default 16.
     #[arg(long = "script-max-sockets", value_name = "N")]
     pub script_max_sockets: Option<u32>,
+    /// Bytes of findings one plugin run may report; default 1048576.
+    #[arg(long = "script-max-output", value_name = "BYTES")]
+    pub script_max_output: Option<u64>,
+    /// Bytes of findings all plugin runs of the scan may report; default 33554432.
+    #[arg(long = "script-max-scan-output", value_name = "BYTES")]
+    pub script_max_scan_output: Option<u64>,
     /// Plugin VMs running at once; default 16.
     #[arg(long = "script-parallelism", value_name = "N")]
     pub script_parallelism: Option<usize>,
@@ -339,20 +345,25 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
 
     let ports = port_list(&args)?;
     let family = if args.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
-    let mut terms = args.targets.clone();
-    if let Some(path) = &args.input_list {
-        terms.extend(read_list(path, "-iL")?);
+    let mut include = AddrSetBuilder::default();
+    for t in &args.targets {
+        add_term(&mut include, t, args.no_dns, family)?;
     }
-    if terms.is_empty() {
+    if let Some(path) = &args.input_list {
+        read_list(path, "-iL", |t| add_term(&mut include, t, args.no_dns, family))?;
+    }
+    if include.is_empty() {
         return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
     }
-    let include = addr_set(&terms, args.no_dns, family)?;
-    let mut excluded: Vec<String> = args.exclude.iter().flat_map(|l| l.split(',')).map(str::to_string).collect();
-    for path in &args.exclude_file {
-        excluded.extend(read_list(path, "--excludefile")?);
+    let include = include.finish();
+    let mut exclude = AddrSetBuilder::default();
+    for t in args.exclude.iter().flat_map(|l| l.split(',')).filter(|t| !t.trim().is_empty()) {
+        add_term(&mut exclude, t, args.no_dns, family)?;
     }
-    excluded.retain(|t| !t.trim().is_empty());
-    let exclude = addr_set(&excluded, args.no_dns, family)?;
+    for path in &args.exclude_file {
+        read_list(path, "--excludefile", |t| add_term(&mut exclude, t, args.no_dns, family))?;
+    }
+    let exclude = exclude.finish();
     let space = TargetSpace::new(&include, &exclude, ports)?;
 
     let mut timing = Timing::template(args.timing.unwrap_or(3)).expect("clap checked the range");
@@ -553,6 +564,8 @@ fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Res
                 args.script_max_memory.is_some(),
                 args.script_max_read.is_some(),
                 args.script_max_sockets.is_some(),
+                args.script_max_output.is_some(),
+                args.script_max_scan_output.is_some(),
                 args.script_parallelism.is_some(),
                 args.plugin_dir.is_some(),
                 args.script_trace,
@@ -591,6 +604,12 @@ fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Res
     if let Some(n) = args.script_max_sockets {
         budgets.sockets = n;
     }
+    if let Some(n) = args.script_max_output {
+        budgets.output = n;
+    }
+    if let Some(n) = args.script_max_scan_output {
+        budgets.scan_output = n;
+    }
     let mut script_args = std::collections::BTreeMap::new();
     let mut add_args = |text: &str, from: &str| -> Result<()> {
         for item in text.split([',', '\n']).map(str::trim).filter(|i| !i.is_empty() && !i.starts_with('#')) {
@@ -603,8 +622,7 @@ fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Res
         Ok(())
     };
     if let Some(path) = &args.script_args_file {
-        let text =
-            fs::read_to_string(path).map_err(|e| usage(format!("--script-args-file {}: {e}", path.display())))?;
+        let text = moonscan::files::read_text_capped(path, 1 << 20, "--script-args-file")?;
         add_args(&text, "--script-args-file")?;
     }
     if let Some(a) = &args.script_args {
@@ -644,46 +662,52 @@ fn port_list(args: &Args) -> Result<Vec<u16>> {
     Ok(tcp)
 }
 
-/// Target terms from a file: whitespace-separated, `#` starts a comment.
-fn read_list(path: &PathBuf, flag: &str) -> Result<Vec<String>> {
-    let text = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).map(|_| s)
-    } else {
-        fs::read_to_string(path)
+/// Longest line of a target list.
+const MAX_LIST_LINE: usize = 4096;
+/// Largest target list read (it is read as a stream, a line at a time).
+const MAX_LIST: u64 = 1 << 30;
+
+/// Calls `f` with each target term of a file (`-` for stdin), read as a
+/// stream: whitespace-separated, `#` starts a comment.
+fn read_list(path: &PathBuf, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
+    let each = |line: &str| -> Result<()> {
+        for t in line.split('#').next().unwrap_or("").split_whitespace() {
+            f(t)?;
+        }
+        Ok(())
+    };
+    if path.as_os_str() == "-" {
+        return moonscan::files::for_each_line(std::io::stdin().lock(), path, flag, MAX_LIST_LINE, MAX_LIST, each);
     }
-    .map_err(|e| Error::new(ErrorKind::Config, format!("{flag} {}: {e}", path.display())))?;
-    Ok(text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or(""))
-        .flat_map(str::split_whitespace)
-        .map(str::to_string)
-        .collect())
+    let file =
+        fs::File::open(path).map_err(|e| Error::new(ErrorKind::Config, format!("{flag} {}: {e}", path.display())))?;
+    moonscan::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
 }
 
-fn addr_set(terms: &[String], no_dns: bool, family: Family) -> Result<AddrSet> {
-    let mut ranges = Vec::new();
-    for t in terms {
-        match targets::parse_term(t)? {
-            Term::Ranges(r) => {
-                if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
-                    return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
-                }
-                ranges.extend(r);
+/// Adds one target term's addresses (a hostname is resolved now).
+fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> Result<()> {
+    let too_many = |e: String| Error::new(ErrorKind::TargetSpec, e);
+    match targets::parse_term(t)? {
+        Term::Ranges(r) => {
+            if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
+                return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
             }
-            Term::Host(name) if no_dns => {
-                return Err(Error::new(
-                    ErrorKind::Resolve,
-                    format!("'{name}' is a hostname, and -n disables DNS resolution"),
-                ));
-            }
-            Term::Host(name) => {
-                let k = targets::addrs::key(targets::resolve(&name, family)?);
-                ranges.push((k, k));
+            for range in r {
+                set.push(range).map_err(too_many)?;
             }
         }
+        Term::Host(name) if no_dns => {
+            return Err(Error::new(
+                ErrorKind::Resolve,
+                format!("'{name}' is a hostname, and -n disables DNS resolution"),
+            ));
+        }
+        Term::Host(name) => {
+            let k = targets::addrs::key(targets::resolve(&name, family)?);
+            set.push((k, k)).map_err(too_many)?;
+        }
     }
-    Ok(AddrSet::from_ranges(ranges))
+    Ok(())
 }
 
 /// nmap's time values: seconds by default, or with ms/s/m/h.

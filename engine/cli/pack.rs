@@ -13,7 +13,7 @@ use moonscan::{Error, ErrorKind, Result};
 /// Prints a line on stdout; a closed stdout (`| head`) is not an error.
 macro_rules! say {
     ($($t:tt)*) => {{
-        let _ = writeln!(std::io::stdout(), $($t)*);
+        let _ = writeln!(moonscan::output::Screened(std::io::stdout().lock()), $($t)*);
     }};
 }
 
@@ -148,7 +148,7 @@ pub fn run(argv: &[String]) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("moonscan pack: {e}");
+            moonscan::tell!("moonscan pack: {e}");
             1
         }
     }
@@ -164,7 +164,10 @@ fn password() -> Option<String> {
 
 fn status(v: &packs::VerifiedPack) -> String {
     match (&v.signer, v.trusted) {
-        (Some(id), true) => format!("signed by trusted key {id}"),
+        (Some(id), true) => match &v.signer_key {
+            Some(k) => format!("signed by trusted key {id} (public key {k})"),
+            None => format!("signed by trusted key {id}"),
+        },
         (Some(id), false) => format!("UNTRUSTED: signed by key {id}, which is not in the trust store"),
         (None, _) => "UNSIGNED".into(),
     }
@@ -195,7 +198,7 @@ fn install(data: &Path, path: &Path, allow_unsigned: bool, allow_downgrade: bool
     let replaced = report.replaced.map(|r| format!(", replacing {r}")).unwrap_or_default();
     say!("installed pack {} {} ({}) in {}{replaced}", m.name, m.version, status(&v), report.dir.display());
     if !v.trusted {
-        eprintln!("moonscan pack: warning: pack {} is not signed by a trusted key", m.name);
+        moonscan::tell!("moonscan pack: warning: pack {} is not signed by a trusted key", m.name);
     }
     Ok(0)
 }
@@ -225,7 +228,7 @@ fn list(data: &Path) -> Result<u8> {
             }
             Err(e) => {
                 let _ = writeln!(out, "{name:<24} {:<12} BROKEN", "-");
-                eprintln!("moonscan pack: {e}");
+                moonscan::tell!("moonscan pack: {e}");
                 code = 1;
             }
         }

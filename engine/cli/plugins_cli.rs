@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 use moonscan::findings::{Event, TlsInfo};
 use moonscan::output::{Ndjson, Sink, Text};
 use moonscan::plugins::net::Guard;
-use moonscan::plugins::{self, Budgets, Plugin, PortInfo, Vm};
+use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, PortInfo, Vm};
 
 #[derive(Debug, Parser)]
 #[command(name = "moonscan plugins", about = "List, show and test plugins")]
@@ -86,7 +86,7 @@ pub fn run(argv: &[String]) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("moonscan plugins: {e}");
+            moonscan::tell!("moonscan plugins: {e}");
             2
         }
     }
@@ -102,7 +102,7 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
         Some(e) => plugins::select(&all, e)?,
         None => all,
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = moonscan::output::Screened(std::io::stdout().lock());
     for p in &chosen {
         let trust = if p.trusted { "" } else { " (untrusted: runs only when named)" };
         let _ = writeln!(out, "{:<28} {:<32} {}{trust}", p.name(), p.categories.join(","), p.description);
@@ -114,10 +114,10 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
 fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
     let all = installed(dir)?;
     let Some(p) = all.iter().find(|p| p.id == id || p.name() == id) else {
-        eprintln!("moonscan plugins: no plugin with id {id} in {}", dir.display());
+        moonscan::tell!("moonscan plugins: no plugin with id {id} in {}", dir.display());
         return Ok(1);
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = moonscan::output::Screened(std::io::stdout().lock());
     let _ = writeln!(out, "id:          {}", p.name());
     let _ = writeln!(out, "pack:        {}", p.pack.as_deref().unwrap_or("-"));
     let _ = writeln!(out, "description: {}", p.description);
@@ -145,7 +145,7 @@ fn test(
     let bad = |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, m);
     let banner = match (banner, banner_file) {
         (Some(text), _) => moonscan::service::probes::unescape(&text).map_err(|e| bad(format!("--banner: {e}")))?,
-        (_, Some(path)) => std::fs::read(&path).map_err(|e| bad(format!("--banner-file {}: {e}", path.display())))?,
+        (_, Some(path)) => moonscan::files::read_capped(&path, 1 << 20, "--banner-file")?,
         _ => Vec::new(),
     };
     let tls = match tls_chain {
@@ -168,10 +168,11 @@ fn test(
     info.tls = tls;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| bad(e.to_string()))?;
     let (events, failed) = rt.block_on(async {
-        let vm = Vm::new(std::slice::from_ref(&plugin), &Budgets::default(), Guard::offline(), &args)
+        let budgets = Budgets::default();
+        let vm = Vm::new(std::slice::from_ref(&plugin), &budgets, Guard::offline(), &args, OutputAllowance::new(budgets.scan_output))
             .map_err(|e| bad(format!("cannot make a VM: {e}")))?;
-        if !vm.wants(0, &info).await {
-            eprintln!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.id);
+        if !vm.wants(0, &info).await.unwrap_or(false) {
+            moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.id);
         }
         let out = vm.run(0, Arc::new(info.clone())).await;
         let failed = out.error.is_some() || !out.refused.is_empty();
@@ -187,7 +188,7 @@ fn test(
     }
     let _ = sink.flush();
     if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Error(_))) {
-        println!("{}: no findings", plugin.id);
+        let _ = writeln!(moonscan::output::Screened(std::io::stdout().lock()), "{}: no findings", plugin.id);
     }
     Ok(u8::from(failed))
 }
@@ -197,7 +198,7 @@ fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
     use base64::Engine;
     let bad =
         |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, format!("--tls-chain {}: {m}", path.display()));
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let text = moonscan::files::read_text_capped(path, 16 << 20, "--tls-chain")?;
     let mut der = Vec::new();
     let mut body: Option<String> = None;
     for line in text.lines() {

@@ -53,7 +53,7 @@ pub fn run(argv: &[String]) -> u8 {
             let db = match ProbeDb::load_dir(&dir) {
                 Ok(db) => db,
                 Err(e) => {
-                    eprintln!("moonscan: {e}");
+                    moonscan::tell!("moonscan: {e}");
                     return 2;
                 }
             };
@@ -79,10 +79,11 @@ pub fn run(argv: &[String]) -> u8 {
             0
         }
         Cmd::Import { file, out } => {
-            let text = match std::fs::read(&file) {
+            // nmap's own file is 2.5 MB.
+            let text = match moonscan::files::read_capped(&file, 64 << 20, "probes import") {
                 Ok(b) => String::from_utf8_lossy(&b).into_owned(),
                 Err(e) => {
-                    eprintln!("moonscan: {}: {e}", file.display());
+                    moonscan::tell!("moonscan: {e}");
                     return 2;
                 }
             };
@@ -90,7 +91,7 @@ pub fn run(argv: &[String]) -> u8 {
             let yaml = match serde_yaml::to_string(&spec) {
                 Ok(y) => y,
                 Err(e) => {
-                    eprintln!("moonscan: cannot write YAML: {e}");
+                    moonscan::tell!("moonscan: cannot write YAML: {e}");
                     return 1;
                 }
             };
@@ -103,21 +104,23 @@ pub fn run(argv: &[String]) -> u8 {
                 }
             };
             if let Err(e) = written {
-                eprintln!("moonscan: {e}");
+                moonscan::tell!("moonscan: {e}");
                 return 1;
             }
-            eprintln!(
+            moonscan::tell!(
                 "moonscan: converted {} probes; kept {} of {} match rules",
-                report.probes, report.rules_kept, report.rules_seen
+                report.probes,
+                report.rules_kept,
+                report.rules_seen
             );
             for (reason, n) in &report.skipped {
-                eprintln!("moonscan:   left out {n}: {reason}");
+                moonscan::tell!("moonscan:   left out {n}: {reason}");
             }
             if report.approximated > 0 {
-                eprintln!("moonscan:   {} templates used $SUBST/$I, simplified to $n", report.approximated);
+                moonscan::tell!("moonscan:   {} templates used $SUBST/$I, simplified to $n", report.approximated);
             }
             for l in &report.unparsed {
-                eprintln!("moonscan:   not understood: {l}");
+                moonscan::tell!("moonscan:   not understood: {l}");
             }
             0
         }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 /// The default resume file, in the current folder.
 pub const DEFAULT: &str = "moonscan.resume";
 
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeFile {
     pub moonscan_resume: u32,
@@ -31,12 +31,14 @@ fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Config, format!("--resume {}: {why}", path.display()))
 }
 
+/// Largest resume file read.
+const MAX_FILE: u64 = 16 << 20;
+/// Most segments a resume file may list (a scan writes one per probe driver,
+/// and a resumed scan's drivers split those again).
+pub const MAX_SEGMENTS: usize = 4096;
+
 pub fn load(path: &Path) -> Result<ResumeFile> {
-    let len = std::fs::metadata(path).map_err(|e| bad(path, e))?.len();
-    if len > 16 << 20 {
-        return Err(bad(path, "larger than 16 MiB; not a resume file"));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(path, e))?;
+    let text = moonscan::files::read_text_capped(path, MAX_FILE, "--resume")?;
     let f: ResumeFile =
         serde_json::from_str(&text).map_err(|e| bad(path, format!("not a moonscan resume file: {e}")))?;
     if f.moonscan_resume != 1 {
@@ -45,16 +47,76 @@ pub fn load(path: &Path) -> Result<ResumeFile> {
     if f.args.is_empty() || f.args.iter().any(|a| a == "--resume") {
         return Err(bad(path, "its command line is empty or itself a --resume"));
     }
-    if f.segments.iter().any(|s| s.step == 0) {
-        return Err(bad(path, "a segment has step 0"));
-    }
+    check_segments(&f.segments, f.space_len).map_err(|why| bad(path, why))?;
     Ok(f)
+}
+
+/// A resume file's segments must be what a scan writes: each with a step,
+/// starting inside the space, sorted, and no two sharing a position (else
+/// a pair would be probed twice, or thousands of times).
+fn check_segments(segs: &[Segment], space_len: u64) -> std::result::Result<(), String> {
+    if segs.len() > MAX_SEGMENTS {
+        return Err(format!("{} segments; a resume file has at most {MAX_SEGMENTS}", segs.len()));
+    }
+    for (i, s) in segs.iter().enumerate() {
+        if s.step == 0 {
+            return Err(format!("segment {} has step 0", i + 1));
+        }
+        if s.next >= space_len {
+            return Err(format!("segment {} starts at {}, outside the space of {space_len} pairs", i + 1, s.next));
+        }
+    }
+    for (i, w) in segs.windows(2).enumerate() {
+        if (w[0].next, w[0].step) >= (w[1].next, w[1].step) {
+            return Err(format!("segments {} and {} are not in order (or repeat)", i + 1, i + 2));
+        }
+    }
+    for (i, a) in segs.iter().enumerate() {
+        for (j, b) in segs.iter().enumerate().skip(i + 1) {
+            if let Some(x) = first_common(*a, *b) {
+                if x < space_len {
+                    return Err(format!("segments {} and {} overlap (both have position {x})", i + 1, j + 1));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first position two segments share, if any (the Chinese remainder
+/// theorem on next mod step).
+fn first_common(a: Segment, b: Segment) -> Option<u64> {
+    fn egcd(a: i128, b: i128) -> (i128, i128, i128) {
+        if b == 0 {
+            (a, 1, 0)
+        } else {
+            let (g, x, y) = egcd(b, a % b);
+            (g, y, x - (a / b) * y)
+        }
+    }
+    let (s, t) = (a.step as i128, b.step as i128);
+    let (g, p, _) = egcd(s, t);
+    let diff = b.next as i128 - a.next as i128;
+    if diff % g != 0 {
+        return None;
+    }
+    let lcm = s / g * t;
+    // x = a.next + s * k with s * k ≡ diff (mod t).
+    let k = ((diff / g) % (t / g) * (p % (t / g))) % (t / g);
+    let mut x = (a.next as i128 + s * k).rem_euclid(lcm);
+    let floor = a.next.max(b.next) as i128;
+    if x < floor {
+        x += (floor - x + lcm - 1) / lcm * lcm;
+    }
+    u64::try_from(x).ok()
 }
 
 /// Writes the file whole, or not at all (a temporary file renamed over it).
 pub fn save(path: &Path, f: &ResumeFile) -> std::io::Result<()> {
     let tmp = path.with_extension("resume.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(f).map_err(std::io::Error::other)?)?;
+    let mut f = f.clone();
+    f.segments.sort_by_key(|s| (s.next, s.step));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&f).map_err(std::io::Error::other)?)?;
     std::fs::rename(&tmp, path)
 }
 
@@ -83,14 +145,35 @@ mod tests {
         let mut f = sample();
         f.segments[0].step = 0;
         save(&path, &f).unwrap();
-        assert!(load(&path).unwrap_err().to_string().contains("step 0"));
+        assert!(load(&path).unwrap_err().to_string().contains("step 0"), "{}", load(&path).unwrap_err());
         let mut f = sample();
         f.args.push("--resume".into());
         save(&path, &f).unwrap();
         assert!(load(&path).unwrap_err().to_string().contains("itself a --resume"));
 
-        // Larger than 16 MiB: refused before it is read.
+        // Larger than 16 MiB: refused without reading it whole.
         std::fs::File::create(&path).unwrap().set_len((16 << 20) + 1).unwrap();
-        assert!(load(&path).unwrap_err().to_string().contains("larger than 16 MiB"));
+        assert!(load(&path).unwrap_err().to_string().contains("larger than 16777216 bytes"));
+    }
+
+    // Regression: a file listing one segment 2,000 times sent 2,000 probes
+    // to one address and port.
+    #[test]
+    fn repeated_overlapping_or_outside_segments_are_refused() {
+        let seg = |next, step| Segment { next, step };
+        let check = |segs: &[Segment]| check_segments(segs, 1000);
+        assert!(check(&vec![seg(5, 1000); 2000]).unwrap_err().contains("not in order"));
+        assert!(check(&vec![seg(5, 1); 5000]).unwrap_err().contains("at most 4096"));
+        assert!(check(&[seg(1000, 1)]).unwrap_err().contains("outside the space"));
+        // 0,2,4,... and 3,6,9,... share 6.
+        assert_eq!(check(&[seg(0, 2), seg(3, 3)]).unwrap_err(), "segments 1 and 2 overlap (both have position 6)");
+        // 1,3,5,... and 0,4,8,... share nothing; 990,... and 4,... only past the end.
+        assert_eq!(check(&[seg(0, 4), seg(1, 2)]), Ok(()));
+        assert_eq!(check(&[seg(4, 1000), seg(990, 1000)]), Ok(()));
+        assert_eq!(check(&[seg(0, 7), seg(1, 7), seg(2, 7), seg(3, 7)]), Ok(()));
+        // What scans write: a shard split among workers, resumed and split again.
+        let written: Vec<Segment> = (0..8).map(|k| seg(3 + 5 * k, 40)).collect();
+        assert_eq!(check(&written), Ok(()));
+        assert!(check(&[seg(3, 5), seg(8, 40)]).unwrap_err().contains("overlap"));
     }
 }

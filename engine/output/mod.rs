@@ -11,6 +11,7 @@ mod grepable;
 mod ndjson;
 mod normal;
 mod report;
+mod screen;
 pub mod store;
 mod text;
 mod xml;
@@ -22,6 +23,7 @@ use tokio::sync::mpsc;
 pub use grepable::Grepable;
 pub use ndjson::Ndjson;
 pub use normal::Normal;
+pub use screen::{screen, screen_text, Screened};
 pub use text::Text;
 pub use xml::Xml;
 

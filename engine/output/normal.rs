@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::report::{script_output, Collected, HostRec, Layout, Report};
+use super::screen::screen_text;
 use crate::findings::PortState;
 
 /// nmap's normal output, written to `writer` (`Normal::new(writer)`).
@@ -39,7 +40,7 @@ impl<W: Write> Normal<W> {
 
 impl Layout for NormalLayout {
     fn head(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
-        out.write_all(scan.initiated_line(&screen(&scan.args_line())).as_bytes())
+        out.write_all(scan.initiated_line(&screen_text(&scan.args_line())).as_bytes())
     }
 
     fn body(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
@@ -140,7 +141,7 @@ fn table(text: &mut String, rows: &[Row]) {
 
 /// nmap's `formatScriptOutput`: `| id: first`, `| more`, `|_last`.
 fn script_lines(id: &str, output: &str) -> Vec<String> {
-    let output = screen(output);
+    let output = screen_text(output);
     if output.is_empty() {
         return Vec::new();
     }
@@ -154,7 +155,7 @@ fn script_lines(id: &str, output: &str) -> Vec<String> {
         .enumerate()
         .map(|(i, l)| {
             let bar = if i < last { "| " } else { "|_" };
-            let id = if i == 0 { format!("{}: ", screen(id)) } else { String::new() };
+            let id = if i == 0 { format!("{}: ", screen_text(id)) } else { String::new() };
             format!("{bar}{id}{l}")
         })
         .collect()
@@ -193,23 +194,9 @@ fn service_info(host: &HostRec) -> Option<String> {
     (!parts.is_empty()).then(|| cell(&format!("Service Info: {}", parts.join("; "))))
 }
 
-/// Text safe for a terminal: control characters other than tab and line
-/// feed as `\xNN`.
-fn screen(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            let _ = write!(out, "\\x{:02X}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// A table cell: on one line.
 fn cell(s: &str) -> String {
-    screen(s).replace(['\n', '\t'], " ")
+    super::screen::screen_text(s).replace(['\n', '\t'], " ")
 }
 
 #[cfg(test)]

@@ -1,7 +1,12 @@
 //! Text for people: one line per discovery as it happens, a summary at the end.
+//!
+//! What always holds: every string that came from a server, a plugin or a
+//! file is [`screen`]ed, so what reaches the terminal cannot drive it or
+//! fake a line.
 
 use std::io::{self, BufWriter, Write};
 
+use super::screen::screen;
 use super::Sink;
 use crate::findings::{Event, PortState, ServiceMethod};
 
@@ -57,42 +62,48 @@ impl<W: Write + Send> Sink for Text<W> {
             Event::Service(s) => {
                 let tunnel = if s.tunnel.is_some() { "ssl/" } else { "" };
                 let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
-                write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, s.service)?;
+                write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, screen(&s.service))?;
                 let words: Vec<&str> = [&s.product, &s.version].iter().filter_map(|f| f.as_deref()).collect();
                 if !words.is_empty() {
-                    write!(o, " {}", words.join(" "))?;
+                    write!(o, " {}", screen(&words.join(" ")))?;
                 }
                 if let Some(info) = &s.info {
-                    write!(o, " ({info})")?;
+                    write!(o, " ({})", screen(info))?;
                 }
                 for (label, v) in [("Host", &s.hostname), ("OS", &s.os), ("Device", &s.device)] {
                     if let Some(v) = v {
-                        write!(o, "; {label}: {v}")?;
+                        write!(o, "; {label}: {}", screen(v))?;
                     }
                 }
                 writeln!(o)?;
                 if let Some(tls) = &s.tls {
-                    write!(o, "  TLS: {} {}", tls.version, tls.cipher)?;
+                    write!(o, "  TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
                     if let Some(alpn) = &tls.alpn {
-                        write!(o, ", ALPN {alpn}")?;
+                        write!(o, ", ALPN {}", screen(alpn))?;
                     }
                     writeln!(o, ", {} certificate(s)", tls.chain.len())?;
                     if let Some(c) = tls.chain.first() {
-                        writeln!(o, "  Certificate: {}; issuer: {}", c.subject, c.issuer)?;
+                        writeln!(o, "  Certificate: {}; issuer: {}", screen(&c.subject), screen(&c.issuer))?;
                         if !c.san.is_empty() {
-                            writeln!(o, "  Subject Alternative Names: {}", c.san.join(", "))?;
+                            writeln!(o, "  Subject Alternative Names: {}", screen(&c.san.join(", ")))?;
                         }
-                        writeln!(o, "  Not valid before: {}; not valid after: {}", c.not_before, c.not_after)?;
+                        writeln!(
+                            o,
+                            "  Not valid before: {}; not valid after: {}",
+                            screen(&c.not_before),
+                            screen(&c.not_after)
+                        )?;
                     }
                 }
                 Ok(())
             }
             Event::Finding(f) => {
-                write!(o, "| {} on {}/{} on {} [{}]: {}", f.plugin, f.port, f.proto, f.ip, f.severity, f.title)?;
+                let (plugin, title) = (screen(&f.plugin), screen(&f.title));
+                write!(o, "| {plugin} on {}/{} on {} [{}]: {title}", f.port, f.proto, f.ip, f.severity)?;
                 writeln!(o, "{}", data_text(&f.data))
             }
             Event::Log(l) if self.logs => {
-                writeln!(o, "| {} on {}/tcp on {} log: {}", l.plugin, l.port, l.ip, l.message)
+                writeln!(o, "| {} on {}/tcp on {} log: {}", screen(&l.plugin), l.port, l.ip, screen(&l.message))
             }
             Event::Log(_) => Ok(()),
             Event::Error(e) => {
@@ -104,11 +115,12 @@ impl<W: Write + Send> Sink for Text<W> {
                 match &e.plugin {
                     Some(p) => writeln!(
                         o,
-                        "Error{at} [{p}] ({}): {}",
+                        "Error{at} [{}] ({}): {}",
+                        screen(p),
                         serde_json::to_value(e.kind).unwrap_or_default().as_str().unwrap_or(""),
-                        e.message
+                        screen(&e.message)
                     ),
-                    None => writeln!(o, "Error{at}: {}", e.message),
+                    None => writeln!(o, "Error{at}: {}", screen(&e.message)),
                 }
             }
             Event::ScanEnd(e) => writeln!(
@@ -136,7 +148,7 @@ impl<W: Write + Send> Sink for Text<W> {
 fn data_text(data: &serde_json::Value) -> String {
     use serde_json::Value;
     let scalar = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
+        Value::String(s) => Some(screen(s).into_owned()),
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
@@ -146,13 +158,13 @@ fn data_text(data: &serde_json::Value) -> String {
         Value::Object(m) if m.values().all(|v| scalar(v).is_some()) => {
             let mut s = String::new();
             for (k, v) in m {
-                s.push_str(&format!("\n|   {k}: {}", scalar(v).unwrap_or_default()));
+                s.push_str(&format!("\n|   {}: {}", screen(k), scalar(v).unwrap_or_default()));
             }
             s
         }
         other => match scalar(other) {
             Some(s) => format!(": {s}"),
-            None => format!("\n|   {other}"),
+            None => format!("\n|   {}", screen(&other.to_string())),
         },
     }
 }

@@ -143,6 +143,8 @@ pub struct VerifiedPack {
     pub signer: Option<String>,
     /// Signed by a key in the trust store, and the signature checked.
     pub trusted: bool,
+    /// The trusted public key (base64) that checked the signature.
+    pub signer_key: Option<String>,
     pub files: Vec<PackFile>,
     pub plugins: Vec<Plugin>,
     pub probes: ProbeDb,
@@ -161,7 +163,7 @@ enum SigMode<'a> {
 pub fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
     let label = path.display().to_string();
     let src = source::open(path).map_err(|e| refuse(format!("pack {}", e)))?;
-    verify_root(&src.root, SigMode::Check(trust), true, false).map_err(|e| named(&label, e))
+    verify_root(&src.root, SigMode::Check(trust), true, false, None).map_err(|e| named(&label, e))
 }
 
 fn named(label: &str, e: Error) -> Error {
@@ -224,12 +226,21 @@ fn max_size(kind: FileKind) -> u64 {
 
 /// `core_allowed`: the pack may be named [`CORE`] (only for checking the
 /// repository's own `plugins/`); every other caller refuses that name.
-fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool, core_allowed: bool) -> Result<VerifiedPack> {
+/// With `meta_cache`, plugins whose metadata is cached there are not run
+/// (see [`plugins::load_source_cached`]).
+fn verify_root(
+    root: &Path,
+    mode: SigMode<'_>,
+    extras_allowed: bool,
+    core_allowed: bool,
+    meta_cache: Option<&Path>,
+) -> Result<VerifiedPack> {
     // (1) pack.yaml's size and shape, then the signature over its exact bytes.
     let manifest_bytes = read_in_pack(root, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
     manifest::check_shape(&manifest_bytes, "pack.yaml", manifest::MAX_MANIFEST)?;
     let sig_bytes = read_sig(root)?;
     let mut signer = None;
+    let mut signer_key = None;
     let mut checked = None;
     if let SigMode::Check(trust) = mode {
         match &sig_bytes {
@@ -242,9 +253,15 @@ fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool, core_allowe
             Some(bytes) => {
                 let sig = sign::parse_signature(bytes)?;
                 signer = Some(sig.key_id.clone());
-                match trust.keys.iter().find(|k| k.id == sig.key_id) {
-                    Some(k) => {
-                        sig.verify(&k.key, &manifest_bytes)?;
+                // The ID only picks the candidates; the public key decides.
+                let candidates: Vec<&TrustedKey> = trust.keys.iter().filter(|k| k.id == sig.key_id).collect();
+                match candidates.first() {
+                    Some(_) => {
+                        let by = candidates.iter().find(|k| sig.verify(&k.key, &manifest_bytes).is_ok());
+                        match by {
+                            Some(k) => signer_key = Some(k.key.to_base64()),
+                            None => sig.verify(&candidates[0].key, &manifest_bytes)?,
+                        }
                         checked = Some(sig);
                     }
                     None if trust.allow_unsigned => {}
@@ -317,7 +334,8 @@ fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool, core_allowe
     for f in &files {
         match f.kind {
             FileKind::Plugin => {
-                plugins::add_unique(&mut compiled, plugins::load_source(&f.bytes, Path::new(&f.path))?)?
+                let p = plugins::load_source_cached(&f.bytes, Path::new(&f.path), meta_cache)?;
+                plugins::add_unique(&mut compiled, p)?
             }
             FileKind::Probes => {
                 let text = std::str::from_utf8(&f.bytes).map_err(|_| refuse(format!("{}: not UTF-8 text", f.path)))?;
@@ -333,6 +351,7 @@ fn verify_root(root: &Path, mode: SigMode<'_>, extras_allowed: bool, core_allowe
         signature: sig_bytes,
         trusted: checked.is_some(),
         signer,
+        signer_key,
         files,
         plugins: compiled,
         probes,
@@ -431,6 +450,11 @@ pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool) -> R
     if let Ok(d) = fs::File::open(&packs) {
         let _ = d.sync_all();
     }
+    // The checks ran each plugin once; later scans read what they found.
+    let cache = meta_cache_dir(data_dir);
+    for (f, p) in pack.files.iter().filter(|f| f.kind == FileKind::Plugin).zip(&pack.plugins) {
+        let _ = plugins::store_meta(&cache, &f.bytes, p);
+    }
     Ok(InstallReport {
         dir: dest,
         replaced: previous.map(|p| p.map_or_else(|| "an unreadable pack".into(), |v| v.to_string())),
@@ -505,7 +529,7 @@ pub fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPa
     Ok(names
         .into_iter()
         .map(|name| {
-            let r = load_installed(&packs.join(&name), &name, &trust).map_err(|e| {
+            let r = load_installed(&packs.join(&name), &name, &trust, &meta_cache_dir(data_dir)).map_err(|e| {
                 Error::new(e.kind(), format!("installed pack {name} ({}): {e}", packs.join(&name).display()))
             });
             (name, r)
@@ -513,12 +537,18 @@ pub fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPa
         .collect())
 }
 
-fn load_installed(dir: &Path, name: &str, trust: &Trust) -> Result<InstalledPack> {
+/// Where the metadata of installed plugins is kept (by the sha256 of their
+/// source), so a scan runs no plugin it does not select.
+pub fn meta_cache_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("cache").join("plugin-meta")
+}
+
+fn load_installed(dir: &Path, name: &str, trust: &Trust, meta_cache: &Path) -> Result<InstalledPack> {
     let meta = fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
     if !meta.is_dir() {
         return Err(refuse("not a folder (a link or a file)"));
     }
-    let v = verify_root(dir, SigMode::Check(trust), false, false)?;
+    let v = verify_root(dir, SigMode::Check(trust), false, false, Some(meta_cache))?;
     if v.manifest.name != name {
         return Err(refuse(format!("pack.yaml names the pack {}, not {name}", v.manifest.name)));
     }
@@ -694,7 +724,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
             rewritten = canon;
         }
         // A pack that would not verify is not signed, and its pack.yaml is left as it was.
-        let v = match verify_root(dir, SigMode::Ignore, true, false) {
+        let v = match verify_root(dir, SigMode::Ignore, true, false, None) {
             Ok(v) => v,
             Err(e) => {
                 if bytes != original {
@@ -708,7 +738,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
         write_atomic(&dir.join("pack.sig"), text.as_bytes())?;
         let pk = minisign::PublicKey::from_secret_key(sk).map_err(|e| refuse(e.to_string()))?;
         let own = Trust { keys: vec![TrustedKey::new(pk)], allow_unsigned: false };
-        verify_root(dir, SigMode::Check(&own), true, false)?;
+        verify_root(dir, SigMode::Check(&own), true, false, None)?;
         Ok(SignReport {
             name: v.manifest.name.clone(),
             version: v.manifest.version.clone(),
@@ -773,8 +803,23 @@ fn rewrite_hashes(dir: &Path, bytes: &[u8], m: &Manifest) -> Result<(Vec<u8>, Ve
 
 /// Adds a public key (a minisign .pub file's text, or its base64 line) to
 /// the trust store; returns it.
+///
+/// Key IDs are chosen by whoever makes the key, so an ID proves nothing: a
+/// key whose ID is already trusted with a different public key is refused
+/// (it would replace that key, and its packs would pass as the first key's).
 pub fn trust_add(data_dir: &Path, key_text: &str) -> Result<TrustedKey> {
     let key = TrustedKey::new(sign::parse_public_key(key_text)?);
+    if let Some(old) = sign::load_trust_store(&trust_dir(data_dir))?.into_iter().find(|k| k.id == key.id) {
+        if old.key.to_base64() == key.key.to_base64() {
+            return Ok(old);
+        }
+        return Err(refuse(format!(
+            "key ID {} is already trusted with another public key ({}); a second key claiming the same ID is refused. If you mean to replace it: `moonscan pack trust remove {}` first",
+            key.id,
+            old.key.to_base64(),
+            key.id
+        )));
+    }
     let dir = trust_dir(data_dir);
     fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
     let path = dir.join(format!("{}.pub", key.id));

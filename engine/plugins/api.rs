@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
-use super::host::{with_run, Budgets, Current, Finding, Meter, Trip, BUDGET_PREFIX};
+use super::host::{charge_output, with_run, Budgets, Current, Finding, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
-use super::value::{from_json, to_json};
+use super::value::{from_json, unknown_keys, ConvertError};
 use crate::findings::TlsInfo;
 
 /// Most findings and log lines one run may report.
@@ -28,6 +28,25 @@ const MAX_TITLE: usize = 300;
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most bytes an HTTP response may have.
 const MAX_HTTP: usize = 1 << 20;
+/// Longest subject `re.*` searches: with the compiled-size limit of the
+/// patterns, one call costs at most a few milliseconds.
+pub(super) const MAX_RE_SUBJECT: usize = 1 << 20;
+/// Longest input `hash.*` takes (a few milliseconds of hashing).
+pub(super) const MAX_HASH_INPUT: usize = 4 << 20;
+
+/// Refuses a table with a key outside `allowed`, naming the keys.
+pub(super) fn known_keys(t: &Table, allowed: &[&str], what: &str) -> mlua::Result<()> {
+    let unknown = unknown_keys(t, allowed)?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(mlua::Error::runtime(format!(
+        "{what}: unknown key{} {} (known: {})",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown.join(", "),
+        allowed.join(", ")
+    )))
+}
 
 pub(super) fn log_line(cur: &Current, args: &MultiValue) -> mlua::Result<()> {
     let mut line = String::new();
@@ -89,6 +108,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
     methods.raw_set(
         "finding",
         lua.create_function(move |_, (_ctx, spec): (Value, Table)| {
+            known_keys(&spec, &["severity", "title", "data"], "ctx:finding")?;
             let severity = match spec.raw_get::<Option<String>>("severity")?.as_deref() {
                 None | Some("info") => "info",
                 Some("low") => "low",
@@ -104,13 +124,21 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
             let title = spec
                 .raw_get::<Option<String>>("title")?
                 .ok_or_else(|| mlua::Error::runtime("ctx:finding: 'title' (a string) is missing"))?;
-            let data = to_json(&spec.raw_get::<Value>("data")?)
-                .map_err(|e| mlua::Error::runtime(format!("ctx:finding: data: {e}")))?;
             let title: String = title.chars().take(MAX_TITLE).collect();
+            let raw = spec.raw_get::<Value>("data")?;
             with_run(&h.cur, |run| {
                 if run.out.findings.len() >= MAX_FINDINGS {
                     return Err(mlua::Error::runtime(format!("ctx:finding: more than {MAX_FINDINGS} findings")));
                 }
+                // What leaves the VM is charged before it is copied.
+                run.output_left = run.output_left.saturating_sub(title.len() as u64);
+                let data = match charge_output(&raw, &mut run.output_left, &h.scan_output, &h.meter) {
+                    Ok(d) => d,
+                    Err(ConvertError::TooLarge(n)) => {
+                        return Err(mlua::Error::runtime(format!("{BUDGET_PREFIX}: ctx:finding: data past {n} bytes")))
+                    }
+                    Err(e) => return Err(mlua::Error::runtime(format!("ctx:finding: data: {e}"))),
+                };
                 run.out.findings.push(Finding { severity, title, data });
                 Ok(())
             })?
@@ -153,7 +181,8 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
             let h = h.clone();
             async move {
                 let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
-                let mut req = ConnectRequest::from_lua(opts.as_ref())?;
+                let keys = ["host", "port", "timeout", "user"];
+                let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:ssh_auth_methods")?;
                 req.tls = None;
                 let user = match opts.as_ref().map(|o| o.raw_get::<Value>("user")).transpose()? {
                     None | Some(Value::Nil) => "root".to_string(),
@@ -248,9 +277,17 @@ struct ConnectRequest {
 }
 
 impl ConnectRequest {
+    const KEYS: &'static [&'static str] = &["host", "port", "tls", "timeout"];
+
     fn from_lua(opts: Option<&Table>) -> mlua::Result<ConnectRequest> {
+        ConnectRequest::from_lua_keys(opts, ConnectRequest::KEYS, "ctx:connect")
+    }
+
+    /// As [`ConnectRequest::from_lua`], for a table that may also hold `allowed` keys.
+    fn from_lua_keys(opts: Option<&Table>, allowed: &[&str], what: &str) -> mlua::Result<ConnectRequest> {
         let mut req = ConnectRequest { host: None, port: None, tls: None, timeout: SOCKET_TIMEOUT };
         let Some(o) = opts else { return Ok(req) };
+        known_keys(o, allowed, what)?;
         req.host = o.raw_get::<Option<String>>("host")?;
         req.port = match o.raw_get::<Value>("port")? {
             Value::Nil => None,
@@ -273,6 +310,7 @@ impl ConnectRequest {
 }
 
 fn tls_options(t: &Table) -> mlua::Result<TlsOptions> {
+    known_keys(t, &["versions", "alpn"], "ctx:connect: tls")?;
     let mut o = TlsOptions::default();
     if let Some(v) = t.raw_get::<Option<Table>>("versions")? {
         for s in v.sequence_values::<String>() {
@@ -307,6 +345,7 @@ pub(super) struct Host {
     pub meter: Arc<Meter>,
     pub guard: Arc<Guard>,
     pub budgets: Arc<Budgets>,
+    pub scan_output: OutputAllowance,
 }
 
 impl Host {
@@ -501,7 +540,8 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
     let mut max = MAX_HTTP;
     let mut tls = info.tunnel;
     if let Some(o) = opts {
-        req = ConnectRequest::from_lua(Some(o))?;
+        let keys = ["host", "port", "tls", "timeout", "headers", "body", "max"];
+        req = ConnectRequest::from_lua_keys(Some(o), &keys, "ctx.http")?;
         if let Some(t) = o.raw_get::<Option<bool>>("tls")? {
             tls = t;
         }
@@ -594,15 +634,18 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
 /// rules' size limits, on bytes.
 pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let compile = |p: &str| crate::service::rules::compile(p).map_err(|e| mlua::Error::runtime(format!("re: {e}")));
+    let cache = Arc::new(PatternCache::default());
+    let (c1, c2, c3) = (cache.clone(), cache.clone(), cache);
     t.raw_set(
         "match",
-        lua.create_function(move |_, (s, p): (mlua::String, String)| Ok(compile(&p)?.is_match(&s.as_bytes())))?,
+        lua.create_function(move |_, (s, p): (mlua::String, String)| {
+            Ok(c1.get(&p)?.is_match(&subject(&s.as_bytes(), "re.match")?))
+        })?,
     )?;
     t.raw_set(
         "find",
         lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(match compile(&p)?.find(&s.as_bytes()) {
+            Ok(match c2.get(&p)?.find(&subject(&s.as_bytes(), "re.find")?) {
                 Some(m) => (Some(m.start() + 1), Some(m.end())),
                 None => (None, None),
             })
@@ -611,8 +654,9 @@ pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set(
         "captures",
         lua.create_function(move |lua, (s, p): (mlua::String, String)| {
-            let re = compile(&p)?;
+            let re = c3.get(&p)?;
             let bytes = s.as_bytes();
+            let bytes = subject(&bytes, "re.captures")?;
             let Some(caps) = re.captures(&bytes) else { return Ok(Value::Nil) };
             let out = lua.create_table()?;
             for (i, name) in re.capture_names().enumerate() {
@@ -630,6 +674,50 @@ pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
+/// The subject of a `re.*` call, refused past [`MAX_RE_SUBJECT`] bytes so
+/// that one call cannot hold the thread for long.
+fn subject<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
+    if s.len() > MAX_RE_SUBJECT {
+        return Err(mlua::Error::runtime(format!(
+            "{what}: the string is {} bytes; at most {MAX_RE_SUBJECT} are searched (take a part with string.sub)",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
+/// Compiled patterns of one VM, so a pattern used in a loop is compiled once.
+#[derive(Default)]
+pub(super) struct PatternCache(std::sync::Mutex<std::collections::HashMap<String, Arc<regex::bytes::Regex>>>);
+
+impl PatternCache {
+    const MAX: usize = 128;
+
+    pub(super) fn get(&self, p: &str) -> mlua::Result<Arc<regex::bytes::Regex>> {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(re) = m.get(p) {
+            return Ok(re.clone());
+        }
+        let re = Arc::new(crate::service::rules::compile(p).map_err(|e| mlua::Error::runtime(format!("re: {e}")))?);
+        if m.len() >= Self::MAX {
+            m.clear();
+        }
+        m.insert(p.to_string(), re.clone());
+        Ok(re)
+    }
+}
+
+/// The input of a `hash.*` call, refused past [`MAX_HASH_INPUT`] bytes.
+fn hash_input<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
+    if s.len() > MAX_HASH_INPUT {
+        return Err(mlua::Error::runtime(format!(
+            "{what}: the string is {} bytes; at most {MAX_HASH_INPUT} are taken",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
 /// `hash.sha256(s)`, `hash.md5(s)` (hex), `hash.base64(s)`, `hash.unbase64(s)`.
 pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
     use base64::Engine;
@@ -638,17 +726,26 @@ pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     t.raw_set(
         "sha256",
-        lua.create_function(move |_, s: mlua::String| Ok(hex(&sha2::Sha256::digest(&*s.as_bytes()))))?,
+        lua.create_function(move |_, s: mlua::String| {
+            Ok(hex(&sha2::Sha256::digest(hash_input(&s.as_bytes(), "hash.sha256")?)))
+        })?,
     )?;
-    t.raw_set("md5", lua.create_function(move |_, s: mlua::String| Ok(hex(&md5::Md5::digest(&*s.as_bytes()))))?)?;
+    t.raw_set(
+        "md5",
+        lua.create_function(move |_, s: mlua::String| {
+            Ok(hex(&md5::Md5::digest(hash_input(&s.as_bytes(), "hash.md5")?)))
+        })?,
+    )?;
     t.raw_set(
         "base64",
-        lua.create_function(|_, s: mlua::String| Ok(base64::engine::general_purpose::STANDARD.encode(&*s.as_bytes())))?,
+        lua.create_function(|_, s: mlua::String| {
+            Ok(base64::engine::general_purpose::STANDARD.encode(hash_input(&s.as_bytes(), "hash.base64")?))
+        })?,
     )?;
     t.raw_set(
         "unbase64",
         lua.create_function(|lua, s: mlua::String| {
-            match base64::engine::general_purpose::STANDARD.decode(&*s.as_bytes()) {
+            match base64::engine::general_purpose::STANDARD.decode(hash_input(&s.as_bytes(), "hash.unbase64")?) {
                 Ok(b) => Ok(Value::String(lua.create_string(b)?)),
                 Err(_) => Ok(Value::Nil),
             }

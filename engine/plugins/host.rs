@@ -29,7 +29,7 @@ use serde_json::Value as Json;
 
 use super::api::{ctx_methods, hash_module, log_line, regex_module, tls_table, Host, MAX_LOG_LINE};
 use super::net::{Guard, SharedSocket};
-use super::value::to_json;
+use super::value::{to_json, unknown_keys, ConvertError};
 use super::Plugin;
 use crate::findings::{ErrorKind, TlsInfo};
 
@@ -46,11 +46,24 @@ pub struct Budgets {
     pub read_bytes: u64,
     /// Sockets one run may open.
     pub sockets: u32,
+    /// Bytes of findings (and returned data) one run may report, counted
+    /// as the host copies them out of the VM.
+    pub output: u64,
+    /// Bytes of findings all the runs of a scan may report together.
+    pub scan_output: u64,
 }
 
 impl Default for Budgets {
     fn default() -> Budgets {
-        Budgets { wall: Duration::from_secs(10), steps: 50_000_000, memory: 64 << 20, read_bytes: 4 << 20, sockets: 16 }
+        Budgets {
+            wall: Duration::from_secs(10),
+            steps: 50_000_000,
+            memory: 64 << 20,
+            read_bytes: 4 << 20,
+            sockets: 16,
+            output: 1 << 20,
+            scan_output: 32 << 20,
+        }
     }
 }
 
@@ -62,6 +75,10 @@ pub enum Trip {
     Memory,
     Read,
     Sockets,
+    Output,
+    ScanOutput,
+    /// The scan was interrupted (Ctrl-C) and the grace for runs in flight passed.
+    Stopped,
 }
 
 impl Trip {
@@ -72,6 +89,9 @@ impl Trip {
             3 => Trip::Memory,
             4 => Trip::Read,
             5 => Trip::Sockets,
+            6 => Trip::Output,
+            7 => Trip::ScanOutput,
+            8 => Trip::Stopped,
             _ => return None,
         })
     }
@@ -83,6 +103,9 @@ impl Trip {
             Trip::Memory => format!("needed more than the VM's {} bytes of memory", b.memory),
             Trip::Read => format!("read more than {} bytes", b.read_bytes),
             Trip::Sockets => format!("opened more than {} sockets", b.sockets),
+            Trip::Output => format!("reported more than {} bytes of findings", b.output),
+            Trip::ScanOutput => format!("reported findings past the scan's {} bytes for all plugins", b.scan_output),
+            Trip::Stopped => "stopped: the scan was interrupted".to_string(),
         }
     }
 }
@@ -100,7 +123,12 @@ pub(super) struct Meter {
     /// interrupt may yield, so a plugin's own coroutines never see a yield
     /// they did not make.
     run_thread: std::sync::atomic::AtomicUsize,
+    /// When the run last yielded (ns since `epoch`).
+    last_yield_ns: AtomicU64,
 }
+
+/// The longest a run computes without yielding to the runtime.
+const YIELD_EVERY_NS: u64 = 10_000_000;
 
 pub(super) const BUDGET_PREFIX: &str = "budget exceeded";
 
@@ -145,15 +173,20 @@ impl Meter {
             self.trip(Trip::Steps);
             return Err(budget_error(Trip::Steps));
         }
-        if n & 255 == 0 && self.epoch.elapsed().as_nanos() as u64 >= self.deadline_ns.load(Ordering::Relaxed) {
+        // Every step: one host call between two steps is bounded (input caps),
+        // so a run overshoots its deadline by at most one such call.
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        if now >= self.deadline_ns.load(Ordering::Relaxed) {
             self.trip(Trip::Wall);
             return Err(budget_error(Trip::Wall));
         }
-        // Let other tasks run during long computations (only from the run's
-        // own thread, where the host is the one resuming).
-        if n & 8191 == 0 {
+        // Let other tasks (and a stop) in during long computations, every
+        // 8,192 steps and at least every YIELD_EVERY, only from the run's own
+        // thread, where the host is the one resuming.
+        if n & 8191 == 0 || now.saturating_sub(self.last_yield_ns.load(Ordering::Relaxed)) >= YIELD_EVERY_NS {
             let run = self.run_thread.load(Ordering::Acquire);
             if run != 0 && lua.current_thread().to_pointer() as usize == run {
+                self.last_yield_ns.store(now, Ordering::Relaxed);
                 return Ok(VmState::Yield);
             }
         }
@@ -220,6 +253,8 @@ pub(super) struct RunCtx {
     pub(super) info: Arc<PortInfo>,
     pub(super) sockets: u32,
     pub(super) read: u64,
+    /// Bytes of findings this run may still report.
+    pub(super) output_left: u64,
     pub(super) out: RunOutput,
     pub(super) socks: Vec<SharedSocket>,
 }
@@ -234,10 +269,65 @@ pub(super) fn with_run<R>(cur: &Current, f: impl FnOnce(&mut RunCtx) -> R) -> ml
     }
 }
 
+/// Bytes of findings the runs of one scan may still report, shared by
+/// every VM of the scan.
+#[derive(Clone, Debug)]
+pub struct OutputAllowance(Arc<AtomicU64>);
+
+impl OutputAllowance {
+    pub fn new(bytes: u64) -> OutputAllowance {
+        OutputAllowance(Arc::new(AtomicU64::new(bytes)))
+    }
+
+    /// Takes up to `max` bytes (what is left, if less) and says how many.
+    fn reserve(&self, max: u64) -> u64 {
+        let prev = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(v - v.min(max)));
+        prev.map_or(0, |v| v.min(max))
+    }
+
+    /// Gives back bytes reserved and not used.
+    fn refund(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::AcqRel);
+    }
+}
+
+/// Converts data leaving the VM within what the run and the scan have left,
+/// charging both; past either, the run trips its budget.
+pub(super) fn charge_output(
+    v: &Value,
+    run_left: &mut u64,
+    scan: &OutputAllowance,
+    meter: &Meter,
+) -> std::result::Result<Json, ConvertError> {
+    // Reserved first, so runs on other threads cannot spend the same bytes.
+    let reserved = scan.reserve(*run_left);
+    let mut allow = reserved;
+    let r = to_json(v, &mut allow);
+    scan.refund(allow);
+    match r {
+        Ok(j) => {
+            *run_left -= reserved - allow;
+            Ok(j)
+        }
+        Err(ConvertError::TooLarge(n)) => {
+            scan.refund(reserved - allow);
+            meter.trip(if reserved < *run_left { Trip::ScanOutput } else { Trip::Output });
+            Err(ConvertError::TooLarge(n))
+        }
+        Err(e) => {
+            scan.refund(reserved - allow);
+            Err(e)
+        }
+    }
+}
+
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
     lua: Lua,
     meter: Arc<Meter>,
+    scan_output: OutputAllowance,
+    /// Set when the runs in flight must end at once (Ctrl-C, after a grace).
+    cut: Option<crate::discovery::Stop>,
     current: Current,
     env_meta: Table,
     ctx_methods: Table,
@@ -247,6 +337,7 @@ pub struct Vm {
 }
 
 /// Plugin metadata as the file's table gives it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Meta {
     pub id: String,
     pub description: String,
@@ -259,7 +350,8 @@ pub(crate) struct Meta {
 /// Runs a plugin chunk once in a scratch VM and checks its table.
 pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> Result<Meta, String> {
     let budgets = Budgets { wall: Duration::from_secs(2), steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
-    let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new()).map_err(|e| format!("cannot make a VM: {e}"))?;
+    let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
+        .map_err(|e| format!("cannot make a VM: {e}"))?;
     vm.meter.start(budgets.wall, budgets.steps);
     let table = vm.instantiate(bytecode, path.to_string_lossy().as_ref()).and_then(|f| f.call::<Value>(()));
     let tripped = vm.meter.tripped();
@@ -274,7 +366,42 @@ pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> Result<Meta, String> {
     check_table(&table)
 }
 
+/// Words a `--script` expression reads as a category or keyword (nmap's
+/// categories, and moonscan's keywords): no plugin may take one as its id.
+pub const RESERVED_IDS: &[&str] = &[
+    "all",
+    "and",
+    "or",
+    "not",
+    "default",
+    "safe",
+    "intrusive",
+    "discovery",
+    "version",
+    "vuln",
+    "auth",
+    "brute",
+    "broadcast",
+    "dos",
+    "exploit",
+    "external",
+    "fuzzer",
+    "malware",
+];
+
+/// Every field a plugin table may have.
+const PLUGIN_FIELDS: &[&str] = &["id", "description", "categories", "ports", "services", "portrule", "run"];
+
 fn check_table(t: &Table) -> Result<Meta, String> {
+    let unknown = unknown_keys(t, PLUGIN_FIELDS).map_err(|e| e.to_string())?;
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown field{} {} (a plugin table has only {})",
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown.join(", "),
+            PLUGIN_FIELDS.join(", ")
+        ));
+    }
     let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
     let string = |name: &str, required: bool| -> Result<Option<String>, String> {
         match field(name) {
@@ -302,6 +429,11 @@ fn check_table(t: &Table) -> Result<Meta, String> {
         |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if !valid(&id) {
         return Err(format!("field 'id' must be 1-64 letters, digits, '-', '_' or '.', not {id:?}"));
+    }
+    if RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&id)) {
+        return Err(format!(
+            "field 'id' is {id:?}, a category or keyword of --script expressions; plugin ids cannot be one"
+        ));
     }
     let description = string("description", true)?.unwrap_or_default();
     let mut categories = Vec::new();
@@ -377,18 +509,31 @@ coroutine.resume = function(co, ...) return pass(resume(co, ...)) end
 
 impl Vm {
     /// A VM with the selected plugins, each loaded and checked once.
+    /// `scan_output` is shared by every VM of a scan (see
+    /// [`Budgets::scan_output`]).
     pub fn new(
         plugins: &[Plugin],
         budgets: &Budgets,
         guard: Guard,
         args: &BTreeMap<String, String>,
+        scan_output: OutputAllowance,
     ) -> mlua::Result<Vm> {
-        let mut vm = Vm::bare(budgets, guard, args)?;
+        let mut vm = Vm::bare(budgets, guard, args, scan_output)?;
         vm.plugins = plugins.to_vec();
         Ok(vm)
     }
 
-    fn bare(budgets: &Budgets, guard: Guard, args: &BTreeMap<String, String>) -> mlua::Result<Vm> {
+    /// Runs in flight end (as `budget`, "stopped") once `cut` is set.
+    pub fn cut_by(&mut self, cut: crate::discovery::Stop) {
+        self.cut = Some(cut);
+    }
+
+    fn bare(
+        budgets: &Budgets,
+        guard: Guard,
+        args: &BTreeMap<String, String>,
+        scan_output: OutputAllowance,
+    ) -> mlua::Result<Vm> {
         let lua = Lua::new_with(StdLib::ALL_SAFE, LuaOptions::new())?;
         let meter = Arc::new(Meter {
             epoch: Instant::now(),
@@ -398,6 +543,7 @@ impl Vm {
             tripped: AtomicU8::new(0),
             active: AtomicBool::new(false),
             run_thread: std::sync::atomic::AtomicUsize::new(0),
+            last_yield_ns: AtomicU64::new(0),
         });
         let current: Current = Arc::new(Mutex::new(None));
         let g = lua.globals();
@@ -464,11 +610,14 @@ impl Vm {
             meter: meter.clone(),
             guard: Arc::new(guard),
             budgets: Arc::new(budgets.clone()),
+            scan_output: scan_output.clone(),
         };
         let ctx_methods = ctx_methods(&lua, &host)?;
         Ok(Vm {
             lua,
             meter,
+            scan_output,
+            cut: None,
             current,
             env_meta,
             ctx_methods,
@@ -499,25 +648,37 @@ impl Vm {
             .into_function()
     }
 
-    /// Whether plugin `i` runs on this port: its ports, its services, or its portrule.
-    pub async fn wants(&self, i: usize, info: &PortInfo) -> bool {
+    /// Whether plugin `i` runs on this port: its ports, its services, or its
+    /// portrule. A portrule that fails or trips a budget (at most 1 s and
+    /// 1,000,000 steps) is an error saying why; the plugin does not run.
+    pub async fn wants(&self, i: usize, info: &PortInfo) -> std::result::Result<bool, (ErrorKind, String)> {
         let p = &self.plugins[i];
         if p.ports.contains(&info.port) || info.service.as_ref().is_some_and(|s| p.services.iter().any(|x| x == s)) {
-            return true;
+            return Ok(true);
         }
         if !p.portrule {
-            return false;
+            return Ok(false);
         }
-        let budgets = Budgets { wall: self.budgets.wall.min(Duration::from_secs(1)), ..self.budgets.clone() };
-        self.meter.start(budgets.wall, budgets.steps.min(1_000_000));
+        let budgets = Budgets {
+            wall: self.budgets.wall.min(Duration::from_secs(1)),
+            steps: self.budgets.steps.min(1_000_000),
+            ..self.budgets.clone()
+        };
+        self.meter.start(budgets.wall, budgets.steps);
         let verdict = async {
             let t: Table = self.instantiate(&p.bytecode, &p.id)?.call_async(()).await?;
             let rule: Function = t.raw_get("portrule")?;
-            rule.call_async::<bool>(self.port_table(info)?).await
+            rule.call_async::<Value>(self.port_table(info)?).await
         };
         let r = tokio::time::timeout(budgets.wall, verdict).await;
+        let tripped = self.meter.tripped();
         self.meter.stop();
-        matches!(r, Ok(Ok(true)))
+        match (tripped, r) {
+            (Some(t), _) => Err((ErrorKind::Budget, format!("portrule {}", t.describe(&budgets)))),
+            (None, Err(_)) => Err((ErrorKind::Budget, format!("portrule {}", Trip::Wall.describe(&budgets)))),
+            (None, Ok(Err(e))) => Err((ErrorKind::Plugin, format!("portrule failed: {}", short(&e)))),
+            (None, Ok(Ok(v))) => Ok(matches!(v, Value::Boolean(true))),
+        }
     }
 
     fn port_table(&self, info: &PortInfo) -> mlua::Result<Table> {
@@ -553,8 +714,14 @@ impl Vm {
     /// Runs plugin `i` on a port, within the budgets.
     pub async fn run(&self, i: usize, info: Arc<PortInfo>) -> RunOutput {
         let p = &self.plugins[i];
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(RunCtx { info: info.clone(), sockets: 0, read: 0, out: RunOutput::default(), socks: Vec::new() });
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunCtx {
+            info: info.clone(),
+            sockets: 0,
+            read: 0,
+            output_left: self.budgets.output,
+            out: RunOutput::default(),
+            socks: Vec::new(),
+        });
         self.meter.start(self.budgets.wall, self.budgets.steps);
         let call = async {
             let t: Table = self.instantiate(&p.bytecode, &p.id)?.call_async(()).await?;
@@ -563,15 +730,23 @@ impl Vm {
             self.meter.run_thread.store(thread.to_pointer() as usize, Ordering::Release);
             thread.into_async::<MultiValue>(self.ctx_table(&info)?)?.await
         };
-        // The interrupt stops Lua code; this stops a run waiting on I/O.
-        let result = tokio::time::timeout(self.budgets.wall, call).await;
+        // The interrupt stops Lua code; this stops a run waiting on I/O, and
+        // the cut stops either at once (Lua code runs only while polled).
+        let mut cut = self.cut.clone();
+        let result = tokio::select! {
+            r = tokio::time::timeout(self.budgets.wall, call) => r,
+            _ = async { match cut.as_mut() { Some(c) => c.wait().await, None => std::future::pending().await } } => {
+                self.meter.trip(Trip::Stopped);
+                Ok(Ok(MultiValue::new()))
+            }
+        };
         if result.is_err() {
             self.meter.trip(Trip::Wall);
         }
         let tripped = self.meter.tripped();
-        self.meter.stop();
         let run = self.current.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (mut out, socks) = run.map(|r| (r.out, r.socks)).unwrap_or_default();
+        let (mut out, socks, mut output_left) =
+            run.map(|r| (r.out, r.socks, r.output_left)).unwrap_or((RunOutput::default(), Vec::new(), 0));
         for s in socks {
             if let Ok(mut s) = s.try_lock() {
                 s.conn = None;
@@ -586,9 +761,17 @@ impl Vm {
             (Some(t), _) => Some((ErrorKind::Budget, t.describe(&self.budgets))),
             (None, Ok(Err(e))) if memory_error(&e) => Some((ErrorKind::Budget, Trip::Memory.describe(&self.budgets))),
             (None, Ok(Err(e))) => Some((ErrorKind::Plugin, short(&e))),
-            (None, Ok(Ok(values))) => returned(values, &p.id, &mut out),
+            (None, Ok(Ok(values))) => {
+                // Still metered: converting the returned data is charged to the run.
+                let r = returned(values, &p.id, &mut out, &mut output_left, &self.scan_output, &self.meter);
+                match self.meter.tripped() {
+                    Some(t) => Some((ErrorKind::Budget, t.describe(&self.budgets))),
+                    None => r,
+                }
+            }
             (None, Err(_)) => Some((ErrorKind::Budget, Trip::Wall.describe(&self.budgets))),
         };
+        self.meter.stop();
         // Garbage from this run is not the next run's budget.
         if self.lua.used_memory() > self.budgets.memory / 4 {
             let _ = self.lua.gc_collect();
@@ -598,7 +781,14 @@ impl Vm {
 }
 
 /// What `run` returned: nothing, `nil, "why"` (logged), or data (a finding).
-fn returned(values: MultiValue, id: &str, out: &mut RunOutput) -> Option<(ErrorKind, String)> {
+fn returned(
+    values: MultiValue,
+    id: &str,
+    out: &mut RunOutput,
+    left: &mut u64,
+    scan: &OutputAllowance,
+    meter: &Meter,
+) -> Option<(ErrorKind, String)> {
     let mut it = values.into_iter();
     match (it.next(), it.next()) {
         (None | Some(Value::Nil), Some(Value::String(why))) => {
@@ -606,11 +796,12 @@ fn returned(values: MultiValue, id: &str, out: &mut RunOutput) -> Option<(ErrorK
             None
         }
         (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => None,
-        (Some(v), _) => match to_json(&v) {
+        (Some(v), _) => match charge_output(&v, left, scan, meter) {
             Ok(data) => {
                 out.findings.push(Finding { severity: "info", title: id.to_string(), data });
                 None
             }
+            Err(ConvertError::TooLarge(_)) => None, // the meter says which budget tripped
             Err(e) => Some((ErrorKind::Parse, format!("returned something that is not data: {e}"))),
         },
     }

@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub use host::{Budgets, PortInfo, RunOutput, Vm};
+pub use host::{Budgets, OutputAllowance, PortInfo, RunOutput, Vm};
 pub use select::Selection;
 
 /// Largest plugin file read.
@@ -95,24 +95,61 @@ fn bad(path: &Path, what: impl std::fmt::Display) -> Error {
 
 /// Reads, compiles and checks one plugin file.
 pub fn load_file(path: &Path) -> Result<Plugin> {
-    let len = std::fs::metadata(path).map_err(|e| bad(path, e))?.len();
-    if len > MAX_FILE {
-        return Err(bad(path, format!("larger than {MAX_FILE} bytes")));
-    }
-    let bytes = std::fs::read(path).map_err(|e| bad(path, e))?;
+    let bytes = crate::files::read_capped(path, MAX_FILE, "plugin")?;
     load_source(&bytes, path)
 }
 
 /// Compiles and checks plugin source (`path` names it in errors).
 pub fn load_source(bytes: &[u8], path: &Path) -> Result<Plugin> {
+    load_source_cached(bytes, path, None)
+}
+
+/// Largest metadata file read from a cache.
+const MAX_META: u64 = 64 * 1024;
+
+fn meta_path(cache: &Path, bytes: &[u8]) -> PathBuf {
+    use sha2::Digest;
+    let hash: String = sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+    cache.join(format!("{hash}.json"))
+}
+
+/// Records a checked plugin's metadata in `cache`, keyed by the sha256 of
+/// its source, so that later loads of the same bytes need not run it.
+pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
+    let meta = host::Meta {
+        id: p.id.clone(),
+        description: p.description.clone(),
+        categories: p.categories.clone(),
+        ports: p.ports.clone(),
+        services: p.services.clone(),
+        portrule: p.portrule,
+    };
+    let json = serde_json::to_vec(&meta).map_err(|e| bad(cache, e))?;
+    std::fs::create_dir_all(cache).map_err(|e| bad(cache, e))?;
+    crate::packs::write_atomic(&meta_path(cache, bytes), &json)
+}
+
+/// As [`load_source`]; with a `cache` (see [`store_meta`]) the metadata of
+/// source seen before is read from there and the plugin's code does not run
+/// (a scan runs only the plugins it selects), and that of new source is
+/// stored there after its one checked run.
+pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Result<Plugin> {
     // Text only: Lua and Luau bytecode start with a control byte, and no
     // file's bytes are ever handed to the VM as a binary chunk.
     if bytes.first().is_some_and(|&b| b < 0x09 || b == 0x1b) || std::str::from_utf8(bytes).is_err() {
         return Err(bad(path, "not a text file (precompiled chunks are refused)"));
     }
     let bytecode = mlua::Compiler::new().compile(bytes).map_err(|e| bad(path, syntax(&e)))?;
-    let meta = host::inspect(&bytecode, path).map_err(|e| bad(path, e))?;
-    Ok(Plugin {
+    let cached = cache.and_then(|c| {
+        let text = crate::files::read_capped(&meta_path(c, bytes), MAX_META, "plugin metadata").ok()?;
+        serde_json::from_slice::<host::Meta>(&text).ok()
+    });
+    let fresh = cached.is_none();
+    let meta = match cached {
+        Some(m) => m,
+        None => host::inspect(&bytecode, path).map_err(|e| bad(path, e))?,
+    };
+    let plugin = Plugin {
         id: meta.id,
         description: meta.description,
         categories: meta.categories,
@@ -123,7 +160,12 @@ pub fn load_source(bytes: &[u8], path: &Path) -> Result<Plugin> {
         pack: None,
         trusted: true,
         bytecode: bytecode.into(),
-    })
+    };
+    if let (true, Some(c)) = (fresh, cache) {
+        // A cache that cannot be written only costs the next load a run.
+        let _ = store_meta(c, bytes, &plugin);
+    }
+    Ok(plugin)
 }
 
 fn syntax(e: &mlua::Error) -> String {
@@ -165,10 +207,10 @@ pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
         plugins: Vec<Entry>,
     }
     let manifest_path = dir.join("pack.yaml");
-    let Ok(text) = std::fs::read_to_string(&manifest_path) else { return load_dir(dir) };
-    if text.len() > 64 * 1024 {
-        return Err(bad(&manifest_path, "larger than 64 KiB"));
+    if !manifest_path.exists() {
+        return load_dir(dir);
     }
+    let text = crate::files::read_text_capped(&manifest_path, 64 * 1024, "pack manifest")?;
     let m: Manifest = serde_yaml::from_str(&text).map_err(|e| bad(&manifest_path, e))?;
     let mut out = Vec::new();
     for p in load_dir(dir)? {
@@ -176,7 +218,7 @@ pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
         let Some(entry) = m.plugins.iter().find(|e| e.file == file) else {
             return Err(bad(&p.path, format!("is not listed in {} (pack {})", manifest_path.display(), m.name)));
         };
-        let bytes = std::fs::read(&p.path).map_err(|e| bad(&p.path, e))?;
+        let bytes = crate::files::read_capped(&p.path, MAX_FILE, "plugin")?;
         let hash: String = {
             use sha2::Digest;
             sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
@@ -248,10 +290,25 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     for p in available {
         let n = p.names();
         let n: Vec<&str> = n.iter().map(String::as_str).collect();
+        // An untrusted plugin is picked only by a term that is exactly its
+        // `pack:id`: never by its bare id, which could equal a category or
+        // a keyword (`default`, `all`) and so be picked by `-sC`.
         let picked = if p.trusted {
             sel.selects_names(&n, &p.categories)
         } else {
-            sel.selects_names(&n, &p.categories) && sel.names_exactly(&n)
+            let full = p.name();
+            let shadowed = available.iter().any(|q| q.trusted && q.id == p.id);
+            if !shadowed && !sel.names_exactly(&[&full]) && sel.names_exactly(&[&p.id]) {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "--script: {} is a plugin of the untrusted pack {}; untrusted plugins run only when named in full: {full}",
+                        p.id,
+                        p.pack.as_deref().unwrap_or("?")
+                    ),
+                ));
+            }
+            sel.names_exactly(&[&full]) && sel.selects_names(&[&full], &[])
         };
         if picked {
             add_unique(&mut chosen, p.clone())?;

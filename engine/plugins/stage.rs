@@ -3,20 +3,24 @@
 //! In: open ports with what service detection found, as they come. Out:
 //! `finding`, `log` and `error` events. What always holds: `workers` VMs
 //! run side by side, each holding every selected plugin and running one
-//! plugin at a time; a plugin that fails or trips a budget is reported and
-//! the next one runs; ports already found are still looked at after a stop
-//! (an interrupted scan's resume file no longer holds them).
+//! plugin at a time, on threads of their own (a runtime apart from the one
+//! that drives discovery, detection and signals, so a plugin busy in a long
+//! host call cannot starve those); a plugin that fails or trips a budget is
+//! reported and the next one runs. After a stop (Ctrl-C), runs in flight
+//! get [`GRACE`] to finish, then end as `budget` errors; ports not yet
+//! looked at are counted in one error event.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, Mutex};
 
-use super::host::{Budgets, PortInfo, RunOutput, Vm};
+use super::host::{Budgets, OutputAllowance, PortInfo, RunOutput, Vm};
 use super::net::Guard;
 use super::Plugin;
-use crate::discovery::Stats;
+use crate::discovery::{stop_signal, Stats, Stop};
 use crate::findings::{ErrorEvent, ErrorKind, Event, FindingEvent, LogEvent};
 
 /// The plugins of a scan and how they run.
@@ -30,6 +34,9 @@ pub struct PluginConfig {
     pub workers: usize,
 }
 
+/// How long plugin runs in flight may go on after the scan is stopped.
+pub const GRACE: Duration = Duration::from_millis(500);
+
 /// Runs the selected plugins on every port that arrives until `ports` closes.
 pub async fn run_stage(
     cfg: Arc<PluginConfig>,
@@ -38,14 +45,42 @@ pub async fn run_stage(
     events: mpsc::Sender<Event>,
     t0: Instant,
     stats: Arc<Stats>,
+    mut stop: Stop,
 ) {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(cfg.workers.max(1));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("moonscan-plugins")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            Stats::bump(&stats.errors);
+            let message = format!("cannot start the plugin threads: {e}");
+            let ev = ErrorEvent { ip: None, port: None, plugin: None, kind: ErrorKind::Sandbox, message };
+            let _ = events.send(Event::Error(ev)).await;
+            return;
+        }
+    };
+    // The cut: set GRACE after the stop.
+    let (cut_handle, cut) = stop_signal();
+    let cutter = tokio::spawn(async move {
+        stop.wait().await;
+        tokio::time::sleep(GRACE).await;
+        cut_handle.stop();
+        std::future::pending::<()>().await;
+    });
+    let skipped = Arc::new(AtomicU64::new(0));
+    let scan_output = OutputAllowance::new(cfg.budgets.scan_output);
     let ports = Arc::new(Mutex::new(ports));
-    let mut workers = tokio::task::JoinSet::new();
+    let mut workers = Vec::new();
     for _ in 0..cfg.workers.max(1) {
         let (cfg, guard, ports, events, stats) =
             (cfg.clone(), guard.clone(), ports.clone(), events.clone(), stats.clone());
-        workers.spawn(async move {
-            let vm = match Vm::new(&cfg.plugins, &cfg.budgets, guard, &cfg.args) {
+        let (cut, skipped, scan_output) = (cut.clone(), skipped.clone(), scan_output.clone());
+        workers.push(rt.spawn(async move {
+            let mut vm = match Vm::new(&cfg.plugins, &cfg.budgets, guard, &cfg.args, scan_output) {
                 Ok(vm) => vm,
                 Err(e) => {
                     Stats::bump(&stats.errors);
@@ -55,15 +90,25 @@ pub async fn run_stage(
                     return;
                 }
             };
+            vm.cut_by(cut.clone());
             loop {
                 let next = ports.lock().await.recv().await;
                 let Some(info) = next else { break };
+                if cut.is_set() {
+                    // Keep taking ports so the stage before never blocks.
+                    skipped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let info = Arc::new(info);
                 for i in 0..vm.plugins().len() {
-                    if !vm.wants(i, &info).await {
-                        continue;
+                    if cut.is_set() {
+                        break;
                     }
-                    let out = vm.run(i, info.clone()).await;
+                    let out = match vm.wants(i, &info).await {
+                        Ok(false) => continue,
+                        Ok(true) => vm.run(i, info.clone()).await,
+                        Err(error) => RunOutput { error: Some(error), ..RunOutput::default() },
+                    };
                     for ev in to_events(&vm.plugins()[i].name(), &info, out, t0) {
                         match &ev {
                             Event::Error(_) => Stats::bump(&stats.errors),
@@ -74,9 +119,20 @@ pub async fn run_stage(
                     }
                 }
             }
-        });
+        }));
     }
-    while workers.join_next().await.is_some() {}
+    for w in workers {
+        let _ = w.await;
+    }
+    cutter.abort();
+    rt.shutdown_background();
+    let n = skipped.load(Ordering::Relaxed);
+    if n > 0 {
+        Stats::bump(&stats.errors);
+        let message = format!("plugins did not run on {n} open ports: the scan was interrupted");
+        let ev = ErrorEvent { ip: None, port: None, plugin: None, kind: ErrorKind::Budget, message };
+        let _ = events.send(Event::Error(ev)).await;
+    }
 }
 
 /// The events of one plugin run.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::host::{Budgets, PortInfo, RunOutput, Vm};
+use super::host::{Budgets, OutputAllowance, PortInfo, RunOutput, Vm};
 use super::net::Guard;
 use super::{load_source, Plugin};
 use crate::findings::ErrorKind;
@@ -30,7 +30,8 @@ fn info(port: u16) -> Arc<PortInfo> {
 }
 
 async fn run_with(p: Plugin, budgets: Budgets, guard: Guard, port: u16) -> (RunOutput, Duration) {
-    let vm = Vm::new(&[p], &budgets, guard, &BTreeMap::from([("user".into(), "bob".into())])).unwrap();
+    let scan = OutputAllowance::new(budgets.scan_output);
+    let vm = Vm::new(&[p], &budgets, guard, &BTreeMap::from([("user".into(), "bob".into())]), scan).unwrap();
     let t = Instant::now();
     let out = vm.run(0, info(port)).await;
     (out, t.elapsed())
@@ -88,7 +89,8 @@ async fn libraries_are_read_only_and_runs_do_not_share_globals() {
         ctx:finding{ title = "t", data = { ok1 = ok1, ok2 = ok2, seen = seen or "nothing", upper = ("a"):upper() } }
     "#,
     );
-    let vm = Vm::new(&[p], &Budgets::default(), Guard::offline(), &BTreeMap::new()).unwrap();
+    let vm =
+        Vm::new(&[p], &Budgets::default(), Guard::offline(), &BTreeMap::new(), OutputAllowance::new(1 << 20)).unwrap();
     for _ in 0..2 {
         let out = vm.run(0, info(22)).await;
         assert_eq!(out.error, None);
@@ -287,7 +289,8 @@ fn untrusted_pack_plugins_run_only_when_named() {
     assert_eq!(ids("all"), ["web"]);
     assert_eq!(ids("probe-*"), Vec::<String>::new());
     assert_eq!(ids("not web"), Vec::<String>::new(), "a negation names nothing");
-    assert_eq!(ids("probe-x"), ["third:probe-x"]);
+    let e = super::select(&all, "probe-x").unwrap_err().to_string();
+    assert!(e.contains("untrusted pack third") && e.contains("third:probe-x"), "{e}");
     assert_eq!(ids("third:probe-x,web"), ["web", "third:probe-x"]);
     assert_eq!(ids("core:web"), ["web"]);
     assert_eq!(ids("third:*"), Vec::<String>::new());
@@ -375,4 +378,64 @@ fn plugin_files_over_the_size_limit_are_refused() {
     std::fs::write(&big, format!("return {{}} -- {}", "x".repeat(super::MAX_FILE as usize))).unwrap();
     let e = super::load_file(&big).unwrap_err().to_string();
     assert!(e.contains("larger than 262144 bytes"), "{e}");
+}
+
+// Regression: an untrusted plugin whose id was a category (`default`) ran
+// under -sC, because its bare id matched the term.
+#[test]
+fn plugin_ids_cannot_be_categories_or_keywords() {
+    for id in ["default", "Safe", "all", "not", "vuln"] {
+        let e = load_source(named(id, "'x'").as_bytes(), Path::new("evil.lua")).unwrap_err().to_string();
+        assert!(e.contains("category or keyword"), "{id}: {e}");
+    }
+    // A category's name as an id selects nothing of an untrusted pack, bare.
+    let p = plugin(&named("discovery2", "'default', 'discovery2'")).in_pack("evil", false);
+    let all = [p];
+    assert!(super::select(&all, "default").unwrap().is_empty());
+    assert!(super::select(&all, "discovery2").is_err());
+    assert_eq!(super::select(&all, "evil:discovery2").unwrap().len(), 1);
+}
+
+#[test]
+fn unknown_fields_of_a_plugin_table_are_refused_by_name() {
+    let src = "return { id = 'x', description = 'd', categories = {'safe'}, ports = {80}, run = function() end, \
+               cve = 'CVE-1', portrules = function() end }";
+    let e = load_source(src.as_bytes(), Path::new("x.lua")).unwrap_err().to_string();
+    assert!(e.contains("unknown fields") && e.contains("'cve'") && e.contains("'portrules'"), "{e}");
+}
+
+#[tokio::test]
+async fn the_scan_wide_output_allowance_is_shared_and_trips() {
+    let p = with_run(
+        r#"
+        for i = 1, 10 do ctx:finding{ title = "f" .. i, data = { string.rep("x", 50000), string.rep("y", 50000) } } end
+    "#,
+    );
+    let budgets = Budgets { output: 10 << 20, scan_output: 250_000, ..Budgets::default() };
+    let scan = OutputAllowance::new(budgets.scan_output);
+    let a = Vm::new(&[p.clone()], &budgets, Guard::offline(), &BTreeMap::new(), scan.clone()).unwrap();
+    let b = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), scan).unwrap();
+    let (x, y) = (a.run(0, info(22)).await, b.run(0, info(22)).await);
+    assert_eq!(x.findings.len(), 2, "two 100 kB findings fit in 250 kB: {:?}", x.error);
+    assert_eq!(y.findings.len(), 0, "the second VM finds the allowance spent");
+    for out in [&x, &y] {
+        let (kind, msg) = out.error.clone().unwrap();
+        assert_eq!(kind, ErrorKind::Budget);
+        assert!(msg.contains("past the scan's 250000 bytes"), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn a_run_reporting_too_much_data_trips_before_copying_it() {
+    let out = run(r#"
+        local s = string.rep("A", 65536)
+        local t = {}
+        for i = 1, 9999 do t[i] = s end
+        ctx:finding{ title = "small", data = { ok = true } }
+        pcall(ctx.finding, ctx, { title = "big", data = t })
+        ctx:finding{ title = "escaped" }
+    "#)
+    .await;
+    assert_eq!(out.findings.len(), 1);
+    assert_eq!(out.error.unwrap().1, "reported more than 1048576 bytes of findings");
 }

@@ -6,7 +6,10 @@
 //! ever called, so a table whose `__index` or `__pairs` loops or errors is
 //! read like any other), depth, size and string length are bounded, and a
 //! value JSON cannot hold (a function, a userdata, a cycle past the depth)
-//! is an error naming where it was found.
+//! is an error naming where it was found. What leaves the VM is charged to
+//! an allowance of bytes as it is built, before each allocation: a string
+//! referenced a thousand times costs a thousand copies, and the conversion
+//! stops at the allowance rather than after the copies are made.
 
 use mlua::{Lua, Table, Value};
 use serde_json::{Map, Value as Json};
@@ -18,48 +21,96 @@ pub const MAX_NODES: usize = 10_000;
 /// Longest string kept; longer ones are an error.
 pub const MAX_STRING: usize = 64 * 1024;
 
-/// Converts a Lua value to JSON.
-pub fn to_json(v: &Value) -> Result<Json, String> {
-    let mut nodes = 0;
-    convert(v, 0, &mut nodes, "value")
+/// What each converted value costs on top of its bytes (about what a JSON
+/// node takes in memory), so a table of many small values is charged too.
+const NODE_COST: u64 = 16;
+
+/// Why a conversion failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConvertError {
+    /// The value is not data, or breaks a shape limit (depth, count, string length).
+    NotData(String),
+    /// Converting it would take more than the allowance (bytes).
+    TooLarge(u64),
 }
 
-fn convert(v: &Value, depth: usize, nodes: &mut usize, at: &str) -> Result<Json, String> {
-    *nodes += 1;
-    if *nodes > MAX_NODES {
-        return Err(format!("more than {MAX_NODES} values"));
+impl std::fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConvertError::NotData(m) => f.write_str(m),
+            ConvertError::TooLarge(n) => write!(f, "more than {n} bytes of data"),
+        }
     }
+}
+
+/// Converts a Lua value to JSON, charging what it builds to `allowance`
+/// (bytes left; what was used is subtracted on success).
+pub fn to_json(v: &Value, allowance: &mut u64) -> Result<Json, ConvertError> {
+    let mut st = State { nodes: 0, left: *allowance, limit: *allowance };
+    let j = convert(v, 0, &mut st, "value")?;
+    *allowance = st.left;
+    Ok(j)
+}
+
+struct State {
+    nodes: usize,
+    left: u64,
+    limit: u64,
+}
+
+impl State {
+    fn charge(&mut self, n: u64) -> Result<(), ConvertError> {
+        match self.left.checked_sub(n) {
+            Some(rest) => {
+                self.left = rest;
+                Ok(())
+            }
+            None => Err(ConvertError::TooLarge(self.limit)),
+        }
+    }
+}
+
+fn convert(v: &Value, depth: usize, st: &mut State, at: &str) -> Result<Json, ConvertError> {
+    st.nodes += 1;
+    if st.nodes > MAX_NODES {
+        return Err(ConvertError::NotData(format!("more than {MAX_NODES} values")));
+    }
+    st.charge(NODE_COST)?;
     Ok(match v {
         Value::Nil => Json::Null,
         Value::Boolean(b) => Json::Bool(*b),
         Value::Integer(i) => Json::from(*i),
         Value::Number(n) if n.is_finite() && n.fract() == 0.0 && n.abs() < 9.0e15 => Json::from(*n as i64),
-        Value::Number(n) => serde_json::Number::from_f64(*n).map(Json::Number).ok_or(format!("{at} is {n}"))?,
+        Value::Number(n) => serde_json::Number::from_f64(*n)
+            .map(Json::Number)
+            .ok_or_else(|| ConvertError::NotData(format!("{at} is {n}")))?,
         Value::String(s) => {
             let b = s.as_bytes();
             if b.len() > MAX_STRING {
-                return Err(format!("{at} is a string longer than {MAX_STRING} bytes"));
+                return Err(ConvertError::NotData(format!("{at} is a string longer than {MAX_STRING} bytes")));
             }
+            // Charged before the copy is made.
+            st.charge(b.len() as u64)?;
             Json::String(String::from_utf8_lossy(&b).into_owned())
         }
         Value::Table(t) => {
             if depth >= MAX_DEPTH {
-                return Err(format!("{at} is nested deeper than {MAX_DEPTH} tables"));
+                return Err(ConvertError::NotData(format!("{at} is nested deeper than {MAX_DEPTH} tables")));
             }
-            table(t, depth, nodes, at)?
+            table(t, depth, st, at)?
         }
-        other => return Err(format!("{at} is a {}, which is not data", other.type_name())),
+        other => return Err(ConvertError::NotData(format!("{at} is a {}, which is not data", other.type_name()))),
     })
 }
 
-fn table(t: &Table, depth: usize, nodes: &mut usize, at: &str) -> Result<Json, String> {
+fn table(t: &Table, depth: usize, st: &mut State, at: &str) -> Result<Json, ConvertError> {
     // Raw iteration: pairs() uses lua_next and never calls __pairs or __index.
     let mut entries: Vec<(Value, Value)> = Vec::new();
     for pair in t.clone().pairs::<Value, Value>() {
-        let pair = pair.map_err(|e| format!("{at}: {e}"))?;
+        let pair = pair.map_err(|e| ConvertError::NotData(format!("{at}: {e}")))?;
         entries.push(pair);
         if entries.len() > MAX_NODES {
-            return Err(format!("{at} has more than {MAX_NODES} entries"));
+            return Err(ConvertError::NotData(format!("{at} has more than {MAX_NODES} entries")));
         }
     }
     let n = entries.len();
@@ -69,7 +120,7 @@ fn table(t: &Table, depth: usize, nodes: &mut usize, at: &str) -> Result<Json, S
         let mut items = vec![Json::Null; n];
         for (k, v) in &entries {
             if let Value::Integer(i) = k {
-                items[*i as usize - 1] = convert(v, depth + 1, nodes, &format!("{at}[{i}]"))?;
+                items[*i as usize - 1] = convert(v, depth + 1, st, &format!("{at}[{i}]"))?;
             }
         }
         return Ok(Json::Array(items));
@@ -81,12 +132,33 @@ fn table(t: &Table, depth: usize, nodes: &mut usize, at: &str) -> Result<Json, S
             Value::Integer(i) => i.to_string(),
             Value::Number(x) => x.to_string(),
             Value::Boolean(b) => b.to_string(),
-            other => return Err(format!("{at} has a {} as a key", other.type_name())),
+            other => return Err(ConvertError::NotData(format!("{at} has a {} as a key", other.type_name()))),
         };
-        let val = convert(v, depth + 1, nodes, &format!("{at}.{key}"))?;
+        st.charge(key.len() as u64)?;
+        let val = convert(v, depth + 1, st, &format!("{at}.{key}"))?;
         map.insert(key, val);
     }
     Ok(Json::Object(map))
+}
+
+/// The keys of `t` not in `allowed`, quoted for a message (raw iteration;
+/// at most 64 keys are looked at, and a table with more has an unknown one).
+pub fn unknown_keys(t: &Table, allowed: &[&str]) -> mlua::Result<Vec<String>> {
+    let mut unknown = Vec::new();
+    for (n, pair) in t.clone().pairs::<Value, Value>().enumerate() {
+        let (k, _) = pair?;
+        let name = match &k {
+            Value::String(s) => s.to_string_lossy(),
+            other => format!("{other:?}"),
+        };
+        if !allowed.contains(&name.as_str()) {
+            unknown.push(format!("'{}'", name.chars().take(64).collect::<String>()));
+        }
+        if n >= 64 {
+            break;
+        }
+    }
+    Ok(unknown)
 }
 
 /// Converts JSON to a Lua value (objects and arrays become tables).
@@ -131,25 +203,45 @@ mod tests {
         let lua = Lua::new();
         let v: Value =
             lua.load(r#"return { title = "x", n = 3, f = 1.5, list = {1, "two", true}, empty = {} }"#).eval().unwrap();
-        let j = to_json(&v).unwrap();
+        let j = json(&v).unwrap();
         assert_eq!(j["title"], "x");
         assert_eq!(j["n"], 3);
         assert_eq!(j["f"], 1.5);
         assert_eq!(j["list"], serde_json::json!([1, "two", true]));
         assert_eq!(j["empty"], serde_json::json!([]));
         let back = from_json(&lua, &j).unwrap();
-        assert_eq!(to_json(&back).unwrap(), j);
+        assert_eq!(json(&back).unwrap(), j);
+    }
+
+    fn json(v: &Value) -> Result<Json, String> {
+        to_json(v, &mut u64::MAX.clone()).map_err(|e| e.to_string())
     }
 
     #[test]
     fn garbage_is_refused_with_where_it_is() {
-        let e = to_json(&eval("return { a = { b = function() end } }").1).unwrap_err();
+        let e = json(&eval("return { a = { b = function() end } }").1).unwrap_err();
         assert!(e.contains("value.a.b") && e.contains("function"), "{e}");
-        let e = to_json(&eval("local t = {} t.self = t return t").1).unwrap_err();
+        let e = json(&eval("local t = {} t.self = t return t").1).unwrap_err();
         assert!(e.contains("deeper"), "{e}");
-        let e = to_json(&eval("local t = {} for i = 1, 20000 do t[i] = i end return t").1).unwrap_err();
+        let e = json(&eval("local t = {} for i = 1, 20000 do t[i] = i end return t").1).unwrap_err();
         assert!(e.contains("more than"), "{e}");
-        assert!(to_json(&eval("return 0/0").1).is_err());
+        assert!(json(&eval("return 0/0").1).is_err());
+    }
+
+    // Regression: one 64 KiB string referenced ten thousand times became
+    // 655 MB of JSON; the allowance stops it after about 1 MiB of copies.
+    #[test]
+    fn repeated_references_are_charged_per_copy() {
+        let (_lua, v) =
+            eval(r#"local s = string.rep("x", 65536) local t = {} for i = 1, 9000 do t[i] = s end return t"#);
+        let mut left = 1 << 20;
+        assert_eq!(to_json(&v, &mut left), Err(ConvertError::TooLarge(1 << 20)));
+        let (_lua, small) = eval(r#"return { a = string.rep("y", 1000), b = 2 }"#);
+        let mut left = 1 << 20;
+        let j = to_json(&small, &mut left).unwrap();
+        assert_eq!(j["a"].as_str().unwrap().len(), 1000);
+        let used = (1u64 << 20) - left;
+        assert!((1000..1100).contains(&used), "charged {used}");
     }
 
     #[test]
@@ -162,6 +254,6 @@ mod tests {
             })
             return t"#,
         );
-        assert_eq!(to_json(&v).unwrap(), serde_json::json!({ "a": 1 }));
+        assert_eq!(json(&v).unwrap(), serde_json::json!({ "a": 1 }));
     }
 }

@@ -158,11 +158,7 @@ impl ProbeDb {
 
     /// Loads one file and adds its probes.
     pub fn add_file(&mut self, path: &Path) -> Result<()> {
-        let len = std::fs::metadata(path).map_err(|e| bad(path, e))?.len();
-        if len > MAX_FILE {
-            return Err(bad(path, format!("larger than {MAX_FILE} bytes")));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| bad(path, e))?;
+        let text = crate::files::read_text_capped(path, MAX_FILE, "probe file")?;
         self.add_str(&text, path)
     }
 

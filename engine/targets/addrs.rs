@@ -28,6 +28,59 @@ pub fn addr(key: u128) -> IpAddr {
 /// An inclusive range of keys.
 pub type KeyRange = (u128, u128);
 
+/// Sorts and merges ranges in place (overlapping and adjacent ones become
+/// one), dropping reversed ones, and gives back the memory saved.
+fn merge(ranges: &mut Vec<KeyRange>) {
+    ranges.retain(|(lo, hi)| lo <= hi);
+    ranges.sort_unstable();
+    let mut w = 0;
+    for r in 0..ranges.len() {
+        let (lo, hi) = ranges[r];
+        if w > 0 && lo <= ranges[w - 1].1.saturating_add(1) {
+            ranges[w - 1].1 = ranges[w - 1].1.max(hi);
+        } else {
+            ranges[w] = (lo, hi);
+            w += 1;
+        }
+    }
+    ranges.truncate(w);
+    ranges.shrink_to_fit();
+}
+
+/// Collects ranges one at a time (a target list read as a stream), merging
+/// as it goes so that memory follows the distinct ranges, not the lines.
+#[derive(Debug, Default)]
+pub struct AddrSetBuilder {
+    ranges: Vec<KeyRange>,
+    merged: usize,
+}
+
+impl AddrSetBuilder {
+    /// Most distinct ranges a set may have (48 bytes each).
+    pub const MAX_RANGES: usize = 8 << 20;
+
+    /// Adds a range; an error once the distinct ranges pass [`Self::MAX_RANGES`].
+    pub fn push(&mut self, r: KeyRange) -> Result<(), String> {
+        self.ranges.push(r);
+        if self.ranges.len() >= 2 * self.merged + 65_536 {
+            merge(&mut self.ranges);
+            self.merged = self.ranges.len();
+            if self.merged > Self::MAX_RANGES {
+                return Err(format!("more than {} separate addresses or ranges", Self::MAX_RANGES));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    pub fn finish(self) -> AddrSet {
+        AddrSet::from_ranges(self.ranges)
+    }
+}
+
 /// A set of addresses.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AddrSet {
@@ -39,15 +92,8 @@ pub struct AddrSet {
 impl AddrSet {
     /// Builds a set from ranges in any order, overlapping or not.
     pub fn from_ranges(mut ranges: Vec<KeyRange>) -> AddrSet {
-        ranges.retain(|(lo, hi)| lo <= hi);
-        ranges.sort_unstable();
-        let mut merged: Vec<KeyRange> = Vec::with_capacity(ranges.len());
-        for (lo, hi) in ranges {
-            match merged.last_mut() {
-                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
-                _ => merged.push((lo, hi)),
-            }
-        }
+        merge(&mut ranges);
+        let merged = ranges;
         let mut offsets = Vec::with_capacity(merged.len());
         let mut total: u128 = 0;
         for (lo, hi) in &merged {

@@ -1,0 +1,204 @@
+//! The hardening review's cases, each run as an attacker would: a plugin
+//! whose findings repeat a large string, plugins and portrules stuck in
+//! slow host calls (and Ctrl-C while they run), a server that sends
+//! terminal escapes, input files that never end, and a resume file that
+//! repeats a segment. Packs and keys are in tests/packs.rs.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::service::{Hostile, HOSTILE_IP};
+use crate::util::{bin, events, in_lab, lab, lab_scan, of_type, repo, run, stderr, stdout, TARGET};
+
+fn sandbox(name: &str) -> String {
+    repo().join("tests/sandbox").join(name).to_string_lossy().into_owned()
+}
+
+/// Budget errors of one plugin.
+fn budget_messages<'a>(evs: &'a [Value], plugin: &str) -> Vec<&'a str> {
+    of_type(evs, "error")
+        .into_iter()
+        .filter(|e| e["plugin"] == plugin && e["kind"] == "budget")
+        .map(|e| e["message"].as_str().unwrap_or(""))
+        .collect()
+}
+
+// Case 1: one 64 KiB string referenced ten thousand times per finding.
+#[test]
+fn repeated_finding_data_trips_the_output_budget_with_bounded_memory() {
+    let _lab = lab();
+    let plugins = format!("{},{}", sandbox("finding-bomb.lua"), sandbox("return-bomb.lua"));
+    let out = Command::new("ip")
+        .args(["netns", "exec", "msscan", "/usr/bin/time", "-f", "maxrss=%M", bin()])
+        .args(["-n", "-p", "80,443", "--script", &plugins, "-oJ", "-", TARGET])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    let rss_kb: u64 = err.lines().find_map(|l| l.strip_prefix("maxrss=")).and_then(|v| v.trim().parse().ok()).unwrap();
+    let evs = events(&stdout(&out));
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(of_type(&evs, "scan_end").len(), 1, "the scan ends and says so");
+    for plugin in ["sandbox-finding-bomb", "sandbox-return-bomb"] {
+        let m = budget_messages(&evs, plugin);
+        assert_eq!(m.len(), 2, "{plugin}: {m:?}");
+        assert!(m.iter().all(|m| m.contains("more than 1048576 bytes of findings")), "{m:?}");
+    }
+    assert!(of_type(&evs, "finding").iter().all(|f| !f["title"].as_str().unwrap().starts_with("escaped")));
+    assert!(rss_kb < 100 * 1024, "peak RSS {rss_kb} kB");
+}
+
+// Case 2: a run looping over slow host calls ends at its deadline.
+#[test]
+fn slow_host_calls_end_at_the_script_timeout() {
+    let _lab = lab();
+    let started = Instant::now();
+    let (out, evs) =
+        lab_scan(&["-n", "-p", "80", "--script", &sandbox("slow-calls.lua"), "--script-timeout", "1s", TARGET]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(budget_messages(&evs, "sandbox-slow-calls"), ["ran longer than 1000 ms"]);
+    assert!(took < Duration::from_secs(2), "a 1 s plugin run took the scan {took:?}");
+}
+
+#[test]
+fn a_stuck_portrule_is_an_error_event_within_a_second() {
+    let _lab = lab();
+    let started = Instant::now();
+    let (out, evs) = lab_scan(&["-n", "-p", "80", "--script", &sandbox("slow-portrule.lua"), TARGET]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(budget_messages(&evs, "sandbox-slow-portrule"), ["portrule ran longer than 1000 ms"]);
+    assert!(of_type(&evs, "finding").is_empty());
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+#[test]
+fn ctrl_c_ends_a_scan_of_busy_plugins_within_a_second() {
+    let _lab = lab();
+    let mut child = in_lab(bin())
+        .args(["-n", "-p", "80,443", "--script", &sandbox("slow-calls.lua"), "--script-timeout", "60s"])
+        .args(["--script-parallelism", "2", "-oJ", "-", TARGET])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until both ports are found (and so both runs are under way).
+    let mut stdout_pipe = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout_pipe.read_to_string(&mut s);
+        s
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let signalled = Instant::now();
+    let deadline = signalled + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the scan ignored Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = signalled.elapsed();
+    let evs = events(&reader.join().unwrap());
+    assert_eq!(status.code(), Some(1));
+    assert!(took < Duration::from_secs(1), "Ctrl-C took {took:?} to end the scan");
+    let end = of_type(&evs, "scan_end");
+    assert_eq!(end.len(), 1);
+    assert_eq!(end[0]["interrupted"], true);
+    assert_eq!(crate::util::open_ports(&evs).len(), 2, "what was found is kept");
+    let m = budget_messages(&evs, "sandbox-slow-calls");
+    assert_eq!(m, ["stopped: the scan was interrupted"; 2]);
+}
+
+// Case 5: a server's escapes reach the terminal as visible text.
+#[test]
+fn server_strings_cannot_drive_the_terminal() {
+    let _lab = lab();
+    let _server = Hostile::start("escape_http.py", 7080, &[]);
+    let out = in_lab(bin())
+        .args(["-n", "-sV", "-p", "7080", "--script", "http-title,http-server-header,banner", "-v", HOSTILE_IP])
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("http-title"), "{text}");
+    for bad in ["\x1b", "\x07", "\r", "\u{9b}", "\u{202e}"] {
+        assert!(!text.contains(bad), "{bad:?} reached the terminal:\n{text}");
+        assert!(!stderr(&out).contains(bad), "{bad:?} reached stderr");
+    }
+    assert!(text.contains("\\x1B]0;owned\\x07"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("Discovered open port 31337")), "{text}");
+}
+
+// Case 6: input files are streamed or capped.
+#[test]
+fn endless_input_files_are_refused_with_a_message() {
+    let cases: &[&[&str]] = &[
+        &["-iL", "/dev/zero", "-p", "80"],
+        &["--excludefile", "/dev/zero", "-p", "80", "127.0.0.1"],
+        &["--script", "banner", "--script-args-file", "/dev/zero", "-p", "80", "127.0.0.1"],
+        &["--resume", "/dev/zero"],
+    ];
+    for args in cases {
+        let started = Instant::now();
+        let out = run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("/dev/zero") && (err.contains("larger than") || err.contains("longer than")), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{args:?}");
+    }
+    let banner = repo().join("plugins/banner.lua");
+    let out = run(&["plugins", "test", banner.to_str().unwrap(), "--banner-file", "/dev/zero"]);
+    assert!(!out.status.success() && stderr(&out).contains("larger than"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_large_target_list_is_read_as_a_stream() {
+    // 2.8 million lines (37 MB), every address of the lab's 198.18.0.0/15
+    // about 21 times over; all excluded, so nothing is sent.
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("targets.txt");
+    let mut text = String::with_capacity(40 << 20);
+    for i in 0..2_800_000u32 {
+        let host = (i.wrapping_mul(2_654_435_761) >> 15) & 0x1ffff;
+        text.push_str(&format!("198.{}.{}.{}\n", 18 + (host >> 16), (host >> 8) & 0xff, host & 0xff));
+    }
+    std::fs::write(&list, &text).unwrap();
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "maxrss=%M", bin(), "-n", "-p", "80", "-iL", list.to_str().unwrap()])
+        .args(["--exclude", "198.18.0.0/15"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    let rss_kb: u64 = err.lines().find_map(|l| l.strip_prefix("maxrss=")).and_then(|v| v.trim().parse().ok()).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("excluded"), "{err}");
+    assert!(rss_kb < 64 * 1024, "a 37 MB list took {rss_kb} kB");
+}
+
+// Case 7: a resume file is checked like a command line.
+#[test]
+fn a_resume_file_that_repeats_a_segment_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.resume");
+    let seg = serde_json::json!({ "next": 0, "step": 1 });
+    let file = serde_json::json!({
+        "moonscan_resume": 1,
+        "args": ["moonscan", "-sT", "-p", "9", "127.0.0.1"],
+        "seed": "1",
+        "space_len": 1,
+        "segments": vec![seg; 2000],
+    });
+    std::fs::write(&path, file.to_string().replace("\"seed\":\"1\"", "\"seed\":1")).unwrap();
+    let out = run(&["--resume", path.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("not in order (or repeat)"), "{err}");
+}
