@@ -530,3 +530,74 @@ fn moonscan_verifies_a_signature_minisign_made() {
     env.refused(&["pack", "install", "demo"], &["trusted comment is \"timestamp:1\"", "pack:demo version:0.1.0"]);
     assert!(env.installed().is_empty());
 }
+
+/// The demo pack's plugin replaced by `src`.
+fn set_plugin(env: &Env, src: &str) {
+    fs::write(env.path("demo/ssh-software.lua"), src).unwrap();
+}
+
+fn plugin_src(id: &str, cats: &str, top: &str) -> String {
+    format!(
+        "{top}\nreturn {{ id = '{id}', description = 'd', categories = {{ {cats} }}, ports = {{ 80 }},\n\
+         run = function(ctx) ctx:finding{{ title = 'untrusted plugin ran' }} end }}\n"
+    )
+}
+
+// Regression: an untrusted pack's plugin called `default` ran under -sC,
+// because the bare id matched the term.
+#[test]
+fn an_untrusted_plugin_cannot_pass_for_a_category() {
+    let env = setup();
+    env.ok(&["pack", "keygen", "-o", "stranger"]);
+    set_plugin(&env, &plugin_src("default", "'default', 'safe'", ""));
+    env.refused(&["pack", "sign", "demo", "--key", "stranger.key", "--update-hashes"], &["category or keyword"]);
+    set_plugin(&env, &plugin_src("web-probe", "'default', 'safe'", ""));
+    env.ok(&["pack", "sign", "demo", "--key", "stranger.key", "--update-hashes"]);
+    let out = env.ok(&["pack", "install", "demo", "--allow-unsigned"]);
+    assert!(out.contains("UNTRUSTED"), "{out}");
+    let listed = env.ok(&["plugins", "list", "default"]);
+    assert!(!listed.contains("web-probe"), "{listed}");
+    // By its bare id: an error that names the full name to use.
+    let o = env.run(&["--script", "web-probe", "-p", "9", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("untrusted pack demo") && stderr(&o).contains("demo:web-probe"), "{}", stderr(&o));
+    // Under -sC on a port it would run on, it does not run; named in full, it does.
+    let _lab = crate::util::lab();
+    let home = env.home.path().to_str().unwrap().to_string();
+    let scan = |script: &str| {
+        let out = crate::util::in_lab("env")
+            .args([&format!("MOONSCAN_HOME={home}"), crate::util::bin(), "-n", "-p", "80", "--script", script])
+            .args(["-oJ", "-", crate::util::TARGET])
+            .output()
+            .unwrap();
+        crate::util::events(&stdout(&out))
+    };
+    let evs = scan("default");
+    assert!(evs.iter().any(|e| e["plugin"] == "http-title"), "the core default plugins ran");
+    assert!(!evs.iter().any(|e| e["plugin"] == "demo:web-probe"), "{evs:?}");
+    let evs = scan("demo:web-probe");
+    assert!(evs.iter().any(|e| e["plugin"] == "demo:web-probe" && e["title"] == "untrusted plugin ran"), "{evs:?}");
+}
+
+// Regression: every scan ran the top-level code of every installed plugin,
+// selected or not (a slow one delayed every later scan).
+#[test]
+fn installed_plugins_a_scan_does_not_select_do_not_run() {
+    let env = setup();
+    // Top-level code that takes 1.2 s of CPU each time the file is run.
+    let slow = "local s, t0 = string.rep('x', 4194304), os.clock() while os.clock() - t0 < 1.2 do hash.sha256(s) end";
+    set_plugin(&env, &plugin_src("slow-load", "'safe'", slow));
+    env.ok(&["pack", "sign", "demo", "--key", "key.key", "--update-hashes"]);
+    let started = std::time::Instant::now();
+    env.ok(&["pack", "install", "demo"]);
+    assert!(started.elapsed().as_secs_f64() >= 1.2, "installing checks the plugin by running it once");
+    for _ in 0..2 {
+        let started = std::time::Instant::now();
+        let o = env.run(&["-sT", "-n", "-p", "9", "--script", "banner", "127.0.0.1"]);
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+        let took = started.elapsed();
+        assert!(took.as_secs_f64() < 1.0, "a scan that does not select slow-load took {took:?}");
+    }
+    let listed = env.ok(&["plugins", "list"]);
+    assert!(listed.contains("slow-load"), "{listed}");
+}

@@ -573,3 +573,40 @@ fn installed_packs_carry_the_verified_plugins_and_probes() {
     // Loaded again, the change is caught.
     assert!(err_of(installed(&data)).contains("sha256 mismatch"));
 }
+
+/// A public key that claims `like`'s key ID but holds `other`'s key.
+fn same_id_other_key(like: &minisign::PublicKey, other: &minisign::PublicKey) -> minisign::PublicKey {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (a, b) = (b64.decode(like.to_base64()).unwrap(), b64.decode(other.to_base64()).unwrap());
+    // "Ed", the 8-byte key number (the ID), the 32-byte Ed25519 key.
+    let forged = [&a[..10], &b[10..]].concat();
+    sign::parse_public_key(&b64.encode(forged)).unwrap()
+}
+
+// Regression: `pack trust add` of a key carrying a trusted key's ID replaced
+// that key, and its packs then installed as "trusted (the first key's ID)".
+#[test]
+fn a_key_claiming_a_trusted_keys_id_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let ((vendor, vendor_sk), (attacker, _)) = (keypair(), keypair());
+    let forged = same_id_other_key(&vendor, &attacker);
+    assert_eq!(TrustedKey::new(forged.clone()).id, TrustedKey::new(vendor.clone()).id);
+    trust_add(data, &TrustedKey::new(vendor.clone()).to_file_text()).unwrap();
+    // Adding the same key again is harmless.
+    trust_add(data, &TrustedKey::new(vendor.clone()).to_file_text()).unwrap();
+    let e = err_of(trust_add(data, &TrustedKey::new(forged.clone()).to_file_text()));
+    assert!(e.contains("already trusted with another public key"), "{e}");
+    let store = sign::load_trust_store(&trust_dir(data)).unwrap();
+    assert_eq!(store.len(), 1);
+    assert_eq!(store[0].key.to_base64(), vendor.to_base64(), "the vendor's key is still the one trusted");
+    // Verification is by the key: with both keys in a trust store, the
+    // vendor's pack is checked by the vendor's key and says which key that was.
+    let dir = data.join("vendor-pack");
+    make_pack(&dir, "vendor", "1.0.0", Some(&vendor_sk));
+    let trust = Trust { keys: vec![TrustedKey::new(forged), TrustedKey::new(vendor.clone())], allow_unsigned: false };
+    let v = verify(&dir, &trust).unwrap();
+    assert!(v.trusted);
+    assert_eq!(v.signer_key.as_deref(), Some(vendor.to_base64().as_str()));
+}
