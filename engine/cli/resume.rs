@@ -129,7 +129,7 @@ mod tests {
             moonscan_resume: 1,
             args: vec!["moonscan".into(), "-p".into(), "80".into(), "198.18.0.2".into()],
             seed: 7,
-            space_len: 1,
+            space_len: 10,
             segments: vec![Segment { next: 3, step: 2 }],
         }
     }

@@ -674,16 +674,21 @@ pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// The subject of a `re.*` call, refused past [`MAX_RE_SUBJECT`] bytes so
-/// that one call cannot hold the thread for long.
-fn subject<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
-    if s.len() > MAX_RE_SUBJECT {
+/// The input of a host call, refused past `max` bytes so that one call
+/// cannot hold the thread for long.
+fn capped<'a>(s: &'a [u8], max: usize, what: &str) -> mlua::Result<&'a [u8]> {
+    if s.len() > max {
         return Err(mlua::Error::runtime(format!(
-            "{what}: the string is {} bytes; at most {MAX_RE_SUBJECT} are searched (take a part with string.sub)",
+            "{what}: the string is {} bytes; it takes at most {max} (a part: string.sub)",
             s.len()
         )));
     }
     Ok(s)
+}
+
+/// The subject of a `re.*` call, at most [`MAX_RE_SUBJECT`] bytes.
+fn subject<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
+    capped(s, MAX_RE_SUBJECT, what)
 }
 
 /// Compiled patterns of one VM, so a pattern used in a loop is compiled once.
@@ -707,15 +712,9 @@ impl PatternCache {
     }
 }
 
-/// The input of a `hash.*` call, refused past [`MAX_HASH_INPUT`] bytes.
+/// The input of a `hash.*` call, at most [`MAX_HASH_INPUT`] bytes.
 fn hash_input<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
-    if s.len() > MAX_HASH_INPUT {
-        return Err(mlua::Error::runtime(format!(
-            "{what}: the string is {} bytes; at most {MAX_HASH_INPUT} are taken",
-            s.len()
-        )));
-    }
-    Ok(s)
+    capped(s, MAX_HASH_INPUT, what)
 }
 
 /// `hash.sha256(s)`, `hash.md5(s)` (hex), `hash.base64(s)`, `hash.unbase64(s)`.

@@ -56,11 +56,8 @@ pub async fn run_stage(
     {
         Ok(rt) => rt,
         Err(e) => {
-            Stats::bump(&stats.errors);
             let message = format!("cannot start the plugin threads: {e}");
-            let ev = ErrorEvent { ip: None, port: None, plugin: None, kind: ErrorKind::Sandbox, message };
-            let _ = events.send(Event::Error(ev)).await;
-            return;
+            return stage_error(&events, &stats, ErrorKind::Sandbox, message).await;
         }
     };
     // The cut: set GRACE after the stop.
@@ -83,11 +80,8 @@ pub async fn run_stage(
             let mut vm = match Vm::new(&cfg.plugins, &cfg.budgets, guard, &cfg.args, scan_output) {
                 Ok(vm) => vm,
                 Err(e) => {
-                    Stats::bump(&stats.errors);
                     let message = format!("cannot start a plugin VM: {e}");
-                    let ev = ErrorEvent { ip: None, port: None, plugin: None, kind: ErrorKind::Sandbox, message };
-                    let _ = events.send(Event::Error(ev)).await;
-                    return;
+                    return stage_error(&events, &stats, ErrorKind::Sandbox, message).await;
                 }
             };
             vm.cut_by(cut.clone());
@@ -128,11 +122,16 @@ pub async fn run_stage(
     rt.shutdown_background();
     let n = skipped.load(Ordering::Relaxed);
     if n > 0 {
-        Stats::bump(&stats.errors);
         let message = format!("plugins did not run on {n} open ports: the scan was interrupted");
-        let ev = ErrorEvent { ip: None, port: None, plugin: None, kind: ErrorKind::Budget, message };
-        let _ = events.send(Event::Error(ev)).await;
+        stage_error(&events, &stats, ErrorKind::Budget, message).await;
     }
+}
+
+/// An error of the stage itself (no port, no plugin), counted.
+async fn stage_error(events: &mpsc::Sender<Event>, stats: &Stats, kind: ErrorKind, message: String) {
+    Stats::bump(&stats.errors);
+    let ev = ErrorEvent { ip: None, port: None, plugin: None, kind, message };
+    let _ = events.send(Event::Error(ev)).await;
 }
 
 /// The events of one plugin run.

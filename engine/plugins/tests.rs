@@ -439,3 +439,20 @@ async fn a_run_reporting_too_much_data_trips_before_copying_it() {
     assert_eq!(out.findings.len(), 1);
     assert_eq!(out.error.unwrap().1, "reported more than 1048576 bytes of findings");
 }
+
+#[tokio::test]
+async fn host_call_inputs_are_capped() {
+    let out = run(r#"
+        local big = string.rep("a", 1048577)
+        local ok1, e1 = pcall(re.find, big, "b")
+        local ok2 = pcall(re.find, big:sub(1, 1048576), "b")
+        local ok3, e3 = pcall(hash.sha256, string.rep("a", 4194305))
+        ctx:finding{ title = "t", data = { ok1 = ok1, e1 = tostring(e1), ok2 = ok2, ok3 = ok3, e3 = tostring(e3) } }
+    "#)
+    .await;
+    assert_eq!(out.error, None);
+    let d = &out.findings[0].data;
+    assert_eq!((d["ok1"].as_bool(), d["ok2"].as_bool(), d["ok3"].as_bool()), (Some(false), Some(true), Some(false)));
+    assert!(d["e1"].as_str().unwrap().contains("at most 1048576"), "{d}");
+    assert!(d["e3"].as_str().unwrap().contains("at most 4194304"), "{d}");
+}
