@@ -639,13 +639,13 @@ pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set(
         "match",
         lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(c1.get(&p)?.is_match(&subject(&s.as_bytes(), "re.match")?))
+            Ok(c1.get(&p)?.is_match(subject(&s.as_bytes(), "re.match")?))
         })?,
     )?;
     t.raw_set(
         "find",
         lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(match c2.get(&p)?.find(&subject(&s.as_bytes(), "re.find")?) {
+            Ok(match c2.get(&p)?.find(subject(&s.as_bytes(), "re.find")?) {
                 Some(m) => (Some(m.start() + 1), Some(m.end())),
                 None => (None, None),
             })
@@ -657,7 +657,7 @@ pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
             let re = c3.get(&p)?;
             let bytes = s.as_bytes();
             let bytes = subject(&bytes, "re.captures")?;
-            let Some(caps) = re.captures(&bytes) else { return Ok(Value::Nil) };
+            let Some(caps) = re.captures(bytes) else { return Ok(Value::Nil) };
             let out = lua.create_table()?;
             for (i, name) in re.capture_names().enumerate() {
                 if let Some(m) = caps.get(i) {

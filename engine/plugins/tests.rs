@@ -413,7 +413,7 @@ async fn the_scan_wide_output_allowance_is_shared_and_trips() {
     );
     let budgets = Budgets { output: 10 << 20, scan_output: 250_000, ..Budgets::default() };
     let scan = OutputAllowance::new(budgets.scan_output);
-    let a = Vm::new(&[p.clone()], &budgets, Guard::offline(), &BTreeMap::new(), scan.clone()).unwrap();
+    let a = Vm::new(std::slice::from_ref(&p), &budgets, Guard::offline(), &BTreeMap::new(), scan.clone()).unwrap();
     let b = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), scan).unwrap();
     let (x, y) = (a.run(0, info(22)).await, b.run(0, info(22)).await);
     assert_eq!(x.findings.len(), 2, "two 100 kB findings fit in 250 kB: {:?}", x.error);
