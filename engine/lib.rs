@@ -16,6 +16,7 @@ pub mod findings;
 pub mod net;
 pub mod output;
 pub mod packs;
+pub mod pipeline;
 pub mod plugins;
 pub mod scan;
 pub mod service;

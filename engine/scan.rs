@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
 use crate::error::{Error, ErrorKind, Result};
-use crate::findings::{Event, ScanEnd, ScanStart, ScanType};
+use crate::findings::{Event, ScanEnd, ScanId, ScanStart, ScanType, Service};
+use crate::pipeline::{Ctx, Found, OpenPort, STAGE_QUEUE};
 use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
 /// Everything a scan needs, validated.
@@ -75,7 +76,7 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         }
         ScanType::Connect => None,
     };
-    let scan_id = new_scan_id();
+    let scan_id: ScanId = new_scan_id().into();
     let planned = match &cfg.resume {
         Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
         None => cfg.space.shard_len(cfg.shard),
@@ -90,81 +91,44 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         probes_planned: planned,
     };
     let _ = events.send(Event::ScanStart(start)).await;
+    let t0 = Instant::now();
+    let ctx = Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone() };
 
     if let Some(l) = &links {
         for (ip, why) in l.unreachable() {
-            Stats::bump(&stats.errors);
-            let ev = crate::findings::ErrorEvent {
-                ip: Some(ip),
-                port: None,
-                plugin: None,
-                kind: crate::findings::ErrorKind::Io,
-                message: format!("cannot reach {ip}: {why}"),
-            };
-            let _ = events.send(Event::Error(ev)).await;
+            let message = format!("cannot reach {ip}: {why}");
+            ctx.emit(ctx.error(Some(ip), None, None, crate::findings::ErrorKind::Io, message)).await;
         }
     }
-    let t0 = Instant::now();
-    // With -sV, discovery's events pass through a tap that hands each open
-    // port to service detection the moment it is found.
-    let (final_events, events) = (events.clone(), events);
+    // The stages, joined by bounded channels: discovery -> detection ->
+    // plugins (either may be absent). Each ends when its input closes.
     let mut stages = Vec::new();
-    let plugin_tx = match &cfg.plugins {
-        None => None,
-        Some(pc) => {
-            let (tx, rx) = mpsc::channel::<crate::plugins::PortInfo>(1024);
-            let guard = crate::plugins::net::Guard::scan(cfg.space.clone());
-            let (ev, st) = (events.clone(), stats.clone());
-            stages.push(tokio::spawn(crate::plugins::stage::run_stage(
-                pc.clone(),
-                guard,
-                rx,
-                ev,
-                t0,
-                st,
-                stop.clone(),
-            )));
+    let to_plugins = cfg.plugins.as_ref().map(|pc| {
+        let (tx, rx) = mpsc::channel::<Arc<Service>>(STAGE_QUEUE);
+        let guard = crate::plugins::net::Guard::scan(cfg.space.clone());
+        stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ctx.clone())));
+        tx
+    });
+    let next = match (&cfg.detector, to_plugins) {
+        (None, None) => None,
+        (Some(det), to_plugins) => {
+            let (tx, rx) = mpsc::channel::<OpenPort>(STAGE_QUEUE);
+            stages.push(tokio::spawn(crate::service::run_stage(det.clone(), rx, to_plugins, ctx.clone())));
+            Some(tx)
+        }
+        (None, Some(to_plugins)) => {
+            // Without detection, plugins see what the port number suggests.
+            let (tx, mut rx) = mpsc::channel::<OpenPort>(STAGE_QUEUE);
+            let id = scan_id.clone();
+            stages.push(tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    let _ = to_plugins.send(Arc::new(Service::bare(id.clone(), p.ip, p.port, p.proto))).await;
+                }
+            }));
             Some(tx)
         }
     };
-    let events = if cfg.detector.is_none() && plugin_tx.is_none() {
-        events
-    } else {
-        let (tap_tx, mut tap_rx) = mpsc::channel::<Event>(4096);
-        let (port_tx, port_rx) = mpsc::unbounded_channel();
-        let out = events.clone();
-        let direct = if cfg.detector.is_none() { plugin_tx.clone() } else { None };
-        stages.insert(
-            0,
-            tokio::spawn(async move {
-                while let Some(ev) = tap_rx.recv().await {
-                    if let Event::Port(p) = &ev {
-                        if p.state == crate::findings::PortState::Open && p.proto == "tcp" {
-                            match &direct {
-                                Some(tx) => {
-                                    let _ = out.send(ev.clone()).await;
-                                    let _ = tx.send(crate::plugins::PortInfo::bare(p.ip, p.port)).await;
-                                    continue;
-                                }
-                                None => {
-                                    let _ = port_tx.send((p.ip, p.port));
-                                }
-                            }
-                        }
-                    }
-                    let _ = out.send(ev).await;
-                }
-            }),
-        );
-        if let Some(det) = &cfg.detector {
-            let (ev, st) = (events.clone(), stats.clone());
-            let to_plugins = plugin_tx.clone();
-            stages.insert(1, tokio::spawn(crate::service::run_stage(det.clone(), port_rx, ev, to_plugins, t0, st)));
-        }
-        tap_tx
-    };
-    // Stages end in order: each one's input closes when the one before ends.
-    drop(plugin_tx);
+    let found = Found { ctx: ctx.clone(), next };
     let order = match &cfg.resume {
         Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
         None => cfg.space.order(cfg.seed, cfg.shard, 0),
@@ -173,10 +137,7 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
     // Raw frames cannot reach this machine's own addresses through loopback.
     let links = links.filter(|l| !l.loopback);
     let interrupted = match links {
-        None => {
-            discovery::connect::run(order, &cfg.timing, cfg.workers, cfg.report_closed, t0, &events, &stats, &stop)
-                .await
-        }
+        None => discovery::connect::run(order, &cfg.timing, cfg.workers, cfg.report_closed, found).await,
         Some(links) => {
             let opts = SynOptions {
                 pace: Pace {
@@ -189,28 +150,20 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
                 key: (random_u64(), random_u64()),
                 workers: cfg.workers,
             };
-            let (ev, st, sp) = (events.clone(), stats.clone(), stop.clone());
-            let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, t0, &ev, &st, &sp)).await;
+            let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &found)).await;
             match done {
                 Ok(Ok(interrupted)) => interrupted,
                 Ok(Err(e)) => {
-                    Stats::bump(&stats.errors);
-                    let ev = crate::findings::ErrorEvent {
-                        ip: None,
-                        port: None,
-                        plugin: None,
-                        kind: crate::findings::ErrorKind::Io,
-                        message: format!("raw scan failed: {e}"),
-                    };
-                    let _ = events.send(Event::Error(ev)).await;
+                    let message = format!("raw scan failed: {e}");
+                    ctx.emit(ctx.error(None, None, None, crate::findings::ErrorKind::Io, message)).await;
                     true
                 }
                 Err(e) => return Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),
             }
         }
     };
-    drop(events);
-    for stage in stages {
+    // Discovery's `found` is gone: the next stage's input is closed, and so on down.
+    for stage in stages.into_iter().rev() {
         let _ = stage.await;
     }
     // A stop after the last probe still cut detection or plugins short.
@@ -227,6 +180,6 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
         findings: Stats::get(&stats.findings),
         interrupted,
     };
-    let _ = final_events.send(Event::ScanEnd(end.clone())).await;
+    let _ = ctx.events.send(Event::ScanEnd(end.clone())).await;
     Ok(end)
 }

@@ -269,32 +269,26 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
     })];
     for i in 0..ports {
         evs.push(Event::Port(PortEvent {
+            scan_id: id.into(),
             ip: std::net::Ipv4Addr::from(0xc613_0000 + i).into(),
             port: 80,
-            proto: "tcp",
+            proto: Proto::Tcp,
             state: PortState::Open,
-            reason: "syn-ack",
+            reason: Reason::SynAck,
             ttl: if i % 2 == 0 { Some(64) } else { None },
             t: f64::from(i) / 7.0,
         }));
     }
     let ip: std::net::IpAddr = "2001:2::2".parse().unwrap();
-    evs.push(Event::Service(Box::new(ServiceEvent {
+    evs.push(Event::Service(Box::new(Service {
+        scan_id: id.into(),
         ip,
         port: 443,
-        proto: "tcp",
-        service: "http".into(),
+        proto: Proto::Tcp,
         method: ServiceMethod::Soft,
-        tunnel: Some("ssl"),
-        product: Some(nasty.into()),
-        version: Some("1.0'".into()),
-        info: Some("a\\'b".into()),
-        os: Some("Linux".into()),
-        hostname: Some("h".into()),
-        device: Some("router".into()),
-        cpe: vec!["cpe:/a:x:y:1".into(), nasty.into()],
+        tunnel: Some(Tunnel::Ssl),
         probe: Some("GetRequest".into()),
-        banner: nasty.into(),
+        banner: nasty.as_bytes().to_vec(),
         tls: Some(Box::new(TlsInfo {
             version: "TLSv1.3".into(),
             cipher: "TLS13_AES_128_GCM_SHA256".into(),
@@ -325,18 +319,30 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
             der: vec![],
         })),
         t: 1.5,
+        id: Identity {
+            service: "http".into(),
+            product: Some(nasty.into()),
+            version: Some("1.0'".into()),
+            info: Some("a\\'b".into()),
+            os: Some("Linux".into()),
+            hostname: Some("h".into()),
+            device: Some("router".into()),
+            cpe: vec!["cpe:/a:x:y:1".into(), nasty.into()],
+        },
     })));
     evs.push(Event::Finding(Box::new(FindingEvent {
+        scan_id: id.into(),
         ip,
         port: 443,
-        proto: "tcp",
+        proto: Proto::Tcp,
         plugin: "ssl-cert".into(),
-        severity: "low",
+        severity: Severity::Low,
         title: nasty.into(),
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
         t: 1.6,
     })));
     evs.push(Event::Error(ErrorEvent {
+        scan_id: id.into(),
         ip: None,
         port: None,
         plugin: None,
@@ -356,7 +362,7 @@ fn postgres_roundtrip_in_the_lab() {
     for (n, ports) in [(0u128, 10u32), (1, 3000)] {
         let id = format!("{:016x}", nanos ^ n);
         let mut evs = tricky_events(&id, ports);
-        evs.push(Event::ScanEnd(ScanEnd { scan_id: id.clone(), elapsed: 2.5, open: 7, ..Default::default() }));
+        evs.push(Event::ScanEnd(ScanEnd { scan_id: id.clone().into(), elapsed: 2.5, open: 7, ..Default::default() }));
         let mut sink = store::open(PG_URL).unwrap();
         for e in &evs {
             sink.record(e).unwrap();

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 
 use clap::{Parser, Subcommand};
-use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, ServiceEvent, ServiceMethod};
+use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, Proto, Service, ServiceMethod};
 use moonscan::output::store::{self, Db, ScanSummary};
 use moonscan::output::{Ndjson, Sink, Xml};
 
@@ -160,7 +160,7 @@ fn command(args: &[String]) -> String {
 #[derive(Default)]
 struct PortView<'a> {
     port: Option<&'a PortEvent>,
-    service: Option<&'a ServiceEvent>,
+    service: Option<&'a Service>,
     findings: Vec<&'a FindingEvent>,
 }
 
@@ -169,7 +169,7 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
     let summary = db.scan(&id)?.ok_or_else(|| Failed(format!("no scan {id}"), 2))?;
     let events = db.events(&id)?;
     let mut o = moonscan::output::Screened(io::stdout().lock());
-    let mut hosts: BTreeMap<IpAddr, BTreeMap<(u16, &str), PortView>> = BTreeMap::new();
+    let mut hosts: BTreeMap<IpAddr, BTreeMap<(u16, Proto), PortView>> = BTreeMap::new();
     let mut errors: Vec<&ErrorEvent> = Vec::new();
     let mut end = None;
     for e in &events {
@@ -264,14 +264,14 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
 }
 
 /// (`ssl/http`, `nginx 1.22.1 (info)`) for a service; `?` marks a guess.
-fn service_words(s: &ServiceEvent) -> (String, String) {
+fn service_words(s: &Service) -> (String, String) {
     let tunnel = if s.tunnel.is_some() { "ssl/" } else { "" };
     let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
-    let mut words: Vec<String> = [&s.product, &s.version].into_iter().filter_map(Clone::clone).collect();
-    if let Some(info) = &s.info {
+    let mut words: Vec<String> = [&s.id.product, &s.id.version].into_iter().filter_map(Clone::clone).collect();
+    if let Some(info) = &s.id.info {
         words.push(format!("({info})"));
     }
-    (format!("{tunnel}{}{guess}", s.service), words.join(" "))
+    (format!("{tunnel}{}{guess}", s.id.service), words.join(" "))
 }
 
 fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {

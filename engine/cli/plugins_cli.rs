@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use moonscan::findings::{Event, TlsInfo};
+use moonscan::findings::{Event, Service, TlsInfo};
 use moonscan::output::{Ndjson, Sink, Text};
 use moonscan::plugins::net::Guard;
-use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, PortInfo, Vm};
+use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, Vm};
 
 #[derive(Debug, Parser)]
 #[command(name = "moonscan plugins", about = "List, show and test plugins")]
@@ -159,13 +159,14 @@ fn test(
     }
     // A documentation address (RFC 5737): nothing is ever sent; the run is offline.
     let ip = std::net::IpAddr::from([192, 0, 2, 1]);
-    let mut info = PortInfo::bare(ip, port);
-    if service.is_some() {
-        info.service = service;
+    let ctx = moonscan::pipeline::Ctx::detached("plugins-test");
+    let mut info = Service::bare(ctx.scan_id.clone(), ip, port, moonscan::findings::Proto::Tcp);
+    if let Some(s) = service {
+        info.id.service = s;
     }
-    info.tunnel = tls.is_some();
+    info.tunnel = tls.is_some().then_some(moonscan::findings::Tunnel::Ssl);
     info.banner = banner;
-    info.tls = tls;
+    info.tls = tls.map(Box::new);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| bad(e.to_string()))?;
     let (events, failed) = rt.block_on(async {
         let budgets = Budgets::default();
@@ -176,7 +177,7 @@ fn test(
         }
         let out = vm.run(0, Arc::new(info.clone())).await;
         let failed = out.error.is_some() || !out.refused.is_empty();
-        Ok::<_, moonscan::Error>((plugins::stage::to_events(&plugin.id, &info, out, std::time::Instant::now()), failed))
+        Ok::<_, moonscan::Error>((plugins::stage::to_events(&plugin.id, &info, out, &ctx), failed))
     })?;
     let mut sink: Box<dyn Sink> = if json {
         Box::new(Ndjson::new(std::io::stdout()))

@@ -16,13 +16,14 @@ use std::collections::HashSet;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{Limiter, Stats, Stop, Timing};
-use crate::findings::{ErrorEvent, ErrorKind, Event, PortEvent, PortState};
+use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
+use crate::pipeline::Found;
 use crate::targets::ScanOrder;
 
 /// How a connect attempt stands.
@@ -118,9 +119,8 @@ struct Shared {
     timing: Timing,
     limiter: Limiter,
     window: Arc<Semaphore>,
-    events: mpsc::Sender<Event>,
+    found: Found,
     stats: Arc<Stats>,
-    t0: Instant,
     report_closed: bool,
     /// Hosts that already had an error reported (one error event per host).
     reported: Mutex<HashSet<IpAddr>>,
@@ -145,12 +145,12 @@ impl Shared {
         match outcome {
             Attempt::Open => {
                 Stats::bump(&self.stats.open);
-                self.port_event(ip, port, PortState::Open, "syn-ack").await;
+                self.port_event(ip, port, PortState::Open, Reason::SynAck).await;
             }
             Attempt::Closed => {
                 Stats::bump(&self.stats.closed);
                 if self.report_closed {
-                    self.port_event(ip, port, PortState::Closed, "conn-refused").await;
+                    self.port_event(ip, port, PortState::Closed, Reason::ConnRefused).await;
                 }
             }
             Attempt::TimedOut if *tries < self.timing.retries => {
@@ -168,23 +168,19 @@ impl Shared {
         Next::Finished
     }
 
-    async fn port_event(&self, ip: IpAddr, port: u16, state: PortState, reason: &'static str) {
-        let ev = PortEvent { ip, port, proto: "tcp", state, reason, ttl: None, t: self.t0.elapsed().as_secs_f64() };
-        let _ = self.events.send(Event::Port(ev)).await;
+    async fn port_event(&self, ip: IpAddr, port: u16, state: PortState, reason: Reason) {
+        let ctx = &self.found.ctx;
+        let (scan_id, t) = (ctx.scan_id.clone(), ctx.t());
+        self.found.port(PortEvent { scan_id, ip, port, proto: Proto::Tcp, state, reason, ttl: None, t }).await;
     }
 
     async fn report(&self, ip: IpAddr, port: u16, e: &io::Error) {
-        Stats::bump(&self.stats.errors);
         let first = self.reported.lock().unwrap_or_else(|p| p.into_inner()).insert(ip);
+        let ctx = &self.found.ctx;
         if first {
-            let ev = ErrorEvent {
-                ip: Some(ip),
-                port: Some(port),
-                plugin: None,
-                kind: ErrorKind::Io,
-                message: format!("connect: {e}"),
-            };
-            let _ = self.events.send(Event::Error(ev)).await;
+            ctx.emit(ctx.error(Some(ip), Some(port), None, ErrorKind::Io, format!("connect: {e}"))).await;
+        } else {
+            Stats::bump(&self.stats.errors);
         }
     }
 
@@ -247,27 +243,17 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
     false
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Probes every pair of `order` with `workers` drivers. Returns true if
-/// `stop` cut the scan short.
-pub async fn run(
-    order: ScanOrder,
-    timing: &Timing,
-    workers: usize,
-    report_closed: bool,
-    t0: Instant,
-    events: &mpsc::Sender<Event>,
-    stats: &Arc<Stats>,
-    stop: &Stop,
-) -> bool {
+/// Probes every pair of `order` with `workers` drivers, reporting to
+/// `found`. Returns true if the scan's stop cut it short.
+pub async fn run(order: ScanOrder, timing: &Timing, workers: usize, report_closed: bool, found: Found) -> bool {
     let window = timing.window.max(1);
+    let (stats, stop) = (found.ctx.stats.clone(), found.ctx.stop.clone());
     let shared = Arc::new(Shared {
         timing: timing.clone(),
         limiter: Limiter::new(timing.max_rate),
         window: Arc::new(Semaphore::new(window)),
-        events: events.clone(),
-        stats: stats.clone(),
-        t0,
+        found,
+        stats,
         report_closed,
         reported: Mutex::new(HashSet::new()),
     });

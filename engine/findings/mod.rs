@@ -1,48 +1,111 @@
 //! The events every stage emits, and their NDJSON shape.
 //!
 //! In: nothing; this module only defines types. Out: [`Event`], serialised
-//! with serde as one JSON object a line, tagged by `"type"`. What always
-//! holds: field names and values follow the schema in DESIGN.md, optional
-//! fields are left out rather than written as `null`, and a scan's stream
-//! opens with one `scan_start` and closes with one `scan_end`.
+//! with serde as one JSON object a line, tagged by `"type"`, and read back
+//! the same way. What always holds: field names and values follow the
+//! schema in DESIGN.md, optional fields are left out rather than written as
+//! `null`, every event names its scan, and a scan's stream opens with one
+//! `scan_start` and closes with one `scan_end`. [`Service`] is the one type
+//! for what detection found on a port: service detection makes it, plugins
+//! read it, outputs and stores write it.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+pub use crate::targets::ports::Proto;
+
+/// The id every event of one scan carries (cheap to clone).
+pub type ScanId = Arc<str>;
 
 /// One thing that happened during a scan.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     ScanStart(ScanStart),
     Port(PortEvent),
-    Service(Box<ServiceEvent>),
+    Service(Box<Service>),
     Finding(Box<FindingEvent>),
     Log(LogEvent),
     Error(ErrorEvent),
     ScanEnd(ScanEnd),
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+impl Event {
+    /// The scan this event belongs to.
+    pub fn scan_id(&self) -> &ScanId {
+        match self {
+            Event::ScanStart(e) => &e.scan_id,
+            Event::Port(e) => &e.scan_id,
+            Event::Service(e) => &e.scan_id,
+            Event::Finding(e) => &e.scan_id,
+            Event::Log(e) => &e.scan_id,
+            Event::Error(e) => &e.scan_id,
+            Event::ScanEnd(e) => &e.scan_id,
+        }
+    }
+
+    /// Moves the event to another scan (a stored scan read back, a merge).
+    pub fn set_scan_id(&mut self, id: ScanId) {
+        let slot = match self {
+            Event::ScanStart(e) => &mut e.scan_id,
+            Event::Port(e) => &mut e.scan_id,
+            Event::Service(e) => &mut e.scan_id,
+            Event::Finding(e) => &mut e.scan_id,
+            Event::Log(e) => &mut e.scan_id,
+            Event::Error(e) => &mut e.scan_id,
+            Event::ScanEnd(e) => &mut e.scan_id,
+        };
+        *slot = id;
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScanStart {
-    pub scan_id: String,
+    pub scan_id: ScanId,
     /// RFC 3339, UTC.
     pub started: String,
     pub args: Vec<String>,
     pub scan_type: ScanType,
+    /// Written as a string: a 64-bit number is not exact in JSON readers
+    /// that use doubles (jq, JavaScript).
+    #[serde(with = "u64_text")]
     pub seed: u64,
     /// `(address, port)` pairs this scan (or shard) will probe.
     pub probes_planned: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// A u64 as a JSON string (a number is still accepted when read).
+mod u64_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            Text(String),
+            Number(u64),
+        }
+        match Either::deserialize(d)? {
+            Either::Number(n) => Ok(n),
+            Either::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScanType {
     Connect,
     Syn,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PortState {
     Open,
@@ -50,22 +113,84 @@ pub enum PortState {
     Filtered,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+impl PortState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortState::Open => "open",
+            PortState::Closed => "closed",
+            PortState::Filtered => "filtered",
+        }
+    }
+}
+
+/// Why a port has its state, in nmap's words (`--reason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Reason {
+    SynAck,
+    Reset,
+    ConnRefused,
+    NoResponse,
+    /// A reason this version does not know (read from a newer file).
+    #[serde(other)]
+    Unknown,
+}
+
+impl Reason {
+    /// nmap's word for it; a word this version does not know is `Unknown`.
+    pub fn parse(s: &str) -> Reason {
+        [Reason::SynAck, Reason::Reset, Reason::ConnRefused, Reason::NoResponse]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .unwrap_or(Reason::Unknown)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::SynAck => "syn-ack",
+            Reason::Reset => "reset",
+            Reason::ConnRefused => "conn-refused",
+            Reason::NoResponse => "no-response",
+            Reason::Unknown => "unknown",
+        }
+    }
+}
+
+macro_rules! display_as_str {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl From<$t> for String {
+            fn from(v: $t) -> String {
+                v.as_str().to_string()
+            }
+        }
+    )*};
+}
+display_as_str!(Reason, Severity, PortState, ErrorKind, Tunnel, Proto);
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PortEvent {
+    pub scan_id: ScanId,
     pub ip: IpAddr,
     pub port: u16,
-    pub proto: &'static str,
+    pub proto: Proto,
     pub state: PortState,
-    /// Why the state was decided, in nmap's words (`syn-ack`, `conn-refused`, `no-response`).
-    pub reason: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Why the state was decided.
+    pub reason: Reason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<u8>,
     /// Seconds since the scan started.
     pub t: f64,
 }
 
 /// How a service was identified, as nmap's XML `method` says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServiceMethod {
     /// A match rule matched a response.
@@ -76,52 +201,157 @@ pub enum ServiceMethod {
     Table,
 }
 
-/// What runs on an open port.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ServiceEvent {
-    pub ip: IpAddr,
-    pub port: u16,
-    pub proto: &'static str,
+/// The tunnel a service was found in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tunnel {
+    Ssl,
+}
+
+impl Tunnel {
+    pub fn as_str(self) -> &'static str {
+        "ssl"
+    }
+}
+
+/// What a service says about itself: what a match rule gives (with `$1`
+/// templates in a rule, filled in in a result), and the heart of a
+/// [`Service`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
     /// nmap's service name (`http`, `ssh`, ...); `unknown` when nothing matched.
     pub service: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpe: Vec<String>,
+}
+
+/// What runs on an open port: what service detection found, or (without
+/// detection) what the port number suggests. The `service` event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    pub scan_id: ScanId,
+    pub ip: IpAddr,
+    pub port: u16,
+    pub proto: Proto,
+    #[serde(flatten)]
+    pub id: Identity,
     pub method: ServiceMethod,
     /// `ssl` when the service was found inside TLS.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tunnel: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub product: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub info: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub os: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cpe: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<Tunnel>,
     /// The probe whose response identified it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<String>,
-    /// What the service sent unprompted (its banner); non-printable bytes as `\xHH`.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub banner: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// What the service sent unprompted (its banner), raw; written with
+    /// non-printable bytes as `\xHH`.
+    #[serde(default, with = "banner_text", skip_serializing_if = "Vec::is_empty")]
+    pub banner: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<Box<TlsInfo>>,
     /// Seconds since the scan started.
     pub t: f64,
 }
 
+impl Service {
+    /// A port known only by its number: the port table's service, or
+    /// `unknown`.
+    pub fn bare(scan_id: ScanId, ip: IpAddr, port: u16, proto: Proto) -> Service {
+        let service = crate::targets::ports::service_name(port, proto.as_str()).unwrap_or("unknown");
+        Service {
+            scan_id,
+            ip,
+            port,
+            proto,
+            id: Identity { service: service.to_string(), ..Identity::default() },
+            method: ServiceMethod::Table,
+            tunnel: None,
+            probe: None,
+            banner: Vec::new(),
+            tls: None,
+            t: 0.0,
+        }
+    }
+
+    /// The service name, unless nothing at all is known (`unknown`).
+    pub fn known_service(&self) -> Option<&str> {
+        (self.id.service != "unknown").then_some(self.id.service.as_str())
+    }
+}
+
+/// Banners as text: printable ASCII kept, `\` and every other byte as `\xHH`.
+pub mod banner_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn to_text(bytes: &[u8]) -> String {
+        let mut s = String::with_capacity(bytes.len());
+        for &b in bytes {
+            match b {
+                b'\\' => s.push_str("\\\\"),
+                b'\r' => s.push_str("\\r"),
+                b'\n' => s.push_str("\\n"),
+                b'\t' => s.push_str("\\t"),
+                0x20..=0x7e => s.push(b as char),
+                _ => s.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        s
+    }
+
+    /// The inverse of [`to_text`]; other text is taken as it is.
+    pub fn from_text(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\' && i + 1 < b.len() {
+                let hex = |h: &[u8]| std::str::from_utf8(h).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match b[i + 1] {
+                    b'\\' => (out.push(b'\\'), i += 2),
+                    b'r' => (out.push(b'\r'), i += 2),
+                    b'n' => (out.push(b'\n'), i += 2),
+                    b't' => (out.push(b'\t'), i += 2),
+                    b'x' if i + 4 <= b.len() && hex(&b[i + 2..i + 4]).is_some() => {
+                        (out.push(hex(&b[i + 2..i + 4]).unwrap_or(0)), i += 4)
+                    }
+                    _ => (out.push(b'\\'), i += 1),
+                };
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&to_text(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        Ok(from_text(&String::deserialize(d)?))
+    }
+}
+
 /// A TLS session: what was negotiated and the whole certificate chain.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TlsInfo {
     /// `TLSv1.3`, `TLSv1.2`.
     pub version: String,
     /// IANA name of the cipher suite.
     pub cipher: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpn: Option<String>,
     /// Leaf first, as the server sent it.
     pub chain: Vec<CertSummary>,
@@ -131,11 +361,11 @@ pub struct TlsInfo {
 }
 
 /// One certificate, as x509-parser reads it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CertSummary {
     pub subject: String,
     pub issuer: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub san: Vec<String>,
     /// RFC 3339, UTC.
     pub not_before: String,
@@ -145,35 +375,72 @@ pub struct CertSummary {
     /// `rsa`, `ec`, `ed25519`, `dsa` or the algorithm's name.
     pub key_type: String,
     pub key_bits: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub curve: Option<String>,
     pub signature_algorithm: String,
     pub self_signed: bool,
     pub sha256: String,
     /// Set when the certificate could not be parsed; then only `sha256` is meaningful.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
+/// How much a finding matters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    #[default]
+    Info,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+            Severity::Critical => "critical",
+        }
+    }
+
+    /// `info`, `low`, `medium`, `high` or `critical`.
+    pub fn parse(s: &str) -> Option<Severity> {
+        Some(match s {
+            "info" => Severity::Info,
+            "low" => Severity::Low,
+            "medium" => Severity::Medium,
+            "high" => Severity::High,
+            "critical" => Severity::Critical,
+            _ => return None,
+        })
+    }
+}
+
 /// Something a plugin found on a port.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FindingEvent {
+    pub scan_id: ScanId,
     pub ip: IpAddr,
     pub port: u16,
-    pub proto: &'static str,
+    pub proto: Proto,
     pub plugin: String,
-    /// info, low, medium, high or critical.
-    pub severity: &'static str,
+    pub severity: Severity,
     pub title: String,
-    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
     /// Seconds since the scan started.
     pub t: f64,
 }
 
 /// A line a plugin logged (`ctx:log`, `print`, or a `nil, "why"` return).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LogEvent {
+    pub scan_id: ScanId,
     pub ip: IpAddr,
     pub port: u16,
     pub plugin: String,
@@ -181,7 +448,7 @@ pub struct LogEvent {
 }
 
 /// What class of failure an error event reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -194,21 +461,35 @@ pub enum ErrorKind {
     Plugin,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Budget => "budget",
+            ErrorKind::Sandbox => "sandbox",
+            ErrorKind::Io => "io",
+            ErrorKind::Parse => "parse",
+            ErrorKind::Plugin => "plugin",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorEvent {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scan_id: ScanId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<IpAddr>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<String>,
     pub kind: ErrorKind,
     pub message: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScanEnd {
-    pub scan_id: String,
+    pub scan_id: ScanId,
     /// Seconds from start to end.
     pub elapsed: f64,
     pub probes_sent: u64,
@@ -228,25 +509,29 @@ mod tests {
     #[test]
     fn port_event_matches_the_schema() {
         let ev = Event::Port(PortEvent {
+            scan_id: "5c".into(),
             ip: "198.18.0.2".parse().unwrap(),
             port: 22,
-            proto: "tcp",
+            proto: Proto::Tcp,
             state: PortState::Open,
-            reason: "syn-ack",
+            reason: Reason::SynAck,
             ttl: None,
             t: 0.5,
         });
         let v: serde_json::Value = serde_json::to_value(&ev).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"type":"port","ip":"198.18.0.2","port":22,"proto":"tcp",
+            serde_json::json!({"type":"port","scan_id":"5c","ip":"198.18.0.2","port":22,"proto":"tcp",
                                "state":"open","reason":"syn-ack","t":0.5})
         );
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, ev);
     }
 
     #[test]
     fn error_event_leaves_out_what_it_does_not_know() {
         let ev = Event::Error(ErrorEvent {
+            scan_id: "5c".into(),
             ip: Some("2001:2::2".parse().unwrap()),
             port: None,
             plugin: None,
@@ -254,6 +539,42 @@ mod tests {
             message: "no route to host".into(),
         });
         let v: serde_json::Value = serde_json::to_value(&ev).unwrap();
-        assert_eq!(v, serde_json::json!({"type":"error","ip":"2001:2::2","kind":"io","message":"no route to host"}));
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"error","scan_id":"5c","ip":"2001:2::2","kind":"io","message":"no route to host"})
+        );
+    }
+
+    #[test]
+    fn events_read_back_as_written() {
+        let mut svc = Service::bare("5c".into(), "198.18.0.2".parse().unwrap(), 443, Proto::Tcp);
+        svc.id.product = Some("nginx".into());
+        svc.id.cpe = vec!["cpe:/a:igor_sysoev:nginx".into()];
+        svc.tunnel = Some(Tunnel::Ssl);
+        svc.banner = b"SSH-2.0-x\r\n\x00\xff\\ ok".to_vec();
+        svc.tls = Some(Box::new(TlsInfo { version: "TLSv1.3".into(), ..TlsInfo::default() }));
+        let start = ScanStart {
+            scan_id: "5c".into(),
+            started: "2026-11-23T19:02:03.000Z".into(),
+            args: vec!["moonscan".into()],
+            scan_type: ScanType::Syn,
+            seed: u64::MAX - 1,
+            probes_planned: 1,
+        };
+        for ev in [Event::Service(Box::new(svc)), Event::ScanStart(start)] {
+            let line = serde_json::to_string(&ev).unwrap();
+            assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), ev, "{line}");
+        }
+        let line = serde_json::to_string(&Event::ScanStart(ScanStart {
+            scan_id: "5c".into(),
+            started: String::new(),
+            args: vec![],
+            scan_type: ScanType::Connect,
+            seed: u64::MAX,
+            probes_planned: 0,
+        }))
+        .unwrap();
+        assert!(line.contains(r#""seed":"18446744073709551615""#), "{line}");
+        assert_eq!(banner_text::from_text(&banner_text::to_text(b"a\\x41\x00")), b"a\\x41\x00");
     }
 }

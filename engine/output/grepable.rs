@@ -95,7 +95,7 @@ Host: 198.18.0.10 ()\tPorts: 8080/open/tcp//http-proxy?///
     #[test]
     fn slashes_and_line_breaks_cannot_break_the_fields() {
         let mut svc = service("198.18.0.2", 7005, "x/y", Some("Prod/uct\nline"), Some("1/2\t3"));
-        svc.info = Some("a/b".into());
+        svc.id.info = Some("a/b".into());
         let evs = vec![
             start("moonscan -sV -p 7005 198.18.0.2", 1),
             port("198.18.0.2", 7005, PortState::Open, 0.0),

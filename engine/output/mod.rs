@@ -112,11 +112,12 @@ mod tests {
 
     fn port(p: u16) -> Event {
         Event::Port(PortEvent {
+            scan_id: "s".into(),
             ip: "127.0.0.1".parse().unwrap(),
             port: p,
-            proto: "tcp",
+            proto: crate::findings::Proto::Tcp,
             state: PortState::Open,
-            reason: "syn-ack",
+            reason: crate::findings::Reason::SynAck,
             ttl: None,
             t: 0.0,
         })

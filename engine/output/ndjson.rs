@@ -59,8 +59,13 @@ mod tests {
     fn terminal_controls_left_raw_by_json_are_escaped() {
         let mut sink = Ndjson::new(Vec::new());
         let message = "\u{1b}[2J \u{9b}31m \u{202e}x \u{7f} é".to_string();
-        let ev =
-            Event::Log(LogEvent { ip: [127, 0, 0, 1].into(), port: 1, plugin: "p".into(), message: message.clone() });
+        let ev = Event::Log(LogEvent {
+            scan_id: "s".into(),
+            ip: [127, 0, 0, 1].into(),
+            port: 1,
+            plugin: "p".into(),
+            message: message.clone(),
+        });
         sink.record(&ev).unwrap();
         sink.flush().unwrap();
         let text = String::from_utf8(sink.out.into_inner().unwrap()).unwrap();

@@ -87,7 +87,7 @@ fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: b
         if reasons {
             cells.push(match p.ttl {
                 Some(ttl) => format!("{} ttl {ttl}", p.reason),
-                None => p.reason.into(),
+                None => p.reason.to_string(),
             });
         }
         if version_scan {
@@ -175,10 +175,10 @@ fn service_info(host: &HostRec) -> Option<String> {
     }
     for p in host.ports.iter().filter(|p| p.state == PortState::Open) {
         let Some(s) = &p.service else { continue };
-        add(&mut hosts, s.hostname.as_deref(), true);
-        add(&mut oses, s.os.as_deref(), false);
-        add(&mut devices, s.device.as_deref(), false);
-        for c in s.cpe.iter().filter(|c| !c.starts_with("cpe:/a")) {
+        add(&mut hosts, s.id.hostname.as_deref(), true);
+        add(&mut oses, s.id.os.as_deref(), false);
+        add(&mut devices, s.id.device.as_deref(), false);
+        for c in s.id.cpe.iter().filter(|c| !c.starts_with("cpe:/a")) {
             add(&mut cpes, Some(c), false);
         }
     }

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::Sink;
-use crate::findings::{Event, PortState, ScanEnd, ScanStart, ServiceEvent, ServiceMethod};
+use crate::findings::{Event, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity};
 
 /// How one format writes the remembered scan.
 pub trait Layout {
@@ -88,7 +88,7 @@ pub struct Collected {
     up: usize,
     pub end: Option<ScanEnd>,
     pub services_seen: bool,
-    names: HashMap<(u16, &'static str), Option<&'static str>>,
+    names: HashMap<(u16, Proto), Option<&'static str>>,
 }
 
 /// One host: its address and its ports in order.
@@ -99,15 +99,15 @@ pub struct HostRec<'a> {
 
 /// What is known about one port.
 pub struct PortRec {
-    pub proto: &'static str,
+    pub proto: Proto,
     pub port: u16,
     pub state: PortState,
     pub ttl: Option<u8>,
-    pub reason: &'static str,
+    pub reason: Reason,
     /// Seconds since the scan's start of the first and the last event about it.
     first_t: f32,
     last_t: f32,
-    pub service: Option<Box<ServiceEvent>>,
+    pub service: Option<Box<Service>>,
     /// The port's usual service, from the port table.
     pub table_name: Option<&'static str>,
     /// Findings by plugin id (in id order), each plugin's in arrival order.
@@ -116,7 +116,7 @@ pub struct PortRec {
 
 pub struct Finding {
     pub title: String,
-    pub severity: &'static str,
+    pub severity: Severity,
     pub data: Value,
 }
 
@@ -173,13 +173,14 @@ impl Collected {
 
     /// The record of a port, made on first sight (a service or finding
     /// without a port event can only be about an open port).
-    fn port(&mut self, ip: IpAddr, proto: &'static str, port: u16, t: f64) -> &mut PortRec {
-        let table_name =
-            *self.names.entry((port, proto)).or_insert_with(|| crate::targets::ports::service_name(port, proto));
+    fn port(&mut self, ip: IpAddr, proto: Proto, port: u16, t: f64) -> &mut PortRec {
+        let table_name = *self
+            .names
+            .entry((port, proto))
+            .or_insert_with(|| crate::targets::ports::service_name(port, proto.as_str()));
         let rank = match proto {
-            "tcp" => 0,
-            "udp" => 1,
-            _ => 2,
+            Proto::Tcp => 0,
+            Proto::Udp => 1,
         };
         if !self.ports.contains_key(&(ip, rank, port))
             && self.ports.range((ip, 0, 0)..=(ip, u8::MAX, u16::MAX)).next().is_none()
@@ -192,7 +193,7 @@ impl Collected {
             port,
             state: PortState::Open,
             ttl: None,
-            reason: "syn-ack",
+            reason: Reason::SynAck,
             first_t: t,
             last_t: t,
             service: None,
@@ -308,7 +309,7 @@ impl HostRec<'_> {
     /// Why the host counts as up: its first reported port's reason and TTL.
     pub fn status_reason(&self) -> (&'static str, u8) {
         let p = self.ports.iter().find(|p| p.state != PortState::Filtered).or_else(|| self.ports.first());
-        p.map_or(("user-set", 0), |p| (p.reason, p.ttl.unwrap_or(0)))
+        p.map_or(("user-set", 0), |p| (p.reason.as_str(), p.ttl.unwrap_or(0)))
     }
 
     /// Seconds since the scan's start of the first and the last event about it.
@@ -333,7 +334,7 @@ impl PortRec {
     /// table names it, `unknown` when nothing does.
     pub fn service_column(&self, version_scan: bool) -> String {
         let (tunnel, name, confident) = match &self.service {
-            Some(s) => (s.tunnel.is_some(), Some(s.service.as_str()), method_conf(s.method).1 > 5),
+            Some(s) => (s.tunnel.is_some(), Some(s.id.service.as_str()), method_conf(s.method).1 > 5),
             None => (false, self.table_name, false),
         };
         let prefix = if tunnel { "ssl/" } else { "" };
@@ -349,20 +350,21 @@ impl PortRec {
     /// Whether nmap would name the service at all (grepable output leaves
     /// the field empty otherwise).
     pub fn has_service_name(&self) -> bool {
-        self.service.as_ref().is_some_and(|s| !s.service.is_empty() || s.tunnel.is_some()) || self.table_name.is_some()
+        self.service.as_ref().is_some_and(|s| !s.id.service.is_empty() || s.tunnel.is_some())
+            || self.table_name.is_some()
     }
 
     /// nmap's VERSION column: `product version (extrainfo)`.
     pub fn full_version(&self) -> String {
         let Some(s) = &self.service else { return String::new() };
         let mut out = String::new();
-        for v in [&s.product, &s.version].into_iter().flatten() {
+        for v in [&s.id.product, &s.id.version].into_iter().flatten() {
             if !out.is_empty() {
                 out.push(' ');
             }
             out.push_str(v);
         }
-        if let Some(info) = &s.info {
+        if let Some(info) = &s.id.info {
             if !out.is_empty() {
                 out.push(' ');
             }
@@ -506,42 +508,35 @@ pub(super) mod sample {
 
     pub fn port(addr: &str, port: u16, state: PortState, t: f64) -> Event {
         let reason = match state {
-            PortState::Open => "syn-ack",
-            PortState::Closed => "reset",
-            PortState::Filtered => "no-response",
+            PortState::Open => Reason::SynAck,
+            PortState::Closed => Reason::Reset,
+            PortState::Filtered => Reason::NoResponse,
         };
-        Event::Port(PortEvent { ip: ip(addr), port, proto: "tcp", state, reason, ttl: Some(64), t })
+        let scan_id = "0123456789abcdef".into();
+        Event::Port(PortEvent { scan_id, ip: ip(addr), port, proto: Proto::Tcp, state, reason, ttl: Some(64), t })
     }
 
-    pub fn service(addr: &str, port: u16, name: &str, product: Option<&str>, version: Option<&str>) -> ServiceEvent {
-        ServiceEvent {
-            ip: ip(addr),
-            port,
-            proto: "tcp",
+    pub fn service(addr: &str, port: u16, name: &str, product: Option<&str>, version: Option<&str>) -> Service {
+        let mut s = Service::bare("0123456789abcdef".into(), ip(addr), port, Proto::Tcp);
+        s.id = Identity {
             service: name.into(),
-            method: ServiceMethod::Probed,
-            tunnel: None,
             product: product.map(String::from),
             version: version.map(String::from),
-            info: None,
-            os: None,
-            hostname: None,
-            device: None,
-            cpe: vec![],
-            probe: None,
-            banner: String::new(),
-            tls: None,
-            t: 0.5,
-        }
+            ..Identity::default()
+        };
+        s.method = ServiceMethod::Probed;
+        s.t = 0.5;
+        s
     }
 
     pub fn finding(addr: &str, port: u16, plugin: &str, title: &str, data: serde_json::Value) -> Event {
         Event::Finding(Box::new(FindingEvent {
+            scan_id: "0123456789abcdef".into(),
             ip: ip(addr),
             port,
-            proto: "tcp",
+            proto: Proto::Tcp,
             plugin: plugin.into(),
-            severity: "info",
+            severity: Severity::Info,
             title: title.into(),
             data,
             t: 0.75,
@@ -555,11 +550,11 @@ pub(super) mod sample {
     /// Two hosts, out of order, with services, scripts and a closed port.
     pub fn scan() -> Vec<Event> {
         let mut ssh = service("198.18.0.2", 22, "ssh", Some("OpenSSH"), Some("9.2p1 Debian 2+deb12u10"));
-        ssh.info = Some("protocol 2.0".into());
-        ssh.os = Some("Linux".into());
-        ssh.cpe = vec!["cpe:/a:openbsd:openssh:9.2p1".into(), "cpe:/o:linux:linux_kernel".into()];
+        ssh.id.info = Some("protocol 2.0".into());
+        ssh.id.os = Some("Linux".into());
+        ssh.id.cpe = vec!["cpe:/a:openbsd:openssh:9.2p1".into(), "cpe:/o:linux:linux_kernel".into()];
         let mut https = service("198.18.0.2", 443, "http", Some("nginx"), Some("1.22.1"));
-        https.tunnel = Some("ssl");
+        https.tunnel = Some(Tunnel::Ssl);
         let mut odd = service("198.18.0.10", 8080, "http-proxy", None, None);
         odd.method = ServiceMethod::Table;
         vec![

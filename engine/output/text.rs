@@ -62,15 +62,15 @@ impl<W: Write + Send> Sink for Text<W> {
             Event::Service(s) => {
                 let tunnel = if s.tunnel.is_some() { "ssl/" } else { "" };
                 let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
-                write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, screen(&s.service))?;
-                let words: Vec<&str> = [&s.product, &s.version].iter().filter_map(|f| f.as_deref()).collect();
+                write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, screen(&s.id.service))?;
+                let words: Vec<&str> = [&s.id.product, &s.id.version].iter().filter_map(|f| f.as_deref()).collect();
                 if !words.is_empty() {
                     write!(o, " {}", screen(&words.join(" ")))?;
                 }
-                if let Some(info) = &s.info {
+                if let Some(info) = &s.id.info {
                     write!(o, " ({})", screen(info))?;
                 }
-                for (label, v) in [("Host", &s.hostname), ("OS", &s.os), ("Device", &s.device)] {
+                for (label, v) in [("Host", &s.id.hostname), ("OS", &s.id.os), ("Device", &s.id.device)] {
                     if let Some(v) = v {
                         write!(o, "; {label}: {}", screen(v))?;
                     }

@@ -149,19 +149,19 @@ fn port_xml(doc: &mut String, p: &PortRec) {
         p.proto,
         p.port,
         p.state_str(),
-        esc(p.reason),
+        esc(p.reason.as_str()),
         p.ttl.unwrap_or(0)
     );
     match &p.service {
         Some(s) => {
-            let _ = write!(doc, "<service name=\"{}\"", esc(&s.service));
+            let _ = write!(doc, "<service name=\"{}\"", esc(&s.id.service));
             for (attr, v) in [
-                ("product", &s.product),
-                ("version", &s.version),
-                ("extrainfo", &s.info),
-                ("hostname", &s.hostname),
-                ("ostype", &s.os),
-                ("devicetype", &s.device),
+                ("product", &s.id.product),
+                ("version", &s.id.version),
+                ("extrainfo", &s.id.info),
+                ("hostname", &s.id.hostname),
+                ("ostype", &s.id.os),
+                ("devicetype", &s.id.device),
             ] {
                 if let Some(v) = v {
                     let _ = write!(doc, " {attr}=\"{}\"", esc(v));
@@ -172,11 +172,11 @@ fn port_xml(doc: &mut String, p: &PortRec) {
             }
             let (method, conf) = method_conf(s.method);
             let _ = write!(doc, " method=\"{method}\" conf=\"{conf}\"");
-            if s.cpe.is_empty() {
+            if s.id.cpe.is_empty() {
                 doc.push_str("/>");
             } else {
                 doc.push('>');
-                for c in &s.cpe {
+                for c in &s.id.cpe {
                     let _ = write!(doc, "<cpe>{}</cpe>", esc(c));
                 }
                 doc.push_str("</service>");
@@ -193,7 +193,7 @@ fn port_xml(doc: &mut String, p: &PortRec) {
         for f in findings {
             doc.push_str("<table>\n");
             let _ = writeln!(doc, "<elem key=\"title\">{}</elem>", esc(&f.title));
-            let _ = writeln!(doc, "<elem key=\"severity\">{}</elem>", esc(f.severity));
+            let _ = writeln!(doc, "<elem key=\"severity\">{}</elem>", esc(f.severity.as_str()));
             value_xml(doc, Some("data"), &f.data, 0);
             doc.push_str("</table>\n");
         }
@@ -439,7 +439,7 @@ mod tests {
     fn hostile_strings_stay_well_formed() {
         let nasty = "a&b <c> \"d\" 'e'\nline2\r\ttab \u{0}\u{1b}\u{7}\u{fffe} ]]> -- end-";
         let mut svc = service("198.18.0.2", 80, nasty, Some(nasty), Some(nasty));
-        svc.cpe = vec![nasty.into()];
+        svc.id.cpe = vec![nasty.into()];
         let mut data = serde_json::Map::new();
         data.insert(nasty.into(), nasty.into());
         data.insert("list".into(), serde_json::json!([nasty]));

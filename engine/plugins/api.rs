@@ -17,7 +17,7 @@ use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 use super::host::{charge_output, with_run, Budgets, Current, Finding, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
 use super::value::{from_json, unknown_keys, ConvertError};
-use crate::findings::TlsInfo;
+use crate::findings::{Severity, TlsInfo};
 
 /// Most findings and log lines one run may report.
 const MAX_FINDINGS: usize = 64;
@@ -110,16 +110,12 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         lua.create_function(move |_, (_ctx, spec): (Value, Table)| {
             known_keys(&spec, &["severity", "title", "data"], "ctx:finding")?;
             let severity = match spec.raw_get::<Option<String>>("severity")?.as_deref() {
-                None | Some("info") => "info",
-                Some("low") => "low",
-                Some("medium") => "medium",
-                Some("high") => "high",
-                Some("critical") => "critical",
-                Some(other) => {
-                    return Err(mlua::Error::runtime(format!(
-                        "ctx:finding: severity {other:?} is not info, low, medium, high or critical"
-                    )))
-                }
+                None => Severity::Info,
+                Some(s) => Severity::parse(s).ok_or_else(|| {
+                    mlua::Error::runtime(format!(
+                        "ctx:finding: severity {s:?} is not info, low, medium, high or critical"
+                    ))
+                })?,
             };
             let title = spec
                 .raw_get::<Option<String>>("title")?
@@ -538,7 +534,7 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
     let mut headers = Vec::new();
     let mut body = Vec::new();
     let mut max = MAX_HTTP;
-    let mut tls = info.tunnel;
+    let mut tls = info.tunnel.is_some();
     if let Some(o) = opts {
         let keys = ["host", "port", "tls", "timeout", "headers", "body", "max"];
         req = ConnectRequest::from_lua_keys(Some(o), &keys, "ctx.http")?;

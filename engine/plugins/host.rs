@@ -18,7 +18,6 @@
 //!   `coroutine.resume` re-raise it, so a plugin cannot swallow the stop.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,7 +30,7 @@ use super::api::{ctx_methods, hash_module, log_line, regex_module, tls_table, Ho
 use super::net::{Guard, SharedSocket};
 use super::value::{to_json, unknown_keys, ConvertError};
 use super::Plugin;
-use crate::findings::{ErrorKind, TlsInfo};
+use crate::findings::{ErrorKind, Service, Severity};
 
 /// Limits for each plugin run (memory: for each VM).
 #[derive(Clone, Debug)]
@@ -198,41 +197,10 @@ fn budget_error(t: Trip) -> mlua::Error {
     mlua::Error::runtime(format!("{BUDGET_PREFIX} ({t:?})"))
 }
 
-/// What a plugin knows about the port it runs on.
-#[derive(Clone, Debug)]
-pub struct PortInfo {
-    pub ip: IpAddr,
-    pub port: u16,
-    pub service: Option<String>,
-    pub product: Option<String>,
-    pub version: Option<String>,
-    /// The service was found inside TLS.
-    pub tunnel: bool,
-    /// What the service sent first (raw bytes).
-    pub banner: Vec<u8>,
-    pub tls: Option<TlsInfo>,
-}
-
-impl PortInfo {
-    /// A port known only by its number (no service detection).
-    pub fn bare(ip: IpAddr, port: u16) -> PortInfo {
-        PortInfo {
-            ip,
-            port,
-            service: crate::targets::ports::service_name(port, "tcp").map(str::to_string),
-            product: None,
-            version: None,
-            tunnel: false,
-            banner: Vec::new(),
-            tls: None,
-        }
-    }
-}
-
 /// One finding a run reported.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Finding {
-    pub severity: &'static str,
+    pub severity: Severity,
     pub title: String,
     pub data: Json,
 }
@@ -250,7 +218,7 @@ pub struct RunOutput {
 
 /// The run in progress, seen by the host functions.
 pub(super) struct RunCtx {
-    pub(super) info: Arc<PortInfo>,
+    pub(super) info: Arc<Service>,
     pub(super) sockets: u32,
     pub(super) read: u64,
     /// Bytes of findings this run may still report.
@@ -651,9 +619,9 @@ impl Vm {
     /// Whether plugin `i` runs on this port: its ports, its services, or its
     /// portrule. A portrule that fails or trips a budget (at most 1 s and
     /// 1,000,000 steps) is an error saying why; the plugin does not run.
-    pub async fn wants(&self, i: usize, info: &PortInfo) -> std::result::Result<bool, (ErrorKind, String)> {
+    pub async fn wants(&self, i: usize, info: &Service) -> std::result::Result<bool, (ErrorKind, String)> {
         let p = &self.plugins[i];
-        if p.ports.contains(&info.port) || info.service.as_ref().is_some_and(|s| p.services.iter().any(|x| x == s)) {
+        if p.ports.contains(&info.port) || info.known_service().is_some_and(|s| p.services.iter().any(|x| x == s)) {
             return Ok(true);
         }
         if !p.portrule {
@@ -681,28 +649,28 @@ impl Vm {
         }
     }
 
-    fn port_table(&self, info: &PortInfo) -> mlua::Result<Table> {
+    fn port_table(&self, info: &Service) -> mlua::Result<Table> {
         let t = self.lua.create_table()?;
         t.raw_set("number", info.port)?;
-        t.raw_set("protocol", "tcp")?;
-        t.raw_set("service", info.service.as_deref())?;
-        t.raw_set("product", info.product.as_deref())?;
-        t.raw_set("version", info.version.as_deref())?;
-        t.raw_set("tunnel", info.tunnel.then_some("ssl"))?;
+        t.raw_set("protocol", info.proto.as_str())?;
+        t.raw_set("service", info.known_service())?;
+        t.raw_set("product", info.id.product.as_deref())?;
+        t.raw_set("version", info.id.version.as_deref())?;
+        t.raw_set("tunnel", info.tunnel.map(|_| "ssl"))?;
         t.raw_set("tls", info.tls.is_some())?;
         Ok(t)
     }
 
-    fn ctx_table(&self, info: &PortInfo) -> mlua::Result<Table> {
+    fn ctx_table(&self, info: &Service) -> mlua::Result<Table> {
         let t = self.lua.create_table()?;
         t.set_metatable(Some(self.ctx_methods.clone()))?;
         t.raw_set("ip", info.ip.to_string())?;
         t.raw_set("port", info.port)?;
-        t.raw_set("protocol", "tcp")?;
-        t.raw_set("service", info.service.as_deref())?;
-        t.raw_set("product", info.product.as_deref())?;
-        t.raw_set("version", info.version.as_deref())?;
-        t.raw_set("tunnel", info.tunnel.then_some("ssl"))?;
+        t.raw_set("protocol", info.proto.as_str())?;
+        t.raw_set("service", info.known_service())?;
+        t.raw_set("product", info.id.product.as_deref())?;
+        t.raw_set("version", info.id.version.as_deref())?;
+        t.raw_set("tunnel", info.tunnel.map(|_| "ssl"))?;
         t.raw_set("banner", self.lua.create_string(&info.banner)?)?;
         if let Some(tls) = &info.tls {
             t.raw_set("tls", tls_table(&self.lua, tls)?)?;
@@ -712,7 +680,7 @@ impl Vm {
     }
 
     /// Runs plugin `i` on a port, within the budgets.
-    pub async fn run(&self, i: usize, info: Arc<PortInfo>) -> RunOutput {
+    pub async fn run(&self, i: usize, info: Arc<Service>) -> RunOutput {
         let p = &self.plugins[i];
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunCtx {
             info: info.clone(),
@@ -798,7 +766,7 @@ fn returned(
         (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => None,
         (Some(v), _) => match charge_output(&v, left, scan, meter) {
             Ok(data) => {
-                out.findings.push(Finding { severity: "info", title: id.to_string(), data });
+                out.findings.push(Finding { severity: Severity::Info, title: id.to_string(), data });
                 None
             }
             Err(ConvertError::TooLarge(_)) => None, // the meter says which budget tripped

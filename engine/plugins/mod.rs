@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub use host::{Budgets, OutputAllowance, PortInfo, RunOutput, Vm};
+pub use host::{Budgets, OutputAllowance, RunOutput, Vm};
 pub use select::Selection;
 
 /// Largest plugin file read.

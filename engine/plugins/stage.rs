@@ -13,15 +13,16 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, Mutex};
 
-use super::host::{Budgets, OutputAllowance, PortInfo, RunOutput, Vm};
+use super::host::{Budgets, OutputAllowance, RunOutput, Vm};
 use super::net::Guard;
 use super::Plugin;
-use crate::discovery::{stop_signal, Stats, Stop};
-use crate::findings::{ErrorEvent, ErrorKind, Event, FindingEvent, LogEvent};
+use crate::discovery::stop_signal;
+use crate::findings::{ErrorKind, Event, FindingEvent, LogEvent, Service};
+use crate::pipeline::Ctx;
 
 /// The plugins of a scan and how they run.
 #[derive(Clone, Debug, Default)]
@@ -38,15 +39,7 @@ pub struct PluginConfig {
 pub const GRACE: Duration = Duration::from_millis(500);
 
 /// Runs the selected plugins on every port that arrives until `ports` closes.
-pub async fn run_stage(
-    cfg: Arc<PluginConfig>,
-    guard: Guard,
-    ports: mpsc::Receiver<PortInfo>,
-    events: mpsc::Sender<Event>,
-    t0: Instant,
-    stats: Arc<Stats>,
-    mut stop: Stop,
-) {
+pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiver<Arc<Service>>, ctx: Ctx) {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(cfg.workers.max(1));
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -57,11 +50,12 @@ pub async fn run_stage(
         Ok(rt) => rt,
         Err(e) => {
             let message = format!("cannot start the plugin threads: {e}");
-            return stage_error(&events, &stats, ErrorKind::Sandbox, message).await;
+            return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
         }
     };
     // The cut: set GRACE after the stop.
     let (cut_handle, cut) = stop_signal();
+    let mut stop = ctx.stop.clone();
     let cutter = tokio::spawn(async move {
         stop.wait().await;
         tokio::time::sleep(GRACE).await;
@@ -73,15 +67,14 @@ pub async fn run_stage(
     let ports = Arc::new(Mutex::new(ports));
     let mut workers = Vec::new();
     for _ in 0..cfg.workers.max(1) {
-        let (cfg, guard, ports, events, stats) =
-            (cfg.clone(), guard.clone(), ports.clone(), events.clone(), stats.clone());
+        let (cfg, guard, ports, ctx) = (cfg.clone(), guard.clone(), ports.clone(), ctx.clone());
         let (cut, skipped, scan_output) = (cut.clone(), skipped.clone(), scan_output.clone());
         workers.push(rt.spawn(async move {
             let mut vm = match Vm::new(&cfg.plugins, &cfg.budgets, guard, &cfg.args, scan_output) {
                 Ok(vm) => vm,
                 Err(e) => {
                     let message = format!("cannot start a plugin VM: {e}");
-                    return stage_error(&events, &stats, ErrorKind::Sandbox, message).await;
+                    return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
                 }
             };
             vm.cut_by(cut.clone());
@@ -93,7 +86,6 @@ pub async fn run_stage(
                     skipped.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let info = Arc::new(info);
                 for i in 0..vm.plugins().len() {
                     if cut.is_set() {
                         break;
@@ -103,13 +95,8 @@ pub async fn run_stage(
                         Ok(true) => vm.run(i, info.clone()).await,
                         Err(error) => RunOutput { error: Some(error), ..RunOutput::default() },
                     };
-                    for ev in to_events(&vm.plugins()[i].name(), &info, out, t0) {
-                        match &ev {
-                            Event::Error(_) => Stats::bump(&stats.errors),
-                            Event::Finding(_) => Stats::bump(&stats.findings),
-                            _ => {}
-                        }
-                        let _ = events.send(ev).await;
+                    for ev in to_events(&vm.plugins()[i].name(), &info, out, &ctx) {
+                        ctx.emit(ev).await;
                     }
                 }
             }
@@ -123,44 +110,31 @@ pub async fn run_stage(
     let n = skipped.load(Ordering::Relaxed);
     if n > 0 {
         let message = format!("plugins did not run on {n} open ports: the scan was interrupted");
-        stage_error(&events, &stats, ErrorKind::Budget, message).await;
+        ctx.emit(ctx.error(None, None, None, ErrorKind::Budget, message)).await;
     }
 }
 
-/// An error of the stage itself (no port, no plugin), counted.
-async fn stage_error(events: &mpsc::Sender<Event>, stats: &Stats, kind: ErrorKind, message: String) {
-    Stats::bump(&stats.errors);
-    let ev = ErrorEvent { ip: None, port: None, plugin: None, kind, message };
-    let _ = events.send(Event::Error(ev)).await;
-}
-
 /// The events of one plugin run.
-pub fn to_events(plugin: &str, info: &PortInfo, out: RunOutput, t0: Instant) -> Vec<Event> {
+pub fn to_events(plugin: &str, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<Event> {
     let mut evs = Vec::new();
     for f in out.findings {
         evs.push(Event::Finding(Box::new(FindingEvent {
+            scan_id: ctx.scan_id.clone(),
             ip: info.ip,
             port: info.port,
-            proto: "tcp",
+            proto: info.proto,
             plugin: plugin.to_string(),
             severity: f.severity,
             title: f.title,
             data: f.data,
-            t: t0.elapsed().as_secs_f64(),
+            t: ctx.t(),
         })));
     }
     for message in out.logs {
-        evs.push(Event::Log(LogEvent { ip: info.ip, port: info.port, plugin: plugin.to_string(), message }));
+        let scan_id = ctx.scan_id.clone();
+        evs.push(Event::Log(LogEvent { scan_id, ip: info.ip, port: info.port, plugin: plugin.to_string(), message }));
     }
-    let error = |kind, message| {
-        Event::Error(ErrorEvent {
-            ip: Some(info.ip),
-            port: Some(info.port),
-            plugin: Some(plugin.to_string()),
-            kind,
-            message,
-        })
-    };
+    let error = |kind, message| ctx.error(Some(info.ip), Some(info.port), Some(plugin.to_string()), kind, message);
     for why in out.refused {
         evs.push(error(ErrorKind::Sandbox, why));
     }

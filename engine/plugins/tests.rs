@@ -6,10 +6,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::host::{Budgets, OutputAllowance, PortInfo, RunOutput, Vm};
+use super::host::{Budgets, OutputAllowance, RunOutput, Vm};
 use super::net::Guard;
 use super::{load_source, Plugin};
-use crate::findings::ErrorKind;
+use crate::findings::{ErrorKind, Proto, Service, Severity};
 
 fn plugin(src: &str) -> Plugin {
     load_source(src.as_bytes(), Path::new("test.lua")).unwrap_or_else(|e| panic!("{e}"))
@@ -25,8 +25,10 @@ fn with_run(body: &str) -> Plugin {
 
 const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
-fn info(port: u16) -> Arc<PortInfo> {
-    Arc::new(PortInfo { banner: b"SSH-2.0-Test\r\n".to_vec(), ..PortInfo::bare(LOCAL, port) })
+fn info(port: u16) -> Arc<Service> {
+    let mut s = Service::bare("t".into(), LOCAL, port, Proto::Tcp);
+    s.banner = b"SSH-2.0-Test\r\n".to_vec();
+    Arc::new(s)
 }
 
 async fn run_with(p: Plugin, budgets: Budgets, guard: Guard, port: u16) -> (RunOutput, Duration) {
@@ -57,7 +59,7 @@ async fn a_plugin_sees_the_port_and_reports_findings() {
     assert_eq!(out.error, None);
     assert_eq!(out.findings.len(), 1);
     let f = &out.findings[0];
-    assert_eq!((f.severity, f.title.as_str()), ("low", "banner"));
+    assert_eq!((f.severity, f.title.as_str()), (Severity::Low, "banner"));
     assert_eq!(f.data, serde_json::json!({ "banner": "SSH-2.0-Test\r\n", "port": 22, "user": "bob" }));
     assert_eq!(out.logs, ["hello 1", "printed"]);
 }

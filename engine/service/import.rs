@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::probes::{FileSpec, ProbeSpec, RuleSpec};
 use super::rules::compile;
+use super::rules::Identity;
 
 /// What a conversion kept and left out.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -158,8 +159,11 @@ fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, String> {
     let m = rest.strip_prefix('m').ok_or("unreadable rule")?;
     let (pattern, rest) = delimited(m).ok_or("unreadable rule")?;
     let flags: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    let mut r =
-        RuleSpec { service: service.to_string(), pattern: pcre_to_rust(pattern, &flags)?, ..RuleSpec::default() };
+    let mut r = RuleSpec {
+        pattern: pcre_to_rust(pattern, &flags)?,
+        id: Identity { service: service.to_string(), ..Identity::default() },
+        ..RuleSpec::default()
+    };
     compile(&r.pattern).map_err(|_| "does not compile as a regex-crate pattern".to_string())?;
     let mut rest = &rest[flags.len()..];
     loop {
@@ -171,13 +175,13 @@ fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, String> {
         let Some((value, after)) = delimited(body) else { break };
         let value = simplify_template(value, approximated);
         match key {
-            "p" => r.product = Some(value),
-            "v" => r.version = Some(value),
-            "i" => r.info = Some(value),
-            "o" => r.os = Some(value),
-            "h" => r.hostname = Some(value),
-            "d" => r.device = Some(value),
-            "cpe" => r.cpe.push(format!("cpe:/{value}")),
+            "p" => r.id.product = Some(value),
+            "v" => r.id.version = Some(value),
+            "i" => r.id.info = Some(value),
+            "o" => r.id.os = Some(value),
+            "h" => r.id.hostname = Some(value),
+            "d" => r.id.device = Some(value),
+            "cpe" => r.id.cpe.push(format!("cpe:/{value}")),
             _ => {}
         }
         // A cpe may end with an `a` flag (application); nothing to keep.
@@ -305,8 +309,8 @@ bogus line here
         assert_eq!(r.unparsed, ["line 20: bogus line here"]);
         let null = &spec.probes[0];
         assert_eq!((null.name.as_str(), null.wait_ms, null.rarity), ("NULL", 6000, 1));
-        assert_eq!(null.matches[0].cpe, ["cpe:/a:openbsd:openssh:$2"]);
-        assert_eq!(null.matches[1].version.as_deref(), Some("$1"));
+        assert_eq!(null.matches[0].id.cpe, ["cpe:/a:openbsd:openssh:$2"]);
+        assert_eq!(null.matches[1].id.version.as_deref(), Some("$1"));
         assert_eq!(null.soft_matches.len(), 1);
         let get = &spec.probes[1];
         assert_eq!(get.payload, r"GET / HTTP/1.0\r\n\r\n\x07");

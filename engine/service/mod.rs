@@ -20,9 +20,7 @@ pub mod probes;
 pub mod rules;
 pub mod tls;
 
-use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokio::sync::{mpsc, Mutex};
 
@@ -30,41 +28,38 @@ pub use detect::{DetectError, DetectOptions, Detection, Detector};
 pub use probes::{Probe, ProbeDb};
 pub use rules::{Identity, Rule};
 
-use crate::discovery::Stats;
-use crate::findings::{ErrorEvent, Event, ServiceEvent, ServiceMethod};
+use crate::findings::{ErrorKind, Event, Service, ServiceMethod, Tunnel};
+use crate::pipeline::{Ctx, OpenPort};
 
 /// Runs detection on every port that arrives on `ports` until it closes,
 /// `parallelism` ports at a time, and sends one `service` event for each
-/// (plus an `error` event when detection stopped short). Ports already found
-/// are detected even after the scan is stopped: an interrupted scan's
-/// resume file no longer holds them.
+/// (plus an `error` event when detection stopped short), and the service to
+/// `next` (the plugins) when there is one. Ports already found are detected
+/// even after the scan is stopped: an interrupted scan's resume file no
+/// longer holds them.
 pub async fn run_stage(
     detector: Detector,
-    ports: mpsc::UnboundedReceiver<(IpAddr, u16)>,
-    events: mpsc::Sender<Event>,
-    plugins: Option<mpsc::Sender<crate::plugins::PortInfo>>,
-    t0: Instant,
-    stats: Arc<Stats>,
+    ports: mpsc::Receiver<OpenPort>,
+    next: Option<mpsc::Sender<Arc<Service>>>,
+    ctx: Ctx,
 ) {
     let ports = Arc::new(Mutex::new(ports));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..detector.options().parallelism.max(1) {
-        let (det, ports, events, stats, plugins) =
-            (detector.clone(), ports.clone(), events.clone(), stats.clone(), plugins.clone());
+        let (det, ports, next, ctx) = (detector.clone(), ports.clone(), next.clone(), ctx.clone());
         workers.spawn(async move {
             loop {
-                let next = ports.lock().await.recv().await;
-                let Some((ip, port)) = next else { break };
-                let d = det.detect(ip, port).await;
-                let info = plugins.as_ref().map(|_| port_info(ip, port, &d));
-                for ev in to_events(ip, port, d, t0) {
-                    if matches!(ev, Event::Error(_)) {
-                        Stats::bump(&stats.errors);
-                    }
-                    let _ = events.send(ev).await;
+                let next_port = ports.lock().await.recv().await;
+                let Some(open) = next_port else { break };
+                let d = det.detect(open.ip, open.port).await;
+                let (error, service) = to_service(&ctx, open, d);
+                if let Some(e) = error {
+                    ctx.emit(e).await;
                 }
-                if let (Some(tx), Some(info)) = (&plugins, info) {
-                    let _ = tx.send(info).await;
+                let service = Arc::new(service);
+                ctx.emit(Event::Service(Box::new((*service).clone()))).await;
+                if let Some(tx) = &next {
+                    let _ = tx.send(service).await;
                 }
             }
         });
@@ -72,55 +67,25 @@ pub async fn run_stage(
     while workers.join_next().await.is_some() {}
 }
 
-/// What plugins are told about a port detection has looked at.
-pub fn port_info(ip: IpAddr, port: u16, d: &Detection) -> crate::plugins::PortInfo {
-    let mut info = crate::plugins::PortInfo::bare(ip, port);
-    if let Some(id) = &d.identity {
-        info.service = Some(id.service.clone());
-        info.product = id.product.clone();
-        info.version = id.version.clone();
-    }
-    info.tunnel = d.tunnel || d.tls.is_some();
-    info.banner = d.banner.clone();
-    info.tls = d.tls.clone();
-    info
-}
-
-/// The events one detection gives.
-pub fn to_events(ip: IpAddr, port: u16, d: Detection, t0: Instant) -> Vec<Event> {
-    let mut out = Vec::with_capacity(2);
-    if let Some(e) = &d.error {
+/// What one detection found, and the error event if it stopped short.
+pub fn to_service(ctx: &Ctx, open: OpenPort, d: Detection) -> (Option<Event>, Service) {
+    let error = d.error.as_ref().map(|e| {
         let (kind, message) = match e {
-            DetectError::Timeout(m) => (crate::findings::ErrorKind::Timeout, m.clone()),
-            DetectError::Io(m) => (crate::findings::ErrorKind::Io, m.clone()),
+            DetectError::Timeout(m) => (ErrorKind::Timeout, m.clone()),
+            DetectError::Io(m) => (ErrorKind::Io, m.clone()),
         };
-        out.push(Event::Error(ErrorEvent { ip: Some(ip), port: Some(port), plugin: None, kind, message }));
+        ctx.error(Some(open.ip), Some(open.port), None, kind, message)
+    });
+    let mut s = Service::bare(ctx.scan_id.clone(), open.ip, open.port, open.proto);
+    if let Some(id) = d.identity {
+        s.id = id;
+        s.method = d.method.unwrap_or(ServiceMethod::Probed);
     }
-    let (id, method) = match d.identity {
-        Some(id) => (id, d.method.unwrap_or(ServiceMethod::Probed)),
-        None => {
-            let service = crate::targets::ports::service_name(port, "tcp").unwrap_or("unknown");
-            (Identity { service: service.to_string(), ..Default::default() }, ServiceMethod::Table)
-        }
-    };
-    out.push(Event::Service(Box::new(ServiceEvent {
-        ip,
-        port,
-        proto: "tcp",
-        service: id.service,
-        method,
-        tunnel: d.tunnel.then_some("ssl"),
-        product: id.product,
-        version: id.version,
-        info: id.info,
-        os: id.os,
-        hostname: id.hostname,
-        device: id.device,
-        cpe: id.cpe,
-        probe: d.probe,
-        banner: detect::printable(&d.banner),
-        tls: d.tls.map(Box::new),
-        t: t0.elapsed().as_secs_f64(),
-    })));
-    out
+    // A TLS session means TLS, whatever the service inside turned out to be.
+    s.tunnel = (d.tunnel || d.tls.is_some()).then_some(Tunnel::Ssl);
+    s.probe = d.probe;
+    s.banner = d.banner;
+    s.tls = d.tls.map(Box::new);
+    s.t = ctx.t();
+    (error, s)
 }

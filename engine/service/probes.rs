@@ -85,26 +85,17 @@ pub struct ProbeSpec {
     pub soft_matches: Vec<RuleSpec>,
 }
 
-/// One match rule as written in YAML.
+/// One match rule as written in YAML: a pattern and the [`Identity`] it
+/// gives (service, product, version, info, os, hostname, device, cpe).
 #[derive(Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub struct RuleSpec {
-    pub service: String,
     pub pattern: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub product: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub info: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub os: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cpe: Vec<String>,
+    #[serde(flatten)]
+    pub id: Identity,
+    /// Keys that are neither (refused when the rule is compiled: serde's
+    /// `deny_unknown_fields` does not work with `flatten`).
+    #[serde(flatten, skip_serializing)]
+    pub unknown: std::collections::BTreeMap<String, serde_yaml::Value>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,17 +202,11 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
         list.into_iter()
             .enumerate()
             .map(|(i, r)| {
-                let t = Identity {
-                    service: r.service.clone(),
-                    product: r.product,
-                    version: r.version,
-                    info: r.info,
-                    os: r.os,
-                    hostname: r.hostname,
-                    device: r.device,
-                    cpe: r.cpe,
-                };
-                Rule::new(&r.pattern, t).map_err(|e| at(format!("{kind} {} ({}): {e}", i + 1, r.service)))
+                let name = r.id.service.clone();
+                if let Some(key) = r.unknown.keys().next() {
+                    return Err(at(format!("{kind} {} ({name}): unknown field `{key}`", i + 1)));
+                }
+                Rule::new(&r.pattern, r.id).map_err(|e| at(format!("{kind} {} ({name}): {e}", i + 1)))
             })
             .collect()
     };
@@ -329,6 +314,7 @@ probes:
         for (text, needle) in [
             ("probes: [", "test.yaml"),
             ("probes:\n  - name: X\n    colour: red\n", "unknown field"),
+            ("probes:\n  - name: X\n    matches:\n      - service: s\n        pattern: x\n        colour: red\n", "match 1 (s): unknown field `colour`"),
             ("probes:\n  - name: X\n    rarity: 10\n", "rarity 10"),
             ("probes:\n  - name: X\n    protocol: sctp\n", "not tcp or udp"),
             ("probes:\n  - name: X\n    payload: '\\q'\n", "unknown escape"),

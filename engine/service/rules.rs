@@ -20,19 +20,7 @@ const REGEX_NEST_LIMIT: u32 = 64;
 /// Longest pattern text.
 pub const MAX_PATTERN: usize = 8 * 1024;
 
-/// What a rule says about a service. A rule holds one with templates in its
-/// fields (`$1`, `$P(2)`); a match returns a copy with them filled in.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Identity {
-    pub service: String,
-    pub product: Option<String>,
-    pub version: Option<String>,
-    pub info: Option<String>,
-    pub os: Option<String>,
-    pub hostname: Option<String>,
-    pub device: Option<String>,
-    pub cpe: Vec<String>,
-}
+pub use crate::findings::Identity;
 
 /// A compiled match rule.
 #[derive(Clone, Debug)]

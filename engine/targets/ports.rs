@@ -11,7 +11,8 @@ use crate::error::{Error, ErrorKind, Result};
 /// The port-frequency table: `port/proto name`, most often open first.
 const TABLE: &str = include_str!("top-ports.txt");
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Proto {
     Tcp,
     Udp,
@@ -22,6 +23,15 @@ impl Proto {
         match self {
             Proto::Tcp => "tcp",
             Proto::Udp => "udp",
+        }
+    }
+
+    /// `tcp` or `udp`.
+    pub fn parse(s: &str) -> Option<Proto> {
+        match s {
+            "tcp" => Some(Proto::Tcp),
+            "udp" => Some(Proto::Udp),
+            _ => None,
         }
     }
 }

@@ -18,7 +18,7 @@ use siphasher::sip::SipHasher13;
 
 use super::frame::Reply;
 use crate::discovery::TokenBucket;
-use crate::findings::PortState;
+use crate::findings::{PortState, Reason};
 use crate::targets::addrs::{addr, key};
 use crate::targets::TargetSpace;
 
@@ -77,7 +77,7 @@ pub struct Verdict {
     pub ip: IpAddr,
     pub port: u16,
     pub state: PortState,
-    pub reason: &'static str,
+    pub reason: Reason,
     pub ttl: u8,
 }
 
@@ -207,7 +207,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Takes a reply that passed [`Cookie::accepts`].
     pub fn on_reply(&mut self, r: &Reply) -> Option<Verdict> {
         let k = (key(r.src), r.sport);
-        let (state, reason) = if r.is_syn_ack() { (PortState::Open, "syn-ack") } else { (PortState::Closed, "reset") };
+        let (state, reason) =
+            if r.is_syn_ack() { (PortState::Open, Reason::SynAck) } else { (PortState::Closed, Reason::Reset) };
         let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: r.ttl };
         if self.inflight.remove(&k).is_some() {
             match state {

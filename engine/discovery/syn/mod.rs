@@ -22,15 +22,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
 pub use frame::{Hop, Reply, Template};
 pub use links::{LinkOptions, Links};
 pub use machine::{Cookie, Counts, Machine, Pace, Seen, Verdict};
 
-use super::{Stats, Stop};
-use crate::findings::{Event, PortEvent, PortState};
+use super::Stats;
+use crate::findings::{PortEvent, PortState, Proto};
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
+use crate::pipeline::Found;
 use crate::targets::ScanOrder;
 
 /// Socket buffers: room for a burst of replies while the thread is busy.
@@ -48,16 +47,9 @@ pub struct SynOptions {
     pub workers: usize,
 }
 
-/// Runs the SYN scan of `order`. Returns whether `stop` cut it short.
-pub fn run(
-    order: ScanOrder,
-    links: &Links,
-    opts: SynOptions,
-    t0: Instant,
-    events: &mpsc::Sender<Event>,
-    stats: &Stats,
-    stop: &Stop,
-) -> io::Result<bool> {
+/// Runs the SYN scan of `order`, reporting to `found`. Returns whether the
+/// scan's stop cut it short.
+pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> io::Result<bool> {
     // Slow scans gain nothing from more senders; fast ones split the rate.
     let workers = if opts.pace.max_rate.is_some_and(|r| r < 1000.0) { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16);
@@ -81,7 +73,7 @@ pub fn run(
             .map(|(w, (part, replies))| {
                 let opts = SynOptions { pace, ..opts };
                 let tx = &sock;
-                s.spawn(move || drive(w, part, links, &opts, cookie, tx, &replies, t0, events, stats, stop))
+                s.spawn(move || drive(w, part, links, &opts, cookie, tx, &replies, found))
             })
             .collect();
         let mut result = Ok(false);
@@ -145,10 +137,7 @@ fn drive(
     cookie: Cookie,
     tx: &PacketSocket,
     replies: &std_mpsc::Receiver<Vec<Reply>>,
-    t0: Instant,
-    events: &mpsc::Sender<Event>,
-    stats: &Stats,
-    stop: &Stop,
+    found: &Found,
 ) -> io::Result<bool> {
     // Targets without a usable path are counted as filtered, never sent.
     let unreachable = std::cell::Cell::new(0u64);
@@ -171,16 +160,18 @@ fn drive(
         for r in &batch {
             let Some(v) = m.on_reply(r) else { continue };
             if v.state == PortState::Open || opts.report_closed {
-                let ev = PortEvent {
+                // Waits while the next stage is full: no probe goes out
+                // meanwhile, so a slow stage slows the scan.
+                found.port_blocking(PortEvent {
+                    scan_id: found.ctx.scan_id.clone(),
                     ip: v.ip,
                     port: v.port,
-                    proto: "tcp",
+                    proto: Proto::Tcp,
                     state: v.state,
                     reason: v.reason,
                     ttl: Some(v.ttl),
-                    t: t0.elapsed().as_secs_f64(),
-                };
-                let _ = events.blocking_send(Event::Port(ev));
+                    t: found.ctx.t(),
+                });
             }
         }
     };
@@ -188,7 +179,7 @@ fn drive(
         while let Ok(batch) = replies.try_recv() {
             take(&mut m, batch);
         }
-        if !interrupted && stop.is_set() {
+        if !interrupted && found.ctx.stop.is_set() {
             interrupted = true;
             m.stop();
         }
@@ -203,10 +194,10 @@ fn drive(
                 lens[i] = t.fill(&mut frames[i], &hop, ip, sport, port, seq, seq as u16);
             }
             send_all(tx, &frames[..due.len()], &lens[..due.len()])?;
-            publish(stats, &mut published, m.counts(), unreachable.get());
+            publish(&found.ctx.stats, &mut published, m.counts(), unreachable.get());
             continue;
         }
-        publish(stats, &mut published, m.counts(), unreachable.get());
+        publish(&found.ctx.stats, &mut published, m.counts(), unreachable.get());
         if m.is_done() {
             break;
         }

@@ -225,10 +225,10 @@ impl Sink for Store {
         self.seq += 1;
         match event {
             Event::ScanStart(s) => {
-                self.scan_id = Some(s.scan_id.clone());
+                self.scan_id = Some(s.scan_id.to_string());
                 self.seq = 1;
                 let row = vec![
-                    Val::Text(s.scan_id.clone()),
+                    Val::Text(s.scan_id.to_string()),
                     Val::Text(s.started.clone()),
                     Val::json(&s.args),
                     Val::Text(serde_name(&s.scan_type)),
@@ -260,17 +260,21 @@ impl Sink for Store {
                     Val::Text(s.ip.to_string()),
                     Val::Int(s.port.into()),
                     Val::Text(s.proto.into()),
-                    Val::Text(s.service.clone()),
-                    Val::opt(&s.product),
-                    Val::opt(&s.version),
-                    Val::opt(&s.info),
-                    Val::opt(&s.os),
-                    Val::opt(&s.hostname),
-                    Val::opt(&s.device),
+                    Val::Text(s.id.service.clone()),
+                    Val::opt(&s.id.product),
+                    Val::opt(&s.id.version),
+                    Val::opt(&s.id.info),
+                    Val::opt(&s.id.os),
+                    Val::opt(&s.id.hostname),
+                    Val::opt(&s.id.device),
                     s.tunnel.map_or(Val::Null, |t| Val::Text(t.into())),
                     Val::Text(method_name(s.method).into()),
-                    Val::json(&s.cpe),
-                    if s.banner.is_empty() { Val::Null } else { Val::Text(s.banner.clone()) },
+                    Val::json(&s.id.cpe),
+                    if s.banner.is_empty() {
+                        Val::Null
+                    } else {
+                        Val::Text(crate::findings::banner_text::to_text(&s.banner))
+                    },
                     Val::opt(&s.probe),
                     tls.map_or(Val::Null, |t| Val::Text(t.version.clone())),
                     tls.map_or(Val::Null, |t| Val::Text(t.cipher.clone())),
@@ -343,7 +347,7 @@ impl Sink for Store {
                     Val::int(e.errors),
                     Val::int(e.findings),
                     Val::Bool(e.interrupted),
-                    Val::Text(e.scan_id.clone()),
+                    Val::Text(e.scan_id.to_string()),
                 ]);
             }
         }

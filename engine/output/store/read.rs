@@ -2,14 +2,13 @@
 //! the event schema (for `moonscan db show`, `export`), and the difference
 //! between two scans.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::sync::Mutex;
 
 use super::{connect, display_name, Backend, Cell};
 use crate::findings::{
-    CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, FindingEvent, PortEvent, PortState, ScanEnd, ScanStart,
-    ScanType, ServiceEvent, ServiceMethod, TlsInfo,
+    banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, FindingEvent, Identity, PortEvent,
+    PortState, Proto, Reason, ScanEnd, ScanId, ScanStart, ScanType, Service, ServiceMethod, Severity, TlsInfo, Tunnel,
 };
 use crate::{Error, ErrorKind};
 
@@ -140,8 +139,9 @@ impl Db {
             return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{}: no scan {id}", self.label)));
         };
         let mut h = Row(head.into_iter());
+        let scan_id: ScanId = id.into();
         let start = ScanStart {
-            scan_id: h.text(),
+            scan_id: h.text().into(),
             started: h.text(),
             args: serde_json::from_str(&h.text()).unwrap_or_default(),
             scan_type: if h.text() == "syn" { ScanType::Syn } else { ScanType::Connect },
@@ -150,7 +150,7 @@ impl Db {
         };
         let elapsed = h.real();
         let end = ScanEnd {
-            scan_id: id.to_string(),
+            scan_id: scan_id.clone(),
             elapsed: elapsed.unwrap_or(0.0),
             probes_sent: h.uint(),
             open: h.uint(),
@@ -165,18 +165,19 @@ impl Db {
         let mut body: Vec<(i64, Event)> = Vec::new();
         for r in self.query("SELECT ip, port, proto, state, reason, ttl, t, seq FROM ports WHERE scan_id = ?", &[id])? {
             let mut r = Row(r.into_iter());
-            let (Some(ip), port, proto) = (r.ip(), r.port(), intern(&r.text())) else { continue };
+            let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
             let state = match r.text().as_str() {
                 "open" => PortState::Open,
                 "closed" => PortState::Closed,
                 _ => PortState::Filtered,
             };
             let ev = PortEvent {
+                scan_id: scan_id.clone(),
                 ip,
                 port,
                 proto,
                 state,
-                reason: intern(&r.text()),
+                reason: Reason::parse(&r.text()),
                 ttl: r.int().and_then(|t| u8::try_from(t).ok()),
                 t: r.real().unwrap_or(0.0),
             };
@@ -217,11 +218,9 @@ impl Db {
             &[id],
         )? {
             let mut r = Row(r.into_iter());
-            let (Some(ip), port, proto) = (r.ip(), r.port(), intern(&r.text())) else { continue };
-            let mut ev = ServiceEvent {
-                ip,
-                port,
-                proto,
+            let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
+            let mut ev = Service::bare(scan_id.clone(), ip, port, proto);
+            ev.id = Identity {
                 service: r.text(),
                 product: r.opt(),
                 version: r.opt(),
@@ -229,18 +228,17 @@ impl Db {
                 os: r.opt(),
                 hostname: r.opt(),
                 device: r.opt(),
-                tunnel: r.opt().map(|t| intern(&t)),
-                method: match r.text().as_str() {
-                    "probed" => ServiceMethod::Probed,
-                    "soft" => ServiceMethod::Soft,
-                    _ => ServiceMethod::Table,
-                },
-                cpe: serde_json::from_str(&r.text()).unwrap_or_default(),
-                banner: r.opt().unwrap_or_default(),
-                probe: r.opt(),
-                tls: None,
-                t: 0.0,
+                cpe: Vec::new(),
             };
+            ev.tunnel = r.opt().map(|_| Tunnel::Ssl);
+            ev.method = match r.text().as_str() {
+                "probed" => ServiceMethod::Probed,
+                "soft" => ServiceMethod::Soft,
+                _ => ServiceMethod::Table,
+            };
+            ev.id.cpe = serde_json::from_str(&r.text()).unwrap_or_default();
+            ev.banner = banner_text::from_text(&r.opt().unwrap_or_default());
+            ev.probe = r.opt();
             let (version, cipher, alpn) = (r.opt(), r.opt(), r.opt());
             ev.t = r.real().unwrap_or(0.0);
             let seq = r.int().unwrap_or(0);
@@ -258,13 +256,14 @@ impl Db {
             &[id],
         )? {
             let mut r = Row(r.into_iter());
-            let (Some(ip), port, proto) = (r.ip(), r.port(), intern(&r.text())) else { continue };
+            let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
             let ev = FindingEvent {
+                scan_id: scan_id.clone(),
                 ip,
                 port,
                 proto,
                 plugin: r.text(),
-                severity: intern(&r.text()),
+                severity: Severity::parse(&r.text()).unwrap_or_default(),
                 title: r.text(),
                 data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
                 t: r.real().unwrap_or(0.0),
@@ -275,6 +274,7 @@ impl Db {
         for r in self.query("SELECT ip, port, plugin, kind, message, seq FROM errors WHERE scan_id = ?", &[id])? {
             let mut r = Row(r.into_iter());
             let ev = ErrorEvent {
+                scan_id: scan_id.clone(),
                 ip: r.ip(),
                 port: r.int().and_then(|p| u16::try_from(p).ok()),
                 plugin: r.opt(),
@@ -354,20 +354,6 @@ impl Row {
     }
 }
 
-/// The events keep some strings as `&'static str` (protocol, reason,
-/// severity, tunnel): each distinct stored value is leaked once.
-fn intern(s: &str) -> &'static str {
-    static SEEN: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    let seen = seen.get_or_insert_with(HashSet::new);
-    if let Some(s) = seen.get(s) {
-        return s;
-    }
-    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
-    seen.insert(leaked);
-    leaked
-}
-
 /// A port whose service differs between two scans.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServiceChange {
@@ -405,10 +391,10 @@ impl Diff {
 }
 
 /// `service product version (info)` of a service event.
-fn identity(s: &ServiceEvent) -> String {
-    let mut words = vec![format!("{}{}", if s.tunnel.is_some() { "ssl/" } else { "" }, s.service)];
-    words.extend([&s.product, &s.version].into_iter().filter_map(Clone::clone));
-    if let Some(info) = &s.info {
+fn identity(s: &Service) -> String {
+    let mut words = vec![format!("{}{}", if s.tunnel.is_some() { "ssl/" } else { "" }, s.id.service)];
+    words.extend([&s.id.product, &s.id.version].into_iter().filter_map(Clone::clone));
+    if let Some(info) = &s.id.info {
         words.push(format!("({info})"));
     }
     words.join(" ")

@@ -1,6 +1,9 @@
 use super::*;
 use crate::findings::*;
 
+/// Events are made with this id, then moved to their scan's.
+const SCANID: &str = "00";
+
 fn ip(s: &str) -> std::net::IpAddr {
     s.parse().unwrap()
 }
@@ -18,33 +21,33 @@ fn start(id: &str, args: &[&str]) -> Event {
 
 fn port(addr: &str, p: u16, t: f64) -> Event {
     Event::Port(PortEvent {
+        scan_id: SCANID.into(),
         ip: ip(addr),
         port: p,
-        proto: "tcp",
+        proto: Proto::Tcp,
         state: PortState::Open,
-        reason: "syn-ack",
+        reason: Reason::SynAck,
         ttl: Some(64),
         t,
     })
 }
 
 fn service(addr: &str, p: u16, version: &str) -> Event {
-    Event::Service(Box::new(ServiceEvent {
-        ip: ip(addr),
-        port: p,
-        proto: "tcp",
+    let mut s = Service::bare(SCANID.into(), ip(addr), p, Proto::Tcp);
+    s.id = Identity {
         service: "http".into(),
-        method: ServiceMethod::Probed,
-        tunnel: Some("ssl"),
         product: Some("nginx".into()),
         version: Some(version.into()),
-        info: None,
         os: Some("Linux".into()),
-        hostname: None,
-        device: None,
         cpe: vec![format!("cpe:/a:igor_sysoev:nginx:{version}")],
-        probe: Some("GetRequest".into()),
-        banner: "it's \\x00 'quoted'".into(),
+        ..Identity::default()
+    };
+    s.method = ServiceMethod::Probed;
+    s.tunnel = Some(Tunnel::Ssl);
+    s.probe = Some("GetRequest".into());
+    s.banner = b"it's \x00 'quoted'".to_vec();
+    s.t = 0.26;
+    Event::Service(Box::new(Service {
         tls: Some(Box::new(TlsInfo {
             version: "TLSv1.3".into(),
             cipher: "TLS13_AES_256_GCM_SHA384".into(),
@@ -77,17 +80,18 @@ fn service(addr: &str, p: u16, version: &str) -> Event {
             ],
             der: vec![],
         })),
-        t: 0.26,
+        ..s
     }))
 }
 
 fn finding(addr: &str, p: u16, title: &str) -> Event {
     Event::Finding(Box::new(FindingEvent {
+        scan_id: SCANID.into(),
         ip: ip(addr),
         port: p,
-        proto: "tcp",
+        proto: Proto::Tcp,
         plugin: "redis-info".into(),
-        severity: "high",
+        severity: Severity::High,
         title: title.into(),
         data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
         t: 0.31,
@@ -96,6 +100,7 @@ fn finding(addr: &str, p: u16, title: &str) -> Event {
 
 fn error(addr: Option<&str>, p: Option<u16>) -> Event {
     Event::Error(ErrorEvent {
+        scan_id: SCANID.into(),
         ip: addr.map(ip),
         port: p,
         plugin: Some("ssl-cert".into()),
@@ -119,18 +124,28 @@ fn end(id: &str, open: u64) -> Event {
 }
 
 fn scan_events(id: &str) -> Vec<Event> {
-    vec![
+    let mut evs = vec![
         start(id, &["moonscan", "-sS", "-p-", "--shard", "2/3", "198.18.0.2"]),
         port("198.18.0.2", 22, 0.001),
         port("198.18.0.2", 443, 0.002),
         port("2001:2::2", 6379, 0.003),
         service("198.18.0.2", 443, "1.22.1"),
         finding("2001:2::2", 6379, "Redis answers without authentication"),
-        Event::Log(LogEvent { ip: ip("2001:2::2"), port: 6379, plugin: "redis-info".into(), message: "hi".into() }),
+        Event::Log(LogEvent {
+            scan_id: SCANID.into(),
+            ip: ip("2001:2::2"),
+            port: 6379,
+            plugin: "redis-info".into(),
+            message: "hi".into(),
+        }),
         error(Some("198.18.0.2"), Some(443)),
         error(None, None),
         end(id, 3),
-    ]
+    ];
+    for e in &mut evs {
+        e.set_scan_id(id.into());
+    }
+    evs
 }
 
 fn record_all(store: &mut Store, evs: &[Event]) {
