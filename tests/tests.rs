@@ -13,6 +13,7 @@ mod lab;
 mod loopback;
 mod outputs;
 mod packs;
+mod pipeline;
 mod plugins;
 mod service;
 mod ssh_plugins;
