@@ -1,13 +1,40 @@
 //! moonscan: a Lua-scriptable network scanner, as a library.
 //!
-//! The scan is a streaming pipeline of stages joined by bounded channels:
-//! [`targets`] gives the scan order, [`discovery`] finds open ports, and
-//! [`output`] sinks consume the [`findings`] events. [`scan::run`] drives one
-//! scan from a validated [`scan::ScanConfig`]. The library never prints,
-//! parses no command-line flags and keeps no global state.
+//! The scan is a streaming pipeline of stages joined by bounded channels
+//! ([`pipeline`]): [`targets`] gives the scan order, [`discovery`] finds
+//! open ports, [`service`] identifies what runs on them, [`plugins`] look at
+//! each one, and [`output`] sinks consume the [`findings`] events. A slow
+//! stage slows the one before it. The library never prints, parses no
+//! command-line flags and keeps no global state.
+//!
+//! Describe a scan with [`Scan::builder`], start it on a tokio runtime, and
+//! read its events as they come:
+//!
+//! ```no_run
+//! use moonscan::findings::Event;
+//!
+//! #[tokio::main]
+//! async fn main() -> moonscan::Result<()> {
+//!     let mut scan = moonscan::Scan::builder()
+//!         .targets(["198.18.0.2"])
+//!         .ports("22,80,443")
+//!         .service_detection(true)
+//!         .scripts("default")
+//!         .start()?;
+//!     while let Some(event) = scan.next_event().await {
+//!         if let Event::Finding(f) = event {
+//!             println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.title);
+//!         }
+//!     }
+//!     let end = scan.finish().await?;
+//!     println!("{} open ports in {:.2} s", end.open, end.elapsed);
+//!     Ok(())
+//! }
+//! ```
 
 #![deny(unsafe_code)]
 
+pub mod builder;
 pub mod civil;
 pub mod discovery;
 pub mod error;
@@ -22,6 +49,7 @@ pub mod scan;
 pub mod service;
 pub mod targets;
 
+pub use builder::{Scan, ScanBuilder, ScanHandle};
 pub use error::{Error, ErrorKind, Result};
 pub use scan::{run, ScanConfig};
 

@@ -51,7 +51,7 @@ pub struct ScanConfig {
 const ARP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Random bytes; an unreadable random source only makes them less random.
-fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let mut b = [0u8; 8];
     if getrandom::fill(&mut b).is_err() {
         let ns = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());

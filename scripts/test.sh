@@ -36,5 +36,6 @@ fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
 
 bash scripts/lab.sh up
-cargo build --all-targets
+cargo build --all-targets # examples/ too: tests/pipeline.rs runs examples/embed in the lab
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q
 cargo test "$@"

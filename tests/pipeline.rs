@@ -49,3 +49,26 @@ fn slow_detection_holds_discovery_back_and_memory_stays_flat() {
     let (first, last) = (rss[1], rss[rss.len() - 1]);
     assert!(last < first + 4 * 1024, "peak RSS grew from {first} kB to {last} kB: {rss:?}");
 }
+
+/// examples/embed.rs, built by `cargo build --all-targets` (scripts/test.sh).
+#[test]
+fn the_embedding_example_streams_findings_from_the_lab() {
+    let _lab = lab();
+    let exe = std::env::current_exe().unwrap();
+    let example = exe.parent().and_then(|d| d.parent()).unwrap().join("examples/embed");
+    assert!(example.is_file(), "{} is missing: build it with cargo build --all-targets", example.display());
+    let out = in_lab(&example).arg(crate::util::TARGET).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let mut lines: Vec<&str> = text.lines().collect();
+    let summary = lines.pop().unwrap_or_default();
+    assert_eq!(summary.split(" in ").next(), Some("2 open, 2 findings"), "{text}");
+    // Each port's service comes before its finding; the ports may interleave.
+    let at = |l: &str| lines.iter().position(|x| *x == l).unwrap_or_else(|| panic!("no {l:?} in {text}"));
+    for port in [80, 443] {
+        assert!(
+            at(&format!("198.18.0.2:{port} http nginx")) < at(&format!("198.18.0.2:{port} http-title: moonscan lab"))
+        );
+    }
+    assert_eq!(lines.len(), 4, "{text}");
+}

@@ -12,22 +12,17 @@ pub mod plugins_cli;
 pub mod probes;
 pub mod resume;
 
-use std::fs;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use moonscan::builder::{Built, DetectSettings, ScriptSettings};
 use moonscan::discovery::syn::LinkOptions;
-use moonscan::discovery::Timing;
 use moonscan::findings::ScanType;
-use moonscan::plugins::stage::PluginConfig;
 use moonscan::plugins::Budgets;
-use moonscan::service::{DetectOptions, Detector, ProbeDb};
-use moonscan::targets::addrs::AddrSetBuilder;
-use moonscan::targets::{self, Family, Shard, TargetSpace, Term};
+use moonscan::targets::Shard;
 use moonscan::{Error, ErrorKind, Result, ScanConfig};
-use std::sync::Arc;
 
 /// nmap flags of more than one letter after a single dash, and their long names here.
 const NMAP_FLAGS: &[(&str, &str)] = &[
@@ -306,26 +301,8 @@ fn usage(msg: impl Into<String>) -> Error {
 /// Checks every value and builds the plan. `nofile` is the process's
 /// open-file limit; `raw_ok` says whether raw sockets may be opened.
 pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Result<Plan> {
-    let mut notes = Vec::new();
     if args.syn && args.connect {
         return Err(usage("choose one of -sS and -sT"));
-    }
-    let scan_type = if args.connect {
-        ScanType::Connect
-    } else if raw_ok {
-        ScanType::Syn
-    } else {
-        notes.push("raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into());
-        ScanType::Connect
-    };
-    let scan_type = if scan_type == ScanType::Syn && !terms_empty_or_remote(&args) {
-        notes.push("raw SYN probes cannot reach this machine's own addresses; doing a connect scan (-sT)".into());
-        ScanType::Connect
-    } else {
-        scan_type
-    };
-    if scan_type == ScanType::Connect && (args.iface.is_some() || args.source.is_some()) {
-        return Err(usage("-e and -S apply to raw (SYN) scans only"));
     }
     if args.udp {
         return Err(usage("-sU (UDP scan) is not available yet"));
@@ -342,120 +319,79 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     {
         return Err(usage("--version-*, --service-timeout and --probes apply with -sV only"));
     }
+    let chosen = [args.ports.is_some(), args.top_ports.is_some(), args.fast].iter().filter(|&&b| b).count();
+    if chosen > 1 {
+        return Err(Error::new(ErrorKind::PortSpec, "choose one of -p, --top-ports and -F"));
+    }
 
-    let ports = port_list(&args)?;
-    let family = if args.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
-    let mut include = AddrSetBuilder::default();
-    for t in &args.targets {
-        add_term(&mut include, t, args.no_dns, family)?;
-    }
+    let mut b = moonscan::Scan::builder()
+        .targets(args.targets.iter().cloned())
+        .exclude(args.exclude.iter().flat_map(|l| l.split(',')).map(str::to_string))
+        .no_dns(args.no_dns)
+        .ipv6(args.ipv6)
+        .report_closed(args.verbose > 0 && !args.open_only)
+        .link(LinkOptions { iface: args.iface.clone(), src: args.source })
+        .command_line(argv.to_vec())
+        .open_file_limit(nofile)
+        .raw_sockets(raw_ok)
+        .timing_template(args.timing.unwrap_or(3));
     if let Some(path) = &args.input_list {
-        read_list(path, "-iL", |t| add_term(&mut include, t, args.no_dns, family))?;
-    }
-    if include.is_empty() {
-        return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
-    }
-    let include = include.finish();
-    let mut exclude = AddrSetBuilder::default();
-    for t in args.exclude.iter().flat_map(|l| l.split(',')).filter(|t| !t.trim().is_empty()) {
-        add_term(&mut exclude, t, args.no_dns, family)?;
+        b = b.target_file(path);
     }
     for path in &args.exclude_file {
-        read_list(path, "--excludefile", |t| add_term(&mut exclude, t, args.no_dns, family))?;
+        b = b.exclude_file(path);
     }
-    let exclude = exclude.finish();
-    let space = TargetSpace::new(&include, &exclude, ports)?;
-
-    let mut timing = Timing::template(args.timing.unwrap_or(3)).expect("clap checked the range");
+    b = match (&args.ports, args.top_ports, args.fast) {
+        (Some(spec), _, _) => b.ports(spec),
+        (_, Some(n), _) => b.top_ports(n),
+        (_, _, true) => b.top_ports(100),
+        _ => b,
+    };
+    if args.connect {
+        b = b.scan_type(ScanType::Connect);
+    }
     if let Some(rate) = args.max_rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(usage(format!("--max-rate must be a positive number of probes per second, not {rate}")));
-        }
-        timing.max_rate = Some(rate);
+        b = b.max_rate(rate);
     }
-    if let Some(min) = args.min_rate {
-        if !(min.is_finite() && min > 0.0) {
-            return Err(usage(format!("--min-rate must be a positive number of probes per second, not {min}")));
-        }
-        if timing.max_rate.is_some_and(|max| min > max) {
-            return Err(usage("--min-rate is above --max-rate"));
-        }
+    if let Some(rate) = args.min_rate {
+        b = b.min_rate(rate);
     }
     if let Some(r) = args.max_retries {
-        timing.retries = r;
+        b = b.max_retries(r);
     }
     if let Some(w) = args.max_parallelism {
-        if w == 0 {
-            return Err(usage("--max-parallelism must be at least 1"));
-        }
-        timing.window = w;
-        timing.raw_window = w;
+        b = b.max_parallelism(w);
     }
     if let Some(t) = &args.max_rtt_timeout {
-        timing.timeout = parse_time(t)?;
+        b = b.max_rtt_timeout(parse_time(t)?);
     }
-    if let Some(min) = args.min_rate {
-        // With nothing answering, a window of W probes sends W per timeout.
-        let needed = (min * timing.timeout.as_secs_f64() * f64::from(timing.retries + 1)).ceil() as usize;
-        timing.raw_window = timing.raw_window.max(needed);
-        timing.window = timing.window.max(needed);
+    if let Some(s) = &args.shard {
+        b = b.shard(Shard::parse(s)?);
     }
-    // Keep room for the files and sockets that are not probes.
-    let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
-    timing.window = timing.window.min(fd_room);
+    if let Some(seed) = args.seed {
+        b = b.seed(seed);
+    }
+    if let Some(lock) = &args.lock {
+        b = b.lock(lock);
+    }
+    if args.service_version {
+        b = b.detection(DetectSettings {
+            intensity: match (args.version_intensity, args.version_light, args.version_all) {
+                (Some(n), _, _) => Some(n),
+                (_, true, _) => Some(2),
+                (_, _, true) => Some(9),
+                _ => None,
+            },
+            port_timeout: args.service_timeout.as_deref().map(parse_time).transpose()?,
+            parallelism: args.version_parallelism,
+            probes_dir: args.probes_dir.clone(),
+        });
+    }
+    if let Some(settings) = script_settings(&args)? {
+        b = b.script_settings(settings);
+    }
+    let Built { config, notes } = b.build()?;
 
-    let plugins_wanted = args.script.is_some() || args.script_default;
-    let packs =
-        if args.service_version || plugins_wanted { installed_packs(args.lock.as_deref())? } else { Vec::new() };
-    let detector = if args.service_version {
-        let level = args.timing.unwrap_or(3);
-        let mut opts = DetectOptions::default();
-        if level >= 4 {
-            opts.port_timeout = Duration::from_secs(if level == 4 { 12 } else { 6 });
-            opts.banner_grace = Duration::from_millis(if level == 4 { 150 } else { 80 });
-            opts.idle = Duration::from_millis(if level == 4 { 500 } else { 300 });
-        }
-        opts.intensity = match (args.version_intensity, args.version_light, args.version_all) {
-            (Some(n), _, _) => n,
-            (_, true, _) => 2,
-            (_, _, true) => 9,
-            _ => opts.intensity,
-        };
-        if let Some(t) = &args.service_timeout {
-            opts.port_timeout = parse_time(t)?;
-        }
-        if let Some(n) = args.version_parallelism {
-            if n == 0 {
-                return Err(usage("--version-parallelism must be at least 1"));
-            }
-            opts.parallelism = n;
-        }
-        // Detection's sockets and discovery's share the open-file limit.
-        opts.parallelism = opts.parallelism.min((fd_room / 2).max(1));
-        timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
-        let dir = args.probes_dir.clone().unwrap_or_else(probes::default_dir);
-        let mut db = ProbeDb::load_dir(&dir)?;
-        // Probes of trusted installed packs (they are sent to every open
-        // port), from the text their pack verified.
-        for pack in &packs {
-            if pack.trusted {
-                for (path, text) in &pack.probes {
-                    db.add_str(text, path)?;
-                }
-            }
-        }
-        Some(Detector::new(db, opts)?)
-    } else {
-        None
-    };
-
-    let plugins = plugin_config(&args, packs)?;
-
-    let shard = match &args.shard {
-        Some(s) => Shard::parse(s)?,
-        None => Shard::WHOLE,
-    };
-    let seed = args.seed.unwrap_or_else(random_seed);
     let json = args.output_json.clone().map(Dest::from);
     let mut outputs: Vec<(Format, Dest)> = Vec::new();
     for (format, path) in [
@@ -491,21 +427,6 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
             return Err(usage("--db needs a file name or a postgres:// URL"));
         }
     }
-    let config = ScanConfig {
-        space,
-        scan_type,
-        timing,
-        seed,
-        shard,
-        workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
-        resume: None,
-        progress: Default::default(),
-        args: argv.to_vec(),
-        report_closed: args.verbose > 0 && !args.open_only,
-        link: LinkOptions { iface: args.iface.clone(), src: args.source },
-        detector,
-        plugins,
-    };
     Ok(Plan {
         config,
         json,
@@ -520,40 +441,8 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     })
 }
 
-/// Every plugin a scan can select: the plugin folder (plugins/, the pack
-/// core) and the installed packs' plugins, compiled from the bytes their
-/// verification checked.
-pub fn available_plugins(
-    plugin_dir: &std::path::Path,
-    packs: Vec<moonscan::packs::InstalledPack>,
-) -> Result<Vec<moonscan::plugins::Plugin>> {
-    let mut plugins = if plugin_dir.is_dir() { moonscan::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
-    for pack in packs {
-        for p in pack.plugins {
-            moonscan::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;
-        }
-    }
-    Ok(plugins)
-}
-
-/// The installed packs, each re-verified, checked against the lock file
-/// (`--lock`, or ./moonscan.lock when there is one).
-pub fn installed_packs(lock: Option<&std::path::Path>) -> Result<Vec<moonscan::packs::InstalledPack>> {
-    let packs = moonscan::packs::installed(&moonscan::packs::data_dir())?;
-    let default_lock = PathBuf::from("moonscan.lock");
-    let lock = match lock {
-        Some(l) => Some(l.to_path_buf()),
-        None if default_lock.is_file() => Some(default_lock),
-        None => None,
-    };
-    if let Some(l) = &lock {
-        moonscan::packs::check_lock(l, &packs)?;
-    }
-    Ok(packs)
-}
-
 /// The plugins `--script`/`-sC` select, with their budgets and arguments.
-fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Result<Option<Arc<PluginConfig>>> {
+fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
     let expr = match (&args.script, args.script_default) {
         (None, false) => {
             let plugin_flags = [
@@ -579,12 +468,6 @@ fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Res
         (None, true) => "default".to_string(),
         (Some(e), true) => format!("default,{e}"),
     };
-    let dir = args.plugin_dir.clone().unwrap_or_else(plugins_cli::default_dir);
-    let available = available_plugins(&dir, packs)?;
-    let chosen = moonscan::plugins::select(&available, &expr)?;
-    if chosen.is_empty() {
-        return Err(usage(format!("--script {expr:?} selects no plugin")));
-    }
     let mut budgets = Budgets::default();
     if let Some(t) = &args.script_timeout {
         budgets.wall = parse_time(t)?;
@@ -628,86 +511,13 @@ fn plugin_config(args: &Args, packs: Vec<moonscan::packs::InstalledPack>) -> Res
     if let Some(a) = &args.script_args {
         add_args(a, "--script-args")?;
     }
-    let workers = args.script_parallelism.unwrap_or(16);
-    if workers == 0 {
-        return Err(usage("--script-parallelism must be at least 1"));
-    }
-    Ok(Some(Arc::new(PluginConfig { plugins: chosen, budgets, args: script_args, workers })))
-}
-
-/// False when every target named on the command line is a loopback address
-/// or `localhost` (the SYN engine cannot probe those).
-fn terms_empty_or_remote(args: &Args) -> bool {
-    let loopback = |t: &str| {
-        t == "localhost" || t.split('/').next().and_then(|a| a.parse::<IpAddr>().ok()).is_some_and(|a| a.is_loopback())
-    };
-    args.targets.is_empty() || args.input_list.is_some() || !args.targets.iter().all(|t| loopback(t))
-}
-
-fn port_list(args: &Args) -> Result<Vec<u16>> {
-    let chosen = [args.ports.is_some(), args.top_ports.is_some(), args.fast].iter().filter(|&&b| b).count();
-    if chosen > 1 {
-        return Err(Error::new(ErrorKind::PortSpec, "choose one of -p, --top-ports and -F"));
-    }
-    let tcp = match (&args.ports, args.top_ports, args.fast) {
-        (Some(spec), _, _) => targets::parse_ports(spec)?.tcp,
-        (_, Some(0), _) => return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0")),
-        (_, Some(n), _) => targets::top_ports(targets::Proto::Tcp, n),
-        (_, _, true) => targets::top_ports(targets::Proto::Tcp, 100),
-        _ => targets::top_ports(targets::Proto::Tcp, 1000),
-    };
-    if tcp.is_empty() {
-        return Err(Error::new(ErrorKind::PortSpec, "the port spec names no TCP ports (a connect scan scans TCP)"));
-    }
-    Ok(tcp)
-}
-
-/// Longest line of a target list.
-const MAX_LIST_LINE: usize = 4096;
-/// Largest target list read (it is read as a stream, a line at a time).
-const MAX_LIST: u64 = 1 << 30;
-
-/// Calls `f` with each target term of a file (`-` for stdin), read as a
-/// stream: whitespace-separated, `#` starts a comment.
-fn read_list(path: &PathBuf, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
-    let each = |line: &str| -> Result<()> {
-        for t in line.split('#').next().unwrap_or("").split_whitespace() {
-            f(t)?;
-        }
-        Ok(())
-    };
-    if path.as_os_str() == "-" {
-        return moonscan::files::for_each_line(std::io::stdin().lock(), path, flag, MAX_LIST_LINE, MAX_LIST, each);
-    }
-    let file =
-        fs::File::open(path).map_err(|e| Error::new(ErrorKind::Config, format!("{flag} {}: {e}", path.display())))?;
-    moonscan::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
-}
-
-/// Adds one target term's addresses (a hostname is resolved now).
-fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> Result<()> {
-    let too_many = |e: String| Error::new(ErrorKind::TargetSpec, e);
-    match targets::parse_term(t)? {
-        Term::Ranges(r) => {
-            if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
-                return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
-            }
-            for range in r {
-                set.push(range).map_err(too_many)?;
-            }
-        }
-        Term::Host(name) if no_dns => {
-            return Err(Error::new(
-                ErrorKind::Resolve,
-                format!("'{name}' is a hostname, and -n disables DNS resolution"),
-            ));
-        }
-        Term::Host(name) => {
-            let k = targets::addrs::key(targets::resolve(&name, family)?);
-            set.push((k, k)).map_err(too_many)?;
-        }
-    }
-    Ok(())
+    Ok(Some(ScriptSettings {
+        expr,
+        args: script_args,
+        budgets,
+        parallelism: args.script_parallelism,
+        plugin_dir: args.plugin_dir.clone(),
+    }))
 }
 
 /// nmap's time values: seconds by default, or with ms/s/m/h.
@@ -731,18 +541,10 @@ fn parse_time(s: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(v * mult))
 }
 
-fn random_seed() -> u64 {
-    let mut b = [0u8; 8];
-    if getrandom::fill(&mut b).is_err() {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        return t as u64 ^ u64::from(std::process::id());
-    }
-    u64::from_le_bytes(b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moonscan::discovery::Timing;
 
     fn argv(s: &str) -> Vec<String> {
         std::iter::once("moonscan").chain(s.split_whitespace()).map(str::to_string).collect()

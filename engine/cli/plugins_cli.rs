@@ -59,12 +59,7 @@ enum Cmd {
 }
 
 /// The plugin folder a scan uses when none is given.
-pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("MOONSCAN_PLUGINS") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"))
-}
+pub use moonscan::plugins::default_dir;
 
 /// Runs `moonscan plugins ...` (`argv` starts at "plugins"); returns the exit status.
 pub fn run(argv: &[String]) -> u8 {
@@ -93,7 +88,7 @@ pub fn run(argv: &[String]) -> u8 {
 }
 
 fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
-    super::available_plugins(dir, super::installed_packs(None)?)
+    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None)?)
 }
 
 fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {

@@ -31,12 +31,7 @@ enum Cmd {
 }
 
 /// The probe folder a scan uses when none is given.
-pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("MOONSCAN_PROBES") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"))
-}
+pub use moonscan::service::probes::default_dir;
 
 /// Runs `moonscan probes ...` (`argv` starts at "probes"); returns the exit status.
 pub fn run(argv: &[String]) -> u8 {

@@ -11,6 +11,16 @@ pub mod route;
 
 pub mod packet;
 
+/// The soft open-file limit (1024 if it cannot be read).
+pub fn nofile_limit() -> u64 {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    lim.rlim_cur
+}
+
 /// Raises the soft open-file limit to the hard limit and returns the new soft
 /// limit.
 pub fn raise_nofile_limit() -> io::Result<u64> {

@@ -38,7 +38,7 @@ impl Route {
 }
 
 /// Asks the kernel (RTM_GETROUTE for one address, like `ip route get`) how it would reach `dst`.
-/// Errors: no route -> io::ErrorKind::NetworkUnreachable (or an Other error whose message says "no route to <dst>").
+/// Errors: no route -> io::ErrorKind::NetworkUnreachable (or an Other error whose message says "no route to `<dst>`").
 pub fn route_to(dst: IpAddr) -> io::Result<Route> {
     get_route(dst, None)
 }
@@ -71,7 +71,7 @@ pub fn neighbour_mac(ifindex: u32, addr: IpAddr) -> io::Result<Option<[u8; 6]>> 
 /// The next hop's MAC for frames along `route` to `dst`: zeros on loopback; else the neighbour table's entry;
 /// else provoke resolution by sending one small UDP datagram to next_hop port 9 (discard) through an ordinary
 /// UDP socket (the kernel then does ARP/NDP itself), and poll the table every 10 ms until `timeout`.
-/// Timeout -> io::ErrorKind::TimedOut with a message "no ARP/NDP answer from <hop> on <ifname>".
+/// Timeout -> io::ErrorKind::TimedOut with a message "no ARP/NDP answer from `<hop>` on `<ifname>`".
 pub fn next_hop_mac(route: &Route, dst: IpAddr, timeout: Duration) -> io::Result<[u8; 6]> {
     if route.loopback {
         return Ok([0; 6]);

@@ -590,6 +590,22 @@ pub fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
     scan_installed(data_dir)?.into_iter().map(|(_, r)| r).collect()
 }
 
+/// The installed packs, each re-verified, checked against a lock file
+/// (`lock`, or ./moonscan.lock when there is one).
+pub fn installed_checked(lock: Option<&Path>) -> Result<Vec<InstalledPack>> {
+    let packs = installed(&data_dir())?;
+    let default_lock = PathBuf::from("moonscan.lock");
+    let lock = match lock {
+        Some(l) => Some(l.to_path_buf()),
+        None if default_lock.is_file() => Some(default_lock),
+        None => None,
+    };
+    if let Some(l) = &lock {
+        check_lock(l, &packs)?;
+    }
+    Ok(packs)
+}
+
 /// moonscan.lock.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

@@ -38,6 +38,15 @@ use crate::error::{Error, ErrorKind, Result};
 pub use host::{Budgets, OutputAllowance, RunOutput, Vm};
 pub use select::Selection;
 
+/// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins/
+/// moonscan was built with.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("MOONSCAN_PLUGINS") {
+        return PathBuf::from(d);
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"))
+}
+
 /// Largest plugin file read.
 pub const MAX_FILE: u64 = 256 * 1024;
 

@@ -60,6 +60,20 @@ pub struct DetectOptions {
     pub buffer_size: usize,
 }
 
+impl DetectOptions {
+    /// The defaults for nmap's timing template `level` (`-T4` and `-T5`
+    /// wait less for banners and responses, and give a port less time).
+    pub fn for_timing(level: u8) -> DetectOptions {
+        let mut opts = DetectOptions::default();
+        if level >= 4 {
+            opts.port_timeout = Duration::from_secs(if level == 4 { 12 } else { 6 });
+            opts.banner_grace = Duration::from_millis(if level == 4 { 150 } else { 80 });
+            opts.idle = Duration::from_millis(if level == 4 { 500 } else { 300 });
+        }
+        opts
+    }
+}
+
 impl Default for DetectOptions {
     fn default() -> DetectOptions {
         DetectOptions {

@@ -131,6 +131,14 @@ fn bad(origin: &Path, what: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Config, format!("{}: {what}", origin.display()))
 }
 
+/// The probe folder: `$MOONSCAN_PROBES`, or the probes/ moonscan was built with.
+pub fn default_dir() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("MOONSCAN_PROBES") {
+        return std::path::PathBuf::from(d);
+    }
+    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"))
+}
+
 impl ProbeDb {
     /// Loads every `*.yaml` file of a folder, in name order.
     pub fn load_dir(dir: &Path) -> Result<ProbeDb> {
@@ -314,7 +322,10 @@ probes:
         for (text, needle) in [
             ("probes: [", "test.yaml"),
             ("probes:\n  - name: X\n    colour: red\n", "unknown field"),
-            ("probes:\n  - name: X\n    matches:\n      - service: s\n        pattern: x\n        colour: red\n", "match 1 (s): unknown field `colour`"),
+            (
+                "probes:\n  - name: X\n    matches:\n      - service: s\n        pattern: x\n        colour: red\n",
+                "match 1 (s): unknown field `colour`",
+            ),
             ("probes:\n  - name: X\n    rarity: 10\n", "rarity 10"),
             ("probes:\n  - name: X\n    protocol: sctp\n", "not tcp or udp"),
             ("probes:\n  - name: X\n    payload: '\\q'\n", "unknown escape"),

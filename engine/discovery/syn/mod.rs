@@ -1,6 +1,6 @@
 //! SYN scan: raw, stateless, streaming.
 //!
-//! In: a scan order, the resolved [`Links`] of its targets, a [`Timing`] and
+//! In: a scan order, the resolved [`Links`] of its targets, a [`Timing`](crate::discovery::Timing) and
 //! a key. Out: `port` events the moment a SYN-ACK (or, when asked, a RST)
 //! comes back, and counters in [`Stats`].
 //!

@@ -1,0 +1,596 @@
+//! The library's front door: a scan described with typed settings,
+//! validated once, started on the caller's tokio runtime.
+//!
+//! In: what to scan and how ([`ScanBuilder`]'s setters, nmap's terms).
+//! Out: a checked [`ScanConfig`] ([`ScanBuilder::build`]) or a running scan
+//! ([`ScanBuilder::start`]) whose [`ScanHandle`] gives the event stream,
+//! live counters, a stop signal and the final summary. What always holds:
+//! the policy that turns settings into a scan (hostname resolution, the
+//! scan type when raw sockets are or are not there, the open-file budget,
+//! timing templates and their detection timeouts, default probe and plugin
+//! folders, installed packs and their lock) lives here, so the command line
+//! and an embedding program get the same scan from the same settings.
+//!
+//! ```no_run
+//! # async fn demo() -> moonscan::Result<()> {
+//! let mut scan = moonscan::Scan::builder()
+//!     .targets(["198.18.0.2"])
+//!     .ports("22,80,443")
+//!     .service_detection(true)
+//!     .scripts("http-title")
+//!     .start()?;
+//! while let Some(event) = scan.next_event().await {
+//!     if let moonscan::findings::Event::Finding(f) = event {
+//!         println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.title);
+//!     }
+//! }
+//! let end = scan.finish().await?;
+//! println!("{} open ports in {:.2} s", end.open, end.elapsed);
+//! # Ok(()) }
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::discovery::syn::LinkOptions;
+use crate::discovery::{stop_signal, Stats, StopHandle, Timing};
+use crate::error::{Error, ErrorKind, Result};
+use crate::findings::{Event, ScanEnd, ScanType};
+use crate::plugins::stage::PluginConfig;
+use crate::plugins::{Budgets, Plugin};
+use crate::scan::ScanConfig;
+use crate::service::{DetectOptions, Detector, ProbeDb};
+use crate::targets::addrs::AddrSetBuilder;
+use crate::targets::{self, Family, Shard, TargetSpace, Term};
+
+/// Entry point: `Scan::builder()`.
+pub struct Scan;
+
+impl Scan {
+    pub fn builder() -> ScanBuilder {
+        ScanBuilder::default()
+    }
+}
+
+/// Which ports: nmap's `-p` spec, or the most common N.
+#[derive(Clone, Debug)]
+enum Ports {
+    Spec(String),
+    Top(usize),
+}
+
+/// Service detection settings (`-sV`).
+#[derive(Clone, Debug, Default)]
+pub struct DetectSettings {
+    /// 0-9 (`--version-intensity`); default 7.
+    pub intensity: Option<u8>,
+    /// The most one port may take (`--service-timeout`).
+    pub port_timeout: Option<Duration>,
+    /// Ports probed at once (`--version-parallelism`).
+    pub parallelism: Option<usize>,
+    /// Probe files (default: [`crate::service::probes::default_dir`]).
+    pub probes_dir: Option<PathBuf>,
+}
+
+/// Plugin settings (`--script`).
+#[derive(Clone, Debug, Default)]
+pub struct ScriptSettings {
+    /// The selection expression (`default`, `http-*`, `safe and not intrusive`, paths).
+    pub expr: String,
+    /// `--script-args`.
+    pub args: BTreeMap<String, String>,
+    pub budgets: Budgets,
+    /// VMs running at once; default 16.
+    pub parallelism: Option<usize>,
+    /// The plugin folder (default: [`crate::plugins::default_dir`]).
+    pub plugin_dir: Option<PathBuf>,
+}
+
+/// A scan being described. Every setter takes nmap's meaning; nothing is
+/// checked until [`ScanBuilder::build`] or [`ScanBuilder::start`].
+#[derive(Clone, Debug, Default)]
+pub struct ScanBuilder {
+    targets: Vec<String>,
+    target_files: Vec<PathBuf>,
+    exclude: Vec<String>,
+    exclude_files: Vec<PathBuf>,
+    ports: Option<Ports>,
+    scan_type: Option<ScanType>,
+    timing_level: Option<u8>,
+    max_rate: Option<f64>,
+    min_rate: Option<f64>,
+    max_retries: Option<u32>,
+    max_parallelism: Option<usize>,
+    max_rtt_timeout: Option<Duration>,
+    no_dns: bool,
+    ipv6: bool,
+    seed: Option<u64>,
+    shard: Option<Shard>,
+    report_closed: bool,
+    link: LinkOptions,
+    detect: Option<DetectSettings>,
+    scripts: Option<ScriptSettings>,
+    lock: Option<PathBuf>,
+    args: Vec<String>,
+    open_files: Option<u64>,
+    raw_sockets: Option<bool>,
+}
+
+/// A validated scan and what the caller should be told before it starts.
+#[derive(Debug)]
+pub struct Built {
+    pub config: ScanConfig,
+    /// One line each ("raw sockets are not available; doing a connect scan").
+    pub notes: Vec<String>,
+}
+
+fn usage(msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Config, msg)
+}
+
+impl ScanBuilder {
+    /// Target terms: addresses, CIDR, ranges (`198.18.0.1-20`), hostnames.
+    pub fn targets<S: Into<String>>(mut self, terms: impl IntoIterator<Item = S>) -> Self {
+        self.targets.extend(terms.into_iter().map(Into::into));
+        self
+    }
+
+    /// A file of target terms (`-iL`; `-` for stdin), read as a stream.
+    pub fn target_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.target_files.push(path.into());
+        self
+    }
+
+    /// Terms never to probe (`--exclude`).
+    pub fn exclude<S: Into<String>>(mut self, terms: impl IntoIterator<Item = S>) -> Self {
+        self.exclude.extend(terms.into_iter().map(Into::into));
+        self
+    }
+
+    /// A file of terms never to probe (`--excludefile`).
+    pub fn exclude_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.exclude_files.push(path.into());
+        self
+    }
+
+    /// nmap's port spec (`22,80,1000-2000`, `-`, `T:80`, `http`).
+    pub fn ports(mut self, spec: impl Into<String>) -> Self {
+        self.ports = Some(Ports::Spec(spec.into()));
+        self
+    }
+
+    /// The `n` most common ports (`--top-ports`; `-F` is 100). Default 1000.
+    pub fn top_ports(mut self, n: usize) -> Self {
+        self.ports = Some(Ports::Top(n));
+        self
+    }
+
+    /// SYN or connect; by default SYN when raw sockets are allowed.
+    pub fn scan_type(mut self, t: ScanType) -> Self {
+        self.scan_type = Some(t);
+        self
+    }
+
+    /// nmap's `-T0`..`-T5` (default 3).
+    pub fn timing_template(mut self, level: u8) -> Self {
+        self.timing_level = Some(level);
+        self
+    }
+
+    pub fn max_rate(mut self, probes_per_second: f64) -> Self {
+        self.max_rate = Some(probes_per_second);
+        self
+    }
+
+    pub fn min_rate(mut self, probes_per_second: f64) -> Self {
+        self.min_rate = Some(probes_per_second);
+        self
+    }
+
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = Some(n);
+        self
+    }
+
+    /// Probes outstanding at once (`--max-parallelism`).
+    pub fn max_parallelism(mut self, n: usize) -> Self {
+        self.max_parallelism = Some(n);
+        self
+    }
+
+    pub fn max_rtt_timeout(mut self, t: Duration) -> Self {
+        self.max_rtt_timeout = Some(t);
+        self
+    }
+
+    /// Never resolve names (`-n`).
+    pub fn no_dns(mut self, on: bool) -> Self {
+        self.no_dns = on;
+        self
+    }
+
+    /// IPv6 only (`-6`).
+    pub fn ipv6(mut self, on: bool) -> Self {
+        self.ipv6 = on;
+        self
+    }
+
+    /// The key of the scan order (`--seed`); random by default.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Part `k` of `n` (`--shard K/N`).
+    pub fn shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    /// Report closed ports as events too.
+    pub fn report_closed(mut self, on: bool) -> Self {
+        self.report_closed = on;
+        self
+    }
+
+    /// `-e` and `-S` for raw scans.
+    pub fn link(mut self, link: LinkOptions) -> Self {
+        self.link = link;
+        self
+    }
+
+    /// Service detection with the default settings (`-sV`), or none.
+    pub fn service_detection(mut self, on: bool) -> Self {
+        self.detect = on.then(DetectSettings::default);
+        self
+    }
+
+    /// Service detection with these settings.
+    pub fn detection(mut self, settings: DetectSettings) -> Self {
+        self.detect = Some(settings);
+        self
+    }
+
+    /// Plugins selected by `expr` (`--script`), with default budgets.
+    pub fn scripts(mut self, expr: impl Into<String>) -> Self {
+        self.scripts = Some(ScriptSettings { expr: expr.into(), ..ScriptSettings::default() });
+        self
+    }
+
+    /// Plugins with these settings.
+    pub fn script_settings(mut self, settings: ScriptSettings) -> Self {
+        self.scripts = Some(settings);
+        self
+    }
+
+    /// A lock file installed packs must match (default: ./moonscan.lock if there is one).
+    pub fn lock(mut self, path: impl Into<PathBuf>) -> Self {
+        self.lock = Some(path.into());
+        self
+    }
+
+    /// The command line recorded in `scan_start` (default: none).
+    pub fn command_line(mut self, args: Vec<String>) -> Self {
+        self.args = args;
+        self
+    }
+
+    /// The open-file limit to plan sockets within (default: the process's).
+    pub fn open_file_limit(mut self, n: u64) -> Self {
+        self.open_files = Some(n);
+        self
+    }
+
+    /// Whether raw sockets may be opened (default: try one).
+    pub fn raw_sockets(mut self, allowed: bool) -> Self {
+        self.raw_sockets = Some(allowed);
+        self
+    }
+
+    /// Checks every setting and builds the scan.
+    pub fn build(self) -> Result<Built> {
+        let mut notes = Vec::new();
+        let raw_ok = self.raw_sockets.unwrap_or_else(crate::net::packet::raw_available);
+        let scan_type = match self.scan_type {
+            Some(t) => t,
+            None if raw_ok => ScanType::Syn,
+            None => {
+                notes.push(
+                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into(),
+                );
+                ScanType::Connect
+            }
+        };
+        let scan_type = if scan_type == ScanType::Syn && !self.any_remote_target() {
+            notes.push("raw SYN probes cannot reach this machine's own addresses; doing a connect scan (-sT)".into());
+            ScanType::Connect
+        } else {
+            scan_type
+        };
+        if scan_type == ScanType::Connect && (self.link.iface.is_some() || self.link.src.is_some()) {
+            return Err(usage("-e and -S apply to raw (SYN) scans only"));
+        }
+
+        let ports = self.port_list()?;
+        let family = if self.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
+        let mut include = AddrSetBuilder::default();
+        for t in &self.targets {
+            add_term(&mut include, t, self.no_dns, family)?;
+        }
+        for path in &self.target_files {
+            read_list(path, "-iL", |t| add_term(&mut include, t, self.no_dns, family))?;
+        }
+        if include.is_empty() {
+            return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
+        }
+        let include = include.finish();
+        let mut exclude = AddrSetBuilder::default();
+        for t in self.exclude.iter().filter(|t| !t.trim().is_empty()) {
+            add_term(&mut exclude, t, self.no_dns, family)?;
+        }
+        for path in &self.exclude_files {
+            read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
+        }
+        let space = TargetSpace::new(&include, &exclude.finish(), ports)?;
+
+        let level = self.timing_level.unwrap_or(3);
+        let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;
+        if let Some(rate) = self.max_rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(usage(format!("--max-rate must be a positive number of probes per second, not {rate}")));
+            }
+            timing.max_rate = Some(rate);
+        }
+        if let Some(min) = self.min_rate {
+            if !(min.is_finite() && min > 0.0) {
+                return Err(usage(format!("--min-rate must be a positive number of probes per second, not {min}")));
+            }
+            if timing.max_rate.is_some_and(|max| min > max) {
+                return Err(usage("--min-rate is above --max-rate"));
+            }
+        }
+        if let Some(r) = self.max_retries {
+            timing.retries = r;
+        }
+        if let Some(w) = self.max_parallelism {
+            if w == 0 {
+                return Err(usage("--max-parallelism must be at least 1"));
+            }
+            timing.window = w;
+            timing.raw_window = w;
+        }
+        if let Some(t) = self.max_rtt_timeout {
+            timing.timeout = t;
+        }
+        if let Some(min) = self.min_rate {
+            // With nothing answering, a window of W probes sends W per timeout.
+            let needed = (min * timing.timeout.as_secs_f64() * f64::from(timing.retries + 1)).ceil() as usize;
+            timing.raw_window = timing.raw_window.max(needed);
+            timing.window = timing.window.max(needed);
+        }
+        // Keep room for the files and sockets that are not probes.
+        let nofile = self.open_files.unwrap_or_else(crate::net::nofile_limit);
+        let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
+        timing.window = timing.window.min(fd_room);
+
+        let packs = if self.detect.is_some() || self.scripts.is_some() {
+            crate::packs::installed_checked(self.lock.as_deref())?
+        } else {
+            Vec::new()
+        };
+        let detector = match &self.detect {
+            None => None,
+            Some(d) => {
+                let mut opts = DetectOptions::for_timing(level);
+                if let Some(n) = d.intensity {
+                    opts.intensity = n;
+                }
+                if let Some(t) = d.port_timeout {
+                    opts.port_timeout = t;
+                }
+                if let Some(n) = d.parallelism {
+                    if n == 0 {
+                        return Err(usage("--version-parallelism must be at least 1"));
+                    }
+                    opts.parallelism = n;
+                }
+                // Detection's sockets and discovery's share the open-file limit.
+                opts.parallelism = opts.parallelism.min((fd_room / 2).max(1));
+                timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
+                let dir = d.probes_dir.clone().unwrap_or_else(crate::service::probes::default_dir);
+                let mut db = ProbeDb::load_dir(&dir)?;
+                // Probes of trusted installed packs (they are sent to every
+                // open port), from the text their pack verified.
+                for pack in packs.iter().filter(|p| p.trusted) {
+                    for (path, text) in &pack.probes {
+                        db.add_str(text, path)?;
+                    }
+                }
+                Some(Detector::new(db, opts)?)
+            }
+        };
+        let plugins = match &self.scripts {
+            None => None,
+            Some(s) => {
+                let dir = s.plugin_dir.clone().unwrap_or_else(crate::plugins::default_dir);
+                let available = available_plugins(&dir, packs)?;
+                let chosen = crate::plugins::select(&available, &s.expr)?;
+                if chosen.is_empty() {
+                    return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
+                }
+                let workers = s.parallelism.unwrap_or(16);
+                if workers == 0 {
+                    return Err(usage("--script-parallelism must be at least 1"));
+                }
+                let (budgets, args) = (s.budgets.clone(), s.args.clone());
+                Some(Arc::new(PluginConfig { plugins: chosen, budgets, args, workers }))
+            }
+        };
+        let config = ScanConfig {
+            space,
+            scan_type,
+            timing,
+            seed: self.seed.unwrap_or_else(crate::scan::random_u64),
+            shard: self.shard.unwrap_or(Shard::WHOLE),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            resume: None,
+            progress: Default::default(),
+            args: self.args,
+            report_closed: self.report_closed,
+            link: self.link,
+            detector,
+            plugins,
+        };
+        Ok(Built { config, notes })
+    }
+
+    /// Builds the scan and starts it on the current tokio runtime.
+    pub fn start(self) -> Result<ScanHandle> {
+        Ok(ScanHandle::start(self.build()?.config))
+    }
+
+    /// False when every target named is a loopback address or `localhost`
+    /// (the SYN engine cannot probe those).
+    fn any_remote_target(&self) -> bool {
+        let loopback = |t: &str| {
+            t == "localhost"
+                || t.split('/').next().and_then(|a| a.parse::<IpAddr>().ok()).is_some_and(|a| a.is_loopback())
+        };
+        self.targets.is_empty() || !self.target_files.is_empty() || !self.targets.iter().all(|t| loopback(t))
+    }
+
+    fn port_list(&self) -> Result<Vec<u16>> {
+        let tcp = match &self.ports {
+            Some(Ports::Spec(spec)) => targets::parse_ports(spec)?.tcp,
+            Some(Ports::Top(0)) => return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0")),
+            Some(Ports::Top(n)) => targets::top_ports(targets::Proto::Tcp, *n),
+            None => targets::top_ports(targets::Proto::Tcp, 1000),
+        };
+        if tcp.is_empty() {
+            return Err(Error::new(ErrorKind::PortSpec, "the port spec names no TCP ports (a connect scan scans TCP)"));
+        }
+        Ok(tcp)
+    }
+}
+
+/// A running scan: its events as they come, live counters, a stop signal,
+/// and its summary at the end.
+pub struct ScanHandle {
+    events: mpsc::Receiver<Event>,
+    stats: Arc<Stats>,
+    stop: StopHandle,
+    task: tokio::task::JoinHandle<Result<ScanEnd>>,
+}
+
+impl ScanHandle {
+    /// Runs `config` on the current tokio runtime.
+    pub fn start(config: ScanConfig) -> ScanHandle {
+        let (tx, events) = mpsc::channel(4096);
+        let stats = Arc::new(Stats::default());
+        let (stop, stop_rx) = stop_signal();
+        let st = stats.clone();
+        let task = tokio::spawn(async move { crate::scan::run(&config, tx, st, stop_rx).await });
+        ScanHandle { events, stats, stop, task }
+    }
+
+    /// The next event, or None after `scan_end` (or when the scan failed
+    /// before it began: [`ScanHandle::finish`] says why).
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// Live counters (probes sent, open ports, findings, errors...).
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Probes sent over probes planned, 0.0 to 1.0.
+    pub fn progress(&self) -> f64 {
+        let planned = Stats::get(&self.stats.planned);
+        if planned == 0 {
+            return 0.0;
+        }
+        (Stats::get(&self.stats.sent) as f64 / planned as f64).min(1.0)
+    }
+
+    /// Stops sending new probes; what was found still streams out, and the
+    /// scan ends with `scan_end` as usual.
+    pub fn stop(&self) {
+        self.stop.stop();
+    }
+
+    /// Waits for the end (draining events nobody read) and returns the summary.
+    pub async fn finish(mut self) -> Result<ScanEnd> {
+        while self.events.recv().await.is_some() {}
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(Error::new(ErrorKind::Io, format!("the scan task failed: {e}"))),
+        }
+    }
+}
+
+/// Every plugin a scan can select: the plugin folder (plugins/, the pack
+/// core) and the installed packs' plugins, compiled from the bytes their
+/// verification checked.
+pub fn available_plugins(plugin_dir: &Path, packs: Vec<crate::packs::InstalledPack>) -> Result<Vec<Plugin>> {
+    let mut plugins = if plugin_dir.is_dir() { crate::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
+    for pack in packs {
+        for p in pack.plugins {
+            crate::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;
+        }
+    }
+    Ok(plugins)
+}
+
+/// Longest line of a target list.
+const MAX_LIST_LINE: usize = 4096;
+/// Largest target list read (it is read as a stream, a line at a time).
+const MAX_LIST: u64 = 1 << 30;
+
+/// Calls `f` with each target term of a file (`-` for stdin), read as a
+/// stream: whitespace-separated, `#` starts a comment.
+fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
+    let each = |line: &str| -> Result<()> {
+        for t in line.split('#').next().unwrap_or("").split_whitespace() {
+            f(t)?;
+        }
+        Ok(())
+    };
+    if path.as_os_str() == "-" {
+        return crate::files::for_each_line(std::io::stdin().lock(), path, flag, MAX_LIST_LINE, MAX_LIST, each);
+    }
+    let file = std::fs::File::open(path)
+        .map_err(|e| Error::new(ErrorKind::Config, format!("{flag} {}: {e}", path.display())))?;
+    crate::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
+}
+
+/// Adds one target term's addresses (a hostname is resolved now).
+fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> Result<()> {
+    let too_many = |e: String| Error::new(ErrorKind::TargetSpec, e);
+    match targets::parse_term(t)? {
+        Term::Ranges(r) => {
+            if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
+                return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
+            }
+            for range in r {
+                set.push(range).map_err(too_many)?;
+            }
+        }
+        Term::Host(name) if no_dns => {
+            return Err(Error::new(
+                ErrorKind::Resolve,
+                format!("'{name}' is a hostname, and -n disables DNS resolution"),
+            ));
+        }
+        Term::Host(name) => {
+            let k = targets::addrs::key(targets::resolve(&name, family)?);
+            set.push((k, k)).map_err(too_many)?;
+        }
+    }
+    Ok(())
+}

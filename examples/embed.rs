@@ -1,0 +1,28 @@
+//! Embedding moonscan: scan the lab's web server with service detection and
+//! one plugin, printing each finding the moment it is found.
+//!
+//! Run it in the lab's scanner namespace (scripts/lab.sh up first):
+//! `ip netns exec msscan target/debug/examples/embed 198.18.0.2`
+
+use moonscan::findings::Event;
+
+#[tokio::main]
+async fn main() -> moonscan::Result<()> {
+    let target = std::env::args().nth(1).unwrap_or_else(|| "198.18.0.2".into());
+    let mut scan = moonscan::Scan::builder()
+        .targets([target])
+        .ports("80,443")
+        .service_detection(true)
+        .scripts("http-title")
+        .start()?;
+    while let Some(event) = scan.next_event().await {
+        match event {
+            Event::Service(s) => println!("{}:{} {} {}", s.ip, s.port, s.id.service, s.id.product.unwrap_or_default()),
+            Event::Finding(f) => println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.title),
+            _ => {}
+        }
+    }
+    let end = scan.finish().await?;
+    println!("{} open, {} findings in {:.2} s", end.open, end.findings, end.elapsed);
+    Ok(())
+}
