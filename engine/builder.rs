@@ -328,7 +328,8 @@ impl ScanBuilder {
         if include.is_empty() {
             return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
         }
-        let include = include.finish();
+        let too_many = |e: String| Error::new(ErrorKind::TargetSpec, e);
+        let include = include.finish().map_err(too_many)?;
         let mut exclude = AddrSetBuilder::default();
         for t in self.exclude.iter().filter(|t| !t.trim().is_empty()) {
             add_term(&mut exclude, t, self.no_dns, family)?;
@@ -336,7 +337,7 @@ impl ScanBuilder {
         for path in &self.exclude_files {
             read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
         }
-        let space = TargetSpace::new(&include, &exclude.finish(), ports)?;
+        let space = TargetSpace::new(&include, &exclude.finish().map_err(too_many)?, ports)?;
 
         let level = self.timing_level.unwrap_or(3);
         let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;

@@ -14,6 +14,7 @@ use std::net::IpAddr;
 
 use clap::{Parser, Subcommand};
 use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, Proto, Service, ServiceMethod};
+use moonscan::output::screen;
 use moonscan::output::store::{self, Db, ScanSummary};
 use moonscan::output::{Ndjson, Sink, Xml};
 
@@ -230,20 +231,22 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
                 Some(s) => service_words(s),
                 None => (String::new(), String::new()),
             };
+            let (service, version) = (screen(&service), screen(&version));
             let line = format!("  {:<11} {:<9} {:<14} {version}", format!("{port}/{proto}"), state, service);
             writeln!(o, "{}", line.trim_end())?;
             if let Some(tls) = v.service.and_then(|s| s.tls.as_deref()) {
-                write!(o, "    TLS: {} {}", tls.version, tls.cipher)?;
+                write!(o, "    TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
                 if let Some(alpn) = &tls.alpn {
-                    write!(o, ", ALPN {alpn}")?;
+                    write!(o, ", ALPN {}", screen(alpn))?;
                 }
                 writeln!(o, ", {} certificate(s)", tls.chain.len())?;
                 if let Some(c) = tls.chain.first() {
-                    writeln!(o, "    Certificate: {}; issuer: {}; not after {}", c.subject, c.issuer, c.not_after)?;
+                    let (subject, issuer, not_after) = (screen(&c.subject), screen(&c.issuer), screen(&c.not_after));
+                    writeln!(o, "    Certificate: {subject}; issuer: {issuer}; not after {not_after}")?;
                 }
             }
             for f in &v.findings {
-                writeln!(o, "    | {} [{}]: {}", f.plugin, f.severity, f.title)?;
+                writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?;
             }
         }
     }
@@ -255,9 +258,9 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
                 (Some(ip), None) => format!("{ip} "),
                 _ => String::new(),
             };
-            let plugin = e.plugin.as_deref().map(|p| format!("[{p}] ")).unwrap_or_default();
+            let plugin = e.plugin.as_deref().map(|p| format!("[{}] ", screen(p))).unwrap_or_default();
             let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            writeln!(o, "  {at}{plugin}({kind}): {}", e.message)?;
+            writeln!(o, "  {at}{plugin}({kind}): {}", screen(&e.message))?;
         }
     }
     Ok(o.flush()?)
@@ -292,13 +295,15 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
         writeln!(o, "- {ip} {port}/{proto} no longer open")?;
     }
     for c in &d.changed {
-        writeln!(o, "~ {} {}/{} service: {} -> {}", c.ip, c.port, c.proto, c.before, c.after)?;
+        writeln!(o, "~ {} {}/{} service: {} -> {}", c.ip, c.port, c.proto, screen(&c.before), screen(&c.after))?;
     }
     for f in &d.new_findings {
-        writeln!(o, "+ {} {}/{} finding {} [{}]: {}", f.ip, f.port, f.proto, f.plugin, f.severity, f.title)?;
+        let (plugin, title) = (screen(&f.plugin), screen(&f.title));
+        writeln!(o, "+ {} {}/{} finding {plugin} [{}]: {title}", f.ip, f.port, f.proto, f.severity)?;
     }
     for f in &d.gone_findings {
-        writeln!(o, "- {} {}/{} finding {} [{}]: {}", f.ip, f.port, f.proto, f.plugin, f.severity, f.title)?;
+        let (plugin, title) = (screen(&f.plugin), screen(&f.title));
+        writeln!(o, "- {} {}/{} finding {plugin} [{}]: {title}", f.ip, f.port, f.proto, f.severity)?;
     }
     writeln!(
         o,

@@ -100,7 +100,13 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     for p in &chosen {
         let trust = if p.trusted { "" } else { " (untrusted: runs only when named)" };
-        let _ = writeln!(out, "{:<28} {:<32} {}{trust}", p.name(), p.categories.join(","), p.description);
+        let _ = writeln!(
+            out,
+            "{:<28} {:<32} {}{trust}",
+            p.name(),
+            p.categories.join(","),
+            moonscan::output::screen(&p.description)
+        );
     }
     let _ = writeln!(out, "{} plugin(s)", chosen.len());
     Ok(0)
@@ -115,7 +121,7 @@ fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     let _ = writeln!(out, "id:          {}", p.name());
     let _ = writeln!(out, "pack:        {}", p.pack.as_deref().unwrap_or("-"));
-    let _ = writeln!(out, "description: {}", p.description);
+    let _ = writeln!(out, "description: {}", moonscan::output::screen(&p.description));
     let _ = writeln!(out, "categories:  {}", p.categories.join(", "));
     let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
     let _ = writeln!(out, "ports:       {}", if ports.is_empty() { "-".into() } else { ports.join(", ") });

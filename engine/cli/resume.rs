@@ -35,7 +35,7 @@ fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
 const MAX_FILE: u64 = 16 << 20;
 /// Most segments a resume file may list (a scan writes one per probe driver,
 /// and a resumed scan's drivers split those again).
-pub const MAX_SEGMENTS: usize = 4096;
+pub const MAX_SEGMENTS: usize = 1024;
 
 pub fn load(path: &Path) -> Result<ResumeFile> {
     let text = moonscan::files::read_text_capped(path, MAX_FILE, "--resume")?;
@@ -61,6 +61,10 @@ fn check_segments(segs: &[Segment], space_len: u64) -> std::result::Result<(), S
     for (i, s) in segs.iter().enumerate() {
         if s.step == 0 {
             return Err(format!("segment {} has step 0", i + 1));
+        }
+        // Keeps the overlap arithmetic below inside i128.
+        if s.step >= 1 << 62 {
+            return Err(format!("segment {} has step {}, more than any scan writes", i + 1, s.step));
         }
         if s.next >= space_len {
             return Err(format!("segment {} starts at {}, outside the space of {space_len} pairs", i + 1, s.next));
@@ -162,8 +166,15 @@ mod tests {
     fn repeated_overlapping_or_outside_segments_are_refused() {
         let seg = |next, step| Segment { next, step };
         let check = |segs: &[Segment]| check_segments(segs, 1000);
-        assert!(check(&vec![seg(5, 1000); 2000]).unwrap_err().contains("not in order"));
-        assert!(check(&vec![seg(5, 1); 5000]).unwrap_err().contains("at most 4096"));
+        assert!(check(&vec![seg(5, 1000); 2000]).unwrap_err().contains("at most 1024"));
+        assert!(check(&vec![seg(5, 1000); 500]).unwrap_err().contains("not in order"));
+        assert!(check(&vec![seg(5, 1); 5000]).unwrap_err().contains("at most 1024"));
+        assert!(check(&[seg(0, u64::MAX), seg(1, u64::MAX - 1)]).unwrap_err().contains("more than any scan writes"));
+        let big = 1u64 << 61;
+        assert_eq!(
+            check_segments(&[seg(0, big), seg(1, big - 1)], u64::MAX),
+            Err("segments 1 and 2 overlap (both have position 2305843009213693952)".into())
+        );
         assert!(check(&[seg(1000, 1)]).unwrap_err().contains("outside the space"));
         // 0,2,4,... and 3,6,9,... share 6.
         assert_eq!(check(&[seg(0, 2), seg(3, 3)]).unwrap_err(), "segments 1 and 2 overlap (both have position 6)");

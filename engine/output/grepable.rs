@@ -62,7 +62,7 @@ impl Layout for GrepableLayout {
 
 /// A field on one line: control characters (line breaks, tabs) as spaces.
 fn field(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    s.chars().map(|c| if c.is_control() || super::screen::is_format(c) { ' ' } else { c }).collect()
 }
 
 #[cfg(test)]

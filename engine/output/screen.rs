@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 /// Unicode format characters that reorder or hide text.
-fn is_format(c: char) -> bool {
+pub(super) fn is_format(c: char) -> bool {
     matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
 }
 

@@ -244,9 +244,13 @@ fn value_xml(doc: &mut String, key: Option<&str>, v: &Value, depth: usize) {
 }
 
 /// Text for an XML attribute value or element content: markup characters,
-/// line breaks and tabs as references; characters XML 1.0 forbids dropped.
+/// line breaks and tabs as references; characters XML 1.0 forbids dropped;
+/// DEL, C1 controls and the characters that reorder text as references, so
+/// `-oX -` on a terminal cannot drive it.
 pub(super) fn esc(s: &str) -> Cow<'_, str> {
-    let plain = |c: char| !matches!(c, '&' | '<' | '>' | '"' | '\'') && !c.is_control() && !forbidden(c);
+    let plain = |c: char| {
+        !matches!(c, '&' | '<' | '>' | '"' | '\'') && !c.is_control() && !forbidden(c) && !super::screen::is_format(c)
+    };
     if s.chars().all(plain) {
         return Cow::Borrowed(s);
     }
@@ -262,6 +266,9 @@ pub(super) fn esc(s: &str) -> Cow<'_, str> {
             '\r' => out.push_str("&#xd;"),
             '\t' => out.push_str("&#x9;"),
             c if forbidden(c) => {}
+            c if c.is_control() || super::screen::is_format(c) => {
+                let _ = write!(out, "&#x{:x};", c as u32);
+            }
             c => out.push(c),
         }
     }
@@ -298,6 +305,11 @@ mod tests {
     use super::super::report::sample::*;
     use super::super::Sink;
     use super::*;
+
+    #[test]
+    fn terminal_controls_are_references() {
+        assert_eq!(esc("a\u{9b}31m\u{7f}\u{202e}b\u{1b}"), "a&#x9b;31m&#x7f;&#x202e;b");
+    }
     use crate::findings::*;
 
     fn render(events: &[Event]) -> String {

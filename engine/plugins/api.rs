@@ -14,14 +14,16 @@ use std::time::Duration;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
-use super::host::{charge_output, with_run, Budgets, Current, Finding, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
+use super::host::{
+    charge_output, charge_text, with_run, Budgets, Current, Finding, Meter, OutputAllowance, Trip, BUDGET_PREFIX,
+};
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
 use super::value::{from_json, unknown_keys, ConvertError};
 use crate::findings::{Severity, TlsInfo};
 
 /// Most findings and log lines one run may report.
 const MAX_FINDINGS: usize = 64;
-const MAX_LOGS: usize = 64;
+pub(super) const MAX_LOGS: usize = 64;
 pub(super) const MAX_LOG_LINE: usize = 1000;
 const MAX_TITLE: usize = 300;
 /// Default time for one socket operation.
@@ -48,7 +50,9 @@ pub(super) fn known_keys(t: &Table, allowed: &[&str], what: &str) -> mlua::Resul
     )))
 }
 
-pub(super) fn log_line(cur: &Current, args: &MultiValue) -> mlua::Result<()> {
+/// A log line, charged to the run's and the scan's output budgets (past
+/// either, or past [`MAX_LOGS`], lines are dropped).
+pub(super) fn log_line(cur: &Current, scan: &OutputAllowance, args: &MultiValue) -> mlua::Result<()> {
     let mut line = String::new();
     for (i, v) in args.iter().enumerate() {
         if i > 0 {
@@ -68,7 +72,7 @@ pub(super) fn log_line(cur: &Current, args: &MultiValue) -> mlua::Result<()> {
     }
     let line: String = line.chars().take(MAX_LOG_LINE).collect();
     with_run(cur, |run| {
-        if run.out.logs.len() < MAX_LOGS {
+        if run.out.logs.len() < MAX_LOGS && charge_text(line.len() as u64, &mut run.output_left, scan).is_ok() {
             run.out.logs.push(line);
         }
     })
@@ -127,7 +131,10 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                     return Err(mlua::Error::runtime(format!("ctx:finding: more than {MAX_FINDINGS} findings")));
                 }
                 // What leaves the VM is charged before it is copied.
-                run.output_left = run.output_left.saturating_sub(title.len() as u64);
+                if let Err(t) = charge_text(title.len() as u64, &mut run.output_left, &h.scan_output) {
+                    h.meter.trip(t);
+                    return Err(mlua::Error::runtime(format!("{BUDGET_PREFIX}: ctx:finding: title")));
+                }
                 let data = match charge_output(&raw, &mut run.output_left, &h.scan_output, &h.meter) {
                     Ok(d) => d,
                     Err(ConvertError::TooLarge(n)) => {
@@ -146,7 +153,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         "log",
         lua.create_function(move |_, mut args: MultiValue| {
             args.pop_front();
-            log_line(&h.cur, &args)
+            log_line(&h.cur, &h.scan_output, &args)
         })?,
     )?;
 
@@ -481,7 +488,8 @@ impl UserData for LuaSocket {
         });
         methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
             let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
-            let re = crate::service::rules::compile(&pattern).map_err(|e| mlua::Error::runtime(e.to_string()))?;
+            let re = crate::service::rules::compile_within(&pattern, PATTERN_LIMIT)
+                .map_err(|e| mlua::Error::runtime(e.to_string()))?;
             let mut s = this.sock.lock().await;
             loop {
                 let limit = s.pending.len().min(max);
@@ -691,15 +699,21 @@ fn subject<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
 #[derive(Default)]
 pub(super) struct PatternCache(std::sync::Mutex<std::collections::HashMap<String, Arc<regex::bytes::Regex>>>);
 
+/// Compiled size (and lazy-DFA cache) one plugin pattern may take.
+pub(super) const PATTERN_LIMIT: usize = 256 * 1024;
+
 impl PatternCache {
-    const MAX: usize = 128;
+    /// Patterns kept per VM: with [`PATTERN_LIMIT`], at most 8 MiB.
+    const MAX: usize = 16;
 
     pub(super) fn get(&self, p: &str) -> mlua::Result<Arc<regex::bytes::Regex>> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(re) = m.get(p) {
             return Ok(re.clone());
         }
-        let re = Arc::new(crate::service::rules::compile(p).map_err(|e| mlua::Error::runtime(format!("re: {e}")))?);
+        let re = crate::service::rules::compile_within(p, PATTERN_LIMIT)
+            .map_err(|e| mlua::Error::runtime(format!("re: {e}")))?;
+        let re = Arc::new(re);
         if m.len() >= Self::MAX {
             m.clear();
         }

@@ -26,9 +26,9 @@ use std::time::{Duration, Instant};
 use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use serde_json::Value as Json;
 
-use super::api::{ctx_methods, hash_module, log_line, regex_module, tls_table, Host, MAX_LOG_LINE};
+use super::api::{ctx_methods, hash_module, log_line, regex_module, tls_table, Host, MAX_LOGS, MAX_LOG_LINE};
 use super::net::{Guard, SharedSocket};
-use super::value::{to_json, unknown_keys, ConvertError};
+use super::value::{to_json, unknown_keys, Allowance, ConvertError};
 use super::Plugin;
 use crate::findings::{ErrorKind, Service, Severity};
 
@@ -124,6 +124,8 @@ pub(super) struct Meter {
     run_thread: std::sync::atomic::AtomicUsize,
     /// When the run last yielded (ns since `epoch`).
     last_yield_ns: AtomicU64,
+    /// Set when runs must end at once (Ctrl-C, after a grace).
+    cut: std::sync::OnceLock<crate::discovery::Stop>,
 }
 
 /// The longest a run computes without yielding to the runtime.
@@ -166,6 +168,12 @@ impl Meter {
         }
         if let Some(t) = self.tripped() {
             return Err(budget_error(t));
+        }
+        // The cut stops Lua code on any thread (a loop inside a coroutine
+        // never yields to the host, so only this can end it).
+        if self.cut.get().is_some_and(|c| c.is_set()) {
+            self.trip(Trip::Stopped);
+            return Err(budget_error(Trip::Stopped));
         }
         let n = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
         if n > self.max_steps.load(Ordering::Relaxed) {
@@ -259,33 +267,106 @@ impl OutputAllowance {
     }
 }
 
+/// What the scan's allowance is drawn in, so that runs converting at the
+/// same time hold little of it each.
+const DRAW_CHUNK: u64 = 16 * 1024;
+
+/// A run's bytes of output, drawn from its own budget and, chunk by chunk,
+/// from the scan's; what is drawn and not used goes back when it is dropped.
+pub(super) struct Draw<'a> {
+    run_left: &'a mut u64,
+    scan: &'a OutputAllowance,
+    /// Drawn from the scan, not yet used.
+    held: u64,
+    /// Used in this draw (given back by [`Draw::undo`]).
+    used: u64,
+    /// The scan's allowance ran out (rather than the run's).
+    scan_short: bool,
+    limit: u64,
+}
+
+impl<'a> Draw<'a> {
+    pub(super) fn new(run_left: &'a mut u64, scan: &'a OutputAllowance) -> Draw<'a> {
+        let limit = *run_left;
+        Draw { run_left, scan, held: 0, used: 0, scan_short: false, limit }
+    }
+
+    /// Gives back everything this draw used (what was made was dropped).
+    fn undo(&mut self) {
+        *self.run_left += self.used;
+        self.held += self.used;
+        self.used = 0;
+    }
+
+    /// The budget that ran out, if one did.
+    fn trip(&self) -> Trip {
+        if self.scan_short {
+            Trip::ScanOutput
+        } else {
+            Trip::Output
+        }
+    }
+}
+
+impl Allowance for Draw<'_> {
+    fn take(&mut self, n: u64) -> bool {
+        if n > *self.run_left {
+            return false;
+        }
+        while self.held < n {
+            let want = (n - self.held).max(DRAW_CHUNK).min(*self.run_left - self.held);
+            let got = self.scan.reserve(want);
+            if got == 0 {
+                self.scan_short = true;
+                return false;
+            }
+            self.held += got;
+        }
+        self.held -= n;
+        self.used += n;
+        *self.run_left -= n;
+        true
+    }
+
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+impl Drop for Draw<'_> {
+    fn drop(&mut self) {
+        self.scan.refund(self.held);
+    }
+}
+
 /// Converts data leaving the VM within what the run and the scan have left,
-/// charging both; past either, the run trips its budget.
+/// charging both; past either, the run trips its budget. A conversion that
+/// fails costs nothing (what it made is dropped).
 pub(super) fn charge_output(
     v: &Value,
     run_left: &mut u64,
     scan: &OutputAllowance,
     meter: &Meter,
 ) -> std::result::Result<Json, ConvertError> {
-    // Reserved first, so runs on other threads cannot spend the same bytes.
-    let reserved = scan.reserve(*run_left);
-    let mut allow = reserved;
-    let r = to_json(v, &mut allow);
-    scan.refund(allow);
-    match r {
-        Ok(j) => {
-            *run_left -= reserved - allow;
-            Ok(j)
-        }
-        Err(ConvertError::TooLarge(n)) => {
-            scan.refund(reserved - allow);
-            meter.trip(if reserved < *run_left { Trip::ScanOutput } else { Trip::Output });
-            Err(ConvertError::TooLarge(n))
-        }
-        Err(e) => {
-            scan.refund(reserved - allow);
-            Err(e)
-        }
+    let mut draw = Draw::new(run_left, scan);
+    let r = to_json(v, &mut draw);
+    if r.is_err() {
+        draw.undo();
+    }
+    if let Err(ConvertError::TooLarge(_)) = &r {
+        meter.trip(draw.trip());
+    }
+    r
+}
+
+/// Charges `n` bytes of text (a title, a log line) to the run and the scan;
+/// false when either has not got them.
+pub(super) fn charge_text(n: u64, run_left: &mut u64, scan: &OutputAllowance) -> Result<(), Trip> {
+    let mut draw = Draw::new(run_left, scan);
+    if draw.take(n) {
+        Ok(())
+    } else {
+        Err(draw.trip())
     }
 }
 
@@ -313,6 +394,26 @@ pub(crate) struct Meta {
     pub ports: Vec<u16>,
     pub services: Vec<String>,
     pub portrule: bool,
+}
+
+impl Meta {
+    /// What a cached entry must hold to be used: what [`check_table`] lets
+    /// through (an edited cache file cannot smuggle in a reserved id).
+    pub(crate) fn plausible(&self) -> bool {
+        let name = |s: &str| {
+            !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        };
+        name(&self.id)
+            && !RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&self.id))
+            && self.description.len() <= MAX_DESCRIPTION
+            && !self.categories.is_empty()
+            && self.categories.len() <= 64
+            && self.categories.iter().all(|c| name(c))
+            && self.services.len() <= 64
+            && self.services.iter().all(|s| name(s))
+            && self.ports.len() <= 1024
+            && (!self.ports.is_empty() || !self.services.is_empty() || self.portrule)
+    }
 }
 
 /// Runs a plugin chunk once in a scratch VM and checks its table.
@@ -357,6 +458,9 @@ pub const RESERVED_IDS: &[&str] = &[
     "malware",
 ];
 
+/// Longest description a plugin may have.
+pub const MAX_DESCRIPTION: usize = 2000;
+
 /// Every field a plugin table may have.
 const PLUGIN_FIELDS: &[&str] = &["id", "description", "categories", "ports", "services", "portrule", "run"];
 
@@ -379,13 +483,15 @@ fn check_table(t: &Table) -> Result<Meta, String> {
             other => Err(format!("field '{name}' must be a string, not a {}", other.type_name())),
         }
     };
-    let list = |name: &str| -> Result<Vec<Value>, String> {
+    // Bounded so that the metadata always fits its cache file (see
+    // plugins::load_source_cached): a plugin cannot opt out of the cache.
+    let list = |name: &str, max: usize| -> Result<Vec<Value>, String> {
         match field(name) {
             Value::Nil => Ok(Vec::new()),
             Value::Table(l) => {
                 let n = l.raw_len();
-                if n > 1024 {
-                    return Err(format!("field '{name}' has more than 1024 entries"));
+                if n > max {
+                    return Err(format!("field '{name}' has more than {max} entries"));
                 }
                 (1..=n).map(|i| l.raw_get::<Value>(i).map_err(|e| e.to_string())).collect()
             }
@@ -404,8 +510,11 @@ fn check_table(t: &Table) -> Result<Meta, String> {
         ));
     }
     let description = string("description", true)?.unwrap_or_default();
+    if description.len() > MAX_DESCRIPTION {
+        return Err(format!("field 'description' is longer than {MAX_DESCRIPTION} bytes"));
+    }
     let mut categories = Vec::new();
-    for v in list("categories")? {
+    for v in list("categories", 64)? {
         match v {
             Value::String(s) if valid(&s.to_string_lossy()) => {
                 categories.push(s.to_string_lossy().to_ascii_lowercase())
@@ -417,7 +526,7 @@ fn check_table(t: &Table) -> Result<Meta, String> {
         return Err("field 'categories' is missing or empty (e.g. { \"safe\", \"discovery\" })".into());
     }
     let mut ports = Vec::new();
-    for v in list("ports")? {
+    for v in list("ports", 1024)? {
         match v {
             Value::Integer(p) if (1..=65535).contains(&p) => ports.push(p as u16),
             Value::Number(p) if p.fract() == 0.0 && (1.0..=65535.0).contains(&p) => ports.push(p as u16),
@@ -425,9 +534,9 @@ fn check_table(t: &Table) -> Result<Meta, String> {
         }
     }
     let mut services = Vec::new();
-    for v in list("services")? {
+    for v in list("services", 64)? {
         match v {
-            Value::String(s) => services.push(s.to_string_lossy()),
+            Value::String(s) if valid(&s.to_string_lossy()) => services.push(s.to_string_lossy()),
             other => return Err(format!("field 'services' must hold service names, found {other:?}")),
         }
     }
@@ -493,6 +602,7 @@ impl Vm {
 
     /// Runs in flight end (as `budget`, "stopped") once `cut` is set.
     pub fn cut_by(&mut self, cut: crate::discovery::Stop) {
+        let _ = self.meter.cut.set(cut.clone());
         self.cut = Some(cut);
     }
 
@@ -512,6 +622,7 @@ impl Vm {
             active: AtomicBool::new(false),
             run_thread: std::sync::atomic::AtomicUsize::new(0),
             last_yield_ns: AtomicU64::new(0),
+            cut: std::sync::OnceLock::new(),
         });
         let current: Current = Arc::new(Mutex::new(None));
         let g = lua.globals();
@@ -555,7 +666,8 @@ impl Vm {
         lua.load(PRELUDE).set_name("=moonscan prelude").exec()?;
         g.raw_set("re", regex_module(&lua)?)?;
         let c = cur.clone();
-        g.raw_set("print", lua.create_function(move |_, args: MultiValue| log_line(&c, &args))?)?;
+        let so = scan_output.clone();
+        g.raw_set("print", lua.create_function(move |_, args: MultiValue| log_line(&c, &so, &args))?)?;
         g.raw_set("hash", hash_module(&lua)?)?;
         lua.sandbox(true)?;
         lua.set_memory_limit(budgets.memory)?;
@@ -760,7 +872,10 @@ fn returned(
     let mut it = values.into_iter();
     match (it.next(), it.next()) {
         (None | Some(Value::Nil), Some(Value::String(why))) => {
-            out.logs.push(format!("{id}: {}", why.to_string_lossy().chars().take(MAX_LOG_LINE).collect::<String>()));
+            let line = format!("{id}: {}", why.to_string_lossy().chars().take(MAX_LOG_LINE).collect::<String>());
+            if out.logs.len() < MAX_LOGS && charge_text(line.len() as u64, left, scan).is_ok() {
+                out.logs.push(line);
+            }
             None
         }
         (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => None,

@@ -116,10 +116,12 @@ pub fn load_source(bytes: &[u8], path: &Path) -> Result<Plugin> {
 /// Largest metadata file read from a cache.
 const MAX_META: u64 = 64 * 1024;
 
+/// The cache file of some source: its sha256 and this engine's version
+/// (another version may check plugin tables differently).
 fn meta_path(cache: &Path, bytes: &[u8]) -> PathBuf {
     use sha2::Digest;
     let hash: String = sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
-    cache.join(format!("{hash}.json"))
+    cache.join(format!("{hash}-{}.json", env!("CARGO_PKG_VERSION")))
 }
 
 /// Records a checked plugin's metadata in `cache`, keyed by the sha256 of
@@ -134,6 +136,9 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
         portrule: p.portrule,
     };
     let json = serde_json::to_vec(&meta).map_err(|e| bad(cache, e))?;
+    if json.len() as u64 > MAX_META {
+        return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
+    }
     std::fs::create_dir_all(cache).map_err(|e| bad(cache, e))?;
     crate::packs::write_atomic(&meta_path(cache, bytes), &json)
 }
@@ -151,7 +156,8 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
     let bytecode = mlua::Compiler::new().compile(bytes).map_err(|e| bad(path, syntax(&e)))?;
     let cached = cache.and_then(|c| {
         let text = crate::files::read_capped(&meta_path(c, bytes), MAX_META, "plugin metadata").ok()?;
-        serde_json::from_slice::<host::Meta>(&text).ok()
+        // A cache entry is trusted no further than the checks it passed.
+        serde_json::from_slice::<host::Meta>(&text).ok().filter(host::Meta::plausible)
     });
     let fresh = cached.is_none();
     let meta = match cached {

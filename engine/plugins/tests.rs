@@ -458,3 +458,54 @@ async fn host_call_inputs_are_capped() {
     assert!(d["e1"].as_str().unwrap().contains("at most 1048576"), "{d}");
     assert!(d["e3"].as_str().unwrap().contains("at most 4194304"), "{d}");
 }
+
+// Regression: a loop inside a coroutine never yields to the host, so only
+// the interrupt can end it when the scan is cut (Ctrl-C).
+#[tokio::test]
+async fn a_cut_stops_a_loop_inside_a_coroutine() {
+    let p = with_run("coroutine.wrap(function() while true do end end)()");
+    let budgets = Budgets { wall: Duration::from_secs(30), steps: u64::MAX, ..Budgets::default() };
+    let mut vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(1 << 20)).unwrap();
+    let (handle, cut) = crate::discovery::stop_signal();
+    vm.cut_by(cut);
+    let started = Instant::now();
+    // From another thread, as in a scan: the loop holds this one.
+    let cutter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        handle.stop();
+        handle
+    });
+    let out = vm.run(0, info(22)).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+    assert_eq!(out.error.unwrap().1, "stopped: the scan was interrupted");
+    drop(cutter.join());
+}
+
+// Regression: titles and log lines were charged to no scan-wide budget.
+#[tokio::test]
+async fn titles_and_log_lines_are_charged_to_the_output_budgets() {
+    let p = with_run(
+        r#"
+        for i = 1, 60 do print(string.rep("l", 900)) end
+        for i = 1, 60 do ctx:finding{ title = string.rep("t", 290) .. i } end
+    "#,
+    );
+    let budgets = Budgets { output: 10 << 20, scan_output: 20_000, ..Budgets::default() };
+    let vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(20_000)).unwrap();
+    let out = vm.run(0, info(22)).await;
+    let logged: usize = out.logs.iter().map(String::len).sum();
+    let titled: usize = out.findings.iter().map(|f| f.title.len()).sum();
+    assert!(logged + titled <= 20_000, "{logged} bytes of logs and {titled} of titles");
+    assert!(out.logs.len() < 60 && out.findings.len() < 60);
+    assert!(out.error.unwrap().1.contains("past the scan's 20000 bytes"));
+}
+
+#[test]
+fn a_description_too_long_for_the_metadata_cache_is_refused() {
+    let long = "d".repeat(3000);
+    let src = format!(
+        "return {{ id = 'x', description = '{long}', categories = {{'safe'}}, ports = {{80}}, run = function() end }}"
+    );
+    let e = load_source(src.as_bytes(), Path::new("x.lua")).unwrap_err().to_string();
+    assert!(e.contains("longer than 2000 bytes"), "{e}");
+}

@@ -23,7 +23,49 @@ pub const MAX_STRING: usize = 64 * 1024;
 
 /// What each converted value costs on top of its bytes (about what a JSON
 /// node takes in memory), so a table of many small values is charged too.
-const NODE_COST: u64 = 16;
+const NODE_COST: u64 = 48;
+
+/// Where the bytes of a conversion come from.
+pub trait Allowance {
+    /// Takes `n` bytes; false (taking nothing) when there are not enough.
+    fn take(&mut self, n: u64) -> bool;
+    /// The limit to name in an error.
+    fn limit(&self) -> u64;
+}
+
+/// A plain count of bytes left.
+impl Allowance for u64 {
+    fn take(&mut self, n: u64) -> bool {
+        match self.checked_sub(n) {
+            Some(rest) => {
+                *self = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn limit(&self) -> u64 {
+        *self
+    }
+}
+
+/// Longest path named in an error (`value.a.b[3]`).
+const MAX_PATH: usize = 200;
+
+/// `at` with one more step, kept short: a plugin chooses the key names.
+fn step(at: &str, key: impl std::fmt::Display, index: bool) -> String {
+    if at.len() >= MAX_PATH {
+        return at.to_string();
+    }
+    let key: String = key.to_string().chars().take(64).collect();
+    let s = if index { format!("{at}[{key}]") } else { format!("{at}.{key}") };
+    if s.len() >= MAX_PATH {
+        format!("{}...", s.chars().take(MAX_PATH).collect::<String>())
+    } else {
+        s
+    }
+}
 
 /// Why a conversion failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,27 +87,25 @@ impl std::fmt::Display for ConvertError {
 
 /// Converts a Lua value to JSON, charging what it builds to `allowance`
 /// (bytes left; what was used is subtracted on success).
-pub fn to_json(v: &Value, allowance: &mut u64) -> Result<Json, ConvertError> {
-    let mut st = State { nodes: 0, left: *allowance, limit: *allowance };
-    let j = convert(v, 0, &mut st, "value")?;
-    *allowance = st.left;
-    Ok(j)
+pub fn to_json(v: &Value, allowance: &mut dyn Allowance) -> Result<Json, ConvertError> {
+    let limit = allowance.limit();
+    let mut st = State { nodes: 0, allowance, limit };
+    convert(v, 0, &mut st, "value")
 }
 
-struct State {
+struct State<'a> {
     nodes: usize,
-    left: u64,
+    allowance: &'a mut dyn Allowance,
+    /// The allowance's limit when the conversion began (named in errors).
     limit: u64,
 }
 
-impl State {
+impl State<'_> {
     fn charge(&mut self, n: u64) -> Result<(), ConvertError> {
-        match self.left.checked_sub(n) {
-            Some(rest) => {
-                self.left = rest;
-                Ok(())
-            }
-            None => Err(ConvertError::TooLarge(self.limit)),
+        if self.allowance.take(n) {
+            Ok(())
+        } else {
+            Err(ConvertError::TooLarge(self.limit))
         }
     }
 }
@@ -89,8 +129,10 @@ fn convert(v: &Value, depth: usize, st: &mut State, at: &str) -> Result<Json, Co
             if b.len() > MAX_STRING {
                 return Err(ConvertError::NotData(format!("{at} is a string longer than {MAX_STRING} bytes")));
             }
-            // Charged before the copy is made.
-            st.charge(b.len() as u64)?;
+            // Charged before the copy is made (bytes that are not UTF-8
+            // become three-byte replacement characters).
+            let valid = std::str::from_utf8(&b).is_ok();
+            st.charge(b.len() as u64 * if valid { 1 } else { 3 })?;
             Json::String(String::from_utf8_lossy(&b).into_owned())
         }
         Value::Table(t) => {
@@ -120,7 +162,7 @@ fn table(t: &Table, depth: usize, st: &mut State, at: &str) -> Result<Json, Conv
         let mut items = vec![Json::Null; n];
         for (k, v) in &entries {
             if let Value::Integer(i) = k {
-                items[*i as usize - 1] = convert(v, depth + 1, st, &format!("{at}[{i}]"))?;
+                items[*i as usize - 1] = convert(v, depth + 1, st, &step(at, i, true))?;
             }
         }
         return Ok(Json::Array(items));
@@ -135,7 +177,7 @@ fn table(t: &Table, depth: usize, st: &mut State, at: &str) -> Result<Json, Conv
             other => return Err(ConvertError::NotData(format!("{at} has a {} as a key", other.type_name()))),
         };
         st.charge(key.len() as u64)?;
-        let val = convert(v, depth + 1, st, &format!("{at}.{key}"))?;
+        let val = convert(v, depth + 1, st, &step(at, &key, false))?;
         map.insert(key, val);
     }
     Ok(Json::Object(map))
@@ -241,7 +283,14 @@ mod tests {
         let j = to_json(&small, &mut left).unwrap();
         assert_eq!(j["a"].as_str().unwrap().len(), 1000);
         let used = (1u64 << 20) - left;
-        assert!((1000..1100).contains(&used), "charged {used}");
+        assert!((1000..1200).contains(&used), "charged {used}");
+    }
+
+    #[test]
+    fn error_paths_stay_short_whatever_the_keys() {
+        let (_lua, v) = eval(r#"return { [string.rep("k", 100000)] = { [string.rep("j", 100000)] = print } }"#);
+        let e = json(&v).unwrap_err();
+        assert!(e.len() < 400 && e.contains("not data"), "{} bytes: {}", e.len(), &e[..e.len().min(300)]);
     }
 
     #[test]

@@ -31,13 +31,19 @@ pub struct Rule {
 
 /// Compiles a pattern with the engine's limits.
 pub fn compile(pattern: &str) -> Result<Regex> {
+    compile_within(pattern, REGEX_SIZE_LIMIT)
+}
+
+/// As [`compile`], with `limit` bytes for the compiled program and as many
+/// for its lazy DFA's cache (what one pattern can hold).
+pub fn compile_within(pattern: &str, limit: usize) -> Result<Regex> {
     if pattern.len() > MAX_PATTERN {
         return Err(Error::new(ErrorKind::Config, format!("pattern longer than {MAX_PATTERN} bytes")));
     }
     RegexBuilder::new(pattern)
         .unicode(false)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .size_limit(limit)
+        .dfa_size_limit(limit)
         .nest_limit(REGEX_NEST_LIMIT)
         .build()
         .map_err(|e| Error::new(ErrorKind::Config, format!("bad pattern: {e}")))

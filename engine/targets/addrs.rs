@@ -56,18 +56,26 @@ pub struct AddrSetBuilder {
 }
 
 impl AddrSetBuilder {
-    /// Most distinct ranges a set may have (48 bytes each).
-    pub const MAX_RANGES: usize = 8 << 20;
+    /// Most distinct ranges a set may have (32 bytes each, and 16 more
+    /// once the set is built).
+    pub const MAX_RANGES: usize = 4 << 20;
+    /// Most ranges added between two merges.
+    const UNMERGED: usize = 1 << 20;
 
     /// Adds a range; an error once the distinct ranges pass [`Self::MAX_RANGES`].
     pub fn push(&mut self, r: KeyRange) -> Result<(), String> {
         self.ranges.push(r);
-        if self.ranges.len() >= 2 * self.merged + 65_536 {
-            merge(&mut self.ranges);
-            self.merged = self.ranges.len();
-            if self.merged > Self::MAX_RANGES {
-                return Err(format!("more than {} separate addresses or ranges", Self::MAX_RANGES));
-            }
+        if self.ranges.len() >= (2 * self.merged + 65_536).min(self.merged + Self::UNMERGED) {
+            self.merge()?;
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self) -> Result<(), String> {
+        merge(&mut self.ranges);
+        self.merged = self.ranges.len();
+        if self.merged > Self::MAX_RANGES {
+            return Err(format!("more than {} separate addresses or ranges", Self::MAX_RANGES));
         }
         Ok(())
     }
@@ -76,8 +84,9 @@ impl AddrSetBuilder {
         self.ranges.is_empty()
     }
 
-    pub fn finish(self) -> AddrSet {
-        AddrSet::from_ranges(self.ranges)
+    pub fn finish(mut self) -> Result<AddrSet, String> {
+        self.merge()?;
+        Ok(AddrSet::from_ranges(self.ranges))
     }
 }
 
@@ -234,5 +243,27 @@ mod tests {
         assert_eq!(addr(key(ip)), ip);
         let ip6: IpAddr = "2001:2::2".parse().unwrap();
         assert_eq!(addr(key(ip6)), ip6);
+    }
+
+    // Regression: the cap on distinct ranges was checked only when a merge
+    // ran, so a list could grow the builder far past it.
+    #[test]
+    fn the_builder_refuses_too_many_distinct_ranges_and_merges_adjacent_ones() {
+        let mut b = AddrSetBuilder::default();
+        for k in 0..3_000_000u128 {
+            b.push((k, k)).unwrap();
+        }
+        assert_eq!(b.finish().unwrap().ranges(), [(0, 2_999_999)]);
+        let mut b = AddrSetBuilder::default();
+        let over = (AddrSetBuilder::MAX_RANGES + 10) as u128;
+        let mut err = None;
+        for k in 0..over {
+            if let Err(e) = b.push((2 * k, 2 * k)) {
+                err = Some(e);
+                break;
+            }
+        }
+        let err = err.or_else(|| b.finish().err()).expect("the cap trips");
+        assert!(err.contains("separate addresses"), "{err}");
     }
 }
