@@ -20,44 +20,49 @@ use moonscan::output::{self, Ndjson, Sink, Text};
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    if argv.get(1).is_some_and(|a| a == "probes") {
-        return ExitCode::from(cli::probes::run(&argv[1..]));
-    }
-    if argv.get(1).is_some_and(|a| a == "db") {
-        return ExitCode::from(cli::db::run(&argv[1..]));
-    }
-    if argv.get(1).is_some_and(|a| a == "pack") {
-        return ExitCode::from(cli::pack::run(&argv[1..]));
-    }
-    if argv.get(1).is_some_and(|a| a == "plugins") {
-        return ExitCode::from(cli::plugins_cli::run(&argv[1..]));
+    let parsed = |argv: &[String]| match cli::parse(argv) {
+        Ok(a) => Ok(a),
+        Err(e) => {
+            let _ = e.print();
+            Err(ExitCode::from(if e.use_stderr() { 2 } else { 0 }))
+        }
+    };
+    let mut args = match parsed(&argv) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    match args.command.take() {
+        Some(cli::Command::Probes(a)) => return ExitCode::from(cli::probes::run(a)),
+        Some(cli::Command::Db(a)) => return ExitCode::from(cli::db::run(a)),
+        Some(cli::Command::Pack(a)) => return ExitCode::from(cli::pack::run(a)),
+        Some(cli::Command::Plugins(a)) => return ExitCode::from(cli::plugins_cli::run(a)),
+        None => {}
     }
     // `--resume FILE`: the interrupted scan's own command line, then its progress.
-    let resumed = match argv.iter().position(|a| a == "--resume") {
+    let resumed = match &args.resume {
         None => None,
-        Some(1) if argv.len() == 3 => match cli::resume::load(std::path::Path::new(&argv[2])) {
-            Ok(f) => Some((f, std::path::PathBuf::from(&argv[2]))),
+        Some(path) => match cli::resume::load(path) {
+            Ok(f) => Some((f, path.clone())),
             Err(e) => {
                 moonscan::tell!("moonscan: {e}");
                 return ExitCode::from(2);
             }
         },
-        Some(_) => {
-            moonscan::tell!("moonscan: --resume FILE takes no other arguments (the file holds the scan's own)");
-            return ExitCode::from(2);
-        }
     };
     let argv = match &resumed {
         Some((f, _)) => f.args.clone(),
         None => argv,
     };
-    let args = match cli::parse(&argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
-    };
+    if resumed.is_some() {
+        args = match parsed(&argv) {
+            Ok(a) if a.command.is_none() && a.resume.is_none() => a,
+            Ok(_) => {
+                moonscan::tell!("moonscan: --resume: the file's command line is not a scan");
+                return ExitCode::from(2);
+            }
+            Err(code) => return code,
+        };
+    }
     let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
     let raw_ok = moonscan::net::packet::raw_available();
     let mut plan = match cli::validate(args, &argv, nofile, raw_ok) {

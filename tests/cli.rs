@@ -133,3 +133,23 @@ fn probes_import_of_a_missing_file_is_a_usage_error() {
     assert_eq!(res.status.code(), Some(2));
     assert!(stderr(&res).contains("/nonexistent/probes"));
 }
+
+#[test]
+fn subcommands_are_listed_and_a_host_named_like_one_can_be_scanned() {
+    let help = stdout(&run(&["--help"]));
+    for word in ["pack", "db", "probes", "plugins", "--resume"] {
+        assert!(help.contains(word), "--help does not mention {word}:\n{help}");
+    }
+    let o = run(&["help", "pack"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("Usage: moonscan pack <COMMAND>"), "{}", stdout(&o));
+    // With an option first (or after --), `db` is a target, not the command:
+    // here a hostname that -n refuses to resolve.
+    for args in [&["-n", "-sT", "-p", "9", "db"][..], &["-n", "-sT", "-p", "9", "--", "pack"][..]] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains("is a hostname, and -n disables DNS"), "{args:?}: {}", stderr(&o));
+    }
+    let o = run(&["--resume", "x.resume", "198.18.0.2"]);
+    assert_eq!(o.status.code(), Some(2), "--resume takes no other arguments");
+}

@@ -12,15 +12,14 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::net::IpAddr;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, Proto, Service, ServiceMethod};
 use moonscan::output::screen;
 use moonscan::output::store::{self, Db, ScanSummary};
 use moonscan::output::{Ndjson, Sink, Xml};
 
-#[derive(Debug, Parser)]
-#[command(name = "moonscan db", bin_name = "moonscan db", about = "Show, compare and export scans stored with --db")]
-struct DbArgs {
+#[derive(Debug, clap::Args)]
+pub struct DbArgs {
     /// The database: a SQLite file or a postgres:// URL (default: $MOONSCAN_DB, or ./moonscan.db).
     #[arg(long = "db", global = true, value_name = "FILE|URL")]
     db: Option<String>,
@@ -84,23 +83,7 @@ impl From<io::Error> for Failed {
 }
 
 /// Runs `moonscan db ...` (`argv` starts at "db"); returns the exit status.
-pub fn run(argv: &[String]) -> u8 {
-    // nmap's -oJ/-oX as the long flags clap understands.
-    let argv: Vec<String> = argv
-        .iter()
-        .map(|a| match a.as_str() {
-            "-oJ" => "--output-json".to_string(),
-            "-oX" => "--output-xml".to_string(),
-            _ => a.clone(),
-        })
-        .collect();
-    let args = match DbArgs::try_parse_from(&argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
-    };
+pub fn run(args: DbArgs) -> u8 {
     let target = args.db.clone().unwrap_or_else(default_db);
     let opened = Db::open(&target).map_err(|e| {
         let Failed(msg, code) = Failed::from(e);

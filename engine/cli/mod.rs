@@ -45,12 +45,20 @@ const NMAP_FLAGS: &[(&str, &str)] = &[
     name = "moonscan",
     version,
     about = "A Lua-scriptable network scanner",
-    override_usage = "moonscan [OPTIONS] TARGETS...",
+    override_usage = "moonscan [OPTIONS] TARGETS...\n       moonscan --resume FILE\n       moonscan <COMMAND>",
+    args_conflicts_with_subcommands = true,
     after_help = "nmap-style flags are accepted: -sS (SYN scan, the default when raw sockets are allowed), \
                   -sT (connect scan), -p SPEC, -p-, -F, -T0..-T5, -oJ FILE (NDJSON, '-' for stdout), -iL FILE, \
                   -Pn, -n, -6, -e IFACE, -S ADDR, -v, --reason, --open."
 )]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Finish an interrupted scan from its resume file (Ctrl-C writes moonscan.resume); takes no other arguments.
+    #[arg(long = "resume", value_name = "FILE", exclusive = true)]
+    pub resume: Option<PathBuf>,
+
     /// Targets: addresses, CIDR blocks, ranges (198.18.0.1-20) and hostnames.
     #[arg(value_name = "TARGETS")]
     pub targets: Vec<String>,
@@ -221,6 +229,20 @@ pub struct Args {
     /// Key of the scan order (default: random), to repeat an order.
     #[arg(long = "seed", value_name = "N")]
     pub seed: Option<u64>,
+}
+
+/// moonscan's other commands. A target with one of these names is scanned
+/// when any option comes first (`moonscan -p 80 db`) or after `--`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Make, sign, verify, install and pin plugin packs.
+    Pack(pack::PackArgs),
+    /// Show, compare and export scans stored with --db.
+    Db(db::DbArgs),
+    /// Show or import service probes.
+    Probes(probes::ProbesArgs),
+    /// List, show and test plugins.
+    Plugins(plugins_cli::PluginsArgs),
 }
 
 /// Parses argv (including the program name).

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use moonscan::packs::{self, sign, Trust};
 use moonscan::{Error, ErrorKind, Result};
 
@@ -20,15 +20,10 @@ macro_rules! say {
 /// The variable holding the password of an encrypted secret key.
 const PASSWORD_VAR: &str = "MOONSCAN_KEY_PASSWORD";
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "moonscan pack",
-    bin_name = "moonscan pack",
-    about = "Make, sign, verify, install and pin plugin packs",
-    after_help = "Packs are installed in DATA/packs/ and checked against the keys in DATA/trusted/, where DATA \
-                  is $MOONSCAN_HOME, else $XDG_DATA_HOME/moonscan, else ~/.local/share/moonscan."
-)]
-struct PackArgs {
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Packs are installed in DATA/packs/ and checked against the keys in DATA/trusted/, where DATA \
+                  is $MOONSCAN_HOME, else $XDG_DATA_HOME/moonscan, else ~/.local/share/moonscan.")]
+pub struct PackArgs {
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -120,14 +115,7 @@ enum TrustCmd {
 }
 
 /// Runs `moonscan pack ...` (`argv` starts at "pack"); returns the exit status.
-pub fn run(argv: &[String]) -> u8 {
-    let args = match PackArgs::try_parse_from(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
-    };
+pub fn run(args: PackArgs) -> u8 {
     let data = packs::data_dir();
     let result = match args.cmd {
         Cmd::New { dir, name } => new_pack(&dir, name),

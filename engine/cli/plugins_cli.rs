@@ -5,15 +5,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use moonscan::findings::{Event, Service, TlsInfo};
 use moonscan::output::{Ndjson, Sink, Text};
 use moonscan::plugins::net::Guard;
 use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, Vm};
 
-#[derive(Debug, Parser)]
-#[command(name = "moonscan plugins", about = "List, show and test plugins")]
-struct PluginsArgs {
+#[derive(Debug, clap::Args)]
+pub struct PluginsArgs {
     /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, or the build's plugins/).
     #[arg(long = "plugin-dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -62,14 +61,7 @@ enum Cmd {
 pub use moonscan::plugins::default_dir;
 
 /// Runs `moonscan plugins ...` (`argv` starts at "plugins"); returns the exit status.
-pub fn run(argv: &[String]) -> u8 {
-    let args = match PluginsArgs::try_parse_from(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
-    };
+pub fn run(args: PluginsArgs) -> u8 {
     let dir = args.dir.unwrap_or_else(default_dir);
     let result = match args.cmd {
         Cmd::List { expr } => list(&dir, expr.as_deref()),

@@ -2,13 +2,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 use moonscan::service::import;
 use moonscan::service::ProbeDb;
 
-#[derive(Debug, Parser)]
-#[command(name = "moonscan probes", about = "Show or import service probes")]
-struct ProbesArgs {
+#[derive(Debug, clap::Args)]
+pub struct ProbesArgs {
     /// Folder of probe files (default: $MOONSCAN_PROBES, or the build's probes/).
     #[arg(long = "dir", global = true, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -34,14 +33,7 @@ enum Cmd {
 pub use moonscan::service::probes::default_dir;
 
 /// Runs `moonscan probes ...` (`argv` starts at "probes"); returns the exit status.
-pub fn run(argv: &[String]) -> u8 {
-    let args = match ProbesArgs::try_parse_from(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
-        }
-    };
+pub fn run(args: ProbesArgs) -> u8 {
     match args.cmd {
         Cmd::List => {
             let dir = args.dir.unwrap_or_else(default_dir);
