@@ -405,15 +405,5 @@ fn postgres_roundtrip_in_the_lab() {
 #[test]
 fn postgres_keeps_every_field() {
     let _lab = lab();
-    // setns(2) moves only the calling thread into the lab's namespace.
-    std::thread::spawn(|| {
-        use std::os::fd::AsRawFd;
-        let ns = std::fs::File::open("/run/netns/msscan").expect("the lab's scanner namespace");
-        // SAFETY: setns on a valid namespace fd affects only this thread.
-        let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-        postgres_roundtrip_in_the_lab();
-    })
-    .join()
-    .expect("the round trip passes");
+    crate::util::in_lab_thread(postgres_roundtrip_in_the_lab);
 }

@@ -15,6 +15,7 @@ mod outputs;
 mod packs;
 mod pipeline;
 mod plugins;
+mod routes;
 mod service;
 mod ssh_plugins;
 mod stores;

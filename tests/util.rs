@@ -169,3 +169,18 @@ pub fn excluded_addresses_get_no_syn(scan_type: &str) {
     assert!(per_host.values().all(|&n| n == 2), "{per_host:?}");
     assert_eq!(open_ports(&evs).len(), 12, "port 80 is open on every included address");
 }
+
+/// Runs `f` on a thread moved into the lab's scanner namespace (setns(2)
+/// moves only the calling thread), and fails if it fails.
+pub fn in_lab_thread(f: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let ns = std::fs::File::open("/run/netns/msscan").expect("the lab's scanner namespace");
+        // SAFETY: setns on a valid namespace fd affects only this thread.
+        let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        f();
+    })
+    .join()
+    .expect("the check passes in the lab");
+}
