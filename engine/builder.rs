@@ -112,6 +112,7 @@ pub struct ScanBuilder {
     seed: Option<u64>,
     shard: Option<Shard>,
     report_closed: bool,
+    verbosity: u8,
     link: LinkOptions,
     detect: Option<DetectSettings>,
     scripts: Option<ScriptSettings>,
@@ -235,6 +236,12 @@ impl ScanBuilder {
     /// Report closed ports as events too.
     pub fn report_closed(mut self, on: bool) -> Self {
         self.report_closed = on;
+        self
+    }
+
+    /// How verbose reports are (nmap's `-v` count).
+    pub fn verbosity(mut self, level: u8) -> Self {
+        self.verbosity = level;
         self
     }
 
@@ -443,6 +450,7 @@ impl ScanBuilder {
             progress: Default::default(),
             args: self.args,
             report_closed: self.report_closed,
+            verbosity: self.verbosity,
             link: self.link,
             detector,
             plugins,

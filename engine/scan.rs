@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
 use crate::error::{Error, ErrorKind, Result};
-use crate::findings::{Event, ScanEnd, ScanId, ScanStart, ScanType, Service};
+use crate::findings::{Event, ScanEnd, ScanId, ScanSettings, ScanStart, ScanType, Service};
 use crate::pipeline::{Ctx, Found, OpenPort, STAGE_QUEUE};
 use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
@@ -39,6 +39,8 @@ pub struct ScanConfig {
     pub args: Vec<String>,
     /// Report closed ports as events too (they are always counted).
     pub report_closed: bool,
+    /// How verbose reports are (`-v` counted; recorded in `scan_start`).
+    pub verbosity: u8,
     /// `-e` and `-S` for raw scans.
     pub link: LinkOptions,
     /// Service detection (`-sV`) on every open port, as it is found.
@@ -84,11 +86,18 @@ pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats
     stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
     let start = ScanStart {
         scan_id: scan_id.clone(),
-        started: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+        started: SystemTime::now(),
         args: cfg.args.clone(),
         scan_type: if links.as_ref().is_some_and(|l| !l.loopback) { ScanType::Syn } else { ScanType::Connect },
         seed: cfg.seed,
         probes_planned: planned,
+        settings: ScanSettings {
+            ports: cfg.space.ports().to_vec(),
+            service_detection: cfg.detector.is_some(),
+            plugins: cfg.plugins.as_ref().map(|p| p.plugins.iter().map(|p| p.name()).collect()).unwrap_or_default(),
+            shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
+            verbosity: cfg.verbosity,
+        },
     };
     let _ = events.send(Event::ScanStart(start)).await;
     let t0 = Instant::now();

@@ -171,11 +171,12 @@ fn db_usage_errors_say_what_is_wrong() {
         for id in ["abc1", "abc2"] {
             let ev = moonscan::findings::Event::ScanStart(moonscan::findings::ScanStart {
                 scan_id: id.into(),
-                started: "2026-11-21T15:21:53.078Z".into(),
+                started: humantime::parse_rfc3339("2026-11-21T15:21:53.078Z").unwrap(),
                 args: vec!["moonscan".into(), "-p".into(), "80".into()],
                 scan_type: moonscan::findings::ScanType::Connect,
                 seed: 1,
                 probes_planned: 1,
+                settings: Default::default(),
             });
             sink.record(&ev).unwrap();
         }
@@ -261,11 +262,12 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
     let nasty = "it's \"quoted\"; a\\b\tc\nd\re — ünïcödé 🦀 $1 ? %s";
     let mut evs = vec![Event::ScanStart(ScanStart {
         scan_id: id.into(),
-        started: "2026-11-21T15:21:53.078Z".into(),
+        started: humantime::parse_rfc3339("2026-11-21T15:21:53.078Z").unwrap(),
         args: vec!["moonscan".into(), nasty.into(), "--shard".into(), "1/1".into()],
         scan_type: ScanType::Syn,
         seed: u64::MAX,
         probes_planned: u64::from(ports),
+        settings: Default::default(),
     })];
     for i in 0..ports {
         evs.push(Event::Port(PortEvent {

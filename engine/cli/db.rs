@@ -266,7 +266,7 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
     let d = store::diff(&ev_a, &ev_b);
     let mut o = moonscan::output::Screened(io::stdout().lock());
     let started = |evs: &[Event]| match evs.first() {
-        Some(Event::ScanStart(s)) => s.started.clone(),
+        Some(Event::ScanStart(s)) => humantime::format_rfc3339_millis(s.started).to_string(),
         _ => String::new(),
     };
     writeln!(o, "--- {a} ({})", started(&ev_a))?;

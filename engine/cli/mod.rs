@@ -352,6 +352,7 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         .no_dns(args.no_dns)
         .ipv6(args.ipv6)
         .report_closed(args.verbose > 0 && !args.open_only)
+        .verbosity(args.verbose)
         .link(LinkOptions { iface: args.iface.clone(), src: args.source })
         .command_line(argv.to_vec())
         .open_file_limit(nofile)

@@ -64,8 +64,10 @@ impl Event {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScanStart {
     pub scan_id: ScanId,
-    /// RFC 3339, UTC.
-    pub started: String,
+    /// Written as RFC 3339, UTC, to the millisecond.
+    #[serde(with = "rfc3339")]
+    pub started: std::time::SystemTime,
+    /// The command line, as given (for people; nothing reads flags from it).
     pub args: Vec<String>,
     pub scan_type: ScanType,
     /// Written as a string: a 64-bit number is not exact in JSON readers
@@ -74,6 +76,80 @@ pub struct ScanStart {
     pub seed: u64,
     /// `(address, port)` pairs this scan (or shard) will probe.
     pub probes_planned: u64,
+    #[serde(flatten)]
+    pub settings: ScanSettings,
+}
+
+/// What a scan was asked to do, as outputs report it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanSettings {
+    /// The TCP ports scanned, written as nmap lists them (`1-1024,8080`).
+    #[serde(default, with = "port_list")]
+    pub ports: Vec<u16>,
+    /// Service detection runs on open ports (`-sV`).
+    #[serde(default)]
+    pub service_detection: bool,
+    /// The plugins selected, by the names their findings carry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<String>,
+    /// `K/N` for a scan of part K of N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    /// How verbose the report is (`-v` counted).
+    #[serde(default)]
+    pub verbosity: u8,
+}
+
+/// A time as RFC 3339 text (UTC, milliseconds).
+mod rfc3339 {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::SystemTime;
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_rfc3339_millis(*t).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        humantime::parse_rfc3339_weak(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Ports as nmap lists them: `1-1024,3306,8080-8081`.
+pub mod port_list {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn to_text(ports: &[u16]) -> String {
+        let mut out = String::new();
+        let mut i = 0;
+        while i < ports.len() {
+            let mut j = i;
+            while j + 1 < ports.len() && ports[j + 1] == ports[j].wrapping_add(1) {
+                j += 1;
+            }
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if i == j {
+                out.push_str(&ports[i].to_string());
+            } else {
+                out.push_str(&format!("{}-{}", ports[i], ports[j]));
+            }
+            i = j + 1;
+        }
+        out
+    }
+
+    pub fn serialize<S: Serializer>(ports: &[u16], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&to_text(ports))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u16>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        crate::targets::parse_ports(&text).map(|l| l.tcp).map_err(serde::de::Error::custom)
+    }
 }
 
 /// A u64 as a JSON string (a number is still accepted when read).
@@ -555,11 +631,18 @@ mod tests {
         svc.tls = Some(Box::new(TlsInfo { version: "TLSv1.3".into(), ..TlsInfo::default() }));
         let start = ScanStart {
             scan_id: "5c".into(),
-            started: "2026-11-23T19:02:03.000Z".into(),
+            started: humantime::parse_rfc3339("2026-11-23T19:02:03.125Z").unwrap(),
             args: vec!["moonscan".into()],
             scan_type: ScanType::Syn,
             seed: u64::MAX - 1,
             probes_planned: 1,
+            settings: ScanSettings {
+                ports: vec![22, 80, 81, 82, 443],
+                service_detection: true,
+                plugins: vec!["http-title".into()],
+                shard: Some("1/2".into()),
+                verbosity: 2,
+            },
         };
         for ev in [Event::Service(Box::new(svc)), Event::ScanStart(start)] {
             let line = serde_json::to_string(&ev).unwrap();
@@ -567,14 +650,17 @@ mod tests {
         }
         let line = serde_json::to_string(&Event::ScanStart(ScanStart {
             scan_id: "5c".into(),
-            started: String::new(),
+            started: std::time::UNIX_EPOCH,
             args: vec![],
             scan_type: ScanType::Connect,
             seed: u64::MAX,
             probes_planned: 0,
+            settings: ScanSettings { ports: vec![22, 80, 81, 82, 443], ..ScanSettings::default() },
         }))
         .unwrap();
         assert!(line.contains(r#""seed":"18446744073709551615""#), "{line}");
+        assert!(line.contains(r#""started":"1970-01-01T00:00:00.000Z""#), "{line}");
+        assert!(line.contains(r#""ports":"22,80-82,443""#), "{line}");
         assert_eq!(banner_text::from_text(&banner_text::to_text(b"a\\x41\x00")), b"a\\x41\x00");
     }
 }

@@ -143,10 +143,7 @@ impl Collected {
     pub fn record(&mut self, event: &Event) {
         match event {
             Event::ScanStart(s) => {
-                self.start_at = humantime::parse_rfc3339_weak(&s.started)
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map(|d| d.as_secs_f64());
+                self.start_at = s.started.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
                 self.start = Some(s.clone());
             }
             Event::Port(p) => {
@@ -253,24 +250,19 @@ impl Collected {
         args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
     }
 
-    /// The TCP ports the command line asks for (as the CLI reads them).
+    /// The TCP ports the scan scanned.
     pub fn scanned_ports(&self) -> Vec<u16> {
-        scanned_ports(self.args())
+        self.start.as_ref().map(|s| s.settings.ports.clone()).unwrap_or_default()
     }
 
-    /// `-v` given how many times.
+    /// How verbose the report is (`-v` counted).
     pub fn verbosity(&self) -> usize {
-        self.args()
-            .iter()
-            .skip(1)
-            .filter(|a| a.len() > 1 && a.starts_with('-') && a[1..].bytes().all(|b| b == b'v'))
-            .map(|a| a.len() - 1)
-            .sum()
+        self.start.as_ref().map_or(0, |s| usize::from(s.settings.verbosity))
     }
 
     /// Whether service detection ran (decides nmap's VERSION column and `?`).
     pub fn version_scan(&self) -> bool {
-        self.services_seen || self.args().iter().skip(1).any(|a| a == "-sV" || a == "-A")
+        self.services_seen || self.start.as_ref().is_some_and(|s| s.settings.service_detection)
     }
 
     /// Addresses the scan planned: its probes over its ports (never fewer
@@ -387,55 +379,9 @@ pub(super) fn script_output(findings: &[Finding]) -> String {
     findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>().join("\n")
 }
 
-/// The TCP ports a moonscan command line scans: `-p SPEC` (`-pSPEC`),
-/// `--top-ports N`, `-F`, else the top 1000, read as the CLI reads them.
-pub(super) fn scanned_ports(args: &[String]) -> Vec<u16> {
-    use crate::targets::{parse_ports, top_ports, Proto};
-    let (mut spec, mut top, mut fast) = (None, None, false);
-    let mut it = args.iter().skip(1);
-    while let Some(a) = it.next() {
-        if a == "--" {
-            break;
-        } else if a == "-p" {
-            spec = it.next().cloned();
-        } else if let Some(v) = a.strip_prefix("-p") {
-            spec = Some(v.strip_prefix('=').unwrap_or(v).to_string());
-        } else if a == "--top-ports" {
-            top = it.next().and_then(|n| n.parse::<usize>().ok());
-        } else if let Some(n) = a.strip_prefix("--top-ports=") {
-            top = n.parse().ok();
-        } else if a == "-F" {
-            fast = true;
-        }
-    }
-    match (spec, top) {
-        (Some(spec), _) => parse_ports(&spec).map(|l| l.tcp).unwrap_or_default(),
-        (None, Some(n)) => top_ports(Proto::Tcp, n),
-        (None, None) if fast => top_ports(Proto::Tcp, 100),
-        (None, None) => top_ports(Proto::Tcp, 1000),
-    }
-}
-
 /// Sorted ports as nmap lists them: `1-1024,3306,8080-8081`.
 pub(super) fn range_list(ports: &[u16]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < ports.len() {
-        let mut j = i;
-        while j + 1 < ports.len() && ports[j + 1] == ports[j].wrapping_add(1) {
-            j += 1;
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if i == j {
-            let _ = write!(out, "{}", ports[i]);
-        } else {
-            let _ = write!(out, "{}-{}", ports[i], ports[j]);
-        }
-        i = j + 1;
-    }
-    out
+    crate::findings::port_list::to_text(ports)
 }
 
 /// One word of a command line as nmap's `join_quoted` writes it.
@@ -495,14 +441,24 @@ pub(super) mod sample {
         s.parse().unwrap()
     }
 
+    /// A scan_start whose settings are what the command line `args` asks
+    /// for (the fixtures' only reader of flags: `-p SPEC`, `-sV`, `-v`).
     pub fn start(args: &str, planned: u64) -> Event {
+        let words: Vec<&str> = args.split(' ').collect();
+        let spec = words.iter().position(|w| *w == "-p").map(|i| words[i + 1]).unwrap_or("1-1000");
         Event::ScanStart(ScanStart {
             scan_id: "0123456789abcdef".into(),
-            started: "2026-11-21T16:41:03.250Z".into(),
-            args: args.split(' ').map(String::from).collect(),
+            started: humantime::parse_rfc3339("2026-11-21T16:41:03.250Z").unwrap(),
+            args: words.iter().map(|w| w.to_string()).collect(),
             scan_type: ScanType::Syn,
             seed: 1,
             probes_planned: planned,
+            settings: ScanSettings {
+                ports: crate::targets::parse_ports(spec).unwrap().tcp,
+                service_detection: words.contains(&"-sV"),
+                verbosity: words.iter().filter(|w| **w == "-v").count() as u8,
+                ..ScanSettings::default()
+            },
         })
     }
 
@@ -596,18 +552,6 @@ pub(super) mod sample {
 mod tests {
     use super::sample::*;
     use super::*;
-
-    #[test]
-    fn the_scanned_ports_are_read_as_the_cli_reads_them() {
-        let ports = |s: &str| scanned_ports(&s.split(' ').map(String::from).collect::<Vec<_>>());
-        assert_eq!(range_list(&ports("moonscan -p 22,80,1000-1002 x")), "22,80,1000-1002");
-        assert_eq!(range_list(&ports("moonscan -p- x")), "1-65535");
-        assert_eq!(ports("moonscan -p80,443 x"), [80, 443]);
-        assert_eq!(ports("moonscan --top-ports 10 x").len(), 10);
-        assert_eq!(ports("moonscan --top-ports=20 x").len(), 20);
-        assert_eq!(ports("moonscan -F x").len(), 100);
-        assert_eq!(ports("moonscan -Pn x").len(), 1000);
-    }
 
     #[test]
     fn nmap_time_and_command_line_forms() {

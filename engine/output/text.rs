@@ -42,7 +42,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 o,
                 "Starting moonscan {} at {} ({} probes planned, seed {})",
                 env!("CARGO_PKG_VERSION"),
-                s.started,
+                humantime::format_rfc3339_millis(s.started),
                 s.probes_planned,
                 s.seed
             ),

@@ -185,18 +185,6 @@ pub fn display_name(target: &str) -> String {
 }
 
 /// The `--shard K/N` of a scan's arguments, if any.
-fn shard_of(args: &[String]) -> Option<String> {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--shard" {
-            return it.next().cloned();
-        }
-        if let Some(v) = a.strip_prefix("--shard=") {
-            return Some(v.to_string());
-        }
-    }
-    None
-}
 
 fn state_name(s: PortState) -> &'static str {
     match s {
@@ -229,12 +217,13 @@ impl Sink for Store {
                 self.seq = 1;
                 let row = vec![
                     Val::Text(s.scan_id.to_string()),
-                    Val::Text(s.started.clone()),
+                    Val::Text(humantime::format_rfc3339_millis(s.started).to_string()),
                     Val::json(&s.args),
                     Val::Text(serde_name(&s.scan_type)),
                     Val::Text(s.seed.to_string()),
                     Val::int(s.probes_planned),
-                    Val::opt(&shard_of(&s.args)),
+                    Val::opt(&s.settings.shard),
+                    Val::json(&s.settings),
                 ];
                 self.push(&schema::SCANS, row);
             }

@@ -100,6 +100,14 @@ impl Pg {
         tx.batch_execute("SET LOCAL client_min_messages = warning").map_err(pg_err)?;
         tx.batch_execute(&schema::postgres()).map_err(pg_err)?;
         let version: Option<i64> = tx.query_one("SELECT max(version) FROM schema_version", &[]).map_err(pg_err)?.get(0);
+        // An older database's tables were skipped by IF NOT EXISTS: upgrade them.
+        if let Some(v) = version.filter(|&v| v < schema::VERSION) {
+            for sql in schema::postgres_upgrades(v) {
+                tx.batch_execute(&sql).map_err(pg_err)?;
+            }
+            tx.execute("UPDATE schema_version SET version = $1", &[&schema::VERSION]).map_err(pg_err)?;
+        }
+        let version: Option<i64> = tx.query_one("SELECT max(version) FROM schema_version", &[]).map_err(pg_err)?.get(0);
         match version {
             None => {
                 tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&schema::VERSION]).map_err(pg_err)?;

@@ -131,8 +131,9 @@ impl Db {
     /// `scan_end` if the scan finished. Log lines are not stored.
     pub fn events(&mut self, id: &str) -> std::io::Result<Vec<Event>> {
         let head = self.query(
-            "SELECT id, started, CAST(args AS TEXT), scan_type, seed, probes_planned, elapsed, probes_sent, open, \
-             closed, filtered, errors, findings, interrupted, ended FROM scans WHERE id = ?",
+            "SELECT id, started, CAST(args AS TEXT), scan_type, seed, probes_planned, CAST(settings AS TEXT), \
+             elapsed, probes_sent, open, closed, filtered, errors, findings, interrupted, ended FROM scans \
+             WHERE id = ?",
             &[id],
         )?;
         let Some(head) = head.into_iter().next() else {
@@ -142,11 +143,13 @@ impl Db {
         let scan_id: ScanId = id.into();
         let start = ScanStart {
             scan_id: h.text().into(),
-            started: h.text(),
+            started: humantime::parse_rfc3339_weak(&h.text()).unwrap_or(std::time::UNIX_EPOCH),
             args: serde_json::from_str(&h.text()).unwrap_or_default(),
             scan_type: if h.text() == "syn" { ScanType::Syn } else { ScanType::Connect },
             seed: h.text().parse().unwrap_or(0),
             probes_planned: h.uint(),
+            // A scan stored by schema version 1 has no settings: defaults.
+            settings: h.opt().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
         };
         let elapsed = h.real();
         let end = ScanEnd {

@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS scans (
     filtered {int},
     errors {int},
     findings {int},
-    interrupted {bool}
+    interrupted {bool},
+    settings {json}
 );
 CREATE TABLE IF NOT EXISTS ports (
     scan_id TEXT NOT NULL,
@@ -117,6 +118,27 @@ CREATE TABLE IF NOT EXISTS errors (
 CREATE INDEX IF NOT EXISTS errors_scan ON errors (scan_id);
 ";
 
+/// What brings a database of schema version `from` to [`VERSION`] (with the
+/// types as in the DDL), one statement each.
+fn upgrades(from: i64) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if from < 2 {
+        // Version 2: what a scan was asked to do (ScanSettings), as JSON.
+        out.push("ALTER TABLE scans ADD COLUMN settings {json}");
+    }
+    out
+}
+
+/// [`upgrades`] for SQLite.
+pub fn sqlite_upgrades(from: i64) -> Vec<String> {
+    upgrades(from).into_iter().map(|s| s.replace("{json}", "TEXT")).collect()
+}
+
+/// [`upgrades`] for PostgreSQL.
+pub fn postgres_upgrades(from: i64) -> Vec<String> {
+    upgrades(from).into_iter().map(|s| s.replace("{json}", "JSONB")).collect()
+}
+
 /// The DDL for SQLite.
 pub fn sqlite() -> String {
     DDL.replace("{int}", "INTEGER").replace("{real}", "REAL").replace("{bool}", "INTEGER").replace("{json}", "TEXT")
@@ -161,6 +183,7 @@ pub const SCANS: Table = Table {
         ("seed", Text),
         ("probes_planned", Int),
         ("shard", Text),
+        ("settings", Json),
     ],
     conflict: Some("id"),
 };

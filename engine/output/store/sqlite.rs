@@ -71,6 +71,15 @@ impl Lite {
         let tx =
             self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
         tx.execute_batch(&schema::sqlite()).map_err(|e| e.to_string())?;
+        // An older database's tables were skipped by IF NOT EXISTS: upgrade them.
+        let existing: Option<i64> =
+            tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+        if let Some(v) = existing.filter(|&v| v < schema::VERSION) {
+            for sql in schema::sqlite_upgrades(v) {
+                tx.execute_batch(&sql).map_err(|e| format!("upgrading from schema version {v}: {e}"))?;
+            }
+            tx.execute("UPDATE schema_version SET version = ?1", [schema::VERSION]).map_err(|e| e.to_string())?;
+        }
         let version: Option<i64> =
             tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0)).map_err(|e| e.to_string())?;
         match version {

@@ -11,11 +11,21 @@ fn ip(s: &str) -> std::net::IpAddr {
 fn start(id: &str, args: &[&str]) -> Event {
     Event::ScanStart(ScanStart {
         scan_id: id.into(),
-        started: "2026-11-21T15:21:53.078Z".into(),
+        started: humantime::parse_rfc3339("2026-11-21T15:21:53.078Z").unwrap(),
         args: args.iter().map(|s| s.to_string()).collect(),
         scan_type: ScanType::Syn,
         seed: u64::MAX - 5,
         probes_planned: 65535,
+        // What the command line asked for, as a scan records it.
+        settings: ScanSettings {
+            ports: if args.contains(&"-p-") { (1..=65535).collect() } else { vec![] },
+            shard: args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix("--shard") {
+                Some("") => Some(args[i + 1].to_string()),
+                Some(v) => v.strip_prefix('=').map(String::from),
+                None => None,
+            }),
+            ..ScanSettings::default()
+        },
     })
 }
 
@@ -376,14 +386,6 @@ fn an_unreachable_postgres_is_a_clear_error() {
     assert!(msg.starts_with("cannot connect: ") && msg.contains("refused"), "{msg}");
 }
 
-#[test]
-fn shard_is_read_from_the_arguments() {
-    let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    assert_eq!(shard_of(&args(&["moonscan", "--shard", "1/3", "x"])).as_deref(), Some("1/3"));
-    assert_eq!(shard_of(&args(&["moonscan", "--shard=2/3"])).as_deref(), Some("2/3"));
-    assert_eq!(shard_of(&args(&["moonscan", "-p", "80"])), None);
-}
-
 /// PostgreSQL's jsonb holds no NUL: a NUL in a string of the value becomes
 /// the four characters `\x00`, and nothing else changes, not even a string
 /// holding a backslash followed by `u0000` (serialized `\\u0000`).
@@ -477,7 +479,9 @@ fn postgres_literals_are_quoted_and_typed() {
     let sql = script(&store.batch, false);
     assert!(!script(&store.batch, true).contains("INSERT INTO ports"));
     assert!(
-        sql.starts_with("INSERT INTO scans (id, started, args, scan_type, seed, probes_planned, shard) VALUES ('aa', "),
+        sql.starts_with(
+            "INSERT INTO scans (id, started, args, scan_type, seed, probes_planned, shard, settings) VALUES ('aa', "
+        ),
         "{sql}"
     );
     assert!(sql.contains("'[\"moonscan\"]'::jsonb"), "{sql}");
@@ -492,4 +496,49 @@ fn postgres_literals_are_quoted_and_typed() {
         update.ends_with(", elapsed = 0.25, probes_sent = 65535, open = 1, closed = 65534, filtered = 0, errors = 1, findings = 1, interrupted = FALSE WHERE id = 'aa';"),
         "{update}"
     );
+}
+
+#[test]
+fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    let path = path.to_str().unwrap();
+    {
+        // Schema version 1: scans had no settings column.
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute_batch(&schema::sqlite().replace(",\n    settings TEXT", "")).unwrap();
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)", []).unwrap();
+        conn.execute(
+            "INSERT INTO scans (id, started, args, scan_type, seed) VALUES ('old', '2026-01-01T00:00:00Z', '[]', 'syn', '1')",
+            [],
+        )
+        .unwrap();
+        let cols: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_table_info('scans')")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(!cols.contains(&"settings".to_string()));
+    }
+    let mut sink = open(path).unwrap();
+    for e in scan_events("00c0ffee00000007") {
+        sink.record(&e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 2);
+    let mut db = Db::open(path).unwrap();
+    assert_eq!(db.scans().unwrap().len(), 2);
+    let old = db.events("old").unwrap();
+    match &old[0] {
+        Event::ScanStart(s) => assert_eq!(s.settings, ScanSettings::default()),
+        other => panic!("{other:?}"),
+    }
+    let expected: Vec<Event> =
+        scan_events("00c0ffee00000007").into_iter().filter(|e| !matches!(e, Event::Log(_))).collect();
+    assert_eq!(db.events("00c0ffee00000007").unwrap(), expected);
 }
