@@ -184,7 +184,6 @@ pub fn display_name(target: &str) -> String {
     }
 }
 
-/// The `--shard K/N` of a scan's arguments, if any.
 
 fn state_name(s: PortState) -> &'static str {
     match s {
