@@ -335,8 +335,7 @@ impl ScanBuilder {
         if include.is_empty() {
             return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
         }
-        let too_many = |e: String| Error::new(ErrorKind::TargetSpec, e);
-        let include = include.finish().map_err(too_many)?;
+        let include = include.finish()?;
         let mut exclude = AddrSetBuilder::default();
         for t in self.exclude.iter().filter(|t| !t.trim().is_empty()) {
             add_term(&mut exclude, t, self.no_dns, family)?;
@@ -344,7 +343,7 @@ impl ScanBuilder {
         for path in &self.exclude_files {
             read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
         }
-        let space = TargetSpace::new(&include, &exclude.finish().map_err(too_many)?, ports)?;
+        let space = TargetSpace::new(&include, &exclude.finish()?, ports)?;
 
         let level = self.timing_level.unwrap_or(3);
         let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;
@@ -580,14 +579,13 @@ fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> 
 
 /// Adds one target term's addresses (a hostname is resolved now).
 fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> Result<()> {
-    let too_many = |e: String| Error::new(ErrorKind::TargetSpec, e);
     match targets::parse_term(t)? {
         Term::Ranges(r) => {
             if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
                 return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
             }
             for range in r {
-                set.push(range).map_err(too_many)?;
+                set.push(range)?;
             }
         }
         Term::Host(name) if no_dns => {
@@ -598,7 +596,7 @@ fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> 
         }
         Term::Host(name) => {
             let k = targets::addrs::key(targets::resolve(&name, family)?);
-            set.push((k, k)).map_err(too_many)?;
+            set.push((k, k))?;
         }
     }
     Ok(())

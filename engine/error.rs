@@ -2,7 +2,8 @@
 //!
 //! Callers match on [`ErrorKind`], never on message text. The binary turns a
 //! usage-class error (bad target, bad port spec, bad configuration) into exit
-//! status 2 and everything else into a reported failure.
+//! status 2 and everything else into a reported failure. An error keeps the
+//! error that caused it, if any, as its [`std::error::Error::source`].
 
 use std::fmt;
 
@@ -16,26 +17,50 @@ pub enum ErrorKind {
     PortSpec,
     /// A hostname could not be resolved, or DNS was disabled.
     Resolve,
-    /// Some other option or combination of options is invalid.
+    /// Some other option or combination of options is invalid, or a file
+    /// the user named (plugin, probes, pack) is malformed.
     Config,
     /// An I/O error outside of a single probe (reading a list file, opening an output).
     Io,
+    /// A pack's signature is missing, made by a key that is not trusted, or
+    /// does not match; or a key is refused.
+    Signature,
+    /// A pack's files do not match what its signed manifest pins (a hash,
+    /// a file not listed, a path that leaves the pack).
+    Integrity,
+    /// A results database (SQLite, PostgreSQL) failed or is not usable.
+    Store,
 }
 
-/// An error from the engine: a kind plus a message for people.
+/// An error from the engine: a kind, a message for people, and its cause.
 #[derive(Debug)]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into() }
+        Error { kind, message: message.into(), source: None }
+    }
+
+    /// An error caused by `source` (kept, and named by [`std::error::Error::source`]).
+    pub fn with_source(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Error {
+        Error { kind, message: message.into(), source: Some(source.into()) }
     }
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// The same error with `context: ` before its message (kind and source kept).
+    pub fn context(self, context: impl fmt::Display) -> Error {
+        Error { message: format!("{context}: {}", self.message), ..self }
     }
 
     /// True for errors caused by what the user asked for (exit status 2).
@@ -50,6 +75,26 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cause_is_kept_and_context_keeps_the_kind() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e = Error::with_source(ErrorKind::Store, "opening x.db", io).context("--db x.db");
+        assert_eq!(e.kind(), ErrorKind::Store);
+        assert_eq!(e.to_string(), "--db x.db: opening x.db");
+        let src = std::error::Error::source(&e).unwrap();
+        assert_eq!(src.to_string(), "denied");
+        assert!(!e.is_usage());
+    }
+}

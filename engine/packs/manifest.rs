@@ -57,7 +57,7 @@ pub enum FileKind {
 }
 
 fn refuse(what: &str, msg: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Config, format!("{what}: {msg}"))
+    super::refuse_as(ErrorKind::Config, format!("{what}: {msg}"))
 }
 
 /// Parses pack.yaml's bytes (`what` names the file in errors). The hashes
@@ -231,38 +231,39 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Why a listed path is refused, if it is: it must be relative, `/`-separated,
 /// without `.` or `..` components, hidden names or unusual characters.
-pub fn check_rel_path(p: &str) -> std::result::Result<(), String> {
+pub fn check_rel_path(p: &str) -> crate::Result<()> {
+    let bad = |m: String| super::refuse_as(ErrorKind::Integrity, m);
     if p.is_empty() {
-        return Err("empty path".into());
+        return Err(bad("empty path".into()));
     }
     if p.split(['/', '\\']).any(|c| c == "..") {
-        return Err(format!("path {p:?} contains '..'"));
+        return Err(bad(format!("path {p:?} contains '..'")));
     }
     if p.starts_with('/') || p.starts_with('\\') || p.as_bytes().get(1) == Some(&b':') {
-        return Err(format!("path {p:?} is absolute"));
+        return Err(bad(format!("path {p:?} is absolute")));
     }
     if p.contains('\\') {
-        return Err(format!("path {p:?} contains a backslash (use /)"));
+        return Err(bad(format!("path {p:?} contains a backslash (use /)")));
     }
     if p.len() > 1024 {
-        return Err(format!("path {p:?} is longer than 1024 bytes"));
+        return Err(bad(format!("path {p:?} is longer than 1024 bytes")));
     }
     let parts: Vec<&str> = p.split('/').collect();
     if parts.len() > 8 {
-        return Err(format!("path {p:?} is more than 8 folders deep"));
+        return Err(bad(format!("path {p:?} is more than 8 folders deep")));
     }
     for c in parts {
         if c.is_empty() || c == "." {
-            return Err(format!("path {p:?} has an empty or '.' component"));
+            return Err(bad(format!("path {p:?} has an empty or '.' component")));
         }
         if c.starts_with('.') {
-            return Err(format!("path {p:?} names a hidden file or folder"));
+            return Err(bad(format!("path {p:?} names a hidden file or folder")));
         }
         if c.len() > 128 {
-            return Err(format!("path {p:?} has a name longer than 128 bytes"));
+            return Err(bad(format!("path {p:?} has a name longer than 128 bytes")));
         }
         if !c.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'+')) {
-            return Err(format!("path {p:?} has characters other than letters, digits and . _ - +"));
+            return Err(bad(format!("path {p:?} has characters other than letters, digits and . _ - +")));
         }
     }
     Ok(())
@@ -341,7 +342,7 @@ impl Manifest {
         }
         let mut seen = std::collections::BTreeSet::new();
         for (e, kind) in self.entries() {
-            check_rel_path(&e.file).map_err(|m| refuse(what, format!("file {}: {m}", e.file)))?;
+            check_rel_path(&e.file).map_err(|m| m.context(format!("{what}: file {}", e.file)))?;
             if matches!(e.file.as_str(), "pack.yaml" | "pack.sig") {
                 return Err(refuse(what, format!("file {}: pack.yaml and pack.sig cannot be listed", e.file)));
             }

@@ -53,8 +53,16 @@ use crate::service::ProbeDb;
 pub use manifest::{FileEntry, FileKind, Manifest};
 pub use sign::TrustedKey;
 
+/// The one way packs refuse something; `kind` says what class of problem:
+/// a signature or key ([`ErrorKind::Signature`]), files that do not match
+/// the signed manifest ([`ErrorKind::Integrity`]), or a malformed pack or
+/// request ([`ErrorKind::Config`]).
+pub(crate) fn refuse_as(kind: ErrorKind, msg: impl Into<String>) -> Error {
+    Error::new(kind, msg)
+}
+
 fn refuse(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Config, msg)
+    refuse_as(ErrorKind::Config, msg)
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -182,12 +190,18 @@ fn read_in_pack(root: &Path, rel: &str, max: u64) -> Result<Vec<u8>> {
         let meta = match fs::symlink_metadata(&cur) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(refuse(format!("{rel}: listed in pack.yaml but missing from the pack")))
+                return Err(refuse_as(
+                    ErrorKind::Integrity,
+                    format!("{rel}: listed in pack.yaml but missing from the pack"),
+                ))
             }
             Err(e) => return Err(refuse(format!("{rel}: {e}"))),
         };
         if meta.file_type().is_symlink() {
-            return Err(refuse(format!("{so_far}: a symbolic link; packs may not hold links")));
+            return Err(refuse_as(
+                ErrorKind::Integrity,
+                format!("{so_far}: a symbolic link; packs may not hold links"),
+            ));
         }
         let last = i + 1 == parts.len();
         if !last && !meta.is_dir() {
@@ -246,7 +260,8 @@ fn verify_root(
         match &sig_bytes {
             None if trust.allow_unsigned => {}
             None => {
-                return Err(refuse(
+                return Err(refuse_as(
+                    ErrorKind::Signature,
                     "not signed (no pack.sig); sign it with `moonscan pack sign`, or pass --allow-unsigned to accept it untrusted",
                 ))
             }
@@ -266,7 +281,7 @@ fn verify_root(
                     }
                     None if trust.allow_unsigned => {}
                     None => {
-                        return Err(refuse(format!(
+                        return Err(refuse_as(ErrorKind::Signature, format!(
                             "pack.sig: signed by key {}, which is not in the trust store (if you trust it: `moonscan pack trust add KEYFILE`), or pass --allow-unsigned to accept it untrusted",
                             sig.key_id
                         )))
@@ -282,11 +297,14 @@ fn verify_root(
     }
     if let Some(sig) = &checked {
         if sig.trusted_comment != m.trusted_comment() {
-            return Err(refuse(format!(
-                "pack.sig: the trusted comment is {:?}, but this manifest needs {:?}",
-                sig.trusted_comment,
-                m.trusted_comment()
-            )));
+            return Err(refuse_as(
+                ErrorKind::Signature,
+                format!(
+                    "pack.sig: the trusted comment is {:?}, but this manifest needs {:?}",
+                    sig.trusted_comment,
+                    m.trusted_comment()
+                ),
+            ));
         }
     }
     // (3) Every listed file, hashed.
@@ -295,7 +313,7 @@ fn verify_root(
         let bytes = read_in_pack(root, &e.file, max_size(kind))?;
         let h = sha256_hex(&bytes);
         if h != e.sha256 {
-            return Err(refuse(format!(
+            return Err(refuse_as(ErrorKind::Integrity, format!(
                 "{}: sha256 mismatch: pack.yaml says {}, the file hashes to {h}; the file changed after the manifest was made (or the manifest is wrong)",
                 e.file, e.sha256
             )));
@@ -317,15 +335,19 @@ fn verify_root(
         let rel = f.rel.as_str();
         if f.is_dir {
             if !listed_dirs.contains(rel) && !extra_ok(rel) {
-                return Err(refuse(format!("{rel}/: a folder pack.yaml does not list any file in; remove it")));
+                return Err(refuse_as(
+                    ErrorKind::Integrity,
+                    format!("{rel}/: a folder pack.yaml does not list any file in; remove it"),
+                ));
             }
         } else if rel == "pack.yaml" || rel == "pack.sig" || listed.contains(rel) {
         } else if extra_ok(rel) {
             extras.push(rel.to_string());
         } else {
-            return Err(refuse(format!(
-                "{rel}: a file pack.yaml does not list; list it in pack.yaml (and sign again) or remove it"
-            )));
+            return Err(refuse_as(
+                ErrorKind::Integrity,
+                format!("{rel}: a file pack.yaml does not list; list it in pack.yaml (and sign again) or remove it"),
+            ));
         }
     }
     // (5) Compile the plugins, load the probes, from the hashed bytes.
@@ -829,7 +851,7 @@ pub fn trust_add(data_dir: &Path, key_text: &str) -> Result<TrustedKey> {
         if old.key.to_base64() == key.key.to_base64() {
             return Ok(old);
         }
-        return Err(refuse(format!(
+        return Err(refuse_as(ErrorKind::Signature, format!(
             "key ID {} is already trusted with another public key ({}); a second key claiming the same ID is refused. If you mean to replace it: `moonscan pack trust remove {}` first",
             key.id,
             old.key.to_base64(),

@@ -12,6 +12,7 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Component, Path, PathBuf};
 
+use super::refuse;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Most bytes of file content a pack may hold.
@@ -24,10 +25,6 @@ pub const MAX_DEPTH: usize = 16;
 pub const MAX_ARCHIVE: u64 = MAX_TOTAL;
 /// Most decompressed bytes read from a .tar.gz (content, headers, padding).
 const MAX_STREAM: u64 = MAX_TOTAL + 4 * 1024 * 1024;
-
-fn refuse(msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Config, msg)
-}
 
 /// A pack's folder, with the temporary folder it was extracted to (if it was).
 pub struct Source {
@@ -52,20 +49,20 @@ pub fn open(path: &Path) -> Result<Source> {
         .tempdir()
         .map_err(|e| Error::new(ErrorKind::Io, format!("cannot make a temporary folder: {e}")))?;
     extract(path, tmp.path())?;
-    let root = find_root(tmp.path()).map_err(|m| refuse(format!("{}: {m}", path.display())))?;
+    let root = find_root(tmp.path()).map_err(|e| e.context(path.display()))?;
     Ok(Source { root, _tmp: Some(tmp) })
 }
 
 /// pack.yaml at the top of the archive, or in its one top-level folder.
-fn find_root(dir: &Path) -> std::result::Result<PathBuf, String> {
+fn find_root(dir: &Path) -> Result<PathBuf> {
     if dir.join("pack.yaml").exists() {
         return Ok(dir.to_path_buf());
     }
     let entries: Vec<PathBuf> =
-        fs::read_dir(dir).map_err(|e| e.to_string())?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        fs::read_dir(dir).map_err(|e| refuse(e.to_string()))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
     match entries.as_slice() {
         [one] if one.is_dir() && one.join("pack.yaml").exists() => Ok(one.clone()),
-        _ => Err("no pack.yaml at the top of the archive or in its single top-level folder".into()),
+        _ => Err(refuse("no pack.yaml at the top of the archive or in its single top-level folder")),
     }
 }
 
@@ -90,25 +87,26 @@ impl<R: Read> Read for Capped<R> {
 }
 
 /// A tar entry's path as checked relative components.
-fn entry_path(raw: &[u8]) -> std::result::Result<PathBuf, String> {
+fn entry_path(raw: &[u8]) -> Result<PathBuf> {
+    let bad = |m: String| super::refuse_as(ErrorKind::Integrity, m);
     let shown = String::from_utf8_lossy(raw).into_owned();
-    let text = std::str::from_utf8(raw).map_err(|_| format!("entry {shown:?}: the name is not UTF-8"))?;
+    let text = std::str::from_utf8(raw).map_err(|_| bad(format!("entry {shown:?}: the name is not UTF-8")))?;
     if text.split(['/', '\\']).any(|c| c == "..") {
-        return Err(format!("entry {shown:?}: the path contains '..'"));
+        return Err(bad(format!("entry {shown:?}: the path contains '..'")));
     }
     if text.starts_with('/') || text.starts_with('\\') {
-        return Err(format!("entry {shown:?}: the path is absolute"));
+        return Err(bad(format!("entry {shown:?}: the path is absolute")));
     }
     let mut out = PathBuf::new();
     for c in Path::new(text).components() {
         match c {
             Component::Normal(n) => out.push(n),
             Component::CurDir => {}
-            _ => return Err(format!("entry {shown:?}: not a plain relative path")),
+            _ => return Err(bad(format!("entry {shown:?}: not a plain relative path"))),
         }
     }
     if out.components().count() > MAX_DEPTH {
-        return Err(format!("entry {shown:?}: more than {MAX_DEPTH} folders deep"));
+        return Err(bad(format!("entry {shown:?}: more than {MAX_DEPTH} folders deep")));
     }
     Ok(out)
 }
@@ -138,7 +136,7 @@ pub fn extract(archive: &Path, dest: &Path) -> Result<()> {
             return Err(at(format!("more than {MAX_FILES} entries (file count cap)")));
         }
         let raw = entry.path_bytes().into_owned();
-        let rel = entry_path(&raw).map_err(at)?;
+        let rel = entry_path(&raw).map_err(|e| e.context(archive.display()))?;
         let name = String::from_utf8_lossy(&raw).into_owned();
         let kind = entry.header().entry_type();
         use tar::EntryType as T;

@@ -610,3 +610,23 @@ fn a_key_claiming_a_trusted_keys_id_is_refused() {
     assert!(v.trusted);
     assert_eq!(v.signer_key.as_deref(), Some(vendor.to_base64().as_str()));
 }
+
+#[test]
+fn refusals_say_their_kind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (pk, sk) = keypair();
+    let dir = tmp.path().join("kinds");
+    make_pack(&dir, "kinds", "1.0.0", Some(&sk));
+    let trust = trust_of(&pk);
+    assert!(verify(&dir, &trust).is_ok());
+    fs::write(dir.join("p.lua"), "return {}").unwrap();
+    assert_eq!(verify(&dir, &trust).unwrap_err().kind(), ErrorKind::Integrity, "a changed file");
+    make_pack(&dir, "kinds", "1.0.0", Some(&sk));
+    fs::write(dir.join("extra.lua"), "x").unwrap();
+    assert_eq!(verify(&dir, &trust).unwrap_err().kind(), ErrorKind::Integrity, "an unlisted file");
+    fs::remove_file(dir.join("extra.lua")).unwrap();
+    let (other, _) = keypair();
+    assert_eq!(verify(&dir, &trust_of(&other)).unwrap_err().kind(), ErrorKind::Signature, "an untrusted signer");
+    fs::remove_file(dir.join("pack.sig")).unwrap();
+    assert_eq!(verify(&dir, &trust).unwrap_err().kind(), ErrorKind::Signature, "no signature");
+}

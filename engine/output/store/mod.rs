@@ -95,9 +95,9 @@ impl Batch {
 /// A database connection, as the store and [`Db`] use it.
 pub(crate) trait Backend: Send {
     /// Writes the whole batch in one transaction.
-    fn write(&mut self, batch: &Batch) -> Result<(), String>;
+    fn write(&mut self, batch: &Batch) -> crate::Result<()>;
     /// Runs a query with `?` placeholders and text parameters.
-    fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Vec<Cell>>, String>;
+    fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>>;
 }
 
 /// One value a query returned.
@@ -183,7 +183,6 @@ pub fn display_name(target: &str) -> String {
         None => target.to_string(),
     }
 }
-
 
 fn state_name(s: PortState) -> &'static str {
     match s {
@@ -355,10 +354,15 @@ impl Sink for Store {
     }
 }
 
-/// An error opening the database. The message does not name the database:
-/// the caller does (`--db FILE: ...`).
+/// A database error. The message does not name the database: the caller
+/// does (`--db FILE: ...`).
 fn db_error(e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Io, e.to_string())
+    Error::new(ErrorKind::Store, e.to_string())
+}
+
+/// A database error, keeping the driver's error as its cause.
+fn db_cause(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::with_source(ErrorKind::Store, e.to_string(), e)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use postgres::{Client, Config, NoTls};
 
 use super::schema::{self, Kind};
 use super::{db_error, Backend, Batch, Cell, Val};
+use crate::{Error, ErrorKind};
 
 /// Rows in one INSERT statement.
 const CHUNK_ROWS: usize = 1000;
@@ -50,8 +51,13 @@ fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
-/// A database error with PostgreSQL's own message and detail.
-fn pg_err(e: postgres::Error) -> String {
+/// A database error with PostgreSQL's own message and detail, and the
+/// driver's error as its cause.
+fn pg_err(e: postgres::Error) -> Error {
+    Error::with_source(ErrorKind::Store, pg_message(&e), e)
+}
+
+fn pg_message(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => {
             let mut s = format!("{}: {}", db.severity(), db.message());
@@ -81,14 +87,14 @@ impl Pg {
             cfg.application_name("moonscan");
         }
         off_runtime(move || {
-            let client = cfg.connect(NoTls).map_err(|e| db_error(format!("cannot connect: {}", pg_err(e))))?;
+            let client = cfg.connect(NoTls).map_err(|e| pg_err(e).context("cannot connect"))?;
             let mut pg = Pg { client, staged: false };
             pg.create_schema().map_err(|e| db_error(format!("creating the tables: {e}")))?;
             Ok(pg)
         })
     }
 
-    fn create_schema(&mut self) -> Result<(), String> {
+    fn create_schema(&mut self) -> crate::Result<()> {
         // Literals are quoted for standard_conforming_strings (the default
         // since PostgreSQL 9.1): make sure it is on for this session.
         self.client.batch_execute("SET standard_conforming_strings = on").map_err(pg_err)?;
@@ -113,10 +119,10 @@ impl Pg {
                 tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&schema::VERSION]).map_err(pg_err)?;
             }
             Some(v) if v > schema::VERSION => {
-                return Err(format!(
+                return Err(db_error(format!(
                     "the database has schema version {v}; this moonscan knows version {} and older",
                     schema::VERSION
-                ))
+                )))
             }
             Some(_) => {}
         }
@@ -276,7 +282,7 @@ pub(super) fn copy_field(out: &mut String, v: &Val, kind: Kind) {
 }
 
 impl Pg {
-    fn write_now(&mut self, batch: &Batch) -> Result<(), String> {
+    fn write_now(&mut self, batch: &Batch) -> crate::Result<()> {
         let ports = &batch.rows[schema::TABLES.iter().position(|t| t.name == schema::PORTS.name).unwrap_or(1)];
         if ports.len() < COPY_PORTS {
             // One round trip: a multi-statement simple query is one
@@ -293,7 +299,7 @@ impl Pg {
 
     /// BEGIN; COPY the ports into the staging table; then one script: the
     /// ports from there, the other rows, COMMIT (which empties the table).
-    fn write_copy(&mut self, batch: &Batch, ports: &[Vec<Val>]) -> Result<(), String> {
+    fn write_copy(&mut self, batch: &Batch, ports: &[Vec<Val>]) -> crate::Result<()> {
         let cols: Vec<&str> = schema::PORTS.columns.iter().map(|c| c.0).collect();
         let cols = cols.join(", ");
         if !self.staged {
@@ -302,7 +308,7 @@ impl Pg {
                     "CREATE TEMP TABLE IF NOT EXISTS {STAGE} ON COMMIT DELETE ROWS AS \
                      SELECT {cols} FROM ports WITH NO DATA"
                 ))
-                .map_err(|e| format!("creating the staging table: {}", pg_err(e)))?;
+                .map_err(|e| pg_err(e).context("creating the staging table"))?;
             self.staged = true;
         }
         self.client.batch_execute("BEGIN").map_err(pg_err)?;
@@ -319,9 +325,9 @@ impl Pg {
         let mut w = self
             .client
             .copy_in(&format!("COPY {STAGE} ({cols}) FROM STDIN"))
-            .map_err(|e| format!("copying ports: {}", pg_err(e)))?;
-        std::io::Write::write_all(&mut w, text.as_bytes()).map_err(|e| format!("copying ports: {e}"))?;
-        w.finish().map_err(|e| format!("copying ports: {}", pg_err(e)))?;
+            .map_err(|e| pg_err(e).context("copying ports"))?;
+        std::io::Write::write_all(&mut w, text.as_bytes()).map_err(|e| super::db_cause(e).context("copying ports"))?;
+        w.finish().map_err(|e| pg_err(e).context("copying ports"))?;
         let key = schema::PORTS.conflict.unwrap_or("scan_id, ip, port, proto");
         let sql = format!(
             "INSERT INTO ports ({cols}) SELECT {cols} FROM {STAGE} ON CONFLICT ({key}) DO NOTHING;\n{}COMMIT",
@@ -330,7 +336,7 @@ impl Pg {
         self.client.batch_execute(&sql).map_err(pg_err)
     }
 
-    fn query_now(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Vec<Cell>>, String> {
+    fn query_now(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let rows = self.client.query(numbered(sql).as_str(), &refs).map_err(pg_err)?;
         let mut out = Vec::with_capacity(rows.len());
@@ -385,11 +391,11 @@ impl<'a> FromSql<'a> for Cell {
 }
 
 impl Backend for Pg {
-    fn write(&mut self, batch: &Batch) -> Result<(), String> {
+    fn write(&mut self, batch: &Batch) -> crate::Result<()> {
         off_runtime(|| self.write_now(batch))
     }
 
-    fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Vec<Cell>>, String> {
+    fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
         off_runtime(|| self.query_now(sql, params))
     }
 }

@@ -8,7 +8,7 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, OpenFlags, ToSql};
 
 use super::schema::{self, Table};
-use super::{db_error, Backend, Batch, Cell, Val, BUSY_TIMEOUT};
+use super::{db_cause, db_error, Backend, Batch, Cell, Val, BUSY_TIMEOUT};
 
 pub(crate) struct Lite {
     conn: Connection,
@@ -39,63 +39,61 @@ impl Lite {
         // SQLite's "unable to open database file: PATH" names the path itself.
         let conn = Connection::open_with_flags(path, flags)
             .map_err(|e| db_error(e.to_string().replace(&format!(": {path}"), "")))?;
-        Lite::setup(conn, true).map_err(db_error)
+        Lite::setup(conn, true)
     }
 
     /// A private in-memory database (tests).
     #[cfg(test)]
-    pub fn memory() -> Result<Lite, String> {
-        let conn = Connection::open_in_memory().map_err(|e| e.to_string())?;
+    pub fn memory() -> crate::Result<Lite> {
+        let conn = Connection::open_in_memory().map_err(db_cause)?;
         Lite::setup(conn, false)
     }
 
-    fn setup(conn: Connection, wal: bool) -> Result<Lite, String> {
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| e.to_string())?;
+    fn setup(conn: Connection, wal: bool) -> crate::Result<Lite> {
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_cause)?;
         if wal {
             // journal_mode answers with the mode in force.
-            let mode: String =
-                conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(db_cause)?;
             if !mode.eq_ignore_ascii_case("wal") {
-                return Err(format!("cannot use WAL mode (journal_mode is {mode})"));
+                return Err(db_error(format!("cannot use WAL mode (journal_mode is {mode})")));
             }
         }
-        conn.execute_batch("PRAGMA synchronous=NORMAL").map_err(|e| e.to_string())?;
+        conn.execute_batch("PRAGMA synchronous=NORMAL").map_err(db_cause)?;
         let mut lite = Lite { conn };
-        lite.create_schema().map_err(|e| format!("creating the tables: {e}"))?;
+        lite.create_schema().map_err(|e| e.context("creating the tables"))?;
         Ok(lite)
     }
 
-    fn create_schema(&mut self) -> Result<(), String> {
+    fn create_schema(&mut self) -> crate::Result<()> {
         // IMMEDIATE: take the write lock first, so two scans starting at once
         // do not both see an empty schema_version.
-        let tx =
-            self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
-        tx.execute_batch(&schema::sqlite()).map_err(|e| e.to_string())?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_cause)?;
+        tx.execute_batch(&schema::sqlite()).map_err(db_cause)?;
         // An older database's tables were skipped by IF NOT EXISTS: upgrade them.
         let existing: Option<i64> =
-            tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+            tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0)).map_err(db_cause)?;
         if let Some(v) = existing.filter(|&v| v < schema::VERSION) {
             for sql in schema::sqlite_upgrades(v) {
-                tx.execute_batch(&sql).map_err(|e| format!("upgrading from schema version {v}: {e}"))?;
+                tx.execute_batch(&sql)
+                    .map_err(|e| db_cause(e).context(format!("upgrading from schema version {v}")))?;
             }
-            tx.execute("UPDATE schema_version SET version = ?1", [schema::VERSION]).map_err(|e| e.to_string())?;
+            tx.execute("UPDATE schema_version SET version = ?1", [schema::VERSION]).map_err(db_cause)?;
         }
         let version: Option<i64> =
-            tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0)).map_err(|e| e.to_string())?;
+            tx.query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0)).map_err(db_cause)?;
         match version {
             None => {
-                tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [schema::VERSION])
-                    .map_err(|e| e.to_string())?;
+                tx.execute("INSERT INTO schema_version (version) VALUES (?1)", [schema::VERSION]).map_err(db_cause)?;
             }
             Some(v) if v > schema::VERSION => {
-                return Err(format!(
+                return Err(db_error(format!(
                     "the database has schema version {v}; this moonscan knows version {} and older",
                     schema::VERSION
-                ))
+                )))
             }
             Some(_) => {}
         }
-        tx.commit().map_err(|e| e.to_string())
+        tx.commit().map_err(db_cause)
     }
 }
 
@@ -113,37 +111,37 @@ fn insert_sql(t: &Table) -> String {
 }
 
 impl Backend for Lite {
-    fn write(&mut self, batch: &Batch) -> Result<(), String> {
-        let tx =
-            self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| e.to_string())?;
+    fn write(&mut self, batch: &Batch) -> crate::Result<()> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_cause)?;
         for (table, rows) in schema::TABLES.iter().zip(&batch.rows) {
             if rows.is_empty() {
                 continue;
             }
-            let mut stmt = tx.prepare_cached(&insert_sql(table)).map_err(|e| e.to_string())?;
+            let mut stmt = tx.prepare_cached(&insert_sql(table)).map_err(db_cause)?;
             for row in rows {
                 stmt.execute(rusqlite::params_from_iter(row.iter()))
-                    .map_err(|e| format!("inserting into {}: {e}", table.name))?;
+                    .map_err(|e| db_cause(e).context(format!("inserting into {}", table.name)))?;
             }
         }
         if !batch.ends.is_empty() {
-            let mut stmt = tx.prepare_cached(schema::SCAN_END).map_err(|e| e.to_string())?;
+            let mut stmt = tx.prepare_cached(schema::SCAN_END).map_err(db_cause)?;
             for row in &batch.ends {
-                stmt.execute(rusqlite::params_from_iter(row.iter())).map_err(|e| format!("updating scans: {e}"))?;
+                stmt.execute(rusqlite::params_from_iter(row.iter()))
+                    .map_err(|e| db_cause(e).context("updating scans"))?;
             }
         }
-        tx.commit().map_err(|e| format!("commit: {e}"))
+        tx.commit().map_err(|e| db_cause(e).context("commit"))
     }
 
-    fn query(&mut self, sql: &str, params: &[&str]) -> Result<Vec<Vec<Cell>>, String> {
-        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
+    fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(db_cause)?;
         let n = stmt.column_count();
-        let mut rows = stmt.query(rusqlite::params_from_iter(params.iter())).map_err(|e| e.to_string())?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(params.iter())).map_err(db_cause)?;
         let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| e.to_string())? {
+        while let Some(row) = rows.next().map_err(db_cause)? {
             let mut cells = Vec::with_capacity(n);
             for i in 0..n {
-                cells.push(match row.get_ref(i).map_err(|e| e.to_string())? {
+                cells.push(match row.get_ref(i).map_err(db_cause)? {
                     ValueRef::Null => Cell::Null,
                     ValueRef::Integer(n) => Cell::Int(n),
                     ValueRef::Real(x) => Cell::Real(x),
