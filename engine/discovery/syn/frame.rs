@@ -9,12 +9,12 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use pnet::packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
-use pnet::packet::ip::IpNextHeaderProtocols;
-use pnet::packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
-use pnet::packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
-use pnet::packet::tcp::{self, MutableTcpPacket, TcpFlags, TcpOption, TcpPacket};
-use pnet::packet::Packet;
+use pnet_packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
+use pnet_packet::ip::IpNextHeaderProtocols;
+use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
+use pnet_packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
+use pnet_packet::tcp::{self, MutableTcpPacket, TcpFlags, TcpOption, TcpPacket};
+use pnet_packet::Packet;
 
 use crate::net::packet::Checksum;
 

@@ -319,7 +319,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pnet::packet::tcp::TcpFlags;
+    use pnet_packet::tcp::TcpFlags;
 
     const SRC: &str = "198.18.0.1";
 
