@@ -35,7 +35,6 @@
 #![deny(unsafe_code)]
 
 pub mod builder;
-pub mod civil;
 pub mod discovery;
 pub mod error;
 pub mod files;

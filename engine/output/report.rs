@@ -12,6 +12,7 @@ use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use super::Sink;
 use crate::findings::{Event, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity};
@@ -410,17 +411,27 @@ fn now_secs() -> f64 {
 pub(super) fn ctime(secs: i64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let c = crate::civil::from_unix(secs);
+    let (year, t) = utc(secs);
     format!(
-        "{} {} {:>2} {:02}:{:02}:{:02} {}",
-        DAYS[c.weekday as usize],
-        MONTHS[(c.month - 1) as usize],
-        c.day,
-        c.hour,
-        c.minute,
-        c.second,
-        c.year
+        "{} {} {:>2} {:02}:{:02}:{:02} {year}",
+        DAYS[usize::from(t.weekday().number_days_from_sunday())],
+        MONTHS[usize::from(u8::from(t.month()) - 1)],
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
     )
+}
+
+/// `secs` as a UTC date and time, with the year apart so that any `i64`
+/// works: `time` holds years -9999..=9999 only, so the date is taken within
+/// one 400-year Gregorian cycle (dates and weekdays repeat after one) and
+/// the whole cycles are added back to the year.
+fn utc(secs: i64) -> (i64, OffsetDateTime) {
+    const CYCLE: i64 = 146_097 * 86_400;
+    // Years 1970 to 2369: always in range.
+    let t = OffsetDateTime::from_unix_timestamp(secs.rem_euclid(CYCLE)).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    (i64::from(t.year()) + 400 * secs.div_euclid(CYCLE), t)
 }
 
 /// Events of a small scan for the three formats' tests.
@@ -562,6 +573,13 @@ mod tests {
         assert_eq!(quote("two words"), "\"two words\"");
         assert_eq!(quote("say \"hi\""), "\"say \\\"hi\\\"\"");
         assert_eq!(quote(""), "\"\"");
+    }
+
+    #[test]
+    fn ctime_takes_any_second_count() {
+        assert_eq!(ctime(253_402_300_800), "Sat Jan  1 00:00:00 10000");
+        assert_eq!(ctime(i64::MAX), "Sun Dec  4 15:30:07 292277026596");
+        assert_eq!(ctime(i64::MIN), "Sun Jan 27 08:29:52 -292277022657");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use ::time::OffsetDateTime;
 use sha2::{Digest, Sha256};
 use x509_parser::prelude::*;
 use x509_parser::public_key::PublicKey;
@@ -112,8 +113,19 @@ fn ip_text(b: &[u8]) -> String {
 
 /// Seconds since 1970 as RFC 3339 UTC, for any year a certificate can hold.
 fn rfc3339(secs: i64) -> String {
-    let c = crate::civil::from_unix(secs);
-    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", c.year, c.month, c.day, c.hour, c.minute, c.second)
+    let (year, t) = utc(secs);
+    format!("{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second())
+}
+
+/// `secs` as a UTC date and time, with the year apart so that any `i64`
+/// works: `time` holds years -9999..=9999 only, so the date is taken within
+/// one 400-year Gregorian cycle (dates and weekdays repeat after one) and
+/// the whole cycles are added back to the year.
+fn utc(secs: i64) -> (i64, OffsetDateTime) {
+    const CYCLE: i64 = 146_097 * 86_400;
+    // Years 1970 to 2369: always in range.
+    let t = OffsetDateTime::from_unix_timestamp(secs.rem_euclid(CYCLE)).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    (i64::from(t.year()) + 400 * secs.div_euclid(CYCLE), t)
 }
 
 #[cfg(test)]
@@ -127,6 +139,15 @@ mod tests {
         assert_eq!(rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
         assert_eq!(rfc3339(-1), "1969-12-31T23:59:59Z");
         assert_eq!(rfc3339(253_402_300_799), "9999-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn dates_beyond_the_time_crate_range_convert_too() {
+        assert_eq!(rfc3339(253_402_300_800), "10000-01-01T00:00:00Z");
+        assert_eq!(rfc3339(-62_167_219_201), "-001-12-31T23:59:59Z");
+        assert_eq!(rfc3339(-377_705_116_801), "-10000-12-31T23:59:59Z");
+        assert_eq!(rfc3339(i64::MAX), "292277026596-12-04T15:30:07Z");
+        assert_eq!(rfc3339(i64::MIN), "-292277022657-01-27T08:29:52Z");
     }
 
     #[test]
