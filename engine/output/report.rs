@@ -12,7 +12,6 @@ use std::net::IpAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::Sink;
 use crate::findings::{Event, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity};
@@ -411,7 +410,7 @@ fn now_secs() -> f64 {
 pub(super) fn ctime(secs: i64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let (year, t) = utc(secs);
+    let (year, t) = crate::findings::utc(secs);
     format!(
         "{} {} {:>2} {:02}:{:02}:{:02} {year}",
         DAYS[usize::from(t.weekday().number_days_from_sunday())],
@@ -421,17 +420,6 @@ pub(super) fn ctime(secs: i64) -> String {
         t.minute(),
         t.second(),
     )
-}
-
-/// `secs` as a UTC date and time, with the year apart so that any `i64`
-/// works: `time` holds years -9999..=9999 only, so the date is taken within
-/// one 400-year Gregorian cycle (dates and weekdays repeat after one) and
-/// the whole cycles are added back to the year.
-fn utc(secs: i64) -> (i64, OffsetDateTime) {
-    const CYCLE: i64 = 146_097 * 86_400;
-    // Years 1970 to 2369: always in range.
-    let t = OffsetDateTime::from_unix_timestamp(secs.rem_euclid(CYCLE)).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    (i64::from(t.year()) + 400 * secs.div_euclid(CYCLE), t)
 }
 
 /// Events of a small scan for the three formats' tests.

@@ -8,7 +8,6 @@
 
 use std::fmt::Write as _;
 
-use ::time::OffsetDateTime;
 use sha2::{Digest, Sha256};
 use x509_parser::prelude::*;
 use x509_parser::public_key::PublicKey;
@@ -113,19 +112,8 @@ fn ip_text(b: &[u8]) -> String {
 
 /// Seconds since 1970 as RFC 3339 UTC, for any year a certificate can hold.
 fn rfc3339(secs: i64) -> String {
-    let (year, t) = utc(secs);
+    let (year, t) = crate::findings::utc(secs);
     format!("{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second())
-}
-
-/// `secs` as a UTC date and time, with the year apart so that any `i64`
-/// works: `time` holds years -9999..=9999 only, so the date is taken within
-/// one 400-year Gregorian cycle (dates and weekdays repeat after one) and
-/// the whole cycles are added back to the year.
-fn utc(secs: i64) -> (i64, OffsetDateTime) {
-    const CYCLE: i64 = 146_097 * 86_400;
-    // Years 1970 to 2369: always in range.
-    let t = OffsetDateTime::from_unix_timestamp(secs.rem_euclid(CYCLE)).unwrap_or(OffsetDateTime::UNIX_EPOCH);
-    (i64::from(t.year()) + 400 * secs.div_euclid(CYCLE), t)
 }
 
 #[cfg(test)]
