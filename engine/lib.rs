@@ -42,6 +42,7 @@ pub mod findings;
 pub mod net;
 pub mod output;
 pub mod packs;
+pub mod pattern;
 pub mod pipeline;
 pub mod plugins;
 pub mod scan;

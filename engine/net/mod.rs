@@ -1,15 +1,18 @@
-//! Operating-system plumbing, and the only module allowed `unsafe`.
-//!
-//! For now: the open-file limit, which bounds how many sockets a scan may
-//! hold. Raw packet sockets arrive here with SYN scanning.
+//! Operating-system and network plumbing shared by the stages: the
+//! open-file limit, raw packet sockets, routes and neighbours (the only code
+//! allowed `unsafe`), and the TCP/TLS connections that service detection
+//! and plugins both use ([`conn`], [`tls`], [`dangerously`], which deny
+//! `unsafe` themselves).
 
 #![allow(unsafe_code)]
 
 use std::io;
 
-pub mod route;
-
+pub mod conn;
+pub mod dangerously;
 pub mod packet;
+pub mod route;
+pub mod tls;
 
 /// The soft open-file limit (1024 if it cannot be read).
 pub fn nofile_limit() -> u64 {

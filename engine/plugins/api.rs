@@ -203,7 +203,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                     Err(e) => return failed(e),
                 };
                 let conn = sock.lock().await.conn.take();
-                let Some(crate::service::detect::Conn::Plain(stream)) = conn else {
+                let Some(crate::net::conn::Conn::Plain(stream)) = conn else {
                     return failed("ctx:ssh_auth_methods: not a plain TCP connection".into());
                 };
                 let until = h.meter.deadline();
@@ -488,7 +488,7 @@ impl UserData for LuaSocket {
         });
         methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
             let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
-            let re = crate::service::rules::compile_within(&pattern, PATTERN_LIMIT)
+            let re = crate::pattern::compile_within(&pattern, PATTERN_LIMIT)
                 .map_err(|e| mlua::Error::runtime(e.to_string()))?;
             let mut s = this.sock.lock().await;
             loop {
@@ -711,8 +711,8 @@ impl PatternCache {
         if let Some(re) = m.get(p) {
             return Ok(re.clone());
         }
-        let re = crate::service::rules::compile_within(p, PATTERN_LIMIT)
-            .map_err(|e| mlua::Error::runtime(format!("re: {e}")))?;
+        let re =
+            crate::pattern::compile_within(p, PATTERN_LIMIT).map_err(|e| mlua::Error::runtime(format!("re: {e}")))?;
         let re = Arc::new(re);
         if m.len() >= Self::MAX {
             m.clear();

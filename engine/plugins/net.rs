@@ -18,7 +18,7 @@ use tokio::time::{timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
 use crate::findings::TlsInfo;
-use crate::service::detect::Conn;
+use crate::net::conn::Conn;
 use crate::targets::TargetSpace;
 
 /// Where plugin sockets may go: the scan's own targets and ports.
@@ -84,12 +84,12 @@ pub(crate) async fn open(
     };
     let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
     let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
-    let config = crate::service::dangerously::client_config(versions, &alpn).map_err(|e| format!("TLS: {e}"))?;
+    let config = crate::net::dangerously::client_config(versions, &alpn).map_err(|e| format!("TLS: {e}"))?;
     let stream = timeout_at(until, TlsConnector::from(config).connect(ServerName::IpAddress(ip.into()), tcp))
         .await
         .map_err(|_| "TLS handshake timed out".to_string())?
         .map_err(|e| format!("TLS handshake failed: {e}"))?;
-    let info = crate::service::tls::session_info(stream.get_ref().1);
+    let info = crate::net::tls::session_info(stream.get_ref().1);
     Ok((Conn::Tls(Box::new(stream)), Some(info)))
 }
 

@@ -23,10 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
-use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::pool::BufPool;
@@ -34,6 +32,7 @@ use super::probes::{Probe, ProbeDb, Transport};
 use super::rules::Identity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{ServiceMethod, TlsInfo};
+use crate::net::conn::Conn;
 
 /// Most bytes of a response kept as the banner.
 pub const BANNER_MAX: usize = 512;
@@ -135,31 +134,6 @@ impl std::fmt::Debug for Detector {
     }
 }
 
-/// A TCP connection, in the clear or inside TLS.
-pub(crate) enum Conn {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-impl Conn {
-    pub(crate) async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Conn::Plain(s) => s.read(buf).await,
-            Conn::Tls(s) => s.read(buf).await,
-        }
-    }
-
-    pub(crate) async fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
-        match self {
-            Conn::Plain(s) => s.write_all(data).await,
-            Conn::Tls(s) => {
-                s.write_all(data).await?;
-                s.flush().await
-            }
-        }
-    }
-}
-
 /// How one probe's exchange ended.
 enum Outcome {
     Hard(Identity),
@@ -171,7 +145,7 @@ enum Outcome {
 
 impl Detector {
     pub fn new(db: ProbeDb, opts: DetectOptions) -> Result<Detector> {
-        let config = super::dangerously::scanning_client_config()
+        let config = crate::net::dangerously::scanning_client_config()
             .map_err(|e| Error::new(ErrorKind::Config, format!("TLS configuration: {e}")))?;
         let null = db.probes().iter().position(|p| p.transport == Transport::Tcp && p.payload.is_empty());
         let pool = BufPool::new(opts.parallelism, opts.buffer_size.max(64));
@@ -443,7 +417,7 @@ impl Run<'_> {
         let name = ServerName::IpAddress(self.addr.ip().into());
         let stream = timeout_at(until, self.det.tls.connect(name, tcp)).await.map_err(|_| timed_out())??;
         if self.out.tls.is_none() {
-            self.out.tls = Some(super::tls::session_info(stream.get_ref().1));
+            self.out.tls = Some(crate::net::tls::session_info(stream.get_ref().1));
         }
         Ok(Conn::Tls(Box::new(stream)))
     }
@@ -473,6 +447,7 @@ pub fn printable(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[test]
     fn tls_records_are_recognised() {

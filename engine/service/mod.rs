@@ -12,13 +12,15 @@
 
 #[cfg(test)]
 mod catalog;
-pub mod dangerously;
 pub mod detect;
+/// Moved to [`crate::net`]: the TLS client that accepts any certificate.
+pub use crate::net::dangerously;
+/// Moved to [`crate::net`]: TLS session facts and certificate summaries.
+pub use crate::net::tls;
 pub mod import;
 pub mod pool;
 pub mod probes;
 pub mod rules;
-pub mod tls;
 
 use std::sync::Arc;
 

@@ -6,6 +6,8 @@
 //! summary (a certificate x509-parser cannot read gets its fingerprint and
 //! an `error`), never a panic; the work is linear in the input.
 
+#![deny(unsafe_code)]
+
 use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
