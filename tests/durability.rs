@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{bin, lab, stderr};
+use crate::util::{bin, lab, stderr, wait_for_events};
 
 const SWEEP: &str = "198.19.0.0/16";
 
@@ -46,15 +46,17 @@ fn a_killed_scan_leaves_whole_ndjson_lines() {
     let db = dir.path().join("scan.db");
     let mut child =
         slow_sweep(dir.path(), &["-oJ", out.to_str().unwrap(), "--db", db.to_str().unwrap()]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(900));
+    // Killed once 12,000 open ports are on disk, well before the end.
+    wait_for_events(&out, 12_000, |e| e["type"] == "port", Duration::from_secs(20));
     child.kill().unwrap(); // SIGKILL: no handler, no final flush
     child.wait().unwrap();
     let evs = lines(&out);
     assert_eq!(evs[0]["type"], "scan_start");
     assert!(evs.iter().all(|e| e["type"] != "scan_end"), "the scan was killed before its end");
     let hosts = open_hosts(&evs);
-    // At 40,000/s for about 0.9 s, and flushed every 100 ms: most of what was found is there.
-    assert!(hosts.len() > 10_000, "only {} ports reached the file", hosts.len());
+    // At 40,000/s, flushed every 100 ms: what was seen on disk is still there, and more.
+    assert!(hosts.len() >= 12_000, "only {} ports reached the file", hosts.len());
+    assert!(hosts.len() < 65_536, "the scan was killed before its end");
     // Every port in it is really open: port 80 on an address of the sweep.
     for e in evs.iter().filter(|e| e["type"] == "port") {
         assert_eq!((e["port"].as_u64(), e["state"].as_str()), (Some(80), Some("open")));
@@ -78,7 +80,8 @@ fn a_killed_scan_leaves_whole_ndjson_lines() {
             _ => None,
         })
         .collect();
-    assert!(stored.len() > 10_000, "only {} ports committed", stored.len());
+    // SQLite commits at each flush, after the NDJSON: at most a flush behind.
+    assert!(stored.len() > 8_000, "only {} ports committed", stored.len());
     assert!(stored.iter().all(|ip| unique.contains(ip)), "the db has ports the NDJSON lacks");
 }
 
@@ -88,7 +91,7 @@ fn an_interrupted_sweep_resumes_to_the_same_result() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("scan.ndjson");
     let child = slow_sweep(dir.path(), &["-oJ", out.to_str().unwrap()]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    wait_for_events(&out, 10_000, |e| e["type"] == "port", Duration::from_secs(20));
     let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(st.success());
     let first = child.wait_with_output().unwrap();
@@ -134,18 +137,23 @@ fn a_second_ctrl_c_quits_at_once() {
     // Service detection of an endless banner keeps the scan busy after the
     // first Ctrl-C (in-flight work is waited for); the second one ends it.
     let _server = crate::service::Hostile::start("endless_banner.py", 7001, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("scan.ndjson");
     let mut child = Command::new("ip")
         .args(["netns", "exec", "msscan"])
         .arg(bin())
-        .args(["-sV", "-n", "--service-timeout", "30s", "-p", "7001", "198.18.0.4"])
+        .args(["-sV", "-n", "--service-timeout", "30s", "-p", "7001", "198.18.0.4", "-oJ", out.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    // The port is found, so detection is under way.
+    wait_for_events(&out, 1, |e| e["type"] == "port" && e["port"] == 7001, Duration::from_secs(10));
     let int = |pid: u32| Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
     assert!(int(child.id()).success());
+    // Still running a while later: the first Ctrl-C waits for work in flight
+    // (the endless banner keeps detection busy for its 30 s budget).
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "the first Ctrl-C waits for work in flight");
     let t = std::time::Instant::now();

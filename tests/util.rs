@@ -184,3 +184,26 @@ pub fn in_lab_thread(f: impl FnOnce() + Send + 'static) {
     .join()
     .expect("the check passes in the lab");
 }
+
+/// Waits until the NDJSON file at `path` holds at least `n` events that
+/// `pred` accepts (whole lines only: a scan writes lines whole), instead of
+/// sleeping and hoping; panics after `timeout`. Returns the events so far.
+pub fn wait_for_events(path: &Path, n: usize, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Vec<Value> {
+    let until = std::time::Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        // The last line may still be being written.
+        let complete = text.rfind('\n').map_or("", |i| &text[..i]);
+        let evs: Vec<Value> = complete.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        if evs.iter().filter(|e| pred(e)).count() >= n {
+            return evs;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{} never held {n} such events ({} events)",
+            path.display(),
+            evs.len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
