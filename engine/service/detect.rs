@@ -428,22 +428,6 @@ fn looks_like_tls(data: &[u8]) -> bool {
     data.len() >= 3 && matches!(data[0], 0x15 | 0x16) && data[1] == 3 && data[2] <= 4
 }
 
-/// A banner as text: printable ASCII kept, other bytes as `\xHH`.
-pub fn printable(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len());
-    for &b in bytes {
-        match b {
-            b'\r' => s.push_str("\\r"),
-            b'\n' => s.push_str("\\n"),
-            b'\t' => s.push_str("\\t"),
-            b'\\' => s.push_str("\\\\"),
-            0x20..=0x7e => s.push(b as char),
-            _ => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -660,6 +644,7 @@ probes:
 
     #[test]
     fn banners_print_safely() {
-        assert_eq!(printable(b"SSH-2.0-x\r\n\x00\xff\\"), "SSH-2.0-x\\r\\n\\x00\\xff\\\\");
+        let text = crate::findings::banner_text::to_text(b"SSH-2.0-x\r\n\x00\xff\\");
+        assert_eq!(text, "SSH-2.0-x\\r\\n\\x00\\xff\\\\");
     }
 }

@@ -129,12 +129,14 @@ fn upgrades(from: i64) -> Vec<&'static str> {
     out
 }
 
-/// [`upgrades`] for SQLite.
+/// The statements that bring a database of schema version `from` to
+/// [`VERSION`], for SQLite.
 pub fn sqlite_upgrades(from: i64) -> Vec<String> {
     upgrades(from).into_iter().map(|s| s.replace("{json}", "TEXT")).collect()
 }
 
-/// [`upgrades`] for PostgreSQL.
+/// The statements that bring a database of schema version `from` to
+/// [`VERSION`], for PostgreSQL.
 pub fn postgres_upgrades(from: i64) -> Vec<String> {
     upgrades(from).into_iter().map(|s| s.replace("{json}", "JSONB")).collect()
 }
