@@ -30,6 +30,15 @@ pub enum ErrorKind {
     Integrity,
     /// A results database (SQLite, PostgreSQL) failed or is not usable.
     Store,
+    /// A limit was reached: a plugin run's budget, or a search that would
+    /// cost more than a host call may.
+    Budget,
+    /// The sandbox refused what a plugin asked for (a connection elsewhere).
+    Sandbox,
+    /// A network operation did not finish in its time.
+    Timeout,
+    /// A peer broke its protocol (a malformed reply, a failed handshake).
+    Protocol,
 }
 
 /// An error from the engine: a kind, a message for people, and its cause.
@@ -78,6 +87,13 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        let kind = if e.kind() == std::io::ErrorKind::TimedOut { ErrorKind::Timeout } else { ErrorKind::Io };
+        Error { kind, message: e.to_string(), source: Some(Box::new(e)) }
     }
 }
 

@@ -20,12 +20,15 @@ use super::host::{
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
 use super::value::{from_json, unknown_keys, ConvertError};
 use crate::findings::{Severity, TlsInfo};
+use crate::pattern::Bounded;
 
 /// Most findings and log lines one run may report.
 const MAX_FINDINGS: usize = 64;
 pub(super) const MAX_LOGS: usize = 64;
 pub(super) const MAX_LOG_LINE: usize = 1000;
 const MAX_TITLE: usize = 300;
+/// Longest `host` a connect takes (an IPv6 address with a scope is at most 45 bytes).
+const MAX_HOST: usize = 64;
 /// Default time for one socket operation.
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most bytes an HTTP response may have.
@@ -291,7 +294,18 @@ impl ConnectRequest {
         let mut req = ConnectRequest { host: None, port: None, tls: None, timeout: SOCKET_TIMEOUT };
         let Some(o) = opts else { return Ok(req) };
         known_keys(o, allowed, what)?;
-        req.host = o.raw_get::<Option<String>>("host")?;
+        // An address is at most 45 bytes; anything longer is refused
+        // before it is copied out of the VM or quoted in a message.
+        req.host = match o.raw_get::<Option<mlua::String>>("host")? {
+            None => None,
+            Some(h) if h.as_bytes().len() > MAX_HOST => {
+                return Err(mlua::Error::runtime(format!(
+                    "{what}: host is {} bytes; an address is at most {MAX_HOST}",
+                    h.as_bytes().len()
+                )))
+            }
+            Some(h) => Some(h.to_string_lossy()),
+        };
         req.port = match o.raw_get::<Value>("port")? {
             Value::Nil => None,
             Value::Integer(p) if (1..=65535).contains(&p) => Some(p as u16),
@@ -349,6 +363,8 @@ pub(super) struct Host {
     pub guard: Arc<Guard>,
     pub budgets: Arc<Budgets>,
     pub scan_output: OutputAllowance,
+    /// The VM's compiled patterns (`re.*`, `recv_until`).
+    pub patterns: Arc<PatternCache>,
 }
 
 impl Host {
@@ -488,12 +504,11 @@ impl UserData for LuaSocket {
         });
         methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
             let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
-            let re = crate::pattern::compile_within(&pattern, PATTERN_LIMIT)
-                .map_err(|e| mlua::Error::runtime(e.to_string()))?;
+            let re = this.host.patterns.get(&pattern)?;
             let mut s = this.sock.lock().await;
             loop {
                 let limit = s.pending.len().min(max);
-                let found = re.find(&s.pending[..limit]).map(|m| m.end());
+                let found = re.find(&s.pending[..limit]).map_err(re_error)?.map(|m| m.end);
                 if let Some(end) = found {
                     let data: Vec<u8> = s.pending.drain(..end).collect();
                     return lua_result(&lua, Ok(data));
@@ -634,23 +649,22 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
 }
 
 /// `re.match(s, pattern)`, `re.find(s, pattern)`, `re.captures(s, pattern)`,
-/// `re.gsub`-free by design: the regex crate, compiled with the probe
-/// rules' size limits, on bytes.
-pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
+/// `re.gsub`-free by design: the regex crate's syntax on bytes, each
+/// search of bounded cost ([`crate::pattern::Bounded`]).
+pub(super) fn regex_module(lua: &Lua, cache: &Arc<PatternCache>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let cache = Arc::new(PatternCache::default());
-    let (c1, c2, c3) = (cache.clone(), cache.clone(), cache);
+    let (c1, c2, c3) = (cache.clone(), cache.clone(), cache.clone());
     t.raw_set(
         "match",
         lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(c1.get(&p)?.is_match(subject(&s.as_bytes(), "re.match")?))
+            Ok(c1.get(&p)?.find(subject(&s.as_bytes(), "re.match")?).map_err(re_error)?.is_some())
         })?,
     )?;
     t.raw_set(
         "find",
         lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(match c2.get(&p)?.find(subject(&s.as_bytes(), "re.find")?) {
-                Some(m) => (Some(m.start() + 1), Some(m.end())),
+            Ok(match c2.get(&p)?.find(subject(&s.as_bytes(), "re.find")?).map_err(re_error)? {
+                Some(m) => (Some(m.start + 1), Some(m.end)),
                 None => (None, None),
             })
         })?,
@@ -661,21 +675,23 @@ pub(super) fn regex_module(lua: &Lua) -> mlua::Result<Table> {
             let re = c3.get(&p)?;
             let bytes = s.as_bytes();
             let bytes = subject(&bytes, "re.captures")?;
-            let Some(caps) = re.captures(bytes) else { return Ok(Value::Nil) };
+            let Some(groups) = re.captures(bytes).map_err(re_error)? else { return Ok(Value::Nil) };
             let out = lua.create_table()?;
-            for (i, name) in re.capture_names().enumerate() {
-                if let Some(m) = caps.get(i) {
-                    let v = lua.create_string(m.as_bytes())?;
-                    out.raw_set(i, v.clone())?;
-                    if let Some(name) = name {
-                        out.raw_set(name, v)?;
-                    }
+            for (i, name, span) in groups {
+                let v = lua.create_string(&bytes[span])?;
+                out.raw_set(i, v.clone())?;
+                if let Some(name) = name {
+                    out.raw_set(name, v)?;
                 }
             }
             Ok(Value::Table(out))
         })?,
     )?;
     Ok(t)
+}
+
+fn re_error(e: crate::Error) -> mlua::Error {
+    mlua::Error::runtime(format!("re: {e}"))
 }
 
 /// The input of a host call, refused past `max` bytes so that one call
@@ -697,7 +713,7 @@ fn subject<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
 
 /// Compiled patterns of one VM, so a pattern used in a loop is compiled once.
 #[derive(Default)]
-pub(super) struct PatternCache(std::sync::Mutex<std::collections::HashMap<String, Arc<regex::bytes::Regex>>>);
+pub(super) struct PatternCache(std::sync::Mutex<std::collections::HashMap<String, Arc<Bounded>>>);
 
 /// Compiled size (and lazy-DFA cache) one plugin pattern may take.
 pub(super) const PATTERN_LIMIT: usize = 256 * 1024;
@@ -706,13 +722,12 @@ impl PatternCache {
     /// Patterns kept per VM: with [`PATTERN_LIMIT`], at most 8 MiB.
     const MAX: usize = 16;
 
-    pub(super) fn get(&self, p: &str) -> mlua::Result<Arc<regex::bytes::Regex>> {
+    pub(super) fn get(&self, p: &str) -> mlua::Result<Arc<Bounded>> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(re) = m.get(p) {
             return Ok(re.clone());
         }
-        let re =
-            crate::pattern::compile_within(p, PATTERN_LIMIT).map_err(|e| mlua::Error::runtime(format!("re: {e}")))?;
+        let re = Bounded::new(p, PATTERN_LIMIT).map_err(re_error)?;
         let re = Arc::new(re);
         if m.len() >= Self::MAX {
             m.clear();

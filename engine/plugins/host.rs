@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 use serde_json::Value as Json;
 
-use super::api::{ctx_methods, hash_module, log_line, regex_module, tls_table, Host, MAX_LOGS, MAX_LOG_LINE};
+use super::api::{
+    ctx_methods, hash_module, log_line, regex_module, tls_table, Host, PatternCache, MAX_LOGS, MAX_LOG_LINE,
+};
 use super::net::{Guard, SharedSocket};
 use super::value::{to_json, unknown_keys, Allowance, ConvertError};
 use super::Plugin;
@@ -416,9 +418,14 @@ impl Meta {
     }
 }
 
+/// What a plugin file's top-level code may take when it is checked: a
+/// plugin table is built in microseconds, and a scan that misses the
+/// metadata cache (after an upgrade) runs each installed file once.
+pub const INSPECT_WALL: Duration = Duration::from_millis(250);
+
 /// Runs a plugin chunk once in a scratch VM and checks its table.
 pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> Result<Meta, String> {
-    let budgets = Budgets { wall: Duration::from_secs(2), steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
+    let budgets = Budgets { wall: INSPECT_WALL, steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
     let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
         .map_err(|e| format!("cannot make a VM: {e}"))?;
     vm.meter.start(budgets.wall, budgets.steps);
@@ -644,18 +651,21 @@ impl Vm {
         }
         let m = meter.clone();
         let cur = current.clone();
+        let memory_limit = budgets.memory as u64;
         g.raw_set(
             "__moonscan_check",
-            lua.create_function(move |_, e: Value| {
+            lua.create_function(move |lua, e: Value| {
                 if m.tripped().is_some() {
                     return Ok(true);
                 }
+                // Luau hands pcall a plain string for an allocation that
+                // failed, so a caught error counts as the memory budget's
+                // trip by what it is (an mlua MemoryError) or by where the
+                // VM stands (within an eighth of its limit), never by text.
+                let near_limit = lua.used_memory() as u64 + memory_limit / 8 >= memory_limit;
                 let memory = match &e {
-                    Value::Error(err) => {
-                        matches!(**err, mlua::Error::MemoryError(_)) || err.to_string().contains("not enough memory")
-                    }
-                    Value::String(s) => s.to_string_lossy().contains("not enough memory"),
-                    _ => false,
+                    Value::Error(err) => matches!(**err, mlua::Error::MemoryError(_)) || near_limit,
+                    _ => near_limit,
                 };
                 if memory {
                     m.trip(Trip::Memory);
@@ -664,7 +674,8 @@ impl Vm {
             })?,
         )?;
         lua.load(PRELUDE).set_name("=moonscan prelude").exec()?;
-        g.raw_set("re", regex_module(&lua)?)?;
+        let patterns = Arc::new(PatternCache::default());
+        g.raw_set("re", regex_module(&lua, &patterns)?)?;
         let c = cur.clone();
         let so = scan_output.clone();
         g.raw_set("print", lua.create_function(move |_, args: MultiValue| log_line(&c, &so, &args))?)?;
@@ -691,6 +702,7 @@ impl Vm {
             guard: Arc::new(guard),
             budgets: Arc::new(budgets.clone()),
             scan_output: scan_output.clone(),
+            patterns,
         };
         let ctx_methods = ctx_methods(&lua, &host)?;
         Ok(Vm {
@@ -832,11 +844,6 @@ impl Vm {
                 s.conn = None;
             }
         }
-        let memory_error = |e: &mlua::Error| match e {
-            mlua::Error::MemoryError(_) => true,
-            mlua::Error::CallbackError { cause, .. } => matches!(**cause, mlua::Error::MemoryError(_)),
-            other => other.to_string().contains("not enough memory"),
-        };
         out.error = match (tripped, result) {
             (Some(t), _) => Some((ErrorKind::Budget, t.describe(&self.budgets))),
             (None, Ok(Err(e))) if memory_error(&e) => Some((ErrorKind::Budget, Trip::Memory.describe(&self.budgets))),
@@ -857,6 +864,16 @@ impl Vm {
             let _ = self.lua.gc_collect();
         }
         out
+    }
+}
+
+/// True for an allocation that failed at the memory limit, however deep in
+/// callbacks (a caught one re-raised by the prelude has tripped the meter).
+fn memory_error(e: &mlua::Error) -> bool {
+    match e {
+        mlua::Error::MemoryError(_) => true,
+        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => memory_error(cause),
+        _ => false,
     }
 }
 
