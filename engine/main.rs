@@ -23,7 +23,13 @@ fn main() -> ExitCode {
     let parsed = |argv: &[String]| match cli::parse(argv) {
         Ok(a) => Ok(a),
         Err(e) => {
-            let _ = e.print();
+            // clap quotes what was typed (or read from a resume file): screened.
+            let text = e.render().to_string();
+            let _ = if e.use_stderr() {
+                write!(output::Screened(io::stderr().lock()), "{text}")
+            } else {
+                write!(output::Screened(io::stdout().lock()), "{text}")
+            };
             Err(ExitCode::from(if e.use_stderr() { 2 } else { 0 }))
         }
     };

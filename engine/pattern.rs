@@ -121,12 +121,7 @@ impl Bounded {
             return Ok(None);
         }
         let names = self.full.group_info().pattern_names(PatternID::ZERO);
-        Ok(Some(
-            names
-                .enumerate()
-                .filter_map(|(i, name)| caps.get_group(i).map(|s| (i, name, s.range())))
-                .collect(),
-        ))
+        Ok(Some(names.enumerate().filter_map(|(i, name)| caps.get_group(i).map(|s| (i, name, s.range()))).collect()))
     }
 }
 

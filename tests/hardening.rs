@@ -4,7 +4,6 @@
 //! terminal escapes, input files that never end, and a resume file that
 //! repeats a segment. Packs and keys are in tests/packs.rs.
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -79,21 +78,19 @@ fn a_stuck_portrule_is_an_error_event_within_a_second() {
 #[test]
 fn ctrl_c_ends_a_scan_of_busy_plugins_within_a_second() {
     let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let ndjson = dir.path().join("out.ndjson");
     let mut child = in_lab(bin())
         .args(["-n", "-p", "80,443", "--script", &sandbox("slow-calls.lua"), "--script-timeout", "60s"])
-        .args(["--script-parallelism", "2", "-oJ", "-", TARGET])
-        .stdout(Stdio::piped())
+        .args(["--script-parallelism", "2", "-oJ", ndjson.to_str().unwrap(), TARGET])
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until both ports are found (and so both runs are under way).
-    let mut stdout_pipe = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout_pipe.read_to_string(&mut s);
-        s
-    });
-    std::thread::sleep(Duration::from_millis(1500));
+    // Both ports found, so both runs are starting; a moment for them to be in their slow calls.
+    let open = |e: &Value| e["type"] == "port" && e["state"] == "open";
+    crate::util::wait_for_events(&ndjson, 2, open, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(200));
     let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(st.success());
     let signalled = Instant::now();
@@ -106,7 +103,7 @@ fn ctrl_c_ends_a_scan_of_busy_plugins_within_a_second() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let took = signalled.elapsed();
-    let evs = events(&reader.join().unwrap());
+    let evs = events(&std::fs::read_to_string(&ndjson).unwrap());
     assert_eq!(status.code(), Some(1));
     assert!(took < Duration::from_secs(1), "Ctrl-C took {took:?} to end the scan");
     let end = of_type(&evs, "scan_end");
@@ -134,6 +131,38 @@ fn server_strings_cannot_drive_the_terminal() {
     }
     assert!(text.contains("\\x1B]0;owned\\x07"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("Discovered open port 31337")), "{text}");
+}
+
+/// What the command line quotes back (a bad flag, a bad target, a resume
+/// file's command line, a file name) is screened as well.
+#[test]
+fn quoted_input_cannot_drive_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let resume = dir.path().join("x.resume");
+    let file = serde_json::json!({
+        "moonscan_resume": 1,
+        "args": ["moonscan", "--\u{1b}]0;owned\u{7}", "127.0.0.1"],
+        "seed": "1",
+        "space_len": 1,
+        "segments": [],
+    });
+    std::fs::write(&resume, file.to_string().replace("\"seed\":\"1\"", "\"seed\":1")).unwrap();
+    let cases: &[&[&str]] = &[
+        &["--bogus\x1b[2J"],
+        &["--max-rate", "1\rDiscovered open port 31337/tcp on 198.18.0.2\x1b[2J"],
+        &["-p", "80", "198.18.0.2\x1b[2J\x07"],
+        &["-iL", "/nonexistent/\x1b]0;owned\x07"],
+        &["--resume", resume.to_str().unwrap()],
+    ];
+    for args in cases {
+        let out = run(args);
+        let (text, err) = (stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.is_empty(), "{args:?}");
+        for bad in ["\x1b", "\x07", "\r"] {
+            assert!(!err.contains(bad) && !text.contains(bad), "{args:?}: {bad:?} reached the terminal: {err:?}");
+        }
+    }
 }
 
 // Case 6: input files are streamed or capped.
