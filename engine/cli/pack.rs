@@ -107,9 +107,9 @@ enum TrustCmd {
     },
     /// The trusted keys.
     List,
-    /// Stop trusting a key.
+    /// Stop trusting a key: its .pub file, its base64 line, or its ID.
     Remove {
-        #[arg(value_name = "KEYID")]
+        #[arg(value_name = "KEY")]
         id: String,
     },
 }
@@ -199,7 +199,7 @@ fn list(data: &Path) -> Result<u8> {
         match r {
             Ok(p) => {
                 let st = match (&p.signer, p.trusted) {
-                    (Some(id), true) => format!("trusted ({id})"),
+                    (Some(id), true) => format!("trusted ({id} {})", p.signer_key.as_deref().unwrap_or("?")),
                     (Some(id), false) => format!("untrusted ({id})"),
                     (None, _) => "unsigned".into(),
                 };
@@ -248,8 +248,15 @@ fn trust(data: &Path, cmd: TrustCmd) -> Result<u8> {
             Ok(0)
         }
         TrustCmd::Remove { id } => {
-            packs::trust_remove(data, &id)?;
-            say!("key {} is no longer trusted", id.to_ascii_uppercase());
+            let p = Path::new(&id);
+            let text = if p.is_file() {
+                let b = sign::read_capped(p, sign::MAX_KEY).map_err(|e| bad(format!("{id}: {e}")))?;
+                String::from_utf8(b).map_err(|_| bad(format!("{id}: not a minisign public key (not text)")))?
+            } else {
+                id.clone()
+            };
+            packs::trust_remove(data, &text)?;
+            say!("key {} is no longer trusted", id);
             Ok(0)
         }
     }

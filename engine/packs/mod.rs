@@ -527,6 +527,9 @@ pub struct InstalledPack {
     pub probes: Vec<(PathBuf, String)>,
     /// The key ID in pack.sig, trusted or not.
     pub signer: Option<String>,
+    /// The trusted public key (base64) that verified pack.sig: what
+    /// identifies the signer, since anyone can make a key with any ID.
+    pub signer_key: Option<String>,
 }
 
 /// Every folder of `DATA/packs/`, each re-verified: the signature checked if
@@ -603,6 +606,7 @@ fn load_installed(dir: &Path, name: &str, trust: &Trust, meta_cache: &Path) -> R
         plugins,
         probes,
         signer: v.signer,
+        signer_key: v.signer_key,
     })
 }
 
@@ -865,18 +869,27 @@ pub fn trust_add(data_dir: &Path, key_text: &str) -> Result<TrustedKey> {
     Ok(TrustedKey { file: path, ..key })
 }
 
-/// Removes a key (by its 16-hex-digit ID) from the trust store.
-pub fn trust_remove(data_dir: &Path, id: &str) -> Result<()> {
-    let id = id.trim().to_ascii_uppercase();
-    if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(refuse(format!("{id:?} is not a key ID (16 hex digits, as `moonscan pack trust list` shows)")));
-    }
-    let path = trust_dir(data_dir).join(format!("{id}.pub"));
-    match fs::remove_file(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(refuse(format!("key {id} is not in the trust store"))),
-        Err(e) => Err(io_err(&path, e)),
-    }
+/// Removes a key from the trust store: named by its public key (a minisign
+/// .pub file's text or its base64 line), or by its 16-hex-digit ID, which
+/// names one key only because [`trust_add`] never trusts two with one ID.
+pub fn trust_remove(data_dir: &Path, key: &str) -> Result<()> {
+    let keys = sign::load_trust_store(&trust_dir(data_dir))?;
+    let id = key.trim().to_ascii_uppercase();
+    let found = if id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        keys.into_iter().find(|k| k.id == id)
+    } else {
+        let pk = sign::parse_public_key(key).map_err(|_| {
+            refuse(format!(
+                "{:?} is neither a public key nor a key ID (16 hex digits, as `moonscan pack trust list` shows)",
+                crate::output::screen(key.trim())
+            ))
+        })?;
+        keys.into_iter().find(|k| k.key.to_base64() == pk.to_base64())
+    };
+    let Some(k) = found else {
+        return Err(refuse(format!("key {} is not in the trust store", crate::output::screen(key.trim()))));
+    };
+    fs::remove_file(&k.file).map_err(|e| io_err(&k.file, e))
 }
 
 #[cfg(test)]

@@ -504,6 +504,14 @@ fn keys_parse_in_minisign_formats() {
     trust_remove(&data, &files.id.to_lowercase()).unwrap();
     assert!(Trust::load(&data, false).unwrap().keys.is_empty());
     assert!(err_of(trust_remove(&data, &files.id)).contains("not in the trust store"));
+    // By the public key itself: only that key is removed.
+    trust_add(&data, line).unwrap();
+    let other = minisign::KeyPair::generate_unencrypted_keypair().unwrap().pk.to_base64();
+    assert!(err_of(trust_remove(&data, &other)).contains("not in the trust store"));
+    assert_eq!(Trust::load(&data, false).unwrap().keys.len(), 1);
+    trust_remove(&data, &files.public).unwrap();
+    assert!(Trust::load(&data, false).unwrap().keys.is_empty());
+    assert!(err_of(trust_remove(&data, "not a key")).contains("neither a public key nor a key ID"));
 }
 
 #[test]
