@@ -161,6 +161,9 @@ fn a_signed_pack_verifies_installs_lists_and_is_removed() {
     assert_eq!(files, ["pack.sig", "pack.yaml", "ssh-software.lua"], "README.md and tests/ are not installed");
     let list = env.ok(&["pack", "list"]);
     assert!(list.contains("demo") && list.contains("0.1.0") && list.contains("trusted ("), "{list}");
+    // The signer is shown by its public key, not only by the ID it claims.
+    let public = fs::read_to_string(env.path("key.pub")).unwrap();
+    assert!(list.contains(public.lines().nth(1).unwrap().trim()), "{list}");
     env.ok(&["pack", "remove", "demo"]);
     assert!(env.installed().is_empty());
     env.refused(&["pack", "remove", "demo"], &["no pack named demo"]);
