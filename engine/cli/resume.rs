@@ -54,32 +54,33 @@ pub fn load(path: &Path) -> Result<ResumeFile> {
 /// A resume file's segments must be what a scan writes: each with a step,
 /// starting inside the space, sorted, and no two sharing a position (else
 /// a pair would be probed twice, or thousands of times).
-fn check_segments(segs: &[Segment], space_len: u64) -> std::result::Result<(), String> {
+fn check_segments(segs: &[Segment], space_len: u64) -> moonscan::Result<()> {
+    let bad = |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, m);
     if segs.len() > MAX_SEGMENTS {
-        return Err(format!("{} segments; a resume file has at most {MAX_SEGMENTS}", segs.len()));
+        return Err(bad(format!("{} segments; a resume file has at most {MAX_SEGMENTS}", segs.len())));
     }
     for (i, s) in segs.iter().enumerate() {
         if s.step == 0 {
-            return Err(format!("segment {} has step 0", i + 1));
+            return Err(bad(format!("segment {} has step 0", i + 1)));
         }
         // Keeps the overlap arithmetic below inside i128.
         if s.step >= 1 << 62 {
-            return Err(format!("segment {} has step {}, more than any scan writes", i + 1, s.step));
+            return Err(bad(format!("segment {} has step {}, more than any scan writes", i + 1, s.step)));
         }
         if s.next >= space_len {
-            return Err(format!("segment {} starts at {}, outside the space of {space_len} pairs", i + 1, s.next));
+            return Err(bad(format!("segment {} starts at {}, outside the space of {space_len} pairs", i + 1, s.next)));
         }
     }
     for (i, w) in segs.windows(2).enumerate() {
         if (w[0].next, w[0].step) >= (w[1].next, w[1].step) {
-            return Err(format!("segments {} and {} are not in order (or repeat)", i + 1, i + 2));
+            return Err(bad(format!("segments {} and {} are not in order (or repeat)", i + 1, i + 2)));
         }
     }
     for (i, a) in segs.iter().enumerate() {
         for (j, b) in segs.iter().enumerate().skip(i + 1) {
             if let Some(x) = first_common(*a, *b) {
                 if x < space_len {
-                    return Err(format!("segments {} and {} overlap (both have position {x})", i + 1, j + 1));
+                    return Err(bad(format!("segments {} and {} overlap (both have position {x})", i + 1, j + 1)));
                 }
             }
         }
@@ -165,14 +166,14 @@ mod tests {
     #[test]
     fn repeated_overlapping_or_outside_segments_are_refused() {
         let seg = |next, step| Segment { next, step };
-        let check = |segs: &[Segment]| check_segments(segs, 1000);
+        let check = |segs: &[Segment]| check_segments(segs, 1000).map_err(|e| e.to_string());
         assert!(check(&vec![seg(5, 1000); 2000]).unwrap_err().contains("at most 1024"));
         assert!(check(&vec![seg(5, 1000); 500]).unwrap_err().contains("not in order"));
         assert!(check(&vec![seg(5, 1); 5000]).unwrap_err().contains("at most 1024"));
         assert!(check(&[seg(0, u64::MAX), seg(1, u64::MAX - 1)]).unwrap_err().contains("more than any scan writes"));
         let big = 1u64 << 61;
         assert_eq!(
-            check_segments(&[seg(0, big), seg(1, big - 1)], u64::MAX),
+            check_segments(&[seg(0, big), seg(1, big - 1)], u64::MAX).map_err(|e| e.to_string()),
             Err("segments 1 and 2 overlap (both have position 2305843009213693952)".into())
         );
         assert!(check(&[seg(1000, 1)]).unwrap_err().contains("outside the space"));

@@ -19,6 +19,7 @@ use super::host::{
 };
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
 use super::value::{from_json, unknown_keys, ConvertError};
+use crate::error::{Error, ErrorKind};
 use crate::findings::{Severity, TlsInfo};
 use crate::pattern::Bounded;
 
@@ -169,7 +170,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                 let req = ConnectRequest::from_lua(opts.as_ref())?;
                 match h.open_socket(&req).await {
                     Ok(sock) => Ok((Value::UserData(lua.create_userdata(LuaSocket { sock, host: h })?), Value::Nil)),
-                    Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e)?))),
+                    Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
                 }
             }
         })?,
@@ -186,7 +187,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         lua.create_async_function(move |lua, (_ctx, opts): (Value, Option<Table>)| {
             let h = h.clone();
             async move {
-                let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
+                let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
                 let keys = ["host", "port", "timeout", "user"];
                 let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:ssh_auth_methods")?;
                 req.tls = None;
@@ -207,13 +208,13 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                 };
                 let conn = sock.lock().await.conn.take();
                 let Some(crate::net::conn::Conn::Plain(stream)) = conn else {
-                    return failed("ctx:ssh_auth_methods: not a plain TCP connection".into());
+                    return failed(Error::new(ErrorKind::Protocol, "ctx:ssh_auth_methods: not a plain TCP connection"));
                 };
                 let until = h.meter.deadline();
                 let left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
                 let (result, read) = super::ssh::auth_methods_counted(stream, &user, until, left).await;
                 if !h.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
-                    return failed(format!("{BUDGET_PREFIX}: read more than {} bytes", h.budgets.read_bytes));
+                    return failed(read_budget(&h.budgets));
                 }
                 match result {
                     Ok(names) => Ok((Value::Table(lua.create_sequence_from(names)?), Value::Nil)),
@@ -258,7 +259,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                     match http_call(&lua, &h, &verb, &path, opts.as_ref()).await {
                         Ok(t) => Ok((Value::Table(t), Value::Nil)),
                         Err(HttpError::Lua(e)) => Err(e),
-                        Err(HttpError::Failed(e)) => Ok((Value::Nil, Value::String(lua.create_string(e)?))),
+                        Err(HttpError::Failed(e)) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
                     }
                 }
             })?,
@@ -369,9 +370,9 @@ pub(super) struct Host {
 
 impl Host {
     /// The one way a plugin opens a connection: guard, socket budget, deadline.
-    async fn open_socket(&self, req: &ConnectRequest) -> Result<SharedSocket, String> {
+    async fn open_socket(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
         let (cur, meter, guard, b) = (&self.cur, &self.meter, &self.guard, &self.budgets);
-        let info = with_run(cur, |r| r.info.clone()).map_err(|e| e.to_string())?;
+        let info = with_run(cur, |r| r.info.clone()).map_err(no_run)?;
         let ip: IpAddr = match &req.host {
             None => info.ip,
             Some(h) => match h.parse() {
@@ -379,8 +380,11 @@ impl Host {
                 Err(_) => {
                     return Err(refuse(
                         cur,
-                        format!(
-                            "{h:?} is a name; plugins connect to addresses only, and only to the host being scanned"
+                        Error::new(
+                            ErrorKind::Sandbox,
+                            format!(
+                                "{h:?} is a name; plugins connect to addresses only, and only to the host being scanned"
+                            ),
                         ),
                     ))
                 }
@@ -392,13 +396,13 @@ impl Host {
             r.sockets += 1;
             r.sockets > b.sockets
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(no_run)?;
         if over {
             meter.trip(Trip::Sockets);
-            return Err(format!("{BUDGET_PREFIX}: more than {} sockets", b.sockets));
+            return Err(Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: more than {} sockets", b.sockets)));
         }
         if let Err(why) = guard.check(info.ip, ip, port) {
-            return Err(refuse(cur, format!("connect to {ip}:{port} refused: {why}")));
+            return Err(refuse(cur, why.context(format!("connect to {ip}:{port} refused"))));
         }
         let until = tokio::time::Instant::now() + req.timeout;
         let (conn, tls) = net::open(ip, port, req.tls.as_ref(), until).await?;
@@ -408,7 +412,7 @@ impl Host {
             timeout: req.timeout,
             tls,
         }));
-        with_run(cur, |r| r.socks.push(sock.clone())).map_err(|e| e.to_string())?;
+        with_run(cur, |r| r.socks.push(sock.clone())).map_err(no_run)?;
         Ok(sock)
     }
 
@@ -429,14 +433,32 @@ impl Host {
 /// Most refusals one run reports (each also counts against its socket budget).
 const MAX_REFUSALS: usize = 16;
 
-/// Records a connection the guard refused and returns its message.
-fn refuse(cur: &Current, why: String) -> String {
+/// Records a connection the guard refused and returns its error.
+fn refuse(cur: &Current, why: Error) -> Error {
     let _ = with_run(cur, |r| {
         if r.out.refused.len() < MAX_REFUSALS {
-            r.out.refused.push(why.clone());
+            r.out.refused.push(why.to_string());
         }
     });
     why
+}
+
+/// A host call made outside a run (a plugin kept `ctx` past its run).
+fn no_run(e: mlua::Error) -> Error {
+    Error::with_source(ErrorKind::Sandbox, "no run in progress", e)
+}
+
+/// The error of a run past its read budget.
+fn read_budget(b: &Budgets) -> Error {
+    Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: read more than {} bytes", b.read_bytes))
+}
+
+fn closed() -> Error {
+    Error::new(ErrorKind::Io, "socket is closed")
+}
+
+fn timed_out(what: &str) -> Error {
+    Error::new(ErrorKind::Timeout, what.to_string())
 }
 
 struct LuaSocket {
@@ -446,28 +468,27 @@ struct LuaSocket {
 
 impl LuaSocket {
     /// Reads once into `pending` (at most `max` bytes); Ok(0) at end of stream.
-    async fn fill(&self, s: &mut Socket, max: usize) -> Result<usize, String> {
+    async fn fill(&self, s: &mut Socket, max: usize) -> crate::Result<usize> {
         let timeout = s.timeout;
-        let conn = s.conn.as_mut().ok_or("socket is closed")?;
+        let conn = s.conn.as_mut().ok_or_else(closed)?;
         let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
         let n = match tokio::time::timeout(timeout, conn.read(&mut buf)).await {
-            Err(_) => return Err("timeout".into()),
-            Ok(Err(e)) => return Err(e.to_string()),
-            Ok(Ok(n)) => n,
+            Err(_) => return Err(timed_out("timeout")),
+            Ok(r) => r?,
         };
         if !self.host.charge(n) {
             s.conn = None;
-            return Err(format!("{BUDGET_PREFIX}: read more than {} bytes", self.host.budgets.read_bytes));
+            return Err(read_budget(&self.host.budgets));
         }
         s.pending.extend_from_slice(&buf[..n]);
         Ok(n)
     }
 }
 
-fn lua_result(lua: &Lua, r: Result<Vec<u8>, String>) -> mlua::Result<(Value, Value)> {
+fn lua_result(lua: &Lua, r: crate::Result<Vec<u8>>) -> mlua::Result<(Value, Value)> {
     Ok(match r {
         Ok(data) => (Value::String(lua.create_string(&data)?), Value::Nil),
-        Err(e) => (Value::Nil, Value::String(lua.create_string(e)?)),
+        Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),
     })
 }
 
@@ -477,15 +498,15 @@ impl UserData for LuaSocket {
             let mut s = this.sock.lock().await;
             let timeout = s.timeout;
             let r = match s.conn.as_mut() {
-                None => Err("socket is closed".to_string()),
+                None => Err(closed()),
                 Some(conn) => match tokio::time::timeout(timeout, conn.send(&data.as_bytes())).await {
-                    Err(_) => Err("timeout".into()),
-                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => Err(timed_out("timeout")),
+                    Ok(r) => r.map_err(Error::from),
                 },
             };
             match r {
                 Ok(()) => Ok((Value::Boolean(true), Value::Nil)),
-                Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e)?))),
+                Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
             }
         });
         methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
@@ -493,7 +514,7 @@ impl UserData for LuaSocket {
             let mut s = this.sock.lock().await;
             if s.pending.is_empty() {
                 match this.fill(&mut s, max).await {
-                    Ok(0) => return lua_result(&lua, Err("closed".into())),
+                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
                     Ok(_) => {}
                     Err(e) => return lua_result(&lua, Err(e)),
                 }
@@ -514,11 +535,14 @@ impl UserData for LuaSocket {
                     return lua_result(&lua, Ok(data));
                 }
                 if s.pending.len() >= max {
-                    return lua_result(&lua, Err(format!("no match in the first {max} bytes")));
+                    return lua_result(
+                        &lua,
+                        Err(Error::new(ErrorKind::Protocol, format!("no match in the first {max} bytes"))),
+                    );
                 }
                 let want = max - s.pending.len();
                 match this.fill(&mut s, want).await {
-                    Ok(0) => return lua_result(&lua, Err("closed".into())),
+                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
                     Ok(_) => {}
                     Err(e) => return lua_result(&lua, Err(e)),
                 }
@@ -540,7 +564,7 @@ impl UserData for LuaSocket {
 
 enum HttpError {
     Lua(mlua::Error),
-    Failed(String),
+    Failed(Error),
 }
 
 impl From<mlua::Error> for HttpError {
@@ -568,7 +592,7 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
             for pair in h.pairs::<String, String>() {
                 let (k, v) = pair?;
                 if k.contains(['\r', '\n', ':']) || v.contains(['\r', '\n']) {
-                    return Err(HttpError::Failed(format!("bad header {k:?}")));
+                    return Err(HttpError::Failed(Error::new(ErrorKind::Config, format!("bad header {k:?}"))));
                 }
                 headers.push((k, v));
             }
@@ -584,7 +608,7 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
         req.tls = Some(TlsOptions::default());
     }
     if path.contains(['\r', '\n', ' ']) || verb.is_empty() || !verb.bytes().all(|c| c.is_ascii_uppercase()) {
-        return Err(HttpError::Failed(format!("bad request line {verb} {path}")));
+        return Err(HttpError::Failed(Error::new(ErrorKind::Config, format!("bad request line {verb} {path}"))));
     }
     let sock = h.open_socket(&req).await.map_err(HttpError::Failed)?;
     let mut s = sock.lock().await;
@@ -594,23 +618,23 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
     };
     let request = net::request_bytes(verb, path, &host, &headers, &body);
     let timeout = s.timeout;
-    let conn = s.conn.as_mut().ok_or_else(|| HttpError::Failed("closed".into()))?;
+    let conn = s.conn.as_mut().ok_or_else(|| HttpError::Failed(closed()))?;
     match tokio::time::timeout(timeout, conn.send(&request)).await {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(HttpError::Failed(format!("send: {e}"))),
-        Err(_) => return Err(HttpError::Failed("send timed out".into())),
+        Ok(Err(e)) => return Err(HttpError::Failed(Error::from(e).context("send"))),
+        Err(_) => return Err(HttpError::Failed(timed_out("send timed out"))),
     }
     let mut raw = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match tokio::time::timeout(timeout, conn.read(&mut buf)).await {
-            Err(_) => return Err(HttpError::Failed("timeout reading the response".into())),
-            Ok(Err(e)) if raw.is_empty() => return Err(HttpError::Failed(format!("recv: {e}"))),
+            Err(_) => return Err(HttpError::Failed(timed_out("timeout reading the response"))),
+            Ok(Err(e)) if raw.is_empty() => return Err(HttpError::Failed(Error::from(e).context("recv"))),
             Ok(Err(_)) | Ok(Ok(0)) => break,
             Ok(Ok(n)) => n,
         };
         if !h.charge(n) {
-            return Err(HttpError::Failed(format!("{BUDGET_PREFIX}: read more than {} bytes", h.budgets.read_bytes)));
+            return Err(HttpError::Failed(read_budget(&h.budgets)));
         }
         raw.extend_from_slice(&buf[..n]);
         if raw.len() >= max {

@@ -424,20 +424,21 @@ impl Meta {
 pub const INSPECT_WALL: Duration = Duration::from_millis(250);
 
 /// Runs a plugin chunk once in a scratch VM and checks its table.
-pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> Result<Meta, String> {
+pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> crate::Result<Meta> {
+    let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
     let budgets = Budgets { wall: INSPECT_WALL, steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
     let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
-        .map_err(|e| format!("cannot make a VM: {e}"))?;
+        .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "cannot make a VM", e))?;
     vm.meter.start(budgets.wall, budgets.steps);
     let table = vm.instantiate(bytecode, path.to_string_lossy().as_ref()).and_then(|f| f.call::<Value>(()));
     let tripped = vm.meter.tripped();
     vm.meter.stop();
     if let Some(t) = tripped {
-        return Err(format!("loading it {}", t.describe(&budgets)));
+        return Err(bad(format!("loading it {}", t.describe(&budgets))));
     }
-    let table = match table.map_err(|e| format!("loading it failed: {}", short(&e)))? {
+    let table = match table.map_err(|e| bad(format!("loading it failed: {}", short(&e))))? {
         Value::Table(t) => t,
-        other => return Err(format!("must return a table, not a {}", other.type_name())),
+        other => return Err(bad(format!("must return a table, not a {}", other.type_name()))),
     };
     check_table(&table)
 }
@@ -471,54 +472,62 @@ pub const MAX_DESCRIPTION: usize = 2000;
 /// Every field a plugin table may have.
 const PLUGIN_FIELDS: &[&str] = &["id", "description", "categories", "ports", "services", "portrule", "run"];
 
-fn check_table(t: &Table) -> Result<Meta, String> {
-    let unknown = unknown_keys(t, PLUGIN_FIELDS).map_err(|e| e.to_string())?;
+fn check_table(t: &Table) -> crate::Result<Meta> {
+    let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
+    let unknown = unknown_keys(t, PLUGIN_FIELDS)
+        .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e))?;
     if !unknown.is_empty() {
-        return Err(format!(
+        return Err(bad(format!(
             "unknown field{} {} (a plugin table has only {})",
             if unknown.len() == 1 { "" } else { "s" },
             unknown.join(", "),
             PLUGIN_FIELDS.join(", ")
-        ));
+        )));
     }
     let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
-    let string = |name: &str, required: bool| -> Result<Option<String>, String> {
+    let string = |name: &str, required: bool| -> crate::Result<Option<String>> {
         match field(name) {
             Value::String(s) => Ok(Some(s.to_string_lossy())),
             Value::Nil if !required => Ok(None),
-            Value::Nil => Err(format!("field '{name}' is missing (it must be a string)")),
-            other => Err(format!("field '{name}' must be a string, not a {}", other.type_name())),
+            Value::Nil => Err(bad(format!("field '{name}' is missing (it must be a string)"))),
+            other => Err(bad(format!("field '{name}' must be a string, not a {}", other.type_name()))),
         }
     };
     // Bounded so that the metadata always fits its cache file (see
     // plugins::load_source_cached): a plugin cannot opt out of the cache.
-    let list = |name: &str, max: usize| -> Result<Vec<Value>, String> {
+    let list = |name: &str, max: usize| -> crate::Result<Vec<Value>> {
         match field(name) {
             Value::Nil => Ok(Vec::new()),
             Value::Table(l) => {
                 let n = l.raw_len();
                 if n > max {
-                    return Err(format!("field '{name}' has more than {max} entries"));
+                    return Err(bad(format!("field '{name}' has more than {max} entries")));
                 }
-                (1..=n).map(|i| l.raw_get::<Value>(i).map_err(|e| e.to_string())).collect()
+                (1..=n)
+                    .map(|i| {
+                        l.raw_get::<Value>(i).map_err(|e| {
+                            crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e)
+                        })
+                    })
+                    .collect()
             }
-            other => Err(format!("field '{name}' must be a list, not a {}", other.type_name())),
+            other => Err(bad(format!("field '{name}' must be a list, not a {}", other.type_name()))),
         }
     };
     let id = string("id", true)?.unwrap_or_default();
     let valid =
         |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if !valid(&id) {
-        return Err(format!("field 'id' must be 1-64 letters, digits, '-', '_' or '.', not {id:?}"));
+        return Err(bad(format!("field 'id' must be 1-64 letters, digits, '-', '_' or '.', not {id:?}")));
     }
     if RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&id)) {
-        return Err(format!(
+        return Err(bad(format!(
             "field 'id' is {id:?}, a category or keyword of --script expressions; plugin ids cannot be one"
-        ));
+        )));
     }
     let description = string("description", true)?.unwrap_or_default();
     if description.len() > MAX_DESCRIPTION {
-        return Err(format!("field 'description' is longer than {MAX_DESCRIPTION} bytes"));
+        return Err(bad(format!("field 'description' is longer than {MAX_DESCRIPTION} bytes")));
     }
     let mut categories = Vec::new();
     for v in list("categories", 64)? {
@@ -526,39 +535,39 @@ fn check_table(t: &Table) -> Result<Meta, String> {
             Value::String(s) if valid(&s.to_string_lossy()) => {
                 categories.push(s.to_string_lossy().to_ascii_lowercase())
             }
-            other => return Err(format!("field 'categories' must hold category names, found {other:?}")),
+            other => return Err(bad(format!("field 'categories' must hold category names, found {other:?}"))),
         }
     }
     if categories.is_empty() {
-        return Err("field 'categories' is missing or empty (e.g. { \"safe\", \"discovery\" })".into());
+        return Err(bad("field 'categories' is missing or empty (e.g. { \"safe\", \"discovery\" })".to_string()));
     }
     let mut ports = Vec::new();
     for v in list("ports", 1024)? {
         match v {
             Value::Integer(p) if (1..=65535).contains(&p) => ports.push(p as u16),
             Value::Number(p) if p.fract() == 0.0 && (1.0..=65535.0).contains(&p) => ports.push(p as u16),
-            other => return Err(format!("field 'ports' must hold port numbers 1-65535, found {other:?}")),
+            other => return Err(bad(format!("field 'ports' must hold port numbers 1-65535, found {other:?}"))),
         }
     }
     let mut services = Vec::new();
     for v in list("services", 64)? {
         match v {
             Value::String(s) if valid(&s.to_string_lossy()) => services.push(s.to_string_lossy()),
-            other => return Err(format!("field 'services' must hold service names, found {other:?}")),
+            other => return Err(bad(format!("field 'services' must hold service names, found {other:?}"))),
         }
     }
     let portrule = match field("portrule") {
         Value::Function(_) => true,
         Value::Nil => false,
-        other => return Err(format!("field 'portrule' must be a function, not a {}", other.type_name())),
+        other => return Err(bad(format!("field 'portrule' must be a function, not a {}", other.type_name()))),
     };
     if ports.is_empty() && services.is_empty() && !portrule {
-        return Err("the plugin says nowhere to run: give 'ports', 'services' or 'portrule'".into());
+        return Err(bad("the plugin says nowhere to run: give 'ports', 'services' or 'portrule'".to_string()));
     }
     match field("run") {
         Value::Function(_) => {}
-        Value::Nil => return Err("field 'run' is missing (it must be a function)".into()),
-        other => return Err(format!("field 'run' must be a function, not a {}", other.type_name())),
+        Value::Nil => return Err(bad("field 'run' is missing (it must be a function)".to_string())),
+        other => return Err(bad(format!("field 'run' must be a function, not a {}", other.type_name()))),
     }
     Ok(Meta { id, description, categories, ports, services, portrule })
 }
@@ -658,15 +667,19 @@ impl Vm {
                 if m.tripped().is_some() {
                     return Ok(true);
                 }
-                // Luau hands pcall a plain string for an allocation that
-                // failed, so a caught error counts as the memory budget's
-                // trip by what it is (an mlua MemoryError) or by where the
-                // VM stands (within an eighth of its limit), never by text.
+                // A caught error is the memory budget's trip when it is an
+                // mlua MemoryError, when the VM stands within an eighth of
+                // its limit, or when it is Luau's own out-of-memory value:
+                // for an allocation that failed, Luau hands pcall its
+                // LUA_MEMERRMSG string (the status code that tells it apart
+                // stays inside lua_pcall), compared whole, as mlua-sys does.
                 let near_limit = lua.used_memory() as u64 + memory_limit / 8 >= memory_limit;
-                let memory = match &e {
-                    Value::Error(err) => matches!(**err, mlua::Error::MemoryError(_)) || near_limit,
-                    _ => near_limit,
-                };
+                let memory = near_limit
+                    || match &e {
+                        Value::Error(err) => memory_error(err),
+                        Value::String(s) => s.as_bytes().as_ref() == LUAU_MEMORY_ERROR,
+                        _ => false,
+                    };
                 if memory {
                     m.trip(Trip::Memory);
                 }
@@ -866,6 +879,9 @@ impl Vm {
         out
     }
 }
+
+/// Luau's LUA_MEMERRMSG: the error value of an allocation that failed.
+const LUAU_MEMORY_ERROR: &[u8] = b"not enough memory";
 
 /// True for an allocation that failed at the memory limit, however deep in
 /// callbacks (a caught one re-raised by the prelude has tripped the meter).

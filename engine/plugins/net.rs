@@ -12,13 +12,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::findings::TlsInfo;
-use crate::net::conn::Conn;
+use crate::net::conn::{self, Conn};
 use crate::targets::TargetSpace;
 
 /// Where plugin sockets may go: the scan's own targets and ports.
@@ -39,19 +38,20 @@ impl Guard {
     }
 
     /// Whether a run scanning `scanned` may connect to `ip:port`.
-    pub fn check(&self, scanned: IpAddr, ip: IpAddr, port: u16) -> Result<(), String> {
+    pub fn check(&self, scanned: IpAddr, ip: IpAddr, port: u16) -> Result<()> {
+        let refused = |why: String| Err(Error::new(ErrorKind::Sandbox, why));
         let Some(space) = &self.space else {
-            return Err("no network: this run is offline".into());
+            return refused("no network: this run is offline".into());
         };
         if ip != scanned {
-            return Err(format!("{ip} is not the host being scanned ({scanned})"));
+            return refused(format!("{ip} is not the host being scanned ({scanned})"));
         }
         // The space is the targets minus the excludes: an excluded address is never in it.
         if !space.addrs().contains(ip) {
-            return Err(format!("{ip} is excluded from this scan"));
+            return refused(format!("{ip} is excluded from this scan"));
         }
         if space.index_of(ip, port).is_none() {
-            return Err(format!("port {port} is not one this scan scans"));
+            return refused(format!("port {port} is not one this scan scans"));
         }
         Ok(())
     }
@@ -72,25 +72,18 @@ pub(crate) async fn open(
     port: u16,
     tls: Option<&TlsOptions>,
     until: Instant,
-) -> Result<(Conn, Option<TlsInfo>), String> {
-    let tcp = timeout_at(until, TcpStream::connect(SocketAddr::new(ip, port)))
-        .await
-        .map_err(|_| "connect timed out".to_string())?
-        .map_err(|e| format!("connect: {e}"))?;
-    let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
-    let _ = tcp.set_nodelay(true);
-    let Some(opts) = tls else {
-        return Ok((Conn::Plain(tcp), None));
+) -> Result<(Conn, Option<TlsInfo>)> {
+    let connector = match tls {
+        None => None,
+        Some(opts) => {
+            let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
+            let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
+            let config = crate::net::dangerously::client_config(versions, &alpn)
+                .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS: {e}"), e))?;
+            Some(TlsConnector::from(config))
+        }
     };
-    let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
-    let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
-    let config = crate::net::dangerously::client_config(versions, &alpn).map_err(|e| format!("TLS: {e}"))?;
-    let stream = timeout_at(until, TlsConnector::from(config).connect(ServerName::IpAddress(ip.into()), tcp))
-        .await
-        .map_err(|_| "TLS handshake timed out".to_string())?
-        .map_err(|e| format!("TLS handshake failed: {e}"))?;
-    let info = crate::net::tls::session_info(stream.get_ref().1);
-    Ok((Conn::Tls(Box::new(stream)), Some(info)))
+    Ok(conn::open(SocketAddr::new(ip, port), connector.as_ref(), until).await?)
 }
 
 /// One plugin socket: the connection and bytes read past a `recv_until` match.
@@ -118,13 +111,13 @@ pub struct Response {
 }
 
 /// Parses a whole HTTP/1.x response read until the server closed.
-pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
+pub fn parse_response(raw: &[u8]) -> Result<Response> {
     let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut r = httparse::Response::new(&mut headers);
     let n = match r.parse(raw) {
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Err("incomplete HTTP response".into()),
-        Err(e) => return Err(format!("not an HTTP response: {e}")),
+        Ok(httparse::Status::Partial) => return Err(Error::new(ErrorKind::Protocol, "incomplete HTTP response")),
+        Err(e) => return Err(Error::with_source(ErrorKind::Protocol, format!("not an HTTP response: {e}"), e)),
     };
     let mut out = Response {
         version: format!("HTTP/1.{}", r.version.unwrap_or(1)),
@@ -211,10 +204,11 @@ pub(crate) mod tests {
         let g = Guard::scan(space("198.18.0.0/30", "198.18.0.2", vec![22, 80]));
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 80).is_ok());
-        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.3"), 80).unwrap_err().contains("not the host"));
-        assert!(g.check(ip("198.18.0.2"), ip("198.18.0.2"), 80).unwrap_err().contains("excluded"));
-        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 443).unwrap_err().contains("port 443"));
-        assert!(Guard::offline().check(ip("198.18.0.1"), ip("198.18.0.1"), 80).is_err());
+        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.3"), 80).unwrap_err().to_string().contains("not the host"));
+        assert!(g.check(ip("198.18.0.2"), ip("198.18.0.2"), 80).unwrap_err().to_string().contains("excluded"));
+        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 443).unwrap_err().to_string().contains("port 443"));
+        let offline = Guard::offline().check(ip("198.18.0.1"), ip("198.18.0.1"), 80).unwrap_err();
+        assert_eq!(offline.kind(), crate::ErrorKind::Sandbox);
     }
 
     #[test]

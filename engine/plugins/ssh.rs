@@ -142,7 +142,7 @@ impl client::Handler for AnyHostKey {
 /// bytes read from the stream, by `until`. (The host calls
 /// [`auth_methods_counted`], which also counts the bytes of a failed exchange.)
 #[cfg_attr(not(test), allow(dead_code))]
-pub(crate) async fn auth_methods(stream: TcpStream, user: &str, until: Instant) -> Result<(Vec<String>, u64), String> {
+pub(crate) async fn auth_methods(stream: TcpStream, user: &str, until: Instant) -> crate::Result<(Vec<String>, u64)> {
     let (result, read) = auth_methods_counted(stream, user, until, MAX_READ).await;
     result.map(|methods| (methods, read))
 }
@@ -155,7 +155,7 @@ pub(crate) async fn auth_methods_counted(
     user: &str,
     until: Instant,
     max_read: u64,
-) -> (Result<Vec<String>, String>, u64) {
+) -> (crate::Result<Vec<String>>, u64) {
     let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
     let config = Arc::new(client::Config {
         client_id: russh::SshId::Standard(CLIENT_ID.into()),
@@ -170,10 +170,10 @@ pub(crate) async fn auth_methods_counted(
         let _ = handle.disconnect(russh::Disconnect::ByApplication, "", "en").await;
         // Let the session task send the disconnect and finish.
         let _ = handle.await;
-        Ok::<_, String>(result)
+        Ok::<_, crate::Error>(result)
     };
     let result = match tokio::time::timeout_at(until, exchange).await {
-        Err(_) => Err("ssh: timed out".into()),
+        Err(_) => Err(crate::Error::new(crate::ErrorKind::Timeout, "ssh: timed out")),
         Ok(Err(e)) => Err(e),
         Ok(Ok(AuthResult::Success)) => Ok(vec!["none".to_string()]),
         Ok(Ok(AuthResult::Failure { remaining_methods, .. })) => {
@@ -183,15 +183,21 @@ pub(crate) async fn auth_methods_counted(
     (result, read.load(Ordering::Relaxed))
 }
 
-fn describe(e: russh::Error) -> String {
-    match e {
-        russh::Error::IO(e) => format!("ssh: {e}"),
-        russh::Error::Disconnect | russh::Error::HUP => "ssh: the server closed the connection".into(),
-        russh::Error::UnknownAlgo | russh::Error::NoCommonAlgo { .. } => {
-            "ssh: no key exchange, host key, cipher or MAC algorithm in common with the server".into()
+fn describe(e: russh::Error) -> crate::Error {
+    use crate::ErrorKind;
+    let (kind, message) = match &e {
+        russh::Error::IO(io) if io.kind() == io::ErrorKind::TimedOut => (ErrorKind::Timeout, format!("ssh: {io}")),
+        russh::Error::IO(io) => (ErrorKind::Io, format!("ssh: {io}")),
+        russh::Error::Disconnect | russh::Error::HUP => {
+            (ErrorKind::Io, "ssh: the server closed the connection".to_string())
         }
-        other => format!("ssh: {other}"),
-    }
+        russh::Error::UnknownAlgo | russh::Error::NoCommonAlgo { .. } => (
+            ErrorKind::Protocol,
+            "ssh: no key exchange, host key, cipher or MAC algorithm in common with the server".to_string(),
+        ),
+        other => (ErrorKind::Protocol, format!("ssh: {other}")),
+    };
+    crate::Error::with_source(kind, message, e)
 }
 
 #[cfg(test)]

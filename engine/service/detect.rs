@@ -22,8 +22,6 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
@@ -32,7 +30,7 @@ use super::probes::{Probe, ProbeDb, Transport};
 use super::rules::Identity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{ServiceMethod, TlsInfo};
-use crate::net::conn::Conn;
+use crate::net::conn::{self, Conn, OpenError};
 
 /// Most bytes of a response kept as the banner.
 pub const BANNER_MAX: usize = 512;
@@ -174,7 +172,7 @@ impl Detector {
         };
         let finished = timeout_at(deadline, run.all(&mut buf)).await;
         let mut out = run.out;
-        let tls = run.tls_error.map(|e| format!("TLS handshake failed: {e}"));
+        let tls = run.tls_error;
         if finished.is_err() || Instant::now() >= deadline {
             let stopped = format!("service detection stopped after {} ms", self.opts.port_timeout.as_millis());
             out.error = Some(DetectError::Timeout(match &tls {
@@ -218,7 +216,7 @@ impl Run<'_> {
                     return;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                    self.out.error = Some(DetectError::Io(format!("connect: {e}")));
+                    self.out.error = Some(DetectError::Io(e.to_string()));
                     return;
                 }
                 // Not TLS after all, or TLS that fails: probe in the clear,
@@ -274,7 +272,7 @@ impl Run<'_> {
                     Ok(c) => c,
                     Err(_) if Instant::now() >= self.deadline => return false,
                     Err(e) => {
-                        self.out.error = Some(DetectError::Io(format!("connect: {e}")));
+                        self.out.error = Some(DetectError::Io(e.to_string()));
                         if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
                             return false;
                         }
@@ -404,22 +402,13 @@ impl Run<'_> {
     }
 
     /// Connects, and for TLS does the handshake, within the connect timeout.
-    async fn open(&mut self, tls: bool) -> std::io::Result<Conn> {
+    async fn open(&mut self, tls: bool) -> std::result::Result<Conn, OpenError> {
         let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
-        let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
-        let tcp = timeout_at(until, TcpStream::connect(self.addr)).await.map_err(|_| timed_out())??;
-        // Closing with RST leaves no TIME_WAIT behind on either side.
-        let _ = socket2::SockRef::from(&tcp).set_linger(Some(Duration::ZERO));
-        let _ = tcp.set_nodelay(true);
-        if !tls {
-            return Ok(Conn::Plain(tcp));
-        }
-        let name = ServerName::IpAddress(self.addr.ip().into());
-        let stream = timeout_at(until, self.det.tls.connect(name, tcp)).await.map_err(|_| timed_out())??;
+        let (conn, info) = conn::open(self.addr, tls.then_some(&self.det.tls), until).await?;
         if self.out.tls.is_none() {
-            self.out.tls = Some(crate::net::tls::session_info(stream.get_ref().1));
+            self.out.tls = info;
         }
-        Ok(Conn::Tls(Box::new(stream)))
+        Ok(conn)
     }
 }
 
@@ -432,6 +421,7 @@ fn looks_like_tls(data: &[u8]) -> bool {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     #[test]
     fn tls_records_are_recognised() {

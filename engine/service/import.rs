@@ -21,7 +21,7 @@ pub struct Report {
     pub rules_seen: usize,
     pub rules_kept: usize,
     /// Rules left out, by reason.
-    pub skipped: BTreeMap<String, usize>,
+    pub skipped: BTreeMap<&'static str, usize>,
     /// Templates whose nmap helpers were simplified.
     pub approximated: usize,
     /// Lines not understood (with their line numbers), first few only.
@@ -154,7 +154,7 @@ fn ports(list: &str) -> Option<Vec<u16>> {
 }
 
 /// `http m|^HTTP/1\.[01] (\d\d\d)|s p/nginx/ v/$1/ cpe:/a:igor_sysoev:nginx:$1/`
-fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, String> {
+fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, &'static str> {
     let (service, rest) = rest.split_once(' ').ok_or("unreadable rule")?;
     let m = rest.strip_prefix('m').ok_or("unreadable rule")?;
     let (pattern, rest) = delimited(m).ok_or("unreadable rule")?;
@@ -164,7 +164,7 @@ fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, String> {
         id: Identity { service: service.to_string(), ..Identity::default() },
         ..RuleSpec::default()
     };
-    compile(&r.pattern).map_err(|_| "does not compile as a regex-crate pattern".to_string())?;
+    compile(&r.pattern).map_err(|_| "does not compile as a regex-crate pattern")?;
     let mut rest = &rest[flags.len()..];
     loop {
         rest = rest.trim_start();
@@ -205,7 +205,7 @@ fn simplify_template(t: &str, approximated: &mut usize) -> String {
 }
 
 /// Rewrites a PCRE pattern for the regex crate, or says why it cannot.
-fn pcre_to_rust(p: &str, flags: &str) -> Result<String, String> {
+fn pcre_to_rust(p: &str, flags: &str) -> Result<String, &'static str> {
     let b = p.as_bytes();
     // Flags turned on come before the dash: `(?si-u)`.
     let mut out = String::from("(?");
@@ -223,7 +223,7 @@ fn pcre_to_rust(p: &str, flags: &str) -> Result<String, String> {
             b'\\' if i + 1 < b.len() => {
                 let e = b[i + 1];
                 match e {
-                    b'1'..=b'9' if !in_class => return Err("backreference".into()),
+                    b'1'..=b'9' if !in_class => return Err("backreference"),
                     b'0' => {
                         // Octal: \0, \0N, \0NN.
                         let digits = b[i + 2..].iter().take(2).take_while(|d| (b'0'..=b'7').contains(d)).count();
@@ -247,14 +247,14 @@ fn pcre_to_rust(p: &str, flags: &str) -> Result<String, String> {
             b'(' if !in_class && b[i + 1..].starts_with(b"?") => {
                 let r = &b[i + 2..];
                 if r.starts_with(b"=") || r.starts_with(b"!") || r.starts_with(b"<=") || r.starts_with(b"<!") {
-                    return Err("lookaround".into());
+                    return Err("lookaround");
                 }
                 if r.starts_with(b">") {
-                    return Err("atomic group".into());
+                    return Err("atomic group");
                 }
             }
             b'*' | b'+' | b'?' | b'}' if !in_class && b.get(i + 1) == Some(&b'+') => {
-                return Err("possessive quantifier".into());
+                return Err("possessive quantifier");
             }
             _ => {}
         }
@@ -299,10 +299,9 @@ bogus line here
         assert_eq!(r.probes, 3);
         assert_eq!(r.rules_seen, 8);
         assert_eq!(r.rules_kept, 4);
-        let want: BTreeMap<String, usize> =
+        let want: BTreeMap<&str, usize> =
             [("lookaround", 1), ("backreference", 1), ("atomic group", 1), ("possessive quantifier", 1)]
                 .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
                 .collect();
         assert_eq!(r.skipped, want);
         assert_eq!(r.approximated, 1);
