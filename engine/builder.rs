@@ -110,6 +110,7 @@ pub struct ScanBuilder {
     no_dns: bool,
     ipv6: bool,
     seed: Option<u64>,
+    resume: Option<ResumePoint>,
     shard: Option<Shard>,
     report_closed: bool,
     verbosity: u8,
@@ -123,11 +124,44 @@ pub struct ScanBuilder {
 }
 
 /// A validated scan and what the caller should be told before it starts.
+/// Only [`ScanBuilder::build`] makes one, and only a `Built` starts.
 #[derive(Debug)]
 pub struct Built {
-    pub config: ScanConfig,
+    config: ScanConfig,
     /// One line each ("raw sockets are not available; doing a connect scan").
     pub notes: Vec<String>,
+}
+
+impl Built {
+    /// The settings the scan runs with.
+    pub fn config(&self) -> &ScanConfig {
+        &self.config
+    }
+
+    /// How far the scan got, shared with it: after an interruption,
+    /// `progress().remaining(space_len())` is what a resume probes.
+    pub fn progress(&self) -> Arc<crate::targets::Progress> {
+        self.config.progress.clone()
+    }
+
+    /// (address, port) pairs in the scan order.
+    pub fn space_len(&self) -> u64 {
+        self.config.space.len()
+    }
+
+    /// The key of the scan order.
+    pub fn seed(&self) -> u64 {
+        self.config.seed
+    }
+}
+
+/// Where an interrupted scan stands (a resume file's content): its seed,
+/// the size of its space, and the parts of its order not yet probed.
+#[derive(Clone, Debug)]
+pub struct ResumePoint {
+    pub seed: u64,
+    pub space_len: u64,
+    pub segments: Vec<crate::targets::Segment>,
 }
 
 fn usage(msg: impl Into<String>) -> Error {
@@ -218,6 +252,13 @@ impl ScanBuilder {
     /// IPv6 only (`-6`).
     pub fn ipv6(mut self, on: bool) -> Self {
         self.ipv6 = on;
+        self
+    }
+
+    /// Finishes an interrupted scan: the same seed, only the segments left.
+    /// The targets and ports must make a space of the same size.
+    pub fn resume(mut self, point: ResumePoint) -> Self {
+        self.resume = Some(point);
         self
     }
 
@@ -438,14 +479,26 @@ impl ScanBuilder {
                 Some(Arc::new(PluginConfig { plugins: chosen, budgets, args, workers }))
             }
         };
+        if let Some(r) = &self.resume {
+            if space.len() != r.space_len {
+                return Err(usage(format!(
+                    "resuming: the targets now make {} (address, port) pairs, not {}; did a hostname or an exclude file change?",
+                    space.len(),
+                    r.space_len
+                )));
+            }
+        }
         let config = ScanConfig {
             space,
             scan_type,
             timing,
-            seed: self.seed.unwrap_or_else(crate::scan::random_u64),
+            seed: match &self.resume {
+                Some(r) => r.seed,
+                None => self.seed.unwrap_or_else(crate::scan::random_u64),
+            },
             shard: self.shard.unwrap_or(Shard::WHOLE),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            resume: None,
+            resume: self.resume.map(|r| r.segments),
             progress: Default::default(),
             args: self.args,
             report_closed: self.report_closed,
@@ -459,7 +512,7 @@ impl ScanBuilder {
 
     /// Builds the scan and starts it on the current tokio runtime.
     pub fn start(self) -> Result<ScanHandle> {
-        Ok(ScanHandle::start(self.build()?.config))
+        Ok(ScanHandle::start(self.build()?))
     }
 
     /// False when every target named is a loopback address or `localhost`
@@ -491,19 +544,30 @@ impl ScanBuilder {
 pub struct ScanHandle {
     events: mpsc::Receiver<Event>,
     stats: Arc<Stats>,
-    stop: StopHandle,
+    stop: Arc<StopHandle>,
     task: tokio::task::JoinHandle<Result<ScanEnd>>,
 }
 
 impl ScanHandle {
-    /// Runs `config` on the current tokio runtime.
-    pub fn start(config: ScanConfig) -> ScanHandle {
+    /// Runs a built scan on the current tokio runtime.
+    pub fn start(built: Built) -> ScanHandle {
+        let config = built.config;
         let (tx, events) = mpsc::channel(4096);
         let stats = Arc::new(Stats::default());
         let (stop, stop_rx) = stop_signal();
         let st = stats.clone();
         let task = tokio::spawn(async move { crate::scan::run(&config, tx, st, stop_rx).await });
-        ScanHandle { events, stats, stop, task }
+        ScanHandle { events, stats, stop: Arc::new(stop), task }
+    }
+
+    /// The live counters, shared (for a progress display on another thread).
+    pub fn shared_stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    /// The stop signal, shared (for a Ctrl-C handler on another task).
+    pub fn stopper(&self) -> Arc<StopHandle> {
+        self.stop.clone()
     }
 
     /// The next event, or None after `scan_end` (or when the scan failed
@@ -573,7 +637,7 @@ fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> 
         return crate::files::for_each_line(std::io::stdin().lock(), path, flag, MAX_LIST_LINE, MAX_LIST, each);
     }
     let file = std::fs::File::open(path)
-        .map_err(|e| Error::new(ErrorKind::Config, format!("{flag} {}: {e}", path.display())))?;
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{flag} {}: {e}", path.display()), e))?;
     crate::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
 }
 

@@ -23,11 +23,11 @@ fn too_large(what: &str, path: &Path, max: u64) -> Error {
 /// file is) names it in errors.
 pub fn read_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
     let f = std::fs::File::open(path)
-        .map_err(|e| Error::new(ErrorKind::Config, format!("{what} {}: {e}", path.display())))?;
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{what} {}: {e}", path.display()), e))?;
     let mut buf = Vec::new();
     f.take(max.saturating_add(1))
         .read_to_end(&mut buf)
-        .map_err(|e| Error::new(ErrorKind::Config, format!("{what} {}: {e}", path.display())))?;
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{what} {}: {e}", path.display()), e))?;
     if buf.len() as u64 > max {
         return Err(too_large(what, path, max));
     }

@@ -51,7 +51,7 @@ pub mod targets;
 
 pub use builder::{Scan, ScanBuilder, ScanHandle};
 pub use error::{Error, ErrorKind, Result};
-pub use scan::{run, ScanConfig};
+pub use scan::ScanConfig;
 
 /// Entry points for the fuzz targets in fuzz/ (one line each there).
 #[doc(hidden)]

@@ -15,8 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use moonscan::discovery::{stop_signal, Stats};
+use moonscan::discovery::Stats;
 use moonscan::output::{self, Ndjson, Sink, Text};
+use moonscan::ScanHandle;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -71,28 +72,16 @@ fn main() -> ExitCode {
     }
     let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
     let raw_ok = moonscan::net::packet::raw_available();
-    let mut plan = match cli::validate(args, &argv, nofile, raw_ok) {
+    let resume = resumed.map(|(f, path)| {
+        (moonscan::builder::ResumePoint { seed: f.seed, space_len: f.space_len, segments: f.segments }, path)
+    });
+    let plan = match cli::validate(args, &argv, nofile, raw_ok, resume) {
         Ok(p) => p,
         Err(e) => {
             moonscan::tell!("moonscan: {e}");
             return ExitCode::from(if e.is_usage() { 2 } else { 1 });
         }
     };
-    if let Some((f, path)) = &resumed {
-        if plan.config.space.len() != f.space_len {
-            moonscan::tell!(
-                "moonscan: --resume {}: the targets now make {} (address, port) pairs, not {}; did a hostname or an exclude file change?",
-                path.display(),
-                plan.config.space.len(),
-                f.space_len
-            );
-            return ExitCode::from(2);
-        }
-        plan.config.seed = f.seed;
-        plan.config.resume = Some(f.segments.clone());
-        plan.resuming = true;
-        plan.resume_file = Some(path.clone());
-    }
     match run(plan) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -103,11 +92,15 @@ fn main() -> ExitCode {
 }
 
 fn run(plan: cli::Plan) -> anyhow::Result<u8> {
-    for note in &plan.notes {
+    for note in &plan.scan.notes {
         moonscan::tell!("moonscan: {note}");
     }
-    let stats = Arc::new(Stats::default());
-    let progress = progress_bar(&stats);
+    let resuming = plan.resume_file.is_some();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let (order, space_len, seed, args) =
+        (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed(), plan.scan.config().args.clone());
+    let mut scan = rt.block_on(async { ScanHandle::start(plan.scan) });
+    let progress = progress_bar(&scan.shared_stats());
 
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if plan.text_on_stdout {
@@ -116,7 +109,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     match &plan.json {
         Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),
         Some(cli::Dest::File(path)) => {
-            let f = open_output(path, plan.resuming).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
+            let f = open_output(path, resuming).map_err(|e| anyhow::anyhow!("-oJ {}: {e}", path.display()))?;
             sinks.push(Box::new(Ndjson::new(f)));
         }
         None => {}
@@ -130,7 +123,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         let writer: Box<dyn Write + Send> = match dest {
             cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
             // An XML file is one document: a resumed scan writes its own, beside the first.
-            cli::Dest::File(path) if plan.resuming && *format == cli::Format::Xml => {
+            cli::Dest::File(path) if resuming && *format == cli::Format::Xml => {
                 let resumed = (1..)
                     .map(|n| {
                         path.with_extension(if n == 1 { "resumed.xml".to_string() } else { format!("resumed-{n}.xml") })
@@ -140,9 +133,9 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
                 moonscan::tell!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
                 Box::new(File::create(&resumed).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", resumed.display()))?)
             }
-            cli::Dest::File(path) => Box::new(
-                open_output(path, plan.resuming).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?,
-            ),
+            cli::Dest::File(path) => {
+                Box::new(open_output(path, resuming).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?)
+            }
         };
         sinks.push(match format {
             cli::Format::Normal => Box::new(output::Normal::new(writer).with_reasons(plan.reasons)),
@@ -159,19 +152,24 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     let (tx, rx) = tokio::sync::mpsc::channel(4096);
     let writer = std::thread::spawn(move || output::drain(rx, sinks));
 
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let (stop_handle, stop) = stop_signal();
+    let stopper = scan.stopper();
     let end = rt.block_on(async {
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                stop_handle.stop();
+                stopper.stop();
                 moonscan::tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
                 if tokio::signal::ctrl_c().await.is_ok() {
                     std::process::exit(130);
                 }
             }
         });
-        moonscan::run(&plan.config, tx, stats.clone(), stop).await
+        while let Some(event) = scan.next_event().await {
+            if tx.send(event).await.is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        scan.finish().await
     });
     let end = match end {
         Ok(end) => end,
@@ -197,15 +195,9 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         }
     }
     if end.interrupted {
-        let left = plan.config.progress.remaining(plan.config.space.len());
+        let left = order.remaining(space_len);
         if !left.is_empty() {
-            let file = cli::resume::ResumeFile {
-                moonscan_resume: 1,
-                args: plan.config.args.clone(),
-                seed: plan.config.seed,
-                space_len: plan.config.space.len(),
-                segments: left,
-            };
+            let file = cli::resume::ResumeFile { moonscan_resume: 1, args, seed, space_len, segments: left };
             // A resumed scan interrupted again updates its own resume file.
             let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();

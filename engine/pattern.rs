@@ -32,7 +32,7 @@ pub fn compile_within(pattern: &str, limit: usize) -> Result<Regex> {
         .dfa_size_limit(limit)
         .nest_limit(REGEX_NEST_LIMIT)
         .build()
-        .map_err(|e| Error::new(ErrorKind::Config, format!("bad pattern: {e}")))
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("bad pattern: {e}"), e))
 }
 
 /// A pattern whose every search has a bounded cost, for plugins, which

@@ -69,12 +69,17 @@ pub fn new_scan_id() -> String {
 
 /// Runs the scan and returns its summary (also sent as `scan_end`). Fails
 /// only before the scan starts (for a raw scan: no usable route or socket).
-pub async fn run(cfg: &ScanConfig, events: mpsc::Sender<Event>, stats: Arc<Stats>, stop: Stop) -> Result<ScanEnd> {
+pub(crate) async fn run(
+    cfg: &ScanConfig,
+    events: mpsc::Sender<Event>,
+    stats: Arc<Stats>,
+    stop: Stop,
+) -> Result<ScanEnd> {
     let links = match cfg.scan_type {
         ScanType::Syn => {
             let (addrs, opts) = (cfg.space.addrs().clone(), cfg.link.clone());
             let resolved = tokio::task::spawn_blocking(move || Links::resolve(&addrs, &opts, ARP_TIMEOUT)).await;
-            Some(resolved.map_err(|e| Error::new(ErrorKind::Io, format!("route lookup failed: {e}")))??)
+            Some(resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))??)
         }
         ScanType::Connect => None,
     };

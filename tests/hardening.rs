@@ -233,3 +233,24 @@ fn a_resume_file_that_repeats_a_segment_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("not in order (or repeat)"), "{err}");
 }
+
+/// A resume file whose space no longer matches its command line (a
+/// hostname that resolves elsewhere, an exclude file that changed) is
+/// refused by the library's builder, not probed.
+#[test]
+fn a_resume_file_for_another_space_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.resume");
+    let file = serde_json::json!({
+        "moonscan_resume": 1,
+        "args": ["moonscan", "-sT", "-p", "9", "127.0.0.1"],
+        "seed": "1",
+        "space_len": 5,
+        "segments": [{ "next": 0, "step": 1 }],
+    });
+    std::fs::write(&path, file.to_string().replace("\"seed\":\"1\"", "\"seed\":1")).unwrap();
+    let out = run(&["--resume", path.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("resuming: the targets now make 1 (address, port) pairs, not 5"), "{err}");
+}

@@ -17,12 +17,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use moonscan::builder::{Built, DetectSettings, ScriptSettings};
+use moonscan::builder::{Built, DetectSettings, ResumePoint, ScriptSettings};
 use moonscan::discovery::syn::LinkOptions;
 use moonscan::findings::ScanType;
 use moonscan::plugins::Budgets;
 use moonscan::targets::Shard;
-use moonscan::{Error, ErrorKind, Result, ScanConfig};
+use moonscan::{Error, ErrorKind, Result};
 
 /// nmap flags of more than one letter after a single dash, and their long names here.
 const NMAP_FLAGS: &[(&str, &str)] = &[
@@ -296,7 +296,8 @@ impl Dest {
 /// A validated invocation.
 #[derive(Debug)]
 pub struct Plan {
-    pub config: ScanConfig,
+    /// The validated scan (the library's own checks and policy).
+    pub scan: Built,
     pub json: Option<Dest>,
     /// nmap's formats: -oN, -oX, -oG, and -oA's three.
     pub outputs: Vec<(Format, Dest)>,
@@ -308,12 +309,8 @@ pub struct Plan {
     pub reasons: bool,
     /// Show plugin log lines in the text output.
     pub logs: bool,
-    /// A resumed scan: outputs are appended to, not replaced.
-    pub resuming: bool,
-    /// The resume file a resumed scan came from.
+    /// The resume file a resumed scan came from (its outputs are appended to).
     pub resume_file: Option<PathBuf>,
-    /// Things the user should know before the scan starts (one line each).
-    pub notes: Vec<String>,
 }
 
 fn usage(msg: impl Into<String>) -> Error {
@@ -321,8 +318,15 @@ fn usage(msg: impl Into<String>) -> Error {
 }
 
 /// Checks every value and builds the plan. `nofile` is the process's
-/// open-file limit; `raw_ok` says whether raw sockets may be opened.
-pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Result<Plan> {
+/// open-file limit; `raw_ok` says whether raw sockets may be opened;
+/// `resume` is the resume file a scan finishes, with its path.
+pub fn validate(
+    args: Args,
+    argv: &[String],
+    nofile: u64,
+    raw_ok: bool,
+    resume: Option<(ResumePoint, PathBuf)>,
+) -> Result<Plan> {
     if args.syn && args.connect {
         return Err(usage("choose one of -sS and -sT"));
     }
@@ -413,7 +417,14 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
     if let Some(settings) = script_settings(&args)? {
         b = b.script_settings(settings);
     }
-    let Built { config, notes } = b.build()?;
+    let resume_file = match resume {
+        Some((point, path)) => {
+            b = b.resume(point);
+            Some(path)
+        }
+        None => None,
+    };
+    let scan = b.build()?;
 
     let json = args.output_json.clone().map(Dest::from);
     let mut outputs: Vec<(Format, Dest)> = Vec::new();
@@ -451,16 +462,14 @@ pub fn validate(args: Args, argv: &[String], nofile: u64, raw_ok: bool) -> Resul
         }
     }
     Ok(Plan {
-        config,
+        scan,
         json,
         outputs,
         db: args.db.clone(),
         text_on_stdout,
         reasons: args.reason,
         logs: args.script_trace,
-        resuming: false,
-        resume_file: None,
-        notes,
+        resume_file,
     })
 }
 
@@ -575,31 +584,31 @@ mod tests {
 
     fn plan(s: &str) -> Result<Plan> {
         let a = argv(s);
-        validate(parse(&a).expect("clap accepts it"), &a, 1 << 20, true)
+        validate(parse(&a).expect("clap accepts it"), &a, 1 << 20, true, None)
     }
 
     #[test]
     fn nmap_style_flags_are_understood() {
         let p = plan("-sT -p- -T4 -n -Pn -oJ - 198.18.0.2").unwrap();
-        assert_eq!(p.config.space.ports().len(), 65535);
+        assert_eq!(p.scan.config().space.ports().len(), 65535);
         assert_eq!(p.json, Some(Dest::Stdout));
         assert!(!p.text_on_stdout);
-        assert_eq!(p.config.timing, Timing { window: 4096, ..Timing::template(4).unwrap() });
+        assert_eq!(p.scan.config().timing, Timing { window: 4096, ..Timing::template(4).unwrap() });
     }
 
     #[test]
     fn defaults_are_top_1000_and_t3() {
         let p = plan("127.0.0.1").unwrap();
-        assert_eq!(p.config.space.ports().len(), 1000);
+        assert_eq!(p.scan.config().space.ports().len(), 1000);
         assert!(p.text_on_stdout);
-        assert_eq!(plan("-F 127.0.0.1").unwrap().config.space.ports().len(), 100);
+        assert_eq!(plan("-F 127.0.0.1").unwrap().scan.config().space.ports().len(), 100);
     }
 
     #[test]
     fn window_respects_the_open_file_limit() {
         let a = argv("-T5 127.0.0.1");
-        let p = validate(parse(&a).unwrap(), &a, 200, true).unwrap();
-        assert_eq!(p.config.timing.window, 136);
+        let p = validate(parse(&a).unwrap(), &a, 200, true, None).unwrap();
+        assert_eq!(p.scan.config().timing.window, 136);
     }
 
     #[test]
@@ -630,23 +639,23 @@ mod tests {
     #[test]
     fn scan_type_follows_privileges() {
         let a = argv("-p 80 198.18.0.2");
-        let p = validate(parse(&a).unwrap(), &a, 1 << 20, true).unwrap();
-        assert_eq!(p.config.scan_type, ScanType::Syn);
-        assert!(p.notes.is_empty());
+        let p = validate(parse(&a).unwrap(), &a, 1 << 20, true, None).unwrap();
+        assert_eq!(p.scan.config().scan_type, ScanType::Syn);
+        assert!(p.scan.notes.is_empty());
         let a = argv("-p 80 127.0.0.1");
-        let p = validate(parse(&a).unwrap(), &a, 1 << 20, true).unwrap();
-        assert_eq!(p.config.scan_type, ScanType::Connect, "loopback is probed with connect()");
-        assert!(p.notes[0].contains("own addresses"), "{:?}", p.notes);
+        let p = validate(parse(&a).unwrap(), &a, 1 << 20, true, None).unwrap();
+        assert_eq!(p.scan.config().scan_type, ScanType::Connect, "loopback is probed with connect()");
+        assert!(p.scan.notes[0].contains("own addresses"), "{:?}", p.scan.notes);
         let a = argv("-sS -p 80 127.0.0.1");
-        let p = validate(parse(&a).unwrap(), &a, 1 << 20, false).unwrap();
-        assert_eq!(p.config.scan_type, ScanType::Connect);
-        assert!(p.notes[0].contains("connect scan"), "{:?}", p.notes);
+        let p = validate(parse(&a).unwrap(), &a, 1 << 20, false, None).unwrap();
+        assert_eq!(p.scan.config().scan_type, ScanType::Connect);
+        assert!(p.scan.notes[0].contains("connect scan"), "{:?}", p.scan.notes);
     }
 
     #[test]
     fn min_rate_widens_the_window_to_keep_its_promise() {
         let p = plan("--min-rate 100000 --max-parallelism 10 --max-rtt-timeout 1s --max-retries 1 127.0.0.1").unwrap();
-        assert_eq!(p.config.timing.raw_window, 200_000, "100k/s for 1 s, two sends each");
+        assert_eq!(p.scan.config().timing.raw_window, 200_000, "100k/s for 1 s, two sends each");
         assert!(plan("--min-rate 0 127.0.0.1").is_err());
     }
 

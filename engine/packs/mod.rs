@@ -65,8 +65,8 @@ fn refuse(msg: impl Into<String>) -> Error {
     refuse_as(ErrorKind::Config, msg)
 }
 
-fn io_err(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::new(ErrorKind::Io, format!("{}: {e}", path.display()))
+fn io_err(path: &Path, e: io::Error) -> Error {
+    Error::with_source(ErrorKind::Io, format!("{}: {e}", path.display()), e)
 }
 
 /// Lowercase hex sha256 of bytes.

@@ -224,7 +224,7 @@ pub fn load_trust_store(dir: &Path) -> Result<Vec<TrustedKey>> {
     };
     let mut keys = Vec::new();
     for entry in entries {
-        let path = entry.map_err(|e| Error::new(ErrorKind::Io, format!("{}: {e}", dir.display())))?.path();
+        let path = entry.map_err(|e| Error::with_source(ErrorKind::Io, format!("{}: {e}", dir.display()), e))?.path();
         if path.extension().is_none_or(|x| x != "pub") {
             continue;
         }

@@ -47,7 +47,7 @@ pub fn open(path: &Path) -> Result<Source> {
     let tmp = tempfile::Builder::new()
         .prefix("moonscan-pack-")
         .tempdir()
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot make a temporary folder: {e}")))?;
+        .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot make a temporary folder: {e}"), e))?;
     extract(path, tmp.path())?;
     let root = find_root(tmp.path()).map_err(|e| e.context(path.display()))?;
     Ok(Source { root, _tmp: Some(tmp) })

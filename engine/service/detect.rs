@@ -144,7 +144,7 @@ enum Outcome {
 impl Detector {
     pub fn new(db: ProbeDb, opts: DetectOptions) -> Result<Detector> {
         let config = crate::net::dangerously::scanning_client_config()
-            .map_err(|e| Error::new(ErrorKind::Config, format!("TLS configuration: {e}")))?;
+            .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS configuration: {e}"), e))?;
         let null = db.probes().iter().position(|p| p.transport == Transport::Tcp && p.payload.is_empty());
         let pool = BufPool::new(opts.parallelism, opts.buffer_size.max(64));
         Ok(Detector { db: Arc::new(db), null, opts, pool, tls: TlsConnector::from(config) })

@@ -182,7 +182,7 @@ pub enum Family {
 pub fn resolve(name: &str, family: Family) -> Result<IpAddr> {
     let addrs: Vec<IpAddr> = (name, 0)
         .to_socket_addrs()
-        .map_err(|e| Error::new(ErrorKind::Resolve, format!("cannot resolve '{name}': {e}")))?
+        .map_err(|e| Error::with_source(ErrorKind::Resolve, format!("cannot resolve '{name}': {e}"), e))?
         .map(|sa| sa.ip())
         .collect();
     let pick = match family {

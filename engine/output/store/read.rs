@@ -102,7 +102,7 @@ impl Db {
     pub fn resolve(&mut self, prefix: &str) -> crate::Result<String> {
         let rows = self
             .query("SELECT id FROM scans ORDER BY id", &[])
-            .map_err(|e| Error::new(ErrorKind::Io, e.to_string()))?;
+            .map_err(|e| Error::with_source(ErrorKind::Io, e.to_string(), e))?;
         let ids: Vec<String> = rows
             .into_iter()
             .filter_map(|r| match r.into_iter().next() {
