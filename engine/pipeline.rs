@@ -10,12 +10,12 @@
 //! as an [`OpenPort`], never re-derived from the events meant for outputs.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
-use crate::discovery::{Stats, Stop};
 use crate::findings::{ErrorEvent, ErrorKind, Event, PortEvent, PortState, Proto, ScanId};
 
 /// Ports waiting between two stages (each a few dozen bytes).
@@ -45,7 +45,7 @@ impl Ctx {
     /// their own, as `moonscan plugins test` does).
     pub fn detached(scan_id: &str) -> Ctx {
         let (events, _) = mpsc::channel(1);
-        let (_, stop) = crate::discovery::stop_signal();
+        let (_, stop) = stop_signal();
         Ctx { scan_id: scan_id.into(), t0: Instant::now(), events, stats: Arc::default(), stop }
     }
 
@@ -111,6 +111,61 @@ impl Found {
         self.ctx.emit_blocking(Event::Port(ev));
         if let (Some(next), Some(open)) = (&self.next, open) {
             let _ = next.blocking_send(open);
+        }
+    }
+}
+
+/// Live counters of a scan, readable from another thread (for a progress line).
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub planned: AtomicU64,
+    pub sent: AtomicU64,
+    pub open: AtomicU64,
+    pub closed: AtomicU64,
+    pub filtered: AtomicU64,
+    pub errors: AtomicU64,
+    pub findings: AtomicU64,
+}
+
+impl Stats {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The sending half of a stop signal (held by whoever handles Ctrl-C).
+#[derive(Debug)]
+pub struct StopHandle(watch::Sender<bool>);
+
+/// The receiving half: the scan stops sending new probes once it is set.
+#[derive(Clone, Debug)]
+pub struct Stop(watch::Receiver<bool>);
+
+/// A new stop signal, not yet set.
+pub fn stop_signal() -> (StopHandle, Stop) {
+    let (tx, rx) = watch::channel(false);
+    (StopHandle(tx), Stop(rx))
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+impl Stop {
+    pub fn is_set(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the signal is set; never, if the handle is gone unset.
+    pub async fn wait(&mut self) {
+        if self.0.wait_for(|&v| v).await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }

@@ -18,6 +18,9 @@
 #            plugin runs per second and peak RSS
 #   db       --db overhead: -sS -p- 198.18.0.2 and the /16 sweep with and
 #            without --db FILE (target for -sS -p-: with/without < 1.10), db size per open port
+#   baseline every job's moonscan command, this build against an older
+#            moonscan binary given as BASELINE=PATH, side by side in one
+#            hyperfine run per job (target: now/then <= 1.05); not in the default list
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
@@ -26,12 +29,16 @@
 # Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
+#        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
+#        BASELINE=PATH scripts/bench.sh baseline
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$(pwd)
 RUNS=${RUNS:-10}
 OUT=$REPO/target/bench
-MS=$REPO/target/release/moonscan
+BUILD=1
+[ -n "${MS:-}" ] && BUILD=0
+MS=${MS:-$REPO/target/release/moonscan}
 JOBS=(connect syn sweep service svcmem scripts plugrate db)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
@@ -411,6 +418,42 @@ sys.exit(0 if runs == 8192 else 1)
 PY
 }
 
+# This build against BASELINE, each job's moonscan command in one hyperfine
+# run (the peak RSS of each too): a restructuring must not cost speed.
+job_baseline() {
+    [ -x "${BASELINE:-}" ] || { echo "  job baseline: set BASELINE to an older moonscan binary"; return 1; }
+    cat >"$OUT/trivial.lua" <<'LUA'
+return {
+  id = "trivial", description = "One finding per port, nothing else.", categories = { "bench" },
+  ports = { 80, 443 },
+  run = function(ctx) ctx:finding{ title = "seen", data = { port = ctx.port } } end,
+}
+LUA
+    local db=$OUT/baseline.db name args
+    local -A cmd=(
+        [connect]="-sT -n -p- 198.18.0.2"
+        [syn]="-sS -n -p- 198.18.0.2"
+        [sweep]="-sS -n -p 80 198.19.0.0/16"
+        [service]="-sV -n -p 22,80,443,6379 198.18.0.2"
+        [svcmem]="-sV -n -p 80,443 198.19.0.0/20"
+        [scripts]="-sV -sC -n -p 22,80,443,6379 198.18.0.2"
+        [plugrate]="-n -p 80,443 198.19.0.0/20 --script $OUT/trivial.lua"
+        [db]="-sS -n -p- 198.18.0.2 --db $db"
+    )
+    echo "== this build (now) against $BASELINE (then), the same commands (target: now/then <= 1.05)"
+    for name in connect syn sweep service svcmem scripts plugrate db; do
+        args=${cmd[$name]}
+        echo "-- $name: moonscan $args"
+        rm -f "$db"*
+        # shellcheck disable=SC2086 # args is a list of words
+        echo "  peak RSS: now $(peak_rss "$MS" $args) MB, then $(peak_rss "$BASELINE" $args) MB"
+        in_lab hyperfine -N -w 2 -r "$RUNS" --prepare "rm -f $db $db-wal $db-shm" \
+            --export-json "$OUT/baseline-$name.json" -n now "$MS $args" -n then "$BASELINE $args" \
+            >"$OUT/baseline-$name.txt"
+        summarize "$OUT/baseline-$name.json"
+    done
+}
+
 job_db() {
     local db=$OUT/bench.db name args ratio
     echo "== --db overhead (SQLite, WAL, batched): with/without, same run (target for -sS -p-: < 1.10)"
@@ -453,8 +496,10 @@ main() {
     install
     bash scripts/lab.sh up
     # Others may be mid-edit: a failed build benchmarks the last good binary.
-    cargo build --release --quiet ||
-        echo "bench.sh: warning: cargo build failed; moonscan parts use the existing $MS, if any"
+    if ((BUILD)); then
+        cargo build --release --quiet ||
+            echo "bench.sh: warning: cargo build failed; moonscan parts use the existing $MS, if any"
+    fi
     mkdir -p "$OUT"
     for j in "${jobs[@]}"; do
         # A subshell with its own errexit: a job that stops does not stop the rest.

@@ -11,13 +11,12 @@ pub mod connect;
 pub mod rate;
 pub mod syn;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
 pub use rate::TokenBucket;
+// The scan's counters and stop signal are every stage's (pipeline.rs).
+pub use crate::pipeline::{stop_signal, Stats, Stop, StopHandle};
 
 /// How hard and how patiently to probe.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,61 +52,6 @@ impl Timing {
             5 => t(8_192, 300, 0, None),
             _ => return None,
         })
-    }
-}
-
-/// Live counters of a scan, readable from another thread (for a progress line).
-#[derive(Debug, Default)]
-pub struct Stats {
-    pub planned: AtomicU64,
-    pub sent: AtomicU64,
-    pub open: AtomicU64,
-    pub closed: AtomicU64,
-    pub filtered: AtomicU64,
-    pub errors: AtomicU64,
-    pub findings: AtomicU64,
-}
-
-impl Stats {
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// The sending half of a stop signal (held by whoever handles Ctrl-C).
-#[derive(Debug)]
-pub struct StopHandle(watch::Sender<bool>);
-
-/// The receiving half: the scan stops sending new probes once it is set.
-#[derive(Clone, Debug)]
-pub struct Stop(watch::Receiver<bool>);
-
-/// A new stop signal, not yet set.
-pub fn stop_signal() -> (StopHandle, Stop) {
-    let (tx, rx) = watch::channel(false);
-    (StopHandle(tx), Stop(rx))
-}
-
-impl StopHandle {
-    pub fn stop(&self) {
-        self.0.send_replace(true);
-    }
-}
-
-impl Stop {
-    pub fn is_set(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Resolves once the signal is set; never, if the handle is gone unset.
-    pub async fn wait(&mut self) {
-        if self.0.wait_for(|&v| v).await.is_err() {
-            std::future::pending::<()>().await;
-        }
     }
 }
 

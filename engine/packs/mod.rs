@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::files::write_atomic;
 use crate::plugins::{self, Plugin};
 use crate::service::ProbeDb;
 
@@ -709,19 +710,6 @@ pub fn write_lock(lock: &Path, packs: &[InstalledPack]) -> Result<()> {
     let text =
         format!("# moonscan.lock: the plugin packs this scan setup uses, pinned (`moonscan pack lock`).\n{yaml}");
     write_atomic(lock, text.as_bytes())
-}
-
-/// Writes a file through a temporary file beside it and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".moonscan-").tempfile_in(dir).map_err(|e| io_err(path, e))?;
-    tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(|e| io_err(path, e))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o644));
-    }
-    tmp.persist(path).map_err(|e| io_err(path, e.error))?;
-    Ok(())
 }
 
 /// What [`sign_dir`] did.

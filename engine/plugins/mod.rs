@@ -140,7 +140,7 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
         return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
     }
     std::fs::create_dir_all(cache).map_err(|e| bad(cache, e))?;
-    crate::packs::write_atomic(&meta_path(cache, bytes), &json)
+    crate::files::write_atomic(&meta_path(cache, bytes), &json)
 }
 
 /// As [`load_source`]; with a `cache` (see [`store_meta`]) the metadata of

@@ -2,6 +2,8 @@
 -- inputs they accept), in a loop: the run must still end at its deadline,
 -- and must not hold up discovery, detection or Ctrl-C meanwhile. Inputs
 -- past the caps are refused; the refusals are swallowed and the loop goes on.
+-- The last pattern makes a lazy DFA thrash: the regex crate alone takes
+-- seconds on it (its PikeVM fallback); the host's search gives up at once.
 return {
     id = "sandbox-slow-calls",
     description = "Loops over slow host calls.",
@@ -15,6 +17,7 @@ return {
             hash.sha256(s)
             pcall(re.find, big, "x")
             pcall(hash.md5, big .. big)
+            pcall(re.find, s, "[ab]*b[ab]{2000}[cd]")
         end
     end,
 }

@@ -71,9 +71,8 @@ pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> 
             .zip(ins)
             .enumerate()
             .map(|(w, (part, replies))| {
-                let opts = SynOptions { pace, ..opts };
-                let tx = &sock;
-                s.spawn(move || drive(w, part, links, &opts, cookie, tx, &replies, found))
+                let shared = Senders { links, opts: SynOptions { pace, ..opts }, cookie, tx: &sock, found };
+                s.spawn(move || drive(&shared, w, part, &replies))
             })
             .collect();
         let mut result = Ok(false);
@@ -128,28 +127,35 @@ fn receive(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every sender thread shares: the paths to the targets, the pacing,
+/// the probe cookies, the socket, and where open ports go.
+struct Senders<'a> {
+    links: &'a Links,
+    opts: SynOptions,
+    cookie: Cookie,
+    tx: &'a PacketSocket,
+    found: &'a Found,
+}
+
+/// One sender thread: probes `order` (its share of the scan) and reads the
+/// replies the receiver thread hands it.
 fn drive(
+    shared: &Senders,
     worker: usize,
     order: ScanOrder,
-    links: &Links,
-    opts: &SynOptions,
-    cookie: Cookie,
-    tx: &PacketSocket,
     replies: &std_mpsc::Receiver<Vec<Reply>>,
-    found: &Found,
 ) -> io::Result<bool> {
     // Targets without a usable path are counted as filtered, never sent.
     let unreachable = std::cell::Cell::new(0u64);
     let seen = Seen::for_space(order.space());
     let reachable = order.filter(|&(ip, _)| {
-        let ok = links.hop(ip).is_ok();
+        let ok = shared.links.hop(ip).is_ok();
         if !ok {
             unreachable.set(unreachable.get() + 1);
         }
         ok
     });
-    let mut m = Machine::new(reachable, opts.pace, Instant::now(), seen);
+    let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen);
     let templates = [Template::new(false), Template::new(true)];
     let mut frames = vec![[0u8; frame::MAX_PROBE]; BATCH];
     let mut lens = [0usize; BATCH];
@@ -159,18 +165,18 @@ fn drive(
     let take = |m: &mut Machine<_>, batch: Vec<Reply>| {
         for r in &batch {
             let Some(v) = m.on_reply(r) else { continue };
-            if v.state == PortState::Open || opts.report_closed {
+            if v.state == PortState::Open || shared.opts.report_closed {
                 // Waits while the next stage is full: no probe goes out
                 // meanwhile, so a slow stage slows the scan.
-                found.port_blocking(PortEvent {
-                    scan_id: found.ctx.scan_id.clone(),
+                shared.found.port_blocking(PortEvent {
+                    scan_id: shared.found.ctx.scan_id.clone(),
                     ip: v.ip,
                     port: v.port,
                     proto: Proto::Tcp,
                     state: v.state,
                     reason: v.reason,
                     ttl: Some(v.ttl),
-                    t: found.ctx.t(),
+                    t: shared.found.ctx.t(),
                 });
             }
         }
@@ -179,7 +185,7 @@ fn drive(
         while let Ok(batch) = replies.try_recv() {
             take(&mut m, batch);
         }
-        if !interrupted && found.ctx.stop.is_set() {
+        if !interrupted && shared.found.ctx.stop.is_set() {
             interrupted = true;
             m.stop();
         }
@@ -188,16 +194,16 @@ fn drive(
         m.poll(now, BATCH, &mut due);
         if !due.is_empty() {
             for (i, &(ip, port)) in due.iter().enumerate() {
-                let hop = links.hop(ip).expect("only reachable targets are probed");
-                let (seq, sport) = cookie.probe(hop.src, ip, port, worker);
+                let hop = shared.links.hop(ip).expect("only reachable targets are probed");
+                let (seq, sport) = shared.cookie.probe(hop.src, ip, port, worker);
                 let t = &templates[usize::from(ip.is_ipv6())];
                 lens[i] = t.fill(&mut frames[i], &hop, ip, sport, port, seq, seq as u16);
             }
-            send_all(tx, &frames[..due.len()], &lens[..due.len()])?;
-            publish(&found.ctx.stats, &mut published, m.counts(), unreachable.get());
+            send_all(shared.tx, &frames[..due.len()], &lens[..due.len()])?;
+            publish(&shared.found.ctx.stats, &mut published, m.counts(), unreachable.get());
             continue;
         }
-        publish(&found.ctx.stats, &mut published, m.counts(), unreachable.get());
+        publish(&shared.found.ctx.stats, &mut published, m.counts(), unreachable.get());
         if m.is_done() {
             break;
         }
