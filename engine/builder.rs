@@ -576,6 +576,15 @@ impl ScanHandle {
         self.events.recv().await
     }
 
+    /// Takes the event stream, to be read elsewhere (by sinks on another
+    /// thread); [`ScanHandle::next_event`] then returns None at once and
+    /// [`ScanHandle::finish`] only waits for the end. The reader must keep
+    /// reading until the stream closes, or the scan waits for it.
+    pub fn take_events(&mut self) -> mpsc::Receiver<Event> {
+        let (_, closed) = mpsc::channel(1);
+        std::mem::replace(&mut self.events, closed)
+    }
+
     /// Live counters (probes sent, open ports, findings, errors...).
     pub fn stats(&self) -> &Stats {
         &self.stats

@@ -149,8 +149,9 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
         );
     }
 
-    let (tx, rx) = tokio::sync::mpsc::channel(4096);
-    let writer = std::thread::spawn(move || output::drain(rx, sinks));
+    // The sinks read the scan's own event stream on a thread of their own.
+    let events = scan.take_events();
+    let writer = std::thread::spawn(move || output::drain(events, sinks));
 
     let stopper = scan.stopper();
     let end = rt.block_on(async {
@@ -163,12 +164,6 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
                 }
             }
         });
-        while let Some(event) = scan.next_event().await {
-            if tx.send(event).await.is_err() {
-                break;
-            }
-        }
-        drop(tx);
         scan.finish().await
     });
     let end = match end {

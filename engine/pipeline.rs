@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::findings::{ErrorEvent, ErrorKind, Event, PortEvent, PortState, Proto, ScanId};
+use crate::findings::{ErrorEvent, ErrorKind, Event, PortEvent, PortState, Proto, ScanId, Service};
 
 /// Ports waiting between two stages (each a few dozen bytes).
 pub const STAGE_QUEUE: usize = 1024;
@@ -87,21 +87,31 @@ impl Ctx {
     }
 }
 
+/// The stage after discovery: service detection, or (without it) the
+/// plugins, which then see what the port number suggests.
+#[derive(Clone, Debug)]
+pub enum Next {
+    Detection(mpsc::Sender<OpenPort>),
+    Plugins(mpsc::Sender<Arc<Service>>),
+}
+
 /// Where discovery reports the ports it decides: a `port` event for the
-/// outputs and, for an open port, an [`OpenPort`] for the next stage (when
+/// outputs and, for an open port, the value the next stage takes (when
 /// there is one). Sending waits while the next stage is full.
 #[derive(Clone, Debug)]
 pub struct Found {
     pub ctx: Ctx,
-    pub next: Option<mpsc::Sender<OpenPort>>,
+    pub next: Option<Next>,
 }
 
 impl Found {
     pub async fn port(&self, ev: PortEvent) {
         let open = (ev.state == PortState::Open).then_some(OpenPort { ip: ev.ip, port: ev.port, proto: ev.proto });
         self.ctx.emit(Event::Port(ev)).await;
-        if let (Some(next), Some(open)) = (&self.next, open) {
-            let _ = next.send(open).await;
+        match (&self.next, open) {
+            (Some(Next::Detection(tx)), Some(open)) => drop(tx.send(open).await),
+            (Some(Next::Plugins(tx)), Some(open)) => drop(tx.send(self.bare(open)).await),
+            _ => {}
         }
     }
 
@@ -109,9 +119,15 @@ impl Found {
     pub fn port_blocking(&self, ev: PortEvent) {
         let open = (ev.state == PortState::Open).then_some(OpenPort { ip: ev.ip, port: ev.port, proto: ev.proto });
         self.ctx.emit_blocking(Event::Port(ev));
-        if let (Some(next), Some(open)) = (&self.next, open) {
-            let _ = next.blocking_send(open);
+        match (&self.next, open) {
+            (Some(Next::Detection(tx)), Some(open)) => drop(tx.blocking_send(open)),
+            (Some(Next::Plugins(tx)), Some(open)) => drop(tx.blocking_send(self.bare(open))),
+            _ => {}
         }
+    }
+
+    fn bare(&self, p: OpenPort) -> Arc<Service> {
+        Arc::new(Service::bare(self.ctx.scan_id.clone(), p.ip, p.port, p.proto))
     }
 }
 

@@ -16,7 +16,7 @@ use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, ScanEnd, ScanId, ScanSettings, ScanStart, ScanType, Service};
-use crate::pipeline::{Ctx, Found, OpenPort, STAGE_QUEUE};
+use crate::pipeline::{Ctx, Found, Next, OpenPort, STAGE_QUEUE};
 use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
 /// Everything a scan needs, validated.
@@ -128,19 +128,9 @@ pub(crate) async fn run(
         (Some(det), to_plugins) => {
             let (tx, rx) = mpsc::channel::<OpenPort>(STAGE_QUEUE);
             stages.push(tokio::spawn(crate::service::run_stage(det.clone(), rx, to_plugins, ctx.clone())));
-            Some(tx)
+            Some(Next::Detection(tx))
         }
-        (None, Some(to_plugins)) => {
-            // Without detection, plugins see what the port number suggests.
-            let (tx, mut rx) = mpsc::channel::<OpenPort>(STAGE_QUEUE);
-            let id = scan_id.clone();
-            stages.push(tokio::spawn(async move {
-                while let Some(p) = rx.recv().await {
-                    let _ = to_plugins.send(Arc::new(Service::bare(id.clone(), p.ip, p.port, p.proto))).await;
-                }
-            }));
-            Some(tx)
-        }
+        (None, Some(to_plugins)) => Some(Next::Plugins(to_plugins)),
     };
     let found = Found { ctx: ctx.clone(), next };
     let order = match &cfg.resume {
