@@ -114,10 +114,13 @@ fn probes_import_converts_nmaps_own_file() {
     assert_eq!(res.status.code(), Some(0), "{err}");
     let summary = err.lines().next().unwrap();
     let nums: Vec<usize> = summary.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
-    let (probes, kept, seen) = (nums[0], nums[1], nums[2]);
+    let (probes, kept, seen, backtracking) = (nums[0], nums[1], nums[2], nums[3]);
     assert!(probes > 100, "{summary}");
-    assert!(kept * 10 >= seen * 9, "at least 90 % of the rules convert: {summary}");
-    assert!(err.contains("left out") && err.contains("lookaround"), "reasons are counted: {err}");
+    // nmap's header-skipping lookahead is translated; the few rules that
+    // still need lookaround or backreferences run on the backtracking engine.
+    assert!(kept * 1000 >= seen * 995, "at least 99.5 % of the rules convert: {summary}");
+    assert!(backtracking > 0 && backtracking * 20 < kept, "{summary}");
+    assert!(!err.contains("lookaround"), "no rule is left out for lookaround: {err}");
     let list = run(&["probes", "--dir", dir.path().to_str().unwrap(), "list"]);
     assert_eq!(list.status.code(), Some(0), "{}", stderr(&list));
     let text = stdout(&list);

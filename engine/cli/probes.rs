@@ -95,10 +95,11 @@ pub fn run(args: ProbesArgs) -> u8 {
                 return 1;
             }
             moonscan::tell!(
-                "moonscan: converted {} probes; kept {} of {} match rules",
+                "moonscan: converted {} probes; kept {} of {} match rules ({} on the backtracking engine, with a step limit)",
                 report.probes,
                 report.rules_kept,
-                report.rules_seen
+                report.rules_seen,
+                report.rules_backtracking
             );
             for (reason, n) in &report.skipped {
                 moonscan::tell!("moonscan:   left out {n}: {reason}");

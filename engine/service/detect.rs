@@ -209,6 +209,10 @@ struct Run<'a> {
 impl Run<'_> {
     async fn all(&mut self, buf: &mut [u8]) {
         let port = self.addr.port();
+        // Excluded ports (printers that print what they are sent) get no probe.
+        if self.det.db.excluded(port) {
+            return;
+        }
         if self.det.db.probes().iter().any(|p| p.tls_ports.contains(&port)) {
             match self.open(true).await {
                 Ok(conn) => {
@@ -330,6 +334,11 @@ impl Run<'_> {
         while len < buf.len() {
             match timeout_at(until, c.read(&mut buf[len..])).await {
                 Err(_) => break,
+                // Closed at once with nothing said: a wrapper (tcpd) refused us.
+                Ok(Ok(0)) if len == 0 && probe.tcpwrapped.is_some_and(|w| start.elapsed() <= w) => {
+                    let id = Identity { service: "tcpwrapped".into(), ..Identity::default() };
+                    return (Outcome::Hard(id), 0, false);
+                }
                 Ok(Ok(0)) | Ok(Err(_)) => {
                     open = false;
                     break;
@@ -377,22 +386,25 @@ impl Run<'_> {
         self.det.null.map(|i| &self.det.db.probes()[i])
     }
 
-    /// The probe's own rules, then the NULL probe's (banners).
+    /// The probes whose rules also apply to `probe`'s responses: its
+    /// `fallback` list in order, then the NULL probe (banners), each once.
+    fn fallbacks<'p>(&'p self, probe: &'p Probe) -> impl Iterator<Item = &'p Probe> {
+        let named = probe.fallback.iter().filter_map(|n| self.det.db.get(n));
+        let null = self.null_probe().filter(|n| !probe.fallback.contains(&n.name));
+        named.chain(null).filter(move |f| f.name != probe.name)
+    }
+
+    /// The probe's own rules, then its fallbacks'.
     fn hard(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
-        let fallback = self.null_probe().filter(|n| n.name != probe.name);
-        let rules = probe.matches.iter().chain(fallback.into_iter().flat_map(|n| n.matches.iter()));
+        let rules = probe.matches.iter().chain(self.fallbacks(probe).flat_map(|f| f.matches.iter()));
         // After a soft match only rules for that service can decide.
         let soft = self.soft.as_ref().map(|s| s.service.as_str());
         rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply(data))
     }
 
     fn soft_match(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
-        let fallback = self.null_probe().filter(|n| n.name != probe.name);
-        probe
-            .soft_matches
-            .iter()
-            .chain(fallback.into_iter().flat_map(|n| n.soft_matches.iter()))
-            .find_map(|r| r.apply(data))
+        let own = probe.soft_matches.iter();
+        own.chain(self.fallbacks(probe).flat_map(|f| f.soft_matches.iter())).find_map(|r| r.apply(data))
     }
 
     fn keep_banner(&mut self, data: &[u8]) {
@@ -527,6 +539,64 @@ probes:
         assert!(took >= Duration::from_millis(650) && took < Duration::from_millis(1000), "{took:?}");
         assert!(matches!(d.error, Some(DetectError::Timeout(_))), "{:?}", d.error);
         assert!(d.bytes_read >= 5 && d.bytes_read <= 8, "{}", d.bytes_read);
+    }
+
+    /// A probe's `fallback` lends it another probe's rules (not only the
+    /// NULL probe's), in order; a `backtrack` rule (lookahead) decides.
+    #[tokio::test]
+    async fn fallback_rules_and_backtracking_rules_identify() {
+        let port = server(|mut s| async move {
+            let mut b = [0u8; 64];
+            let _ = s.read(&mut b).await;
+            let _ = s.write_all(b"WIDGET 2.5 ready\r\n").await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        })
+        .await;
+        let yaml = format!(
+            r#"
+probes:
+  - name: 'NULL'
+    wait_ms: 300
+  - name: Hello
+    payload: 'HELLO\r\n'
+    ports: [{port}]
+    fallback: [Widgets]
+  - name: Widgets
+    payload: 'W\r\n'
+    rarity: 9
+    matches:
+      - service: widget
+        pattern: '^WIDGET (\d\.\d)(?= ready)'
+        backtrack: true
+        product: Widget server
+        version: $1
+"#
+        );
+        let det = Detector::new(db(&yaml), DetectOptions { intensity: 1, ..quick() }).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        let id = d.identity.expect("identified through the fallback");
+        assert_eq!((id.service.as_str(), id.version.as_deref()), ("widget", Some("2.5")));
+        assert_eq!(d.probe.as_deref(), Some("Hello"), "the Widgets probe itself was never sent");
+    }
+
+    /// A server that closes at once without a word is `tcpwrapped` when the
+    /// NULL probe says `tcpwrapped_ms`; an excluded port gets no probe.
+    #[tokio::test]
+    async fn tcpwrapped_and_excluded_ports() {
+        let closes = server(|s| async move { drop(s) }).await;
+        let yaml = "exclude: [9]\nprobes:\n  - name: 'NULL'\n    wait_ms: 1000\n    tcpwrapped_ms: 500\n";
+        let det = Detector::new(db(yaml), quick()).unwrap();
+        let d = det.detect(LOCAL, closes).await;
+        assert_eq!(d.identity.map(|i| i.service), Some("tcpwrapped".to_string()));
+        // Without tcpwrapped_ms the same server says nothing.
+        let det = Detector::new(db("probes:\n  - name: 'NULL'\n    wait_ms: 300\n"), quick()).unwrap();
+        assert!(det.detect(LOCAL, closes).await.identity.is_none());
+        let (port, seen) = recording_server().await;
+        let yaml = format!("exclude: [{port}]\nprobes:\n  - name: 'NULL'\n    wait_ms: 300\n");
+        let det = Detector::new(db(&yaml), quick()).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.probes_sent, 0);
+        assert!(seen.lock().unwrap().is_empty(), "an excluded port is never connected to");
     }
 
     /// Records the first bytes of each connection, answers nothing.

@@ -3,16 +3,22 @@
 //!
 //! nmap's patterns are PCRE; moonscan's are the regex crate's, which has no
 //! lookaround, backreferences, atomic groups or possessive quantifiers (the
-//! price of linear-time matching). Rules that use those are left out and
-//! counted by reason; everything else is rewritten (byte mode, octal escapes,
-//! `\Z`) and must compile within the engine's limits to be kept. nmap's
+//! price of linear-time matching). Patterns are rewritten (byte mode, octal
+//! escapes, `\Z`); nmap's header-skipping idiom
+//! `(?:[^\r\n]*\r\n(?!\r\n))*?` becomes the equivalent `(?:[^\r\n]+\r\n)*?`
+//! (a header line, never the blank line that ends the headers). The few
+//! rules that still need lookaround or backreferences are kept as
+//! `backtrack` rules (fancy-regex with a step limit); what compiles on
+//! neither engine is left out and counted by reason. `fallback`, `Exclude`
+//! (TCP ports), `tcpwrappedms` and `totalwaitms` carry over. nmap's
 //! `$SUBST()` and `$I()` template helpers become plain `$n` and are counted.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use super::probes::{FileSpec, ProbeSpec, RuleSpec};
-use super::rules::compile;
 use super::rules::Identity;
+use super::rules::{compile, Rule};
 
 /// What a conversion kept and left out.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -20,6 +26,8 @@ pub struct Report {
     pub probes: usize,
     pub rules_seen: usize,
     pub rules_kept: usize,
+    /// Kept rules that run on the backtracking engine.
+    pub rules_backtracking: usize,
     /// Rules left out, by reason.
     pub skipped: BTreeMap<&'static str, usize>,
     /// Templates whose nmap helpers were simplified.
@@ -46,6 +54,7 @@ pub fn convert(text: &str) -> (FileSpec, Report) {
                 match rule(rest, &mut report.approximated) {
                     Ok(r) => {
                         report.rules_kept += 1;
+                        report.rules_backtracking += usize::from(r.backtrack);
                         if word == "match" {
                             p.matches.push(r)
                         } else {
@@ -64,8 +73,14 @@ pub fn convert(text: &str) -> (FileSpec, Report) {
             ("totalwaitms", Some(p)) => {
                 rest.trim().parse::<u64>().ok().map(|w| p.wait_ms = w.clamp(1, 60_000)).is_some()
             }
-            // Known directives with no counterpart here.
-            ("Exclude" | "fallback" | "tcpwrappedms", _) => true,
+            ("tcpwrappedms", Some(p)) => {
+                rest.trim().parse::<u64>().ok().map(|w| p.tcpwrapped_ms = Some(w.clamp(1, 60_000))).is_some()
+            }
+            ("fallback", Some(p)) => {
+                p.fallback = rest.split(',').map(|f| f.trim().to_string()).filter(|f| !f.is_empty()).take(8).collect();
+                !p.fallback.is_empty()
+            }
+            ("Exclude", _) => exclude(rest).map(|ports| spec.exclude.extend(ports)).is_some(),
             _ => false,
         };
         if !ok && report.unparsed.len() < 20 {
@@ -97,6 +112,8 @@ fn probe(rest: &str) -> Option<ProbeSpec> {
         wait_ms: 5000,
         matches: Vec::new(),
         soft_matches: Vec::new(),
+        fallback: Vec::new(),
+        tcpwrapped_ms: None,
     })
 }
 
@@ -159,12 +176,20 @@ fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, &'static str> 
     let m = rest.strip_prefix('m').ok_or("unreadable rule")?;
     let (pattern, rest) = delimited(m).ok_or("unreadable rule")?;
     let flags: String = rest.chars().take_while(|c| c.is_ascii_alphabetic()).collect();
-    let mut r = RuleSpec {
-        pattern: pcre_to_rust(pattern, &flags)?,
-        id: Identity { service: service.to_string(), ..Identity::default() },
-        ..RuleSpec::default()
+    let id = Identity { service: service.to_string(), ..Identity::default() };
+    let linear = pcre_to_rust(&skip_headers(pattern), &flags).and_then(|p| {
+        compile(&p).map_err(|_| "does not compile as a regex-crate pattern")?;
+        Ok(p)
+    });
+    let mut r = match linear {
+        Ok(p) => RuleSpec { pattern: p, id, ..RuleSpec::default() },
+        Err(why) => {
+            // Lookaround and the like: fancy-regex, on the response read as Latin-1.
+            let p = pcre_to_fancy(pattern, &flags);
+            Rule::backtracking(&p, id.clone()).map_err(|_| why)?;
+            RuleSpec { pattern: p, backtrack: true, id, ..RuleSpec::default() }
+        }
     };
-    compile(&r.pattern).map_err(|_| "does not compile as a regex-crate pattern")?;
     let mut rest = &rest[flags.len()..];
     loop {
         rest = rest.trim_start();
@@ -202,6 +227,71 @@ fn simplify_template(t: &str, approximated: &mut usize) -> String {
         }
     }
     out
+}
+
+/// nmap's idiom for "any header lines, but never past the blank line":
+/// each line consumed must not be followed by CRLF. Consuming only
+/// non-empty lines says the same, in a form without lookahead.
+const HEADER_SKIP: &str = r"(?:[^\r\n]*\r\n(?!\r\n))*?";
+const HEADER_SKIP_LINEAR: &str = r"(?:[^\r\n]+\r\n)*?";
+
+fn skip_headers(p: &str) -> Cow<'_, str> {
+    if p.contains(HEADER_SKIP) {
+        Cow::Owned(p.replace(HEADER_SKIP, HEADER_SKIP_LINEAR))
+    } else {
+        Cow::Borrowed(p)
+    }
+}
+
+/// A PCRE pattern in fancy-regex's syntax, which is PCRE's for what nmap
+/// uses: flags in front, octal `\0NN` as `\xNN`, `\Z` and `\h` spelled out.
+fn pcre_to_fancy(p: &str, flags: &str) -> String {
+    let mut out = String::new();
+    let on: String = flags.chars().filter(|c| matches!(c, 's' | 'i')).collect();
+    if !on.is_empty() {
+        out.push_str(&format!("(?{on})"));
+    }
+    let b = p.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 1 < b.len() {
+            match b[i + 1] {
+                b'0' => {
+                    let digits = b[i + 2..].iter().take(2).take_while(|d| (b'0'..=b'7').contains(d)).count();
+                    let v = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 2 + digits]).unwrap_or("0"), 8);
+                    out.push_str(&format!("\\x{:02x}", v.unwrap_or(0)));
+                    i += 2 + digits;
+                    continue;
+                }
+                b'Z' => out.push_str("(?:\\n?\\z)"),
+                b'h' => out.push_str("[ \\t]"),
+                e => {
+                    out.push('\\');
+                    out.push(e as char);
+                }
+            }
+            i += 2;
+            continue;
+        }
+        let ch_len = std::str::from_utf8(&b[i..]).ok().and_then(|s| s.chars().next()).map_or(1, char::len_utf8);
+        out.push_str(std::str::from_utf8(&b[i..i + ch_len]).unwrap_or("?"));
+        i += ch_len;
+    }
+    out
+}
+
+/// `T:9100-9107,U:53`: the TCP ports of nmap's `Exclude`.
+fn exclude(list: &str) -> Option<Vec<u16>> {
+    let mut out = Vec::new();
+    for item in list.split(',') {
+        let item = item.trim();
+        if let Some(t) = item.strip_prefix("T:") {
+            out.extend(ports(t)?);
+        } else if !item.starts_with("U:") {
+            out.extend(ports(item)?);
+        }
+    }
+    Some(out)
 }
 
 /// Rewrites a PCRE pattern for the regex crate, or says why it cannot.
@@ -276,6 +366,7 @@ mod tests {
 Exclude T:9100
 Probe TCP NULL q||
 totalwaitms 6000
+tcpwrappedms 3000
 match ssh m|^SSH-([\d.]+)-OpenSSH_([\w._-]+)\r?\n| p/OpenSSH/ v/$2/ i/protocol $1/ cpe:/a:openbsd:openssh:$2/a
 match ftp m/^220 (?=vsFTPd)/ p/vsftpd/
 match echo m|^(.)\1| p/echo/
@@ -289,6 +380,8 @@ ports 80,8000-8002
 sslports 443
 fallback NULL
 match http m|^HTTP/1\.[01] \d\d\d.*\r\nServer: nginx/([\d.]+)|s p/nginx/ v/$1/
+match http m|^HTTP/1\.[01] \d\d\d [^\r\n]*\r\n(?:[^\r\n]*\r\n(?!\r\n))*?Server: Apache/([\d.]+)|s p/Apache httpd/ v/$1/
+match weird m|(?\|a(b)\|c(d))| p/branch reset/
 Probe UDP Weird q|x|
 bogus line here
 "#;
@@ -297,23 +390,28 @@ bogus line here
     fn converts_what_the_regex_crate_can_do_and_counts_the_rest() {
         let (spec, r) = convert(SAMPLE);
         assert_eq!(r.probes, 3);
-        assert_eq!(r.rules_seen, 8);
-        assert_eq!(r.rules_kept, 4);
-        let want: BTreeMap<&str, usize> =
-            [("lookaround", 1), ("backreference", 1), ("atomic group", 1), ("possessive quantifier", 1)]
-                .into_iter()
-                .collect();
+        assert_eq!(r.rules_seen, 10);
+        assert_eq!((r.rules_kept, r.rules_backtracking), (9, 4));
+        let want: BTreeMap<&str, usize> = [("does not compile as a regex-crate pattern", 1)].into_iter().collect();
         assert_eq!(r.skipped, want);
         assert_eq!(r.approximated, 1);
-        assert_eq!(r.unparsed, ["line 20: bogus line here"]);
+        assert_eq!(r.unparsed, ["line 23: bogus line here"]);
+        assert_eq!(spec.exclude, [9100]);
         let null = &spec.probes[0];
         assert_eq!((null.name.as_str(), null.wait_ms, null.rarity), ("NULL", 6000, 1));
+        assert_eq!(null.tcpwrapped_ms, Some(3000));
         assert_eq!(null.matches[0].id.cpe, ["cpe:/a:openbsd:openssh:$2"]);
-        assert_eq!(null.matches[1].id.version.as_deref(), Some("$1"));
+        let backtracking: Vec<&str> =
+            null.matches.iter().filter(|m| m.backtrack).filter_map(|m| m.id.product.as_deref()).collect();
+        assert_eq!(backtracking, ["vsftpd", "echo", "foo", "bar"]);
         assert_eq!(null.soft_matches.len(), 1);
         let get = &spec.probes[1];
         assert_eq!(get.payload, r"GET / HTTP/1.0\r\n\r\n\x07");
         assert_eq!((get.ports.clone(), get.tls_ports.clone(), get.rarity), (vec![80, 8000, 8001, 8002], vec![443], 1));
+        assert_eq!(get.fallback, ["NULL"]);
+        // nmap's header-skipping lookahead becomes a linear pattern.
+        let apache = &get.matches[1];
+        assert!(!apache.backtrack && apache.pattern.contains(r"(?:[^\r\n]+\r\n)*?"), "{}", apache.pattern);
         assert_eq!(spec.probes[2].protocol, "udp");
     }
 
@@ -323,11 +421,34 @@ bogus line here
         let yaml = serde_yaml::to_string(&spec).unwrap();
         let mut db = super::super::ProbeDb::default();
         db.add_str(&yaml, std::path::Path::new("imported.yaml")).unwrap();
+        assert!(db.excluded(9100));
         let null = db.get("NULL").unwrap();
-        let id = null.matches[0].apply(b"SSH-2.0-OpenSSH_9.2p1\r\n").unwrap();
+        assert_eq!(null.tcpwrapped, Some(std::time::Duration::from_secs(3)));
+        let first = |data: &[u8]| null.matches.iter().find_map(|m| m.apply(data));
+        let id = first(b"SSH-2.0-OpenSSH_9.2p1\r\n").unwrap();
         assert_eq!((id.version.as_deref(), id.info.as_deref()), (Some("9.2p1"), Some("protocol 2.0")));
-        let id = null.matches[1].apply(b"\x00\x01abc").unwrap();
+        let id = first(b"\x00\x01abc").unwrap();
         assert_eq!(id.version.as_deref(), Some("abc"), "octal \\0 and \\Z converted");
         assert!(null.soft_matches[0].apply(b"220 mail SMTP ready").is_some(), "i flag kept");
+        // The backtracking rules run: lookahead, backreference, atomic group, possessive.
+        assert_eq!(first(b"220 vsFTPd 3.0.3").unwrap().product.as_deref(), Some("vsftpd"));
+        assert_eq!(first(b"xx").unwrap().product.as_deref(), Some("echo"));
+        assert!(first(b"xy").is_none());
+        assert_eq!(first(b"abc").unwrap().product.as_deref(), Some("foo"));
+        assert_eq!(first(b"ab").unwrap().product.as_deref(), Some("bar"));
+        // The translated header skip finds a Server line, never one in the body.
+        let get = db.get("GetRequest").unwrap();
+        let apache = |r: &[u8]| get.matches.iter().find_map(|m| m.apply(r)).and_then(|id| id.version);
+        assert_eq!(apache(b"HTTP/1.1 200 OK\r\nDate: x\r\nServer: Apache/2.4.57\r\n\r\n").as_deref(), Some("2.4.57"));
+        assert_eq!(apache(b"HTTP/1.1 200 OK\r\nDate: x\r\n\r\nServer: Apache/2.4.57\r\n"), None);
+    }
+
+    /// Bytes above 0x7f reach a backtracking rule as themselves (`\xHH`).
+    #[test]
+    fn backtracking_rules_see_bytes() {
+        let id = Identity { service: "bin".into(), version: Some("$1".into()), ..Identity::default() };
+        let r = Rule::backtracking(r"^\xff(\w)(?=\xfe)", id).unwrap();
+        assert_eq!(r.apply(b"\xffA\xfe").unwrap().version.as_deref(), Some("A"));
+        assert!(r.apply(b"\xffA\xfd").is_none());
     }
 }

@@ -47,6 +47,10 @@ pub const MAX_PAYLOAD: usize = 16 * 1024;
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileSpec {
+    /// TCP ports never probed (nmap's `Exclude`: printers print what they
+    /// are sent); they get the port table's service and no probe.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<u16>,
     pub probes: Vec<ProbeSpec>,
 }
 
@@ -83,6 +87,14 @@ pub struct ProbeSpec {
     pub matches: Vec<RuleSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub soft_matches: Vec<RuleSpec>,
+    /// Probes whose rules are also tried on this probe's response, in
+    /// order, before the NULL probe's (nmap's `fallback`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
+    /// A server that closes the connection within this many ms of it
+    /// opening, having sent nothing, is reported as `tcpwrapped` (NULL probe).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcpwrapped_ms: Option<u64>,
 }
 
 /// One match rule as written in YAML: a pattern and the [`Identity`] it
@@ -90,6 +102,10 @@ pub struct ProbeSpec {
 #[derive(Debug, Default, Deserialize, Serialize)]
 pub struct RuleSpec {
     pub pattern: String,
+    /// The pattern needs backtracking (lookaround, backreferences): it runs
+    /// on fancy-regex with a step limit instead of the linear engine.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub backtrack: bool,
     #[serde(flatten)]
     pub id: Identity,
     /// Keys that are neither (refused when the rule is compiled: serde's
@@ -117,6 +133,9 @@ pub struct Probe {
     pub wait: Duration,
     pub matches: Vec<Rule>,
     pub soft_matches: Vec<Rule>,
+    /// Names of the probes whose rules also apply to this one's responses.
+    pub fallback: Vec<String>,
+    pub tcpwrapped: Option<Duration>,
     /// The file it came from.
     pub origin: PathBuf,
 }
@@ -125,6 +144,7 @@ pub struct Probe {
 #[derive(Clone, Debug, Default)]
 pub struct ProbeDb {
     probes: Vec<Probe>,
+    excluded: std::collections::BTreeSet<u16>,
 }
 
 fn bad(origin: &Path, what: impl std::fmt::Display) -> Error {
@@ -167,6 +187,10 @@ impl ProbeDb {
             return Err(bad(origin, format!("larger than {MAX_FILE} bytes")));
         }
         let spec: FileSpec = serde_yaml::from_str(text).map_err(|e| bad(origin, e))?;
+        if spec.exclude.contains(&0) {
+            return Err(bad(origin, "exclude: port 0 is not a port"));
+        }
+        self.excluded.extend(spec.exclude);
         for p in spec.probes {
             let probe = compile_probe(p, origin)?;
             if self.probes.iter().any(|q| q.name == probe.name && q.transport == probe.transport) {
@@ -183,6 +207,11 @@ impl ProbeDb {
 
     pub fn get(&self, name: &str) -> Option<&Probe> {
         self.probes.iter().find(|p| p.name == name)
+    }
+
+    /// Ports never probed (the probe files' `exclude`).
+    pub fn excluded(&self, port: u16) -> bool {
+        self.excluded.contains(&port)
     }
 }
 
@@ -214,9 +243,17 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
                 if let Some(key) = r.unknown.keys().next() {
                     return Err(at(format!("{kind} {} ({name}): unknown field `{key}`", i + 1)));
                 }
-                Rule::new(&r.pattern, r.id).map_err(|e| at(format!("{kind} {} ({name}): {e}", i + 1)))
+                let rule = if r.backtrack { Rule::backtracking(&r.pattern, r.id) } else { Rule::new(&r.pattern, r.id) };
+                rule.map_err(|e| at(format!("{kind} {} ({name}): {e}", i + 1)))
             })
             .collect()
+    };
+    if p.fallback.len() > 8 || p.fallback.iter().any(|f| f.is_empty() || f.len() > 64) {
+        return Err(at("fallback names at most 8 probes".into()));
+    }
+    let tcpwrapped = match p.tcpwrapped_ms {
+        Some(ms) if ms == 0 || ms > 60_000 => return Err(at(format!("tcpwrapped_ms {ms} is not 1-60000"))),
+        ms => ms.map(Duration::from_millis),
     };
     Ok(Probe {
         matches: rules(p.matches, "match")?,
@@ -228,6 +265,8 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
         tls_ports: p.tls_ports,
         rarity: p.rarity,
         wait: Duration::from_millis(p.wait_ms),
+        fallback: p.fallback,
+        tcpwrapped,
         origin: origin.to_path_buf(),
     })
 }

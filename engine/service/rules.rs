@@ -8,38 +8,103 @@
 //! each compiled rule small (Unicode `\w` alone is tens of kilobytes). Templates substitute `$1`..`$9` with the
 //! capture (non-printable bytes as `\xHH`) and `$P(n)` with only its printable
 //! bytes, as nmap's do.
+//!
+//! A rule marked `backtrack` (what `probes import` makes of nmap's few
+//! patterns with lookaround or backreferences) runs on fancy-regex instead:
+//! the response is read one char per byte (Latin-1), so `\xHH` still means
+//! the byte HH, and every match attempt stops after [`BACKTRACK_LIMIT`]
+//! steps (a failed attempt is no match, never a slow scan).
 
-use regex::bytes::{Captures, Regex};
+use std::borrow::Cow;
+
+use regex::bytes::Regex;
 
 use crate::error::{Error, ErrorKind, Result};
 
 pub use crate::findings::Identity;
 pub use crate::pattern::{compile, compile_within, MAX_PATTERN};
 
+/// Most backtracking steps one match attempt of a `backtrack` rule may take.
+pub const BACKTRACK_LIMIT: usize = 100_000;
+
+/// How a rule's pattern runs.
+#[derive(Clone, Debug)]
+enum Matcher {
+    /// The regex crate on bytes, in linear time.
+    Linear(Regex),
+    /// fancy-regex on the response read as Latin-1, with a step limit.
+    Backtrack(Box<fancy_regex::Regex>),
+}
+
 /// A compiled match rule.
 #[derive(Clone, Debug)]
 pub struct Rule {
-    regex: Regex,
+    matcher: Matcher,
     template: Identity,
 }
+
+/// The groups of one match, as bytes of the response.
+type Groups<'a> = Vec<Option<Cow<'a, [u8]>>>;
 
 impl Rule {
     /// A rule that gives `template` (its service set, its other fields
     /// templates) to responses matching `pattern`.
     pub fn new(pattern: &str, template: Identity) -> Result<Rule> {
+        Rule::check(&template)?;
+        Ok(Rule { matcher: Matcher::Linear(compile(pattern)?), template })
+    }
+
+    /// As [`Rule::new`] for a pattern that needs backtracking (lookaround,
+    /// backreferences, atomic groups), in fancy-regex's syntax.
+    pub fn backtracking(pattern: &str, template: Identity) -> Result<Rule> {
+        Rule::check(&template)?;
+        if pattern.len() > MAX_PATTERN {
+            return Err(Error::new(ErrorKind::Config, format!("pattern longer than {MAX_PATTERN} bytes")));
+        }
+        let re = fancy_regex::RegexBuilder::new(pattern)
+            .backtrack_limit(BACKTRACK_LIMIT)
+            .delegate_size_limit(1 << 20)
+            .delegate_dfa_size_limit(1 << 20)
+            .build()
+            .map_err(|e| Error::with_source(ErrorKind::Config, format!("bad pattern: {e}"), e))?;
+        Ok(Rule { matcher: Matcher::Backtrack(Box::new(re)), template })
+    }
+
+    fn check(template: &Identity) -> Result<()> {
         if template.service.is_empty() {
             return Err(Error::new(ErrorKind::Config, "a rule needs a service name"));
         }
-        Ok(Rule { regex: compile(pattern)?, template })
+        Ok(())
     }
 
     pub fn service(&self) -> &str {
         &self.template.service
     }
 
+    /// Whether the pattern runs on the backtracking engine.
+    pub fn backtracks(&self) -> bool {
+        matches!(self.matcher, Matcher::Backtrack(_))
+    }
+
+    fn groups<'a>(&self, response: &'a [u8]) -> Option<Groups<'a>> {
+        match &self.matcher {
+            Matcher::Linear(re) => {
+                let caps = re.captures(response)?;
+                Some(caps.iter().map(|m| m.map(|m| Cow::Borrowed(m.as_bytes()))).collect())
+            }
+            Matcher::Backtrack(re) => {
+                let text: String = response.iter().map(|&b| char::from(b)).collect();
+                // Past the step limit, or any other failure: no match.
+                let caps = re.captures(&text).ok()??;
+                let latin1 = |s: &str| -> Cow<'a, [u8]> { Cow::Owned(s.chars().map(|c| c as u32 as u8).collect()) };
+                Some(caps.iter().map(|m| m.map(|m| latin1(m.as_str()))).collect())
+            }
+        }
+    }
+
     /// The identity this rule gives `response`, if its pattern matches.
     pub fn apply(&self, response: &[u8]) -> Option<Identity> {
-        let caps = self.regex.captures(response)?;
+        let caps = self.groups(response)?;
         let fill = |t: &Option<String>| t.as_deref().map(|t| substitute(t, &caps)).filter(|s| !s.is_empty());
         let t = &self.template;
         Some(Identity {
@@ -56,8 +121,8 @@ impl Rule {
 }
 
 /// Fills `$1`..`$9` and `$P(n)` from the captures; an absent group is empty.
-fn substitute(template: &str, caps: &Captures<'_>) -> String {
-    let group = |n: usize| caps.get(n).map_or(&[][..], |m| m.as_bytes());
+fn substitute(template: &str, caps: &Groups<'_>) -> String {
+    let group = |n: usize| caps.get(n).and_then(|g| g.as_deref()).unwrap_or(&[]);
     let mut out = String::new();
     let mut rest = template;
     while let Some(i) = rest.find('$') {
