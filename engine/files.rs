@@ -87,6 +87,22 @@ pub fn for_each_line(
     }
 }
 
+/// Writes a file through a temporary file beside it and a rename, so a
+/// reader sees the old bytes or the new ones, never a part (mode 0644).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let at = |e: std::io::Error| Error::with_source(ErrorKind::Io, format!("{}: {e}", path.display()), e);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".moonscan-").tempfile_in(dir).map_err(at)?;
+    tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(at)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644));
+    }
+    tmp.persist(path).map_err(|e| at(e.error))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,20 +136,4 @@ mod tests {
         let e = for_each_line(zero, Path::new("/dev/zero"), "-iL", 4096, 1 << 30, |_| Ok(())).unwrap_err();
         assert!(e.to_string().contains("longer than 4096"), "{e}");
     }
-}
-
-/// Writes a file through a temporary file beside it and a rename, so a
-/// reader sees the old bytes or the new ones, never a part (mode 0644).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
-    let at = |e: std::io::Error| Error::with_source(ErrorKind::Io, format!("{}: {e}", path.display()), e);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new().prefix(".moonscan-").tempfile_in(dir).map_err(at)?;
-    tmp.write_all(bytes).and_then(|_| tmp.as_file().sync_all()).map_err(at)?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o644));
-    }
-    tmp.persist(path).map_err(|e| at(e.error))?;
-    Ok(())
 }

@@ -15,21 +15,76 @@ const REGEX_NEST_LIMIT: u32 = 64;
 /// Longest pattern text.
 pub const MAX_PATTERN: usize = 8 * 1024;
 
-/// Compiles a pattern with the engine's limits.
+/// What a match of a pattern must start with: one of `literals`, at the
+/// start of the subject when `anchored`, anywhere otherwise. A subject that
+/// holds none of them cannot match, which is known without compiling.
+#[derive(Clone, Debug)]
+pub struct Prefixes {
+    pub anchored: bool,
+    pub literals: Vec<Box<[u8]>>,
+}
+
+impl Prefixes {
+    /// False when `subject` cannot match.
+    pub fn admit(&self, subject: &[u8]) -> bool {
+        self.literals.iter().any(|l| {
+            if self.anchored {
+                subject.starts_with(l)
+            } else {
+                l.is_empty() || subject.windows(l.len()).any(|w| w == &l[..])
+            }
+        })
+    }
+}
+
+/// Parses a pattern with the engine's syntax and nesting limit, without
+/// compiling it (what a rule checks when it is loaded), and returns the
+/// literal prefixes every match starts with, when there are few of them.
+pub fn parse(pattern: &str) -> Result<Option<Prefixes>> {
+    use regex_automata::util::syntax;
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    use regex_syntax::hir::Look;
+    if pattern.len() > MAX_PATTERN {
+        return Err(Error::new(ErrorKind::Config, format!("pattern longer than {MAX_PATTERN} bytes")));
+    }
+    let config = syntax::Config::new().unicode(false).utf8(false).nest_limit(REGEX_NEST_LIMIT);
+    let hir = syntax::parse_with(pattern, &config)
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("bad pattern: {e}"), e))?;
+    // `^` only when it holds at the start of the subject (not per line).
+    let anchored = hir.properties().look_set_prefix().contains(Look::Start);
+    let mut extractor = Extractor::new();
+    extractor.kind(ExtractKind::Prefix).limit_total(16);
+    let seq = extractor.extract(&hir);
+    let Some(lits) = seq.literals() else { return Ok(None) };
+    if lits.is_empty() || lits.iter().any(|l| l.as_bytes().is_empty()) {
+        return Ok(None);
+    }
+    Ok(Some(Prefixes { anchored, literals: lits.iter().map(|l| l.as_bytes().into()).collect() }))
+}
+
+/// Lazy-DFA cache of one probe rule: responses are at most a few KiB, and
+/// a database holds thousands of rules.
+const RULE_DFA_LIMIT: usize = 64 * 1024;
+
+/// Compiles a pattern with the engine's limits (a probe rule's).
 pub fn compile(pattern: &str) -> Result<Regex> {
-    compile_within(pattern, REGEX_SIZE_LIMIT)
+    build(pattern, REGEX_SIZE_LIMIT, RULE_DFA_LIMIT)
 }
 
 /// As [`compile`], with `limit` bytes for the compiled program and as many
 /// for its lazy DFA's cache (what one pattern can hold).
 pub fn compile_within(pattern: &str, limit: usize) -> Result<Regex> {
+    build(pattern, limit, limit)
+}
+
+fn build(pattern: &str, size: usize, dfa: usize) -> Result<Regex> {
     if pattern.len() > MAX_PATTERN {
         return Err(Error::new(ErrorKind::Config, format!("pattern longer than {MAX_PATTERN} bytes")));
     }
     RegexBuilder::new(pattern)
         .unicode(false)
-        .size_limit(limit)
-        .dfa_size_limit(limit)
+        .size_limit(size)
+        .dfa_size_limit(dfa)
         .nest_limit(REGEX_NEST_LIMIT)
         .build()
         .map_err(|e| Error::with_source(ErrorKind::Config, format!("bad pattern: {e}"), e))
@@ -128,6 +183,23 @@ impl Bounded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn literal_prefixes_are_what_every_match_starts_with() {
+        let p = parse(r"^SSH-([\d.]+)-OpenSSH").unwrap().unwrap();
+        assert!(p.anchored && p.admit(b"SSH-2.0-OpenSSH_9") && !p.admit(b"xSSH-2.0"));
+        let p = parse(r"Server: nginx/").unwrap().unwrap();
+        assert!(!p.anchored && p.admit(b"HTTP/1.1 200\r\nServer: nginx/1.2") && !p.admit(b"Server: Apache"));
+        // Case folding makes variants (or shorter prefixes): still admitted.
+        let p = parse(r"(?i)server: nginx").unwrap().unwrap();
+        assert!(p.admit(b"SERVER: NGINX") && p.admit(b"server: nginx"));
+        let p = parse(r"^(?:220|421) ").unwrap().unwrap();
+        assert!(p.admit(b"421 busy") && !p.admit(b"500 no"));
+        // Per-line anchors, classes up front, and empty matches give no check.
+        assert!(parse(r"(?m)^x").unwrap().is_none_or(|p| !p.anchored));
+        assert!(parse(r"\w+").unwrap().is_none());
+        assert!(parse(r"a*").unwrap().is_none());
+    }
 
     #[test]
     fn bounded_patterns_match_as_the_regex_crate_does() {

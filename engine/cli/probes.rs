@@ -63,7 +63,20 @@ pub fn run(args: ProbesArgs) -> u8 {
                     if all.is_empty() { "-".into() } else { all }
                 );
             }
-            0
+            // Rules compile when first used in a scan; here, all of them, to
+            // say which ones never could.
+            let mut broken = 0;
+            for p in db.probes() {
+                for (kind, rules) in [("match", &p.matches), ("soft match", &p.soft_matches)] {
+                    for (i, r) in rules.iter().enumerate() {
+                        if let Err(e) = r.compiles() {
+                            broken += 1;
+                            moonscan::tell!("moonscan: probe {} {kind} {} ({}): {e}", p.name, i + 1, r.service());
+                        }
+                    }
+                }
+            }
+            u8::from(broken > 0)
         }
         Cmd::Import { file, out } => {
             // nmap's own file is 2.5 MB.

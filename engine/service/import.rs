@@ -186,7 +186,7 @@ fn rule(rest: &str, approximated: &mut usize) -> Result<RuleSpec, &'static str> 
         Err(why) => {
             // Lookaround and the like: fancy-regex, on the response read as Latin-1.
             let p = pcre_to_fancy(pattern, &flags);
-            Rule::backtracking(&p, id.clone()).map_err(|_| why)?;
+            Rule::backtracking(&p, id.clone()).and_then(|r| r.compiles()).map_err(|_| why)?;
             RuleSpec { pattern: p, backtrack: true, id, ..RuleSpec::default() }
         }
     };

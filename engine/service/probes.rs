@@ -305,6 +305,52 @@ pub fn unescape(s: &str) -> std::result::Result<Vec<u8>, String> {
 mod tests {
     use super::*;
 
+    /// Every rule of the shipped probes/ compiles within the limits (rules
+    /// compile lazily in a scan, so a broken one would only never match).
+    #[test]
+    fn every_shipped_rule_compiles() {
+        let db = ProbeDb::load_dir(&default_dir()).unwrap();
+        let mut n = 0;
+        for p in db.probes() {
+            for r in p.matches.iter().chain(&p.soft_matches) {
+                r.compiles().unwrap_or_else(|e| panic!("probe {} rule {}: {e}", p.name, r.pattern()));
+                n += 1;
+            }
+        }
+        assert!(n > 100, "{n} rules");
+    }
+
+    /// The literal-prefix check that skips rules before they compile never
+    /// turns a match away: every shipped rule on every recorded reply gives
+    /// what the regex alone gives.
+    #[test]
+    fn prefix_checks_never_refuse_a_match() {
+        let db = ProbeDb::load_dir(&default_dir()).unwrap();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/banners");
+        let mut replies: Vec<Vec<u8>> =
+            std::fs::read_dir(dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+        replies.extend([b"".to_vec(), b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n".to_vec(), b"xSSH-2.0-x\r\n".to_vec()]);
+        let (mut matched, mut tried) = (0, 0);
+        for p in db.probes() {
+            for r in p.matches.iter().chain(&p.soft_matches) {
+                let re = crate::pattern::compile(r.pattern()).unwrap();
+                for reply in &replies {
+                    tried += 1;
+                    let by_regex = re.is_match(reply);
+                    matched += usize::from(by_regex);
+                    assert_eq!(
+                        r.apply(reply).is_some(),
+                        by_regex,
+                        "{} on {:?}",
+                        r.pattern(),
+                        String::from_utf8_lossy(reply)
+                    );
+                }
+            }
+        }
+        assert!(matched > 40 && tried > 1000, "{matched} of {tried}");
+    }
+
     fn load(text: &str) -> Result<ProbeDb> {
         let mut db = ProbeDb::default();
         db.add_str(text, Path::new("test.yaml")).map(|()| db)
