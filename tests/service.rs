@@ -282,3 +282,19 @@ fn a_broken_probe_file_is_a_clear_error() {
     assert!(err.contains("bad.yaml") && err.contains("rarity 12"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// A server that speaks only TLS and drops anything else without a word is
+/// found through the TLSSessionReq probe's ClientHello (a port no probe
+/// lists), then identified inside TLS, with its certificate.
+#[test]
+fn a_silent_tls_only_server_is_found_by_offering_tls() {
+    let _lab = lab();
+    let _server = Hostile::start("tls_silent.py", 7020, &[]);
+    let (out, evs) = lab_scan(&["-n", "-sV", "-p", "7020", "--service-timeout", "15s", HOSTILE_IP]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = service(&evs, HOSTILE_IP, 7020);
+    assert_eq!((field(s, "service"), field(s, "tunnel"), field(s, "product")), ("http", "ssl", "silent-tls"), "{s}");
+    assert_eq!(s["tls"]["chain"][0]["subject"], "CN=silent-tls.moonscan.test", "{s}");
+    // No ALPN is offered on a port no HTTP probe lists as TLS.
+    assert!(s["tls"]["alpn"].is_null(), "{s}");
+}

@@ -123,7 +123,11 @@ pub struct Detector {
     null: Option<usize>,
     opts: DetectOptions,
     pool: BufPool,
+    /// TLS offering ALPN `http/1.1`, for the ports an HTTP probe lists as TLS.
     tls: TlsConnector,
+    /// TLS offering no ALPN (as nmap): some servers (Exim's SMTPS) refuse a
+    /// handshake that offers a protocol they do not speak.
+    tls_no_alpn: TlsConnector,
 }
 
 impl std::fmt::Debug for Detector {
@@ -143,11 +147,22 @@ enum Outcome {
 
 impl Detector {
     pub fn new(db: ProbeDb, opts: DetectOptions) -> Result<Detector> {
-        let config = crate::net::dangerously::scanning_client_config()
-            .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS configuration: {e}"), e))?;
+        let tls_config = |alpn: &[Vec<u8>]| {
+            crate::net::dangerously::client_config(&[12, 13], alpn)
+                .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS configuration: {e}"), e))
+        };
+        let config = tls_config(&[b"http/1.1".to_vec()])?;
+        let plain = tls_config(&[])?;
         let null = db.probes().iter().position(|p| p.transport == Transport::Tcp && p.payload.is_empty());
         let pool = BufPool::new(opts.parallelism, opts.buffer_size.max(64));
-        Ok(Detector { db: Arc::new(db), null, opts, pool, tls: TlsConnector::from(config) })
+        Ok(Detector {
+            db: Arc::new(db),
+            null,
+            opts,
+            pool,
+            tls: TlsConnector::from(config),
+            tls_no_alpn: TlsConnector::from(plain),
+        })
     }
 
     pub fn options(&self) -> &DetectOptions {
@@ -416,7 +431,11 @@ impl Run<'_> {
     /// Connects, and for TLS does the handshake, within the connect timeout.
     async fn open(&mut self, tls: bool) -> std::result::Result<Conn, OpenError> {
         let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
-        let (conn, info) = conn::open(self.addr, tls.then_some(&self.det.tls), until).await?;
+        let port = self.addr.port();
+        let http = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == "http");
+        let https = self.det.db.probes().iter().any(|p| p.tls_ports.contains(&port) && http(p));
+        let connector = if https { &self.det.tls } else { &self.det.tls_no_alpn };
+        let (conn, info) = conn::open(self.addr, tls.then_some(connector), until).await?;
         if self.out.tls.is_none() {
             self.out.tls = info;
         }
