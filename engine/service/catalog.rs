@@ -120,6 +120,15 @@ fn binary_payloads_have_consistent_lengths() {
     let rdp = payload("RDPConnectionRequest");
     assert_eq!(be16(&rdp[2..]), rdp.len());
     assert_eq!(usize::from(rdp[4]), rdp.len() - 5);
+    // TLS: record length, handshake length (24 bits), a ClientHello, and
+    // the cipher-suite, compression and extension blocks end where it ends.
+    let hello = payload("TLSSessionReq");
+    assert_eq!((hello[0], be16(&hello[3..])), (0x16, hello.len() - 5));
+    assert_eq!((hello[5], be32(&hello[5..]) & 0xff_ffff), (1, hello.len() - 9));
+    let suites_at = 9 + 2 + 32 + 1 + usize::from(hello[9 + 2 + 32]);
+    let comp_at = suites_at + 2 + be16(&hello[suites_at..]);
+    let ext_at = comp_at + 1 + usize::from(hello[comp_at]);
+    assert_eq!(ext_at + 2 + be16(&hello[ext_at..]), hello.len());
     // MQTT: one-byte remaining length.
     let mqtt = payload("MQTTConnect");
     assert_eq!(usize::from(mqtt[1]), mqtt.len() - 2);

@@ -342,45 +342,28 @@ impl Run<'_> {
         tunnel: bool,
         buf: &mut [u8],
     ) -> (Outcome, usize, bool) {
-        let start = Instant::now();
-        let limit = (start + wait).min(self.deadline);
-        let mut until = limit;
-        let (mut len, mut open) = (0, true);
-        while len < buf.len() {
-            match timeout_at(until, c.read(&mut buf[len..])).await {
-                Err(_) => break,
-                // Closed at once with nothing said: a wrapper (tcpd) refused us.
-                Ok(Ok(0)) if len == 0 && probe.tcpwrapped.is_some_and(|w| start.elapsed() <= w) => {
-                    let id = Identity { service: "tcpwrapped".into(), ..Identity::default() };
-                    return (Outcome::Hard(id), 0, false);
-                }
-                Ok(Ok(0)) | Ok(Err(_)) => {
-                    open = false;
-                    break;
-                }
-                Ok(Ok(n)) => {
-                    len += n;
-                    self.out.bytes_read += n as u64;
-                    let mut quiet = self.det.opts.idle;
-                    if let Some(id) = self.hard(probe, &buf[..len]) {
-                        // A complete line cannot change with more data; otherwise
-                        // a more specific rule may still match once the rest of
-                        // the field has come, so wait a moment first.
-                        if buf[len - 1] == b'\n' {
-                            if probe.payload.is_empty() {
-                                self.keep_banner(&buf[..len]);
-                            }
-                            return (Outcome::Hard(id), len, true);
-                        }
-                        quiet = quiet.min(SETTLE);
-                    }
-                    until = (Instant::now() + quiet).min(limit);
-                }
+        let soft = self.soft.as_ref().map(|s| s.service.clone());
+        let reply = read_reply(self.det, c, probe, wait, self.deadline, soft.as_deref(), buf).await;
+        self.judge(probe, reply, tunnel, buf)
+    }
+
+    /// What a reply says, in probe order's terms (with the state it updates:
+    /// bytes read, the banner).
+    fn judge(&mut self, probe: &Probe, reply: Reply, tunnel: bool, buf: &[u8]) -> (Outcome, usize, bool) {
+        let (len, open, early) = match reply {
+            Reply::Wrapped => {
+                let id = Identity { service: "tcpwrapped".into(), ..Identity::default() };
+                return (Outcome::Hard(id), 0, false);
             }
-        }
+            Reply::Data { len, open, hard } => (len, open, hard),
+        };
+        self.out.bytes_read += len as u64;
         let data = &buf[..len];
         if probe.payload.is_empty() {
             self.keep_banner(data);
+        }
+        if let Some(id) = early {
+            return (Outcome::Hard(id), len, true);
         }
         if len == 0 {
             return (Outcome::Nothing, 0, open);
@@ -397,29 +380,14 @@ impl Run<'_> {
         }
     }
 
-    fn null_probe(&self) -> Option<&Probe> {
-        self.det.null.map(|i| &self.det.db.probes()[i])
-    }
-
-    /// The probes whose rules also apply to `probe`'s responses: its
-    /// `fallback` list in order, then the NULL probe (banners), each once.
-    fn fallbacks<'p>(&'p self, probe: &'p Probe) -> impl Iterator<Item = &'p Probe> {
-        let named = probe.fallback.iter().filter_map(|n| self.det.db.get(n));
-        let null = self.null_probe().filter(|n| !probe.fallback.contains(&n.name));
-        named.chain(null).filter(move |f| f.name != probe.name)
-    }
-
     /// The probe's own rules, then its fallbacks'.
     fn hard(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
-        let rules = probe.matches.iter().chain(self.fallbacks(probe).flat_map(|f| f.matches.iter()));
-        // After a soft match only rules for that service can decide.
-        let soft = self.soft.as_ref().map(|s| s.service.as_str());
-        rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply(data))
+        hard_match(self.det, probe, data, self.soft.as_ref().map(|s| s.service.as_str()))
     }
 
     fn soft_match(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
         let own = probe.soft_matches.iter();
-        own.chain(self.fallbacks(probe).flat_map(|f| f.soft_matches.iter())).find_map(|r| r.apply(data))
+        own.chain(fallbacks(self.det, probe).flat_map(|f| f.soft_matches.iter())).find_map(|r| r.apply(data))
     }
 
     fn keep_banner(&mut self, data: &[u8]) {
@@ -430,17 +398,96 @@ impl Run<'_> {
 
     /// Connects, and for TLS does the handshake, within the connect timeout.
     async fn open(&mut self, tls: bool) -> std::result::Result<Conn, OpenError> {
-        let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
-        let port = self.addr.port();
-        let http = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == "http");
-        let https = self.det.db.probes().iter().any(|p| p.tls_ports.contains(&port) && http(p));
-        let connector = if https { &self.det.tls } else { &self.det.tls_no_alpn };
-        let (conn, info) = conn::open(self.addr, tls.then_some(connector), until).await?;
+        let (conn, info) = connect(self.det, self.addr, tls, self.deadline).await?;
         if self.out.tls.is_none() {
             self.out.tls = info;
         }
         Ok(conn)
     }
+}
+
+/// Connects to `addr` (TLS when `tls`) within the connect timeout. ALPN
+/// `http/1.1` is offered only where an HTTP probe lists the port as TLS.
+async fn connect(
+    det: &Detector,
+    addr: SocketAddr,
+    tls: bool,
+    deadline: Instant,
+) -> std::result::Result<(Conn, Option<TlsInfo>), OpenError> {
+    let until = (Instant::now() + det.opts.connect_timeout).min(deadline);
+    let port = addr.port();
+    let http = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == "http");
+    let https = det.db.probes().iter().any(|p| p.tls_ports.contains(&port) && http(p));
+    let connector = if https { &det.tls } else { &det.tls_no_alpn };
+    conn::open(addr, tls.then_some(connector), until).await
+}
+
+/// The probes whose rules also apply to `probe`'s responses: its
+/// `fallback` list in order, then the NULL probe (banners), each once.
+fn fallbacks<'p>(det: &'p Detector, probe: &'p Probe) -> impl Iterator<Item = &'p Probe> {
+    let named = probe.fallback.iter().filter_map(|n| det.db.get(n));
+    let null = det.null.map(|i| &det.db.probes()[i]).filter(|n| !probe.fallback.contains(&n.name));
+    named.chain(null).filter(move |f| f.name != probe.name)
+}
+
+/// The first of the probe's own rules, then its fallbacks', that matches;
+/// after a soft match (`soft`) only rules for that service can decide.
+fn hard_match(det: &Detector, probe: &Probe, data: &[u8], soft: Option<&str>) -> Option<Identity> {
+    let rules = probe.matches.iter().chain(fallbacks(det, probe).flat_map(|f| f.matches.iter()));
+    rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply(data))
+}
+
+/// How a probe's reply ended.
+enum Reply {
+    /// Closed at once with nothing said, where the probe says `tcpwrapped_ms`.
+    Wrapped,
+    /// `len` bytes read into the buffer; `open` if the connection is still
+    /// usable; `hard` if a rule matched a complete line (read no further).
+    Data { len: usize, open: bool, hard: Option<Identity> },
+}
+
+/// Reads one reply into `buf`, until the probe's wait, an idle gap after
+/// data, the port's deadline or a full buffer; a rule matching a complete
+/// line ends it at once (a partial one waits a moment for the rest).
+async fn read_reply(
+    det: &Detector,
+    c: &mut Conn,
+    probe: &Probe,
+    wait: Duration,
+    deadline: Instant,
+    soft: Option<&str>,
+    buf: &mut [u8],
+) -> Reply {
+    let start = Instant::now();
+    let limit = (start + wait).min(deadline);
+    let mut until = limit;
+    let (mut len, mut open) = (0, true);
+    while len < buf.len() {
+        match timeout_at(until, c.read(&mut buf[len..])).await {
+            Err(_) => break,
+            // Closed at once with nothing said: a wrapper (tcpd) refused us.
+            Ok(Ok(0)) if len == 0 && probe.tcpwrapped.is_some_and(|w| start.elapsed() <= w) => return Reply::Wrapped,
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                open = false;
+                break;
+            }
+            Ok(Ok(n)) => {
+                len += n;
+                let mut quiet = det.opts.idle;
+                if let Some(id) = hard_match(det, probe, &buf[..len], soft) {
+                    // A complete line cannot change with more data; otherwise
+                    // a more specific rule may still match once the rest of
+                    // the field has come, so wait a moment first.
+                    if buf[len - 1] == b'\n' {
+                        return Reply::Data { len, open: true, hard: Some(id) };
+                    }
+                    quiet = quiet.min(SETTLE);
+                }
+                until = (Instant::now() + quiet).min(limit);
+            }
+        }
+    }
+    Reply::Data { len, open, hard: None }
 }
 
 /// A TLS record header: handshake (22) or alert (21), version 3.x.
