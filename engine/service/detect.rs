@@ -18,14 +18,16 @@
 //! probe lists as TLS ports, and any response that starts like a TLS record,
 //! are probed again inside TLS (`tunnel: ssl`), keeping the chain.
 
+use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
-use super::pool::BufPool;
+use super::pool::{BufPool, Loan};
 use super::probes::{Probe, ProbeDb, Transport};
 use super::rules::Identity;
 use crate::error::{Error, ErrorKind, Result};
@@ -275,9 +277,23 @@ impl Run<'_> {
         order.extend(listed);
         order.extend(rest);
 
-        for probe in order {
+        // After a probe that drew no reply (the NULL probe first of all), the
+        // candidates that follow are sent side by side, up to PROBES_AT_ONCE,
+        // each on its own connection with a buffer of its own from the pool
+        // (as many as it has free): a silent port is decided in about one
+        // probe's wait per wave, not the sum of them. Their replies are
+        // still judged one by one in probe order, so the first hard match
+        // in that order wins and soft matches narrow, as when sent in turn.
+        let mut ahead: FuturesOrdered<_> = FuturesOrdered::new();
+        let mut ahead_at: VecDeque<usize> = VecDeque::new();
+        for (i, probe) in order.iter().copied().enumerate() {
             if Instant::now() >= self.deadline {
                 return false;
+            }
+            // Replies fetched for probes a soft match has since ruled out.
+            while ahead_at.front().is_some_and(|&at| at < i) {
+                ahead_at.pop_front();
+                let _: Option<(Option<Reply>, Loan)> = ahead.next().await;
             }
             if let Some(soft) = &self.soft {
                 let says = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == soft.service);
@@ -285,27 +301,39 @@ impl Run<'_> {
                     continue;
                 }
             }
-            let mut c = match conn.take() {
-                Some(c) => c,
-                None => match self.open(tunnel).await {
-                    Ok(c) => c,
-                    Err(_) if Instant::now() >= self.deadline => return false,
-                    Err(e) => {
-                        self.out.error = Some(DetectError::Io(e.to_string()));
-                        if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
-                            return false;
-                        }
-                        continue;
-                    }
-                },
-            };
             let null = probe.payload.is_empty();
-            let wait = if null && some_listed { self.det.opts.banner_grace.min(probe.wait) } else { probe.wait };
-            if !null && c.send(&probe.payload).await.is_err() {
-                continue;
-            }
-            self.out.probes_sent += 1;
-            let (outcome, len, open) = self.exchange(&mut c, probe, wait, tunnel, buf).await;
+            let (outcome, len, open, c) = if ahead_at.front() == Some(&i) {
+                ahead_at.pop_front();
+                let next: Option<(Option<Reply>, Loan)> = ahead.next().await;
+                let Some((reply, loan)) = next else { continue };
+                let Some(reply) = reply else { continue };
+                self.out.probes_sent += 1;
+                let (outcome, len, open) = self.judge(probe, reply, tunnel, &loan[..]);
+                (outcome, len, open, None)
+            } else {
+                let mut c = match conn.take() {
+                    Some(c) => c,
+                    None => match self.open(tunnel).await {
+                        Ok(c) => c,
+                        Err(_) if Instant::now() >= self.deadline => return false,
+                        Err(e) => {
+                            self.out.error = Some(DetectError::Io(e.to_string()));
+                            if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut)
+                            {
+                                return false;
+                            }
+                            continue;
+                        }
+                    },
+                };
+                let wait = if null && some_listed { self.det.opts.banner_grace.min(probe.wait) } else { probe.wait };
+                if !null && c.send(&probe.payload).await.is_err() {
+                    continue;
+                }
+                self.out.probes_sent += 1;
+                let (outcome, len, open) = self.exchange(&mut c, probe, wait, tunnel, buf).await;
+                (outcome, len, open, Some(c))
+            };
             match outcome {
                 Outcome::Hard(id) => {
                     self.out.identity = Some(id);
@@ -324,9 +352,23 @@ impl Run<'_> {
                 }
                 Outcome::Nothing => {}
             }
+            if len == 0 && ahead_at.is_empty() {
+                let soft = self.soft.as_ref().map(|s| s.service.clone());
+                // A silent NULL connection carries the first of them.
+                let mut first = if null && open { c } else { None };
+                for (at, p) in order.iter().copied().enumerate().skip(i + 1).take(PROBES_AT_ONCE) {
+                    let Some(loan) = self.det.pool.try_get() else { break };
+                    let on = first.take();
+                    ahead.push_back(fetch(self.det, self.addr, tunnel, self.deadline, p, soft.clone(), on, loan));
+                    ahead_at.push_back(at);
+                }
+                // No buffer free: the next probe goes in turn, on the same connection.
+                conn = first;
+                continue;
+            }
             // A silent NULL probe leaves its connection to the next probe.
             if null && len == 0 && open {
-                conn = Some(c);
+                conn = c;
             }
         }
         false
@@ -362,7 +404,9 @@ impl Run<'_> {
         if probe.payload.is_empty() {
             self.keep_banner(data);
         }
-        if let Some(id) = early {
+        // A hard match found while reading (before a soft match that came
+        // from an earlier probe in order) counts only if it agrees with it.
+        if let Some(id) = early.filter(|id| self.soft.as_ref().is_none_or(|s| s.service == id.service)) {
             return (Outcome::Hard(id), len, true);
         }
         if len == 0 {
@@ -435,6 +479,34 @@ fn fallbacks<'p>(det: &'p Detector, probe: &'p Probe) -> impl Iterator<Item = &'
 fn hard_match(det: &Detector, probe: &Probe, data: &[u8], soft: Option<&str>) -> Option<Identity> {
     let rules = probe.matches.iter().chain(fallbacks(det, probe).flat_map(|f| f.matches.iter()));
     rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply(data))
+}
+
+/// Most probes sent side by side on one silent port.
+const PROBES_AT_ONCE: usize = 6;
+
+/// Sends one probe on `on` (or a connection of its own) and reads its
+/// reply into `loan`; None when it could not be connected or sent.
+#[allow(clippy::too_many_arguments)]
+async fn fetch(
+    det: &Detector,
+    addr: SocketAddr,
+    tls: bool,
+    deadline: Instant,
+    probe: &Probe,
+    soft: Option<String>,
+    on: Option<Conn>,
+    mut loan: Loan,
+) -> (Option<Reply>, Loan) {
+    let reply = async {
+        let mut c = match on {
+            Some(c) => c,
+            None => connect(det, addr, tls, deadline).await.ok()?.0,
+        };
+        c.send(&probe.payload).await.ok()?;
+        Some(read_reply(det, &mut c, probe, probe.wait, deadline, soft.as_deref(), &mut loan).await)
+    }
+    .await;
+    (reply, loan)
 }
 
 /// How a probe's reply ended.
@@ -712,12 +784,79 @@ probes:
             let (port, seen) = recording_server().await;
             let opts = DetectOptions { intensity, ..quick() };
             let d = Detector::new(ordered_db(port), opts).unwrap().detect(LOCAL, port).await;
-            let got: Vec<String> =
+            let mut got: Vec<String> =
                 seen.lock().unwrap().iter().map(|b| String::from_utf8_lossy(b).trim().to_string()).collect();
-            // The NULL probe sends nothing; its silent connection carries the listed probe.
+            // The NULL probe sends nothing; its silent connection carries the
+            // listed probe, and the others go side by side (judged in order).
+            got.sort();
+            let mut want = want.clone();
+            want.sort();
             assert_eq!(got, want, "intensity {intensity}");
             assert_eq!(d.probes_sent as usize, want.len() + 1);
         }
+    }
+
+    /// On a silent port the probes after the NULL probe go side by side: five
+    /// probes of 500 ms each take about one wait, not five.
+    #[tokio::test]
+    async fn a_silent_port_is_decided_in_about_one_probe_wait() {
+        let (port, seen) = recording_server().await;
+        let mut yaml = String::from("probes:\n  - name: 'NULL'\n    wait_ms: 300\n");
+        for i in 1..=5 {
+            yaml += &format!("  - name: P{i}\n    payload: 'p{i}\\r\\n'\n    rarity: {i}\n    wait_ms: 500\n");
+        }
+        let det = Detector::new(db(&yaml), DetectOptions { intensity: 9, ..quick() }).unwrap();
+        let t = std::time::Instant::now();
+        let d = det.detect(LOCAL, port).await;
+        let took = t.elapsed();
+        assert_eq!(d.probes_sent, 6);
+        assert_eq!(seen.lock().unwrap().len(), 5, "the NULL connection carried one of them");
+        assert!(took < Duration::from_millis(1500), "{took:?} (in turn: 2.8 s)");
+    }
+
+    /// Replies are judged in probe order: the first probe's hard match wins
+    /// even when a later probe's reply came first.
+    #[tokio::test]
+    async fn side_by_side_probes_keep_nmaps_order() {
+        let port = server(|mut s| async move {
+            let mut b = [0u8; 16];
+            let n = s.read(&mut b).await.unwrap_or(0);
+            match &b[..n] {
+                b"A\r\n" => {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let _ = s.write_all(b"ALPHA\r\n").await;
+                }
+                b"B\r\n" => {
+                    let _ = s.write_all(b"BETA\r\n").await;
+                }
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        })
+        .await;
+        let yaml = r#"
+probes:
+  - name: 'NULL'
+    wait_ms: 200
+  - name: A
+    payload: 'A\r\n'
+    rarity: 1
+    wait_ms: 1000
+    matches:
+      - service: alpha
+        pattern: '^ALPHA'
+  - name: B
+    payload: 'B\r\n'
+    rarity: 2
+    wait_ms: 1000
+    matches:
+      - service: beta
+        pattern: '^BETA'
+"#;
+        let det = Detector::new(db(yaml), quick()).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.identity.map(|i| i.service).as_deref(), Some("alpha"));
+        assert_eq!(d.probe.as_deref(), Some("A"));
     }
 
     #[tokio::test]

@@ -46,6 +46,13 @@ impl BufPool {
     }
 
     /// Buffers not on loan now.
+    /// A buffer if one is free now, without waiting.
+    pub fn try_get(&self) -> Option<Loan> {
+        let permit = self.inner.permits.clone().try_acquire_owned().ok()?;
+        let buf = self.inner.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        Some(Loan { buf: Some(buf.expect("a permit always has a buffer")), pool: self.inner.clone(), _permit: permit })
+    }
+
     pub fn available(&self) -> usize {
         self.inner.permits.available_permits()
     }
