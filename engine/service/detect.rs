@@ -412,6 +412,11 @@ impl Run<'_> {
         if len == 0 {
             return (Outcome::Nothing, 0, open);
         }
+        // A reply that is the probe itself: an echo service (RFC 862), not
+        // whatever the probe's rules would take its own bytes for.
+        if !probe.payload.is_empty() && data == &probe.payload[..] {
+            return (Outcome::Hard(Identity { service: "echo".into(), ..Identity::default() }), len, open);
+        }
         if let Some(id) = self.hard(probe, data) {
             return (Outcome::Hard(id), len, open);
         }
@@ -812,6 +817,36 @@ probes:
         assert_eq!(d.probes_sent, 6);
         assert_eq!(seen.lock().unwrap().len(), 5, "the NULL connection carried one of them");
         assert!(took < Duration::from_millis(1500), "{took:?} (in turn: 2.8 s)");
+    }
+
+    /// An echo service sends each probe back: it is `echo`, not what the
+    /// probe's own rules would take its bytes for (an SMB request echoed).
+    #[tokio::test]
+    async fn an_echo_service_is_echo() {
+        let port = server(|mut s| async move {
+            let mut b = [0u8; 512];
+            while let Ok(n) = s.read(&mut b).await {
+                if n == 0 || s.write_all(&b[..n]).await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        let yaml = r#"
+probes:
+  - name: 'NULL'
+    wait_ms: 200
+  - name: Smbish
+    payload: '\x00\x00\x00\x08\xfeSMB\x40\x00'
+    rarity: 1
+    wait_ms: 1000
+    soft_matches:
+      - service: microsoft-ds
+        pattern: '(?s-u)^\x00...[\xfe\xff]SMB'
+"#;
+        let det = Detector::new(db(yaml), quick()).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.identity.map(|i| i.service).as_deref(), Some("echo"));
     }
 
     /// Replies are judged in probe order: the first probe's hard match wins
