@@ -184,11 +184,14 @@ const CASES: &[Case] = &[
     soft("lab-postgresql-sslrequest", "PgSSLRequest", "postgresql"),
     case("lab-postgresql-startup", "PgStartup", "postgresql", Some("PostgreSQL DB"), Some("9.6.0 or later"), None),
     case("lab-memcached-version", "MemcachedVersion", "memcached", Some("Memcached"), Some("1.6.18"), None),
-    // Captured from Debian 12's daemons (mpd 0.23.12, munin-node 2.0.73,
-    // subversion 1.14.2, ngircd 26.1, gearman-job-server 1.1.20,
-    // beanstalkd 1.12) in the lab; nmap 7.93 -sV names the same service and
+    // Captured from Debian 12's daemons (squid 5.7, tinyproxy 1.11.1, cups
+    // 2.4, mpd 0.23.12, munin-node 2.0.73, subversion 1.14.2, ngircd 26.1,
+    // gearman-job-server 1.1.20, beanstalkd 1.12) in the lab; nmap 7.93 -sV names the same service and
     // product (and MPD's version); gearmand's and beanstalkd's versions, and
     // beanstalkd itself, are more than nmap says.
+    case("http-proxy-squid", "GetRequest", "http-proxy", Some("Squid http proxy"), Some("5.7"), None),
+    case("http-proxy-tinyproxy", "GetRequest", "http-proxy", Some("tinyproxy"), Some("1.11.1"), None),
+    case("ipp-cups", "GetRequest", "ipp", Some("CUPS"), Some("2.4"), None),
     case("mpd-0.23", "NULL", "mpd", Some("Music Player Daemon"), Some("0.23.5"), None),
     case("munin-node-2.0", "NULL", "munin", Some("Munin"), None, None),
     case("svnserve-1.14", "NULL", "svnserve", Some("Subversion"), None, None),
