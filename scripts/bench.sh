@@ -18,6 +18,9 @@
 #            plugin runs per second and peak RSS
 #   db       --db overhead: -sS -p- 198.18.0.2 and the /16 sweep with and
 #            without --db FILE (target for -sS -p-: with/without < 1.10), db size per open port
+#   nmapdb   nmap's own probe file through `probes import`: import time, load
+#            time and peak RSS, and -sV on the 8 lab services of 198.18.0.2/.3
+#            with moonscan's database, with the imported one, and nmap -sV
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
@@ -39,7 +42,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$REPO/target/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -416,6 +419,23 @@ el = end.get("elapsed", 0)
 print(f"  plugin runs {runs} (open ports {end.get('open')}), errors {end.get('errors')}, in {el:.2f} s: {runs / el:.0f} runs/s, peak RSS {rss:.1f} MB")
 sys.exit(0 if runs == 8192 else 1)
 PY
+}
+
+job_nmapdb() {
+    local src=/usr/share/nmap/nmap-service-probes dir=$OUT/nmapdb
+    local ports=21,22,25,80,443,5432,6379,11211 target=198.18.0.3
+    [ -r "$src" ] || { echo "  job nmapdb: $src is missing (Debian's nmap-common)"; return 1; }
+    mkdir -p "$dir"
+    echo "== nmap's probe file in moonscan: import, load, and -sV on $target's 8 lab services"
+    "$MS" probes import "$src" -o "$dir/nmap.yaml" 2>&1 | sed -n '1,2s/^moonscan: /  /p'
+    echo "  peak RSS of loading it (every rule compiled): $(peak_rss "$MS" probes --dir "$dir" list) MB"
+    local own=("$MS" -sV -n -p "$ports" "$target") imported=("$MS" -sV -n --probes "$dir" -p "$ports" "$target")
+    local nm=(nmap -n -Pn -sV -p "$ports" "$target")
+    echo "  peak RSS of -sV: own database $(peak_rss "${own[@]}") MB, imported $(peak_rss "${imported[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+    in_lab hyperfine -N -w 1 -r "$RUNS" --export-json "$OUT/nmapdb-import.json" \
+        -n import "$MS probes import $src -o $dir/nmap.yaml" >"$OUT/nmapdb-import.txt" 2>&1
+    summarize "$OUT/nmapdb-import.json"
+    bench nmapdb "" own "${own[*]}" imported "${imported[*]}" nmap "${nm[*]}"
 }
 
 # This build against BASELINE, each job's moonscan command in one hyperfine

@@ -184,14 +184,20 @@ const CASES: &[Case] = &[
     soft("lab-postgresql-sslrequest", "PgSSLRequest", "postgresql"),
     case("lab-postgresql-startup", "PgStartup", "postgresql", Some("PostgreSQL DB"), Some("9.6.0 or later"), None),
     case("lab-memcached-version", "MemcachedVersion", "memcached", Some("Memcached"), Some("1.6.18"), None),
-    // Captured from Debian 12's daemons (squid 5.7, tinyproxy 1.11.1, cups
-    // 2.4, mpd 0.23.12, munin-node 2.0.73, subversion 1.14.2, ngircd 26.1,
+    // Captured from Debian 12's daemons (dante 1.4.2, epmd, dovecot 2.3,
+    // lighttpd 1.4.69, apache2 2.4, squid 5.7, tinyproxy 1.11.1, cups 2.4,
+    // mpd 0.23.12, munin-node 2.0.73, subversion 1.14.2, ngircd 26.1,
     // gearman-job-server 1.1.20, beanstalkd 1.12) in the lab; nmap 7.93 -sV names the same service and
     // product (and MPD's version); gearmand's and beanstalkd's versions, and
     // beanstalkd itself, are more than nmap says.
     case("http-proxy-squid", "GetRequest", "http-proxy", Some("Squid http proxy"), Some("5.7"), None),
     case("http-proxy-tinyproxy", "GetRequest", "http-proxy", Some("tinyproxy"), Some("1.11.1"), None),
     case("ipp-cups", "GetRequest", "ipp", Some("CUPS"), Some("2.4"), None),
+    case("socks5-noauth", "Socks5Greeting", "socks5", None, None, Some("No authentication")),
+    case("epmd-names", "EpmdNames", "epmd", Some("Erlang Port Mapper Daemon"), None, None),
+    case("imap-dovecot-debian", "NULL", "imap", Some("Dovecot imapd"), None, None),
+    case("http-lighttpd-1.4.69", "GetRequest", "http", Some("lighttpd"), Some("1.4.69"), None),
+    case("http-apache-2.4-debian", "GetRequest", "http", Some("Apache httpd"), Some("2.4.71"), Some("(Debian)")),
     case("mpd-0.23", "NULL", "mpd", Some("Music Player Daemon"), Some("0.23.5"), None),
     case("munin-node-2.0", "NULL", "munin", Some("Munin"), None, None),
     case("svnserve-1.14", "NULL", "svnserve", Some("Subversion"), None, None),
