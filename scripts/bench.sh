@@ -21,6 +21,11 @@
 #   nmapdb   nmap's own probe file through `probes import`: import time, load
 #            time and peak RSS, and -sV on the 8 lab services of 198.18.0.2/.3
 #            with moonscan's database, with the imported one, and nmap -sV
+#   daemons  -sV on every port of the lab's daemon zoo (scripts/lab-daemons.sh)
+#            and its core services against nmap -sV on the same ports: ports
+#            each identifies (tests/sv_compare.py verdicts), wall time, ratio
+#            (target: as many identified as nmap, moonscan/nmap <= 0.05).
+#            nmap takes about 3 minutes: timed once, moonscan RUNS times
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
@@ -29,7 +34,7 @@
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -42,7 +47,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$REPO/target/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -436,6 +441,46 @@ job_nmapdb() {
         -n import "$MS probes import $src -o $dir/nmap.yaml" >"$OUT/nmapdb-import.txt" 2>&1
     summarize "$OUT/nmapdb-import.json"
     bench nmapdb "" own "${own[*]}" imported "${imported[*]}" nmap "${nm[*]}"
+}
+
+job_daemons() {
+    local dir=$OUT/daemons line addrs=() ports=() list
+    mkdir -p "$dir"
+    while read -r line; do
+        addrs+=("${line%%:*}")
+        read -ra list <<<"$(tr , ' ' <<<"${line#*:}")"
+        ports+=("${list[@]}")
+    done < <(bash "$REPO/scripts/lab.sh" ports)
+    list=$(printf '%s\n' "${ports[@]}" | sort -nu | paste -sd, -)
+    local ms=("$MS" -n -sV -p "$list" "${addrs[@]}") nm=(nmap -n -Pn -sV -p "$list" "${addrs[@]}")
+    echo "== -sV on the lab's daemons (${addrs[*]}, ${#ports[@]} ports) against nmap -sV (target: identified >= nmap's, moonscan/nmap <= 0.05)"
+    attempt daemons "nmap -sV" /dev/null /usr/bin/time -f "%e %M" -o "$dir/nmap.time" "${nm[@]}" -oX "$dir/nmap.xml" || return 1
+    attempt daemons "moonscan -sV" /dev/null /usr/bin/time -f "%e %M" -o "$dir/moonscan.time" "${ms[@]}" -oX "$dir/moonscan.xml" || return 1
+    python3 "$REPO/tests/sv_compare.py" "$dir/nmap.xml" "$dir/moonscan.xml" >"$dir/compare.ndjson"
+    in_lab hyperfine -N -w 1 -r "$RUNS" --export-json "$dir/moonscan.json" -n moonscan "${ms[*]}" >"$dir/hyperfine.txt"
+    python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+rows = [json.loads(l) for l in open(f"{d}/compare.ndjson")]
+summary = rows.pop()
+for r in rows:
+    if r["verdict"] != "equal":
+        said = lambda s: " ".join(x for x in (s["name"], s["product"], s["version"]) if x) or "-"
+        print(f"    {r['verdict']:<9} {r['addr']}:{r['port']:<5} nmap: {said(r['nmap']):<40} moonscan: {said(r['moonscan'])}")
+v = summary["summary"]
+print(f"  verdicts: {', '.join(f'{k} {n}' for k, n in sorted(v.items()))}")
+print(f"  identified: nmap {summary['nmap_identified']}, moonscan {summary['moonscan_identified']}"
+      f" (target >= nmap's: {'met' if summary['moonscan_identified'] >= summary['nmap_identified'] else 'MISSED'});"
+      f" named as nmap names them: {v.get('equal', 0) + v.get('named', 0)} of {summary['nmap_identified']}")
+nt, nm = open(f"{d}/nmap.time").read().split()
+mt, mm = open(f"{d}/moonscan.time").read().split()
+timed = json.load(open(f"{d}/moonscan.json"))["results"][0]
+med = timed["median"]
+ratio = med / float(nt)
+print(f"  wall time: moonscan median {med:.2f} s ({len(timed['times'])} runs; first run {float(mt):.2f} s), nmap {float(nt):.1f} s (one run)")
+print(f"  ratio moonscan/nmap: {ratio:.3f} = 1/{1 / ratio:.0f} (target <= 0.05: {'met' if ratio <= 0.05 else 'MISSED'})")
+print(f"  peak RSS: moonscan {int(mm) / 1024:.1f} MB, nmap {int(nm) / 1024:.1f} MB")
+PY
 }
 
 # This build against BASELINE, each job's moonscan command in one hyperfine

@@ -5,15 +5,20 @@
 #   msscan   ms-scan0 198.18.0.1/24 2001:2::1/64   (run the scanner here)
 #   mstarget ms-tgt0  198.18.0.2/24 2001:2::2/64   (+ every address of 198.19.0.0/16)
 #                     198.18.0.3/24                (second target, see below)
+#                     198.18.0.5/24                (the daemon zoo, scripts/lab-daemons.sh)
 #
 # nginx (80, 443), sshd (22) and redis (6379) listen on every address of
 # mstarget, so 198.18.0.2 has exactly those 4 open ports. vsftpd (21), exim
 # (25), PostgreSQL (5432) and memcached (11211) listen on 198.18.0.3 only.
 # (198.18.0.3 also reaches the wildcard listeners above.)
 #
+# 198.18.0.5 carries some 30 more real Debian daemons (mail, directory, file,
+# database, chat, proxy, printing, VPN, monitoring, version control, message
+# queues...) for service detection; "lab.sh ports" lists their ports.
+#
 # The namespaces have no default route and no link to the root namespace.
 #
-# Usage: scripts/lab.sh up|down|status|exec CMD...|scan ARGS...
+# Usage: scripts/lab.sh up|down|status|ports|exec CMD...|scan ARGS...
 set -euo pipefail
 
 SCAN_NS=msscan
@@ -27,12 +32,14 @@ TARGET=198.18.0.2
 PORTS=(22 80 443 6379)
 TARGET2=198.18.0.3
 PORTS2=(21 25 5432 11211)
+# shellcheck source=scripts/lab-daemons.sh
+. "$REPO/scripts/lab-daemons.sh"
 
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: error: $*" >&2; exit 1; }
 
 usage() {
-    echo "usage: $0 up|down|status|exec CMD [ARGS...]|scan [ARGS...]" >&2
+    echo "usage: $0 up|down|status|ports|exec CMD [ARGS...]|scan [ARGS...]" >&2
     exit 2
 }
 
@@ -93,6 +100,7 @@ install_packages() {
     pg_bindir >/dev/null || missing+=(postgresql)
     test -x /usr/bin/memcached || missing+=(memcached)
     command -v runuser >/dev/null || missing+=(util-linux)
+    mapfile -t -O "${#missing[@]}" missing < <(zoo_missing_packages)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing: ${missing[*]}"
     # The packages' own daemons (vsftpd, exim4, postgresql, memcached, nginx...)
@@ -122,7 +130,9 @@ install_packages() {
 stop_root_daemons() {
     [ -d /run/systemd/system ] || return 0
     local unit
-    for unit in vsftpd exim4 postgresql memcached; do
+    for unit in vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb slapd named smbd nmbd \
+        squid tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node \
+        dictd mpd gearman-job-server beanstalkd distcc danted spamd tomcat10; do
         systemctl list-unit-files "$unit.service" >/dev/null 2>&1 || continue
         systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
     done
@@ -472,8 +482,10 @@ cmd_up() {
     start_postgres
     setup_postgres_store
     start_memcached
+    zoo_start
     wait_ports
-    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, 2001:2::2, 198.19.0.0/16"
+    zoo_wait
+    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, $ZOO, 2001:2::2, 198.19.0.0/16"
 }
 
 cmd_down() {
@@ -485,6 +497,7 @@ cmd_down() {
     # SIGINT: "fast" shutdown, which does not wait for clients to leave.
     stop_service "$STATE/postgres.pid" postgres INT
     stop_service "$STATE/memcached.pid" memcached
+    zoo_stop
     local ns pid
     for ns in "$SCAN_NS" "$TGT_NS"; do
         ns_exists "$ns" || continue
@@ -518,6 +531,7 @@ cmd_status() {
     for p in "${PORTS2[@]}"; do
         if port_open "$TARGET2" "$p"; then echo "port $TARGET2:$p: open"; else echo "port $TARGET2:$p: CLOSED"; ok=1; fi
     done
+    zoo_status || ok=1
     return $ok
 }
 
@@ -562,6 +576,10 @@ main() {
         locked ensure-up
         ;;
     status) cmd_status ;;
+    ports) # the targets of service detection tests: ADDR:PORT,PORT... per line
+        echo "$TARGET2:$(IFS=,; echo "${PORTS2[*]}")"
+        echo "$ZOO:$( (IFS=$'\n'; echo "${PORTS[*]}"; zoo_ports | tr , '\n') | sort -n | paste -sd, -)"
+        ;;
     exec)
         [ $# -ge 1 ] || usage
         locked ensure-up

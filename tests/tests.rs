@@ -7,6 +7,7 @@
 
 mod cli;
 mod core_plugins;
+mod daemons;
 mod durability;
 mod hardening;
 mod lab;

@@ -129,9 +129,47 @@ fn binary_payloads_have_consistent_lengths() {
     let comp_at = suites_at + 2 + be16(&hello[suites_at..]);
     let ext_at = comp_at + 1 + usize::from(hello[comp_at]);
     assert_eq!(ext_at + 2 + be16(&hello[ext_at..]), hello.len());
-    // MQTT: one-byte remaining length.
+    // MQTT: CONNECT then SUBSCRIBE, each with a one-byte remaining length.
     let mqtt = payload("MQTTConnect");
-    assert_eq!(usize::from(mqtt[1]), mqtt.len() - 2);
+    let sub_at = 2 + usize::from(mqtt[1]);
+    assert_eq!(mqtt[sub_at], 0x82, "SUBSCRIBE after CONNECT");
+    assert_eq!(sub_at + 2 + usize::from(mqtt[sub_at + 1]), mqtt.len());
+    assert_eq!(be16(&mqtt[sub_at + 4..]), b"$SYS/broker/version".len());
+    // SMB1: NetBIOS length, then 32-byte header, no words, byte count.
+    let smb1 = payload("SMB1Negotiate");
+    assert_eq!((smb1[0], be32(&smb1) & 0xff_ffff), (0, smb1.len() - 4));
+    assert_eq!(&smb1[4..9], b"\xffSMBr");
+    assert_eq!(smb1[36], 0, "word count");
+    assert_eq!(usize::from(u16::from_le_bytes([smb1[37], smb1[38]])), smb1.len() - 39);
+    // LDAP: BER lengths of the message and the BindRequest.
+    let bind = payload("LDAPBindV2");
+    assert_eq!((bind[0], usize::from(bind[1])), (0x30, bind.len() - 2));
+    assert_eq!((bind[5], usize::from(bind[6])), (0x60, bind.len() - 7));
+    // OpenVPN over TCP: 2-byte packet length.
+    let ovpn = payload("OpenVPNReset");
+    assert_eq!(be16(&ovpn), ovpn.len() - 2);
+    // Tor: a VERSIONS cell's payload length.
+    let tor = payload("TorVersions");
+    assert_eq!(be16(&tor[3..]), tor.len() - 5);
+    // AJP: the packet length after the magic.
+    let ajp = payload("AJPCPing");
+    assert_eq!(be16(&ajp[2..]), ajp.len() - 4);
+    // distcc: every token's 8 hex digits give the length of what follows
+    // (ARGV and DOTI) or a count (DIST, ARGC).
+    let dcc = payload("DistccCompile");
+    let (mut at, mut argv) = (0, 0);
+    while at < dcc.len() {
+        let token = std::str::from_utf8(&dcc[at..at + 4]).unwrap();
+        let n = usize::from_str_radix(std::str::from_utf8(&dcc[at + 4..at + 12]).unwrap(), 16).unwrap();
+        at += 12;
+        match token {
+            "ARGV" | "DOTI" => at += n,
+            "ARGC" => argv = n,
+            _ => {}
+        }
+        argv -= usize::from(token == "ARGV");
+    }
+    assert_eq!((at, argv), (dcc.len(), 0));
     // DNS over TCP: 2-byte length prefix, then the same message as over UDP.
     let tcp = payload("DNSVersionBindReqTCP");
     let udp = payload("DNSVersionBindReqUDP");
@@ -198,6 +236,25 @@ const CASES: &[Case] = &[
     case("imap-dovecot-debian", "NULL", "imap", Some("Dovecot imapd"), None, None),
     case("http-lighttpd-1.4.69", "GetRequest", "http", Some("lighttpd"), Some("1.4.69"), None),
     case("http-apache-2.4-debian", "GetRequest", "http", Some("Apache httpd"), Some("2.4.71"), Some("(Debian)")),
+    // Captured from the lab's daemon zoo (scripts/lab-daemons.sh: Samba 4.17,
+    // OpenLDAP 2.5, OpenVPN 2.6, Mosquitto 2.0.11, distcc with GCC 12, Tor
+    // 0.4.7, RabbitMQ 3.10.8, Tomcat 10.1, xrdp 0.9, SpamAssassin 4.0, dictd
+    // 1.13, MariaDB 10.11); nmap 7.93 -sV names them the same (the Mosquitto
+    // version through its mqtt-subscribe script, RabbitMQ's through amqp-info).
+    case("smb1-samba-4.17", "SMB1Negotiate", "netbios-ssn", Some("Samba smbd"), Some("4.6.2"), None),
+    case("ldap-openldap-2.5-bindv2", "LDAPBindV2", "ldap", Some("OpenLDAP"), Some("2.2.X - 2.3.X"), None),
+    case("openvpn-2.6-tcp", "OpenVPNReset", "openvpn", Some("OpenVPN"), None, None),
+    case("mqtt-mosquitto-2.0", "MQTTConnect", "mqtt", Some("Mosquitto"), Some("2.0.11"), Some("connection accepted")),
+    case("distccd-gcc-12", "DistccCompile", "distccd", Some("distccd"), Some("v1"), Some("(Debian 12.2.0-14+deb12u1) 12.2.0")),
+    case("tor-orport-versions", "TorVersions", "tor-orport", Some("Tor"), Some("0.3.1.1 or later"), Some("supported protocol versions: 3, 4, 5")),
+    case("amqp-rabbitmq-3.10", "AMQPHeader", "amqp", Some("RabbitMQ"), Some("3.10.8"), Some("0-9")),
+    case("ajp13-tomcat-10", "AJPCPing", "ajp13", Some("Apache Jserv"), None, Some("Protocol v1.3")),
+    case("rdp-xrdp-0.9", "RDPConnectionRequest", "ms-wbt-server", Some("xrdp"), None, Some("TLS security")),
+    case("spamd-ping", "SpamdPing", "spamassassin", Some("SpamAssassin spamd"), None, None),
+    case("dictd-1.13", "NULL", "dict", Some("dictd"), Some("1.13.0/rf"), None),
+    case("http-tomcat-10.1-404", "GetRequest", "http", Some("Apache Tomcat"), Some("10.1.60"), Some("Debian")),
+    case("ftp-pure-ftpd-1.0.50", "NULL", "ftp", Some("Pure-FTPd"), None, None),
+    case("mysql-mariadb-host-denied", "NULL", "mysql", Some("MariaDB"), None, Some("unauthorized")),
     case("mpd-0.23", "NULL", "mpd", Some("Music Player Daemon"), Some("0.23.5"), None),
     case("munin-node-2.0", "NULL", "munin", Some("Munin"), None, None),
     case("svnserve-1.14", "NULL", "svnserve", Some("Subversion"), None, None),
@@ -220,7 +277,7 @@ const CASES: &[Case] = &[
     case("imap-dovecot", "NULL", "imap", Some("Dovecot imapd"), None, None),
     case("mysql-8", "NULL", "mysql", Some("MySQL"), Some("8.0.36"), None),
     case("mysql-mariadb", "NULL", "mysql", Some("MariaDB"), Some("10.11.6"), None),
-    case("vnc-rfb38", "NULL", "vnc", None, None, Some("protocol 3.8")),
+    case("vnc-rfb38", "NULL", "vnc", Some("VNC"), None, Some("protocol 3.8")),
     case("rsync-31", "NULL", "rsync", None, None, Some("protocol version 31")),
     case("telnet-netkit", "NULL", "telnet", Some("Linux telnetd"), None, None),
     case("telnet-busybox", "NULL", "telnet", Some("BusyBox telnetd"), None, None),

@@ -18,12 +18,12 @@
 //! probe lists as TLS ports, and any response that starts like a TLS record,
 //! are probed again inside TLS (`tunnel: ssl`), keeping the chain.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
@@ -277,23 +277,78 @@ impl Run<'_> {
         order.extend(listed);
         order.extend(rest);
 
-        // After a probe that drew no reply (the NULL probe first of all), the
-        // candidates that follow are sent side by side, up to PROBES_AT_ONCE,
-        // each on its own connection with a buffer of its own from the pool
-        // (as many as it has free): a silent port is decided in about one
-        // probe's wait per wave, not the sum of them. Their replies are
-        // still judged one by one in probe order, so the first hard match
-        // in that order wins and soft matches narrow, as when sent in turn.
-        let mut ahead: FuturesOrdered<_> = FuturesOrdered::new();
+        // After a probe that decided nothing (the NULL probe first of all),
+        // the candidates that follow are sent side by side, up to PROBES_AT_ONCE
+        // in flight at any time, each on its own connection with a buffer of
+        // its own from the pool (as many as it has free): a silent port is
+        // decided in about one probe's wait, not the sum of them. Their
+        // replies are still judged one by one in probe order, so the first
+        // hard match in that order wins and soft matches narrow, as when
+        // sent in turn.
+        let mut ahead: FuturesUnordered<_> = FuturesUnordered::new();
+        // Probes sent ahead and not judged yet, in order; the replies of
+        // those that are done; those a soft match ruled out before they
+        // were done (their replies are dropped as they come).
         let mut ahead_at: VecDeque<usize> = VecDeque::new();
+        let mut fetched: BTreeMap<usize, (Option<Reply>, Loan)> = BTreeMap::new();
+        let mut unwanted: BTreeSet<usize> = BTreeSet::new();
+        // Whether probes go side by side now, and the next one to send ahead.
+        let (mut side_by_side, mut next_ahead) = (false, 0);
+        // Sends probes from `$from` on ahead until PROBES_AT_ONCE are in
+        // flight (skipping those a soft match rules out), `$first` carrying
+        // the first; gives back `$first` if no buffer was free.
+        macro_rules! top_up {
+            ($from:expr, $first:expr) => {{
+                let soft = self.soft.as_ref().map(|s| s.service.clone());
+                let mut first: Option<Conn> = $first;
+                next_ahead = usize::max(next_ahead, $from);
+                while ahead.len() < PROBES_AT_ONCE && next_ahead < order.len() {
+                    let p = order[next_ahead];
+                    let says = |s: &str| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == s);
+                    if soft.as_deref().is_none_or(says) {
+                        let Some(loan) = self.det.pool.try_get() else { break };
+                        let on = first.take();
+                        ahead.push(fetch(
+                            self.det,
+                            self.addr,
+                            tunnel,
+                            self.deadline,
+                            next_ahead,
+                            p,
+                            soft.clone(),
+                            on,
+                            loan,
+                        ));
+                        ahead_at.push_back(next_ahead);
+                    }
+                    next_ahead += 1;
+                }
+                first
+            }};
+        }
+        // Keeps a reply fetched ahead (unless unwanted) and sends the next.
+        macro_rules! keep {
+            ($done:expr) => {{
+                let (at, done) = $done;
+                if !unwanted.remove(&at) {
+                    fetched.insert(at, done);
+                }
+                let _none: Option<Conn> = top_up!(next_ahead, None);
+            }};
+        }
         for (i, probe) in order.iter().copied().enumerate() {
             if Instant::now() >= self.deadline {
                 return false;
             }
+            if side_by_side {
+                let _none: Option<Conn> = top_up!(i, None);
+            }
             // Replies fetched for probes a soft match has since ruled out.
-            while ahead_at.front().is_some_and(|&at| at < i) {
+            while let Some(at) = ahead_at.front().copied().filter(|&at| at < i) {
                 ahead_at.pop_front();
-                let _: Option<(Option<Reply>, Loan)> = ahead.next().await;
+                if fetched.remove(&at).is_none() {
+                    unwanted.insert(at);
+                }
             }
             if let Some(soft) = &self.soft {
                 let says = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == soft.service);
@@ -304,7 +359,15 @@ impl Run<'_> {
             let null = probe.payload.is_empty();
             let (outcome, len, open, c) = if ahead_at.front() == Some(&i) {
                 ahead_at.pop_front();
-                let next: Option<(Option<Reply>, Loan)> = ahead.next().await;
+                let next = loop {
+                    if let Some(done) = fetched.remove(&i) {
+                        break Some(done);
+                    }
+                    match ahead.next().await {
+                        Some(done) => keep!(done),
+                        None => break None,
+                    }
+                };
                 let Some((reply, loan)) = next else { continue };
                 let Some(reply) = reply else { continue };
                 self.out.probes_sent += 1;
@@ -331,7 +394,34 @@ impl Run<'_> {
                     continue;
                 }
                 self.out.probes_sent += 1;
-                let (outcome, len, open) = self.exchange(&mut c, probe, wait, tunnel, buf).await;
+                let (outcome, len, open) = if null && !some_listed && ahead_at.is_empty() {
+                    // No probe lists this port: the NULL probe listens for a
+                    // late banner as long as its wait, but once the banner
+                    // grace has passed in silence the next probes start
+                    // side by side. Their replies are still judged after it.
+                    let soft = self.soft.as_ref().map(|s| s.service.clone());
+                    let reply = {
+                        let read = read_reply(self.det, &mut c, probe, wait, self.deadline, soft.as_deref(), buf);
+                        tokio::pin!(read);
+                        tokio::select! {
+                            reply = &mut read => reply,
+                            () = tokio::time::sleep(self.det.opts.banner_grace) => {
+                                side_by_side = true;
+                                let _none: Option<Conn> = top_up!(i + 1, None);
+                                // Drive them meanwhile, keeping what they fetch.
+                                loop {
+                                    tokio::select! {
+                                        reply = &mut read => break reply,
+                                        Some(done) = ahead.next() => keep!(done),
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    self.judge(probe, reply, tunnel, buf)
+                } else {
+                    self.exchange(&mut c, probe, wait, tunnel, buf).await
+                };
                 (outcome, len, open, Some(c))
             };
             match outcome {
@@ -352,18 +442,14 @@ impl Run<'_> {
                 }
                 Outcome::Nothing => {}
             }
-            if len == 0 && ahead_at.is_empty() {
-                let soft = self.soft.as_ref().map(|s| s.service.clone());
+            // Undecided (silence, or a reply no rule settles): the rest go
+            // side by side from here on.
+            if !side_by_side {
                 // A silent NULL connection carries the first of them.
-                let mut first = if null && open { c } else { None };
-                for (at, p) in order.iter().copied().enumerate().skip(i + 1).take(PROBES_AT_ONCE) {
-                    let Some(loan) = self.det.pool.try_get() else { break };
-                    let on = first.take();
-                    ahead.push_back(fetch(self.det, self.addr, tunnel, self.deadline, p, soft.clone(), on, loan));
-                    ahead_at.push_back(at);
-                }
+                let first = if null && len == 0 && open { c } else { None };
                 // No buffer free: the next probe goes in turn, on the same connection.
-                conn = first;
+                side_by_side = true;
+                conn = top_up!(i + 1, first);
                 continue;
             }
             // A silent NULL probe leaves its connection to the next probe.
@@ -407,7 +493,7 @@ impl Run<'_> {
         // A hard match found while reading (before a soft match that came
         // from an earlier probe in order) counts only if it agrees with it.
         if let Some(id) = early.filter(|id| self.soft.as_ref().is_none_or(|s| s.service == id.service)) {
-            return (Outcome::Hard(id), len, true);
+            return (Outcome::Hard(*id), len, true);
         }
         if len == 0 {
             return (Outcome::Nothing, 0, open);
@@ -489,19 +575,21 @@ fn hard_match(det: &Detector, probe: &Probe, data: &[u8], soft: Option<&str>) ->
 /// Most probes sent side by side on one silent port.
 const PROBES_AT_ONCE: usize = 6;
 
-/// Sends one probe on `on` (or a connection of its own) and reads its
-/// reply into `loan`; None when it could not be connected or sent.
+/// Sends one probe (the `at`th in order) on `on` (or a connection of its
+/// own) and reads its reply into `loan`; None when it could not be
+/// connected or sent.
 #[allow(clippy::too_many_arguments)]
 async fn fetch(
     det: &Detector,
     addr: SocketAddr,
     tls: bool,
     deadline: Instant,
+    at: usize,
     probe: &Probe,
     soft: Option<String>,
     on: Option<Conn>,
     mut loan: Loan,
-) -> (Option<Reply>, Loan) {
+) -> (usize, (Option<Reply>, Loan)) {
     let reply = async {
         let mut c = match on {
             Some(c) => c,
@@ -511,7 +599,7 @@ async fn fetch(
         Some(read_reply(det, &mut c, probe, probe.wait, deadline, soft.as_deref(), &mut loan).await)
     }
     .await;
-    (reply, loan)
+    (at, (reply, loan))
 }
 
 /// How a probe's reply ended.
@@ -520,7 +608,7 @@ enum Reply {
     Wrapped,
     /// `len` bytes read into the buffer; `open` if the connection is still
     /// usable; `hard` if a rule matched a complete line (read no further).
-    Data { len: usize, open: bool, hard: Option<Identity> },
+    Data { len: usize, open: bool, hard: Option<Box<Identity>> },
 }
 
 /// Reads one reply into `buf`, until the probe's wait, an idle gap after
@@ -556,7 +644,7 @@ async fn read_reply(
                     // a more specific rule may still match once the rest of
                     // the field has come, so wait a moment first.
                     if buf[len - 1] == b'\n' {
-                        return Reply::Data { len, open: true, hard: Some(id) };
+                        return Reply::Data { len, open: true, hard: Some(Box::new(id)) };
                     }
                     quiet = quiet.min(SETTLE);
                 }
@@ -815,8 +903,59 @@ probes:
         let d = det.detect(LOCAL, port).await;
         let took = t.elapsed();
         assert_eq!(d.probes_sent, 6);
-        assert_eq!(seen.lock().unwrap().len(), 5, "the NULL connection carried one of them");
+        let sent = seen.lock().unwrap().iter().filter(|b| !b.is_empty()).count();
+        assert_eq!(sent, 5, "each probe once");
         assert!(took < Duration::from_millis(1500), "{took:?} (in turn: 2.8 s)");
+    }
+
+    /// On a port no probe lists, the NULL probe keeps listening for its whole
+    /// wait, but the probes start side by side once the banner grace has
+    /// passed, and more follow as each finishes: 12 silent probes of 600 ms
+    /// after a NULL wait of 1 s take about the NULL wait, not 1 s + 7.2 s.
+    #[tokio::test]
+    async fn an_unlisted_silent_port_is_decided_in_about_the_null_wait() {
+        let (port, seen) = recording_server().await;
+        let mut yaml = String::from("probes:\n  - name: 'NULL'\n    wait_ms: 1000\n");
+        for i in 1..=12 {
+            yaml += &format!("  - name: P{i}\n    payload: 'p{i}\\r\\n'\n    rarity: 1\n    wait_ms: 600\n");
+        }
+        let opts = DetectOptions { intensity: 9, banner_grace: Duration::from_millis(100), ..quick() };
+        let det = Detector::new(db(&yaml), opts).unwrap();
+        let t = std::time::Instant::now();
+        let d = det.detect(LOCAL, port).await;
+        let took = t.elapsed();
+        assert_eq!(d.probes_sent, 13);
+        assert_eq!(seen.lock().unwrap().iter().filter(|b| !b.is_empty()).count(), 12);
+        assert!(took >= Duration::from_millis(1000), "the NULL probe waits its whole wait: {took:?}");
+        assert!(took < Duration::from_millis(1700), "{took:?} (in turn: 8.2 s)");
+    }
+
+    /// A banner that comes after the banner grace, while probes are already
+    /// out, still wins: the NULL probe is first in order.
+    #[tokio::test]
+    async fn a_late_banner_wins_over_probes_sent_meanwhile() {
+        let port = server(|mut s| async move {
+            let mut b = [0u8; 16];
+            match tokio::time::timeout(Duration::from_millis(400), s.read(&mut b)).await {
+                Ok(Ok(n)) if &b[..n] == b"A\r\n" => {
+                    let _ = s.write_all(b"ALPHA\r\n").await;
+                }
+                Err(_) => {
+                    let _ = s.write_all(b"SSH-2.0-Test_1.0\r\n").await;
+                }
+                _ => {}
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        })
+        .await;
+        let yaml = format!(
+            "{NULL_SSH}  - name: A\n    payload: 'A\\r\\n'\n    rarity: 1\n    wait_ms: 1000\n    matches:\n      - service: alpha\n        pattern: '^ALPHA'\n"
+        );
+        let opts = DetectOptions { banner_grace: Duration::from_millis(100), ..quick() };
+        let det = Detector::new(db(&yaml), opts).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.identity.map(|i| i.service).as_deref(), Some("ssh"));
+        assert_eq!(d.probe.as_deref(), Some("NULL"));
     }
 
     /// An echo service sends each probe back: it is `echo`, not what the

@@ -1,0 +1,637 @@
+# shellcheck shell=bash
+# The lab's daemon zoo, sourced by scripts/lab.sh: real Debian daemons on
+# 198.18.0.5 inside mstarget, for service detection as a real network shows
+# it (tests/daemons.rs compares moonscan -sV with nmap -sV on them).
+#
+# Each daemon runs from a configuration of its own under $ZOO_DIR, bound to
+# 198.18.0.5 only, as nothing of its package's (no systemd, no init script,
+# no /etc file changed). Most run in the foreground, detached with setsid, so
+# the pid recorded is the daemon's own; "down" stops exactly those.
+# proftpd and pure-ftpd conflict with vsftpd as packages: they are unpacked
+# (dpkg -x) under /var/cache/moonscan-lab and run from there.
+#
+# 198.18.0.5 also reaches mstarget's wildcard listeners (nginx 80/443, sshd
+# 22, redis 6379), so the zoo's own ports avoid those.
+
+ZOO=198.18.0.5
+ZOO_DIR=$STATE/zoo
+ZOO_CACHE=/var/cache/moonscan-lab
+
+# name:comm:ports (comm: the process name its pid file must show).
+ZOO_DAEMONS=(
+    apache2:apache2:8080
+    lighttpd:lighttpd:8081
+    proftpd:proftpd:21
+    pure-ftpd:pure-ftpd:2121
+    dovecot:dovecot:110,143,993,995
+    mariadb:mariadbd:3306
+    slapd:slapd:389
+    named:named:53
+    smbd:smbd:139,445
+    squid:squid:3128
+    tinyproxy:tinyproxy:8888
+    cupsd:cupsd:631
+    mosquitto:mosquitto:1883,8883
+    ngircd:ngircd:6667
+    epmd:epmd:4369
+    rabbitmq:rabbitmq-server:5672
+    tor:tor:9001
+    xrdp:xrdp:3389
+    xvnc:Xvnc:5901
+    openvpn:openvpn:1194
+    svnserve:svnserve:3690
+    git-daemon:git-daemon:9418
+    munin-node:munin-node:4949
+    dictd:dictd:2628
+    mpd:mpd:6600
+    gearmand:gearmand:4730
+    beanstalkd:beanstalkd:11300
+    distccd:distccd:3632
+    danted:danted:1080
+    spamd:spamd:783
+    tomcat:java:8009,8180
+)
+
+# Debian packages of the zoo (the unpacked FTP daemons' libraries included).
+zoo_missing_packages() {
+    local -A need=(
+        [/usr/sbin/apache2]=apache2 [/usr/sbin/lighttpd]=lighttpd
+        [/usr/sbin/dovecot]=dovecot-imapd [/usr/lib/dovecot/pop3]=dovecot-pop3d
+        [/usr/sbin/mariadbd]=mariadb-server [/usr/sbin/slapd]=slapd [/usr/sbin/named]=bind9
+        [/usr/sbin/smbd]=samba [/usr/sbin/squid]=squid [/usr/bin/tinyproxy]=tinyproxy
+        [/usr/sbin/cupsd]=cups-daemon [/usr/sbin/mosquitto]=mosquitto [/usr/sbin/ngircd]=ngircd
+        [/usr/bin/epmd]=erlang-base [/usr/sbin/rabbitmq-server]=rabbitmq-server [/usr/sbin/tor]=tor
+        [/usr/sbin/xrdp]=xrdp [/usr/bin/Xvnc]=tigervnc-standalone-server [/usr/bin/vncpasswd]=tigervnc-tools [/usr/sbin/openvpn]=openvpn
+        [/usr/bin/svnserve]=subversion [/usr/lib/git-core/git-daemon]=git
+        [/usr/sbin/munin-node]=munin-node [/usr/sbin/dictd]=dictd [/usr/bin/mpd]=mpd
+        [/usr/sbin/gearmand]=gearman-job-server [/usr/bin/beanstalkd]=beanstalkd
+        [/usr/bin/distccd]=distcc [/usr/sbin/danted]=dante-server [/usr/sbin/spamd]=spamd
+        [/usr/share/tomcat10/bin/catalina.sh]=tomcat10
+        [/usr/lib/x86_64-linux-gnu/libhiredis.so.0.14]=libhiredis0.14
+        [/usr/lib/x86_64-linux-gnu/libmemcachedutil.so.2]=libmemcachedutil2
+        [/usr/lib/x86_64-linux-gnu/libsodium.so.23]=libsodium23
+        [/usr/lib/x86_64-linux-gnu/libpcre2-posix.so.3]=libpcre2-posix3
+    )
+    local f
+    for f in "${!need[@]}"; do [ -e "$f" ] || echo "${need[$f]}"; done | sort -u
+}
+
+zoo_ports() { # every zoo port, comma-separated, ascending
+    local d
+    for d in "${ZOO_DAEMONS[@]}"; do echo "${d##*:}"; done | tr , '\n' | sort -n | paste -sd, -
+}
+
+# Runs a daemon in the foreground inside mstarget, detached, its output in
+# $ZOO_DIR/NAME.log, its pid in $ZOO_DIR/NAME.pid.
+zoo_run() { # name cmd...
+    local name=$1
+    shift
+    ip netns exec "$TGT_NS" setsid "$@" </dev/null >>"$ZOO_DIR/$name.log" 2>&1 &
+    echo $! >"$ZOO_DIR/$name.pid"
+}
+
+# The FTP daemons that conflict with vsftpd as packages: downloaded once,
+# unpacked into $ZOO_CACHE/PACKAGE.
+zoo_unpacked() { # package -> prints the root it is unpacked in
+    local pkg=$1 root=$ZOO_CACHE/$1 deb
+    if [ ! -d "$root/usr" ]; then
+        mkdir -p "$ZOO_CACHE"
+        # As root into a root-only directory: apt's sandbox user could not write there.
+        (cd "$ZOO_CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
+            die "cannot download $pkg"
+        deb=$(ls -t "$ZOO_CACHE/${pkg}"_*.deb | head -n 1)
+        dpkg -x "$deb" "$root" || die "cannot unpack $deb"
+    fi
+    echo "$root"
+}
+
+zoo_start_apache2() {
+    mkdir -p "$ZOO_DIR/apache2"
+    cat >"$ZOO_DIR/apache2.conf" <<EOF
+ServerRoot /etc/apache2
+DefaultRuntimeDir $ZOO_DIR/apache2
+Mutex file:$ZOO_DIR/apache2 default
+PidFile $ZOO_DIR/apache2/httpd.pid
+Include /etc/apache2/mods-enabled/*.load
+Include /etc/apache2/mods-enabled/*.conf
+User www-data
+Group www-data
+Listen $ZOO:8080
+ServerName lab.moonscan.test
+ErrorLog $ZOO_DIR/apache2.log
+DocumentRoot $STATE/www
+EOF
+    zoo_run apache2 /usr/sbin/apache2 -f "$ZOO_DIR/apache2.conf" -DFOREGROUND
+}
+
+zoo_start_lighttpd() {
+    cat >"$ZOO_DIR/lighttpd.conf" <<EOF
+server.document-root = "$STATE/www"
+server.bind = "$ZOO"
+server.port = 8081
+server.errorlog = "$ZOO_DIR/lighttpd.log"
+EOF
+    zoo_run lighttpd /usr/sbin/lighttpd -D -f "$ZOO_DIR/lighttpd.conf"
+}
+
+zoo_start_proftpd() {
+    local root
+    root=$(zoo_unpacked proftpd-core)
+    cat >"$ZOO_DIR/proftpd.conf" <<EOF
+ServerName "moonscan lab"
+ServerType standalone
+DefaultServer on
+DefaultAddress $ZOO
+SocketBindTight on
+Port 21
+UseIPv6 off
+User nobody
+Group nogroup
+PidFile $ZOO_DIR/proftpd.pid.own
+ScoreboardFile $ZOO_DIR/proftpd.scoreboard
+DelayTable none
+WtmpLog off
+RequireValidShell off
+EOF
+    zoo_run proftpd "$root/usr/sbin/proftpd" -n -c "$ZOO_DIR/proftpd.conf"
+}
+
+zoo_start_pure-ftpd() {
+    local root
+    root=$(zoo_unpacked pure-ftpd)
+    # -S address,port; -H: no reverse lookups; -A: chroot everyone.
+    zoo_run pure-ftpd "$root/usr/sbin/pure-ftpd" -S "$ZOO,2121" -H -A
+}
+
+zoo_start_dovecot() {
+    mkdir -p "$ZOO_DIR/dovecot"
+    cat >"$ZOO_DIR/dovecot.conf" <<EOF
+protocols = imap pop3
+listen = $ZOO
+base_dir = $ZOO_DIR/dovecot
+state_dir = $ZOO_DIR/dovecot
+log_path = $ZOO_DIR/dovecot.log
+ssl = yes
+ssl_cert = <$STATE/tls.crt
+ssl_key = <$STATE/tls.key
+passdb {
+  driver = static
+  args = password=moonscan-lab-nobody-logs-in
+}
+userdb {
+  driver = static
+  args = uid=nobody gid=nogroup home=$ZOO_DIR/dovecot
+}
+EOF
+    zoo_run dovecot /usr/sbin/dovecot -F -c "$ZOO_DIR/dovecot.conf"
+}
+
+zoo_start_mariadb() {
+    local data=$ZOO_DIR/mariadb
+    if [ ! -d "$data/mysql" ]; then
+        install -d -o mysql -g mysql -m 750 "$data"
+        /usr/bin/mariadb-install-db --no-defaults --user=mysql --datadir="$data" \
+            --skip-test-db --auth-root-authentication-method=socket >"$ZOO_DIR/mariadb-init.log" 2>&1 ||
+            die "mariadb-install-db failed (see $ZOO_DIR/mariadb-init.log)"
+    fi
+    zoo_run mariadb /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$data" \
+        --bind-address="$ZOO" --port=3306 --socket="$data/mysqld.sock" --skip-name-resolve \
+        --pid-file="$data/mysqld.pid" --innodb-buffer-pool-size=16M
+}
+
+zoo_start_slapd() {
+    install -d -o openldap -g openldap "$ZOO_DIR/ldap"
+    cat >"$ZOO_DIR/slapd.conf" <<EOF
+include /etc/ldap/schema/core.schema
+pidfile $ZOO_DIR/ldap/slapd.pid
+argsfile $ZOO_DIR/ldap/slapd.args
+modulepath /usr/lib/ldap
+moduleload back_mdb
+database mdb
+suffix "dc=lab,dc=moonscan,dc=test"
+directory $ZOO_DIR/ldap
+EOF
+    chown openldap:openldap "$ZOO_DIR/slapd.conf"
+    # -d: stay in the foreground (level 0: log nothing).
+    zoo_run slapd /usr/sbin/slapd -d 0 -u openldap -g openldap -h "ldap://$ZOO:389/" -f "$ZOO_DIR/slapd.conf"
+}
+
+zoo_start_named() {
+    install -d -o bind -g bind "$ZOO_DIR/named"
+    cat >"$ZOO_DIR/named.conf" <<EOF
+options {
+  directory "$ZOO_DIR/named";
+  pid-file none;
+  listen-on port 53 { $ZOO; };
+  listen-on-v6 { none; };
+  recursion no;
+};
+zone "lab.moonscan.test" { type primary; file "$ZOO_DIR/named/lab.zone"; };
+EOF
+    cat >"$ZOO_DIR/named/lab.zone" <<EOF
+\$TTL 300
+@ IN SOA ns.lab.moonscan.test. admin.lab.moonscan.test. 1 3600 600 86400 300
+@ IN NS ns.lab.moonscan.test.
+ns IN A $ZOO
+EOF
+    zoo_run named /usr/sbin/named -f -u bind -c "$ZOO_DIR/named.conf"
+}
+
+zoo_start_smbd() {
+    local s=$ZOO_DIR/samba
+    mkdir -p "$s/private" "$s/lock" "$s/state" "$s/cache" "$s/pid" "$s/share"
+    cat >"$s/smb.conf" <<EOF
+[global]
+  workgroup = MOONSCAN
+  netbios name = MSLAB
+  server role = standalone server
+  interfaces = $ZOO
+  bind interfaces only = yes
+  smb ports = 445 139
+  private dir = $s/private
+  lock directory = $s/lock
+  state directory = $s/state
+  cache directory = $s/cache
+  pid directory = $s/pid
+  ncalrpc dir = $s/ncalrpc
+  log file = $ZOO_DIR/smbd.log
+  load printers = no
+  printing = bsd
+  printcap name = /dev/null
+  disable spoolss = yes
+  map to guest = bad user
+[lab]
+  path = $s/share
+  read only = yes
+  guest ok = yes
+EOF
+    zoo_run smbd /usr/sbin/smbd --foreground --no-process-group -s "$s/smb.conf"
+}
+
+zoo_start_squid() {
+    cat >"$ZOO_DIR/squid.conf" <<EOF
+http_port $ZOO:3128
+http_access allow all
+cache deny all
+cache_dir null /tmp
+pid_filename $ZOO_DIR/squid.pid.own
+access_log none
+cache_log $ZOO_DIR/squid-cache.log
+coredump_dir $ZOO_DIR
+EOF
+    zoo_run squid /usr/sbin/squid -N -f "$ZOO_DIR/squid.conf"
+}
+
+zoo_start_tinyproxy() {
+    cat >"$ZOO_DIR/tinyproxy.conf" <<EOF
+Port 8888
+Listen $ZOO
+Timeout 60
+MaxClients 20
+Allow 198.18.0.0/16
+EOF
+    zoo_run tinyproxy /usr/bin/tinyproxy -d -c "$ZOO_DIR/tinyproxy.conf"
+}
+
+zoo_start_cupsd() {
+    local c=$ZOO_DIR/cups
+    mkdir -p "$c/spool" "$c/tmp" "$c/cache" "$c/state" "$c/ppd"
+    cat >"$c/cupsd.conf" <<EOF
+Listen $ZOO:631
+# cupsd insists on a local listener too (mstarget's own loopback).
+Listen 127.0.0.1:631
+LogLevel warn
+<Location />
+  Order allow,deny
+  Allow all
+</Location>
+EOF
+    cat >"$c/cups-files.conf" <<EOF
+ServerRoot $c
+RequestRoot $c/spool
+TempDir $c/tmp
+CacheDir $c/cache
+StateDir $c/state
+ErrorLog $ZOO_DIR/cupsd.log
+AccessLog $c/access_log
+PageLog $c/page_log
+EOF
+    zoo_run cupsd /usr/sbin/cupsd -f -c "$c/cupsd.conf" -s "$c/cups-files.conf"
+}
+
+zoo_start_mosquitto() {
+    cat >"$ZOO_DIR/mosquitto.conf" <<EOF
+user root
+listener 1883 $ZOO
+allow_anonymous true
+listener 8883 $ZOO
+certfile $STATE/tls.crt
+keyfile $STATE/tls.key
+EOF
+    zoo_run mosquitto /usr/sbin/mosquitto -c "$ZOO_DIR/mosquitto.conf"
+}
+
+zoo_start_ngircd() {
+    cat >"$ZOO_DIR/ngircd.conf" <<EOF
+[Global]
+Name = irc.lab.moonscan.test
+Info = moonscan lab IRC
+Listen = $ZOO
+Ports = 6667
+ServerUID = nobody
+ServerGID = nogroup
+MotdPhrase = moonscan lab
+[Options]
+PAM = no
+DNS = no
+Ident = no
+EOF
+    zoo_run ngircd /usr/sbin/ngircd -n -f "$ZOO_DIR/ngircd.conf"
+}
+
+zoo_start_epmd() {
+    # Loopback too: RabbitMQ's node registers through 127.0.0.1.
+    ERL_EPMD_ADDRESS=$ZOO,127.0.0.1 zoo_run epmd /usr/bin/epmd
+}
+
+zoo_start_rabbitmq() {
+    local r=$ZOO_DIR/rabbitmq
+    install -d -o rabbitmq -g rabbitmq "$r" "$r/log" "$r/mnesia"
+    cat >"$r/rabbitmq.conf" <<EOF
+listeners.tcp.default = $ZOO:5672
+management.tcp.port = 15672
+EOF
+    cat >"$r/rabbitmq-env.conf" <<EOF
+NODENAME=rabbit@localhost
+EOF
+    # The node's distribution listener stays on loopback.
+    zoo_run rabbitmq setpriv --reuid rabbitmq --regid rabbitmq --init-groups env HOME="$r" RABBITMQ_CONFIG_FILE="$r/rabbitmq.conf" \
+        RABBITMQ_CONF_ENV_FILE="$r/rabbitmq-env.conf" RABBITMQ_MNESIA_BASE="$r/mnesia" \
+        RABBITMQ_LOG_BASE="$r/log" RABBITMQ_ENABLED_PLUGINS_FILE="$r/enabled_plugins" \
+        RABBITMQ_ENABLED_PLUGINS= RABBITMQ_NODENAME=rabbit@localhost \
+        ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_DIST_PORT=25672 \
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+        /usr/lib/rabbitmq/bin/rabbitmq-server
+}
+
+zoo_start_tor() {
+    install -d -o debian-tor -g debian-tor -m 700 "$ZOO_DIR/tor"
+    cat >"$ZOO_DIR/torrc" <<EOF
+User debian-tor
+DataDirectory $ZOO_DIR/tor
+SocksPort 0
+ORPort $ZOO:9001
+Address $ZOO
+AssumeReachable 1
+PublishServerDescriptor 0
+ExitRelay 0
+Nickname moonscanlab
+ContactInfo moonscan lab
+Log notice file $ZOO_DIR/tor/notice.log
+EOF
+    zoo_run tor /usr/sbin/tor -f "$ZOO_DIR/torrc"
+}
+
+zoo_start_xrdp() {
+    local x=$ZOO_DIR/xrdp
+    mkdir -p "$x"
+    cat >"$x/xrdp.ini" <<EOF
+[Globals]
+ini_version=1
+port=tcp://$ZOO:3389
+security_layer=negotiate
+certificate=/etc/xrdp/cert.pem
+key_file=/etc/xrdp/key.pem
+[Logging]
+LogFile=$ZOO_DIR/xrdp/xrdp.log
+LogLevel=WARNING
+EnableSyslog=false
+[Xvnc]
+name=Xvnc
+lib=libvnc.so
+username=ask
+password=ask
+ip=127.0.0.1
+port=-1
+EOF
+    # xrdp keeps its pid file in /var/run/xrdp, which nothing else here uses.
+    mkdir -p /var/run/xrdp
+    zoo_run xrdp /usr/sbin/xrdp --nodaemon --config "$x/xrdp.ini"
+}
+
+zoo_start_xvnc() {
+    # Display 77: its lock and socket in /tmp must not meet a real X server's.
+    rm -f /tmp/.X77-lock /tmp/.X11-unix/X77
+    zoo_run xvnc /usr/bin/Xvnc :77 -rfbport 5901 -interface "$ZOO" -SecurityTypes VncAuth \
+        -PasswordFile "$ZOO_DIR/vncpasswd" -nolisten tcp -nolisten unix -localhost no
+}
+
+zoo_start_openvpn() {
+    # Server mode (many clients, as a real VPN concentrator; point-to-point
+    # mode restarts after each client and closes the port meanwhile). Its tun
+    # interface and pool live inside mstarget only.
+    zoo_run openvpn /usr/sbin/openvpn --mode server --tls-server --dev tun --topology subnet \
+        --server 198.18.200.0 255.255.255.0 --proto tcp-server --local "$ZOO" --port 1194 \
+        --ca "$STATE/tls.crt" --cert "$STATE/tls.crt" --key "$STATE/tls.key" --dh none --verb 1
+}
+
+zoo_start_svnserve() {
+    [ -d "$ZOO_DIR/svn/lab" ] || { mkdir -p "$ZOO_DIR/svn" && svnadmin create "$ZOO_DIR/svn/lab"; }
+    zoo_run svnserve /usr/bin/svnserve -d --foreground --listen-host "$ZOO" --listen-port 3690 -r "$ZOO_DIR/svn"
+}
+
+zoo_start_git-daemon() {
+    # Owned by the user git-daemon runs as, or git refuses it ("dubious ownership").
+    [ -d "$ZOO_DIR/git/lab.git" ] || { /usr/bin/git init -q --bare "$ZOO_DIR/git/lab.git" && chown -R nobody:nogroup "$ZOO_DIR/git"; }
+    zoo_run git-daemon /usr/lib/git-core/git-daemon --listen="$ZOO" --port=9418 --reuseaddr \
+        --base-path="$ZOO_DIR/git" --export-all --user=nobody --group=nogroup
+}
+
+zoo_start_munin-node() {
+    cat >"$ZOO_DIR/munin-node.conf" <<EOF
+log_level 4
+log_file $ZOO_DIR/munin-node.log
+pid_file $ZOO_DIR/munin-node.pid.own
+background 0
+setsid 0
+user root
+group root
+host_name target.lab.moonscan.test
+allow ^.*\$
+host $ZOO
+port 4949
+EOF
+    zoo_run munin-node /usr/sbin/munin-node --config "$ZOO_DIR/munin-node.conf"
+}
+
+zoo_start_dictd() {
+    # One entry: word, offset and length (base64 digits: A=0, N=13) in lab.dict.
+    printf 'moonscan lab\n' >"$ZOO_DIR/lab.dict"
+    printf '00-database-short\tA\tN\n' >"$ZOO_DIR/lab.index"
+    cat >"$ZOO_DIR/dictd.conf" <<EOF
+global { listen_to $ZOO port 2628 pid_file $ZOO_DIR/dictd.pid.own }
+database lab { data "$ZOO_DIR/lab.dict" index "$ZOO_DIR/lab.index" }
+EOF
+    zoo_run dictd /usr/sbin/dictd -d nodetach -c "$ZOO_DIR/dictd.conf" --locale C.UTF-8
+}
+
+zoo_start_mpd() {
+    mkdir -p "$ZOO_DIR/mpd/music"
+    cat >"$ZOO_DIR/mpd.conf" <<EOF
+music_directory "$ZOO_DIR/mpd/music"
+db_file "$ZOO_DIR/mpd/db"
+log_file "$ZOO_DIR/mpd/log"
+state_file "$ZOO_DIR/mpd/state"
+bind_to_address "$ZOO"
+port "6600"
+audio_output {
+  type "null"
+  name "null"
+}
+EOF
+    zoo_run mpd /usr/bin/mpd --no-daemon "$ZOO_DIR/mpd.conf"
+}
+
+zoo_start_gearmand() {
+    zoo_run gearmand /usr/sbin/gearmand --listen="$ZOO" --port=4730 --user=gearman \
+        --log-file="$ZOO_DIR/gearmand-own.log"
+}
+
+zoo_start_beanstalkd() {
+    zoo_run beanstalkd /usr/bin/beanstalkd -l "$ZOO" -p 11300 -u nobody
+}
+
+zoo_start_distccd() {
+    zoo_run distccd /usr/bin/distccd --daemon --no-detach --listen "$ZOO" --port 3632 \
+        --allow 198.18.0.0/16 --user nobody --log-file "$ZOO_DIR/distccd-own.log"
+}
+
+zoo_start_danted() {
+    cat >"$ZOO_DIR/danted.conf" <<EOF
+logoutput: $ZOO_DIR/danted-own.log
+internal: $ZOO port = 1080
+external: $ZOO
+socksmethod: none
+clientmethod: none
+user.privileged: root
+user.unprivileged: nobody
+client pass { from: 0.0.0.0/0 to: 0.0.0.0/0 }
+socks block { from: 0.0.0.0/0 to: 0.0.0.0/0 }
+EOF
+    zoo_run danted /usr/sbin/danted -f "$ZOO_DIR/danted.conf" -p "$ZOO_DIR/danted.pid.own"
+}
+
+zoo_start_spamd() {
+    zoo_run spamd /usr/sbin/spamd --listen="$ZOO:783" --allowed-ips=198.18.0.0/16 \
+        --username=nobody --max-children=2 --syslog=stderr
+}
+
+zoo_start_tomcat() {
+    local t=$ZOO_DIR/tomcat
+    mkdir -p "$t/conf" "$t/logs" "$t/temp" "$t/webapps" "$t/work"
+    cp /usr/share/tomcat10/etc/web.xml "$t/conf/" 2>/dev/null || cp /etc/tomcat10/web.xml "$t/conf/"
+    cat >"$t/conf/server.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<Server port="-1" shutdown="SHUTDOWN">
+  <Service name="Catalina">
+    <Connector address="$ZOO" port="8180" protocol="HTTP/1.1" connectionTimeout="20000"/>
+    <Connector address="$ZOO" port="8009" protocol="AJP/1.3" secretRequired="false"/>
+    <Engine name="Catalina" defaultHost="localhost">
+      <Host name="localhost" appBase="webapps" unpackWARs="false" autoDeploy="false"/>
+    </Engine>
+  </Service>
+</Server>
+EOF
+    zoo_run tomcat env CATALINA_HOME=/usr/share/tomcat10 CATALINA_BASE="$t" CATALINA_TMPDIR="$t/temp" \
+        JAVA_OPTS="-Xmx128m -Djava.awt.headless=true" /usr/share/tomcat10/bin/catalina.sh run
+}
+
+# Daemons that look up their client's name (dictd, spamd) drop the client
+# when the lookup fails for want of a resolver, as it does in a namespace
+# with no route to the host's one. "ip netns exec" mounts
+# /etc/netns/mstarget/* over /etc: lab names for the lab's addresses, and no
+# resolver at all (nothing listens on mstarget's own port 53 of loopback).
+ZOO_ETC=/etc/netns/$TGT_NS
+zoo_etc() {
+    if [ ! -e "$ZOO_ETC/hosts" ] || head -n 1 "$ZOO_ETC/hosts" | grep -q '^# moonscan lab'; then
+        mkdir -p "$ZOO_ETC"
+        cat >"$ZOO_ETC/hosts" <<EOF
+# moonscan lab (scripts/lab-daemons.sh): removed by "lab.sh down"
+127.0.0.1 localhost
+198.18.0.1 scanner.lab.moonscan.test
+198.18.0.2 target.lab.moonscan.test
+198.18.0.3 target2.lab.moonscan.test
+$ZOO zoo.lab.moonscan.test
+EOF
+        printf '# moonscan lab\nnameserver 127.0.0.1\n' >"$ZOO_ETC/resolv.conf"
+    fi
+}
+
+zoo_start() {
+    local d name
+    mkdir -p "$ZOO_DIR"
+    chmod 755 "$ZOO_DIR"
+    zoo_etc
+    ip -n "$TGT_NS" addr replace "$ZOO/24" dev "$TGT_IF"
+    # Xvnc's password file (VNC authentication, as a real desktop asks).
+    [ -s "$ZOO_DIR/vncpasswd" ] || echo moonscan | vncpasswd -f >"$ZOO_DIR/vncpasswd"
+    chmod 600 "$ZOO_DIR/vncpasswd"
+    for d in "${ZOO_DAEMONS[@]}"; do
+        name=${d%%:*}
+        zoo_alive "$d" && continue
+        log "starting $name"
+        "zoo_start_$name"
+    done
+}
+
+zoo_alive() { # name:comm:ports
+    local rest=${1#*:}
+    pid_alive "$ZOO_DIR/${1%%:*}.pid" "${rest%%:*}"
+}
+
+# Wait until every zoo port answers (RabbitMQ and Tomcat take seconds). A
+# daemon that does not come up is a warning, not the end of the lab: the
+# rest of the tests need only the core services, and tests/daemons.rs fails
+# on every zoo port that is closed.
+zoo_wait() {
+    local d p deadline=$((SECONDS + 90))
+    for d in "${ZOO_DAEMONS[@]}"; do
+        for p in $(echo "${d##*:}" | tr , ' '); do
+            until port_open "$ZOO" "$p"; do
+                if ((SECONDS >= deadline)); then
+                    log "warning: ${d%%:*} is not answering on $ZOO:$p (logs in $ZOO_DIR)"
+                    break
+                fi
+                sleep 0.5
+            done
+        done
+    done
+}
+
+zoo_stop() {
+    local d rest
+    for d in "${ZOO_DAEMONS[@]}"; do
+        rest=${d#*:}
+        stop_service "$ZOO_DIR/${d%%:*}.pid" "${rest%%:*}"
+    done
+    rm -f /tmp/.X77-lock /tmp/.X11-unix/X77
+    if head -n 1 "$ZOO_ETC/hosts" 2>/dev/null | grep -q '^# moonscan lab'; then
+        rm -f "$ZOO_ETC/hosts" "$ZOO_ETC/resolv.conf"
+        rmdir "$ZOO_ETC" "$(dirname "$ZOO_ETC")" 2>/dev/null || true
+    fi
+}
+
+zoo_status() {
+    local d p ok=0
+    for d in "${ZOO_DAEMONS[@]}"; do
+        for p in $(echo "${d##*:}" | tr , ' '); do
+            if port_open "$ZOO" "$p"; then
+                echo "port $ZOO:$p (${d%%:*}): open"
+            else
+                echo "port $ZOO:$p (${d%%:*}): CLOSED"
+                ok=1
+            fi
+        done
+    done
+    return $ok
+}
