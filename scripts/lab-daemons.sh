@@ -97,8 +97,11 @@ zoo_unpacked() { # package -> prints the root it is unpacked in
     if [ ! -d "$root/usr" ]; then
         mkdir -p "$ZOO_CACHE"
         # As root into a root-only directory: apt's sandbox user could not write there.
-        (cd "$ZOO_CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
-            die "cannot download $pkg"
+        if ! (cd "$ZOO_CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2); then
+            apt-get -q -o DPkg::Lock::Timeout=300 update >&2 || true
+            (cd "$ZOO_CACHE" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
+                die "cannot download $pkg"
+        fi
         deb=$(ls -t "$ZOO_CACHE/${pkg}"_*.deb | head -n 1)
         dpkg -x "$deb" "$root" || die "cannot unpack $deb"
     fi
@@ -606,6 +609,21 @@ zoo_wait() {
             done
         done
     done
+    # spamd listens long before its children answer (it compiles its rules
+    # first): wait until it answers a PING.
+    until zoo_spamd_ready; do
+        if ((SECONDS >= deadline)); then
+            log "warning: spamd is not answering PING on $ZOO:783 (logs in $ZOO_DIR)"
+            break
+        fi
+        sleep 0.5
+    done
+}
+
+zoo_spamd_ready() {
+    ip netns exec "$SCAN_NS" timeout 2 bash -c \
+        "exec 3<>/dev/tcp/$ZOO/783 && printf 'PING SPAMC/1.5\r\n\r\n' >&3 && head -c 16 <&3" 2>/dev/null |
+        grep -q PONG
 }
 
 zoo_stop() {
