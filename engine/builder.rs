@@ -360,6 +360,21 @@ impl ScanBuilder {
         } else {
             scan_type
         };
+        // The other raw scans have no connect-scan equivalent to fall back on.
+        if !matches!(scan_type, ScanType::Syn | ScanType::Connect) {
+            if !raw_ok {
+                return Err(usage(format!(
+                    "{} sends raw packets: it needs root or CAP_NET_RAW (-sT needs neither)",
+                    scan_type.flag()
+                )));
+            }
+            if !self.any_remote_target() {
+                return Err(usage(format!(
+                    "{} sends raw packets, which cannot reach this machine's own addresses",
+                    scan_type.flag()
+                )));
+            }
+        }
         if scan_type == ScanType::Connect && (self.link.iface.is_some() || self.link.src.is_some()) {
             return Err(usage("-e and -S apply to raw (SYN) scans only"));
         }

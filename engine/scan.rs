@@ -75,13 +75,12 @@ pub(crate) async fn run(
     stats: Arc<Stats>,
     stop: Stop,
 ) -> Result<ScanEnd> {
-    let links = match cfg.scan_type {
-        ScanType::Syn => {
-            let (addrs, opts) = (cfg.space.addrs().clone(), cfg.link.clone());
-            let resolved = tokio::task::spawn_blocking(move || Links::resolve(&addrs, &opts, ARP_TIMEOUT)).await;
-            Some(resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))??)
-        }
-        ScanType::Connect => None,
+    let links = if cfg.scan_type.is_raw() {
+        let (addrs, opts) = (cfg.space.addrs().clone(), cfg.link.clone());
+        let resolved = tokio::task::spawn_blocking(move || Links::resolve(&addrs, &opts, ARP_TIMEOUT)).await;
+        Some(resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))??)
+    } else {
+        None
     };
     let scan_id: ScanId = new_scan_id().into();
     let planned = match &cfg.resume {
@@ -93,7 +92,7 @@ pub(crate) async fn run(
         scan_id: scan_id.clone(),
         started: SystemTime::now(),
         args: cfg.args.clone(),
-        scan_type: if links.as_ref().is_some_and(|l| !l.loopback) { ScanType::Syn } else { ScanType::Connect },
+        scan_type: if links.as_ref().is_some_and(|l| !l.loopback) { cfg.scan_type } else { ScanType::Connect },
         seed: cfg.seed,
         probes_planned: planned,
         settings: ScanSettings {
@@ -153,6 +152,7 @@ pub(crate) async fn run(
                 report_closed: cfg.report_closed,
                 key: (random_u64(), random_u64()),
                 workers: cfg.workers,
+                kind: cfg.scan_type,
             };
             let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &found)).await;
             match done {

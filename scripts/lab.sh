@@ -6,11 +6,16 @@
 #   mstarget ms-tgt0  198.18.0.2/24 2001:2::2/64   (+ every address of 198.19.0.0/16)
 #                     198.18.0.3/24                (second target, see below)
 #                     198.18.0.5/24                (the daemon zoo, scripts/lab-daemons.sh)
+#                     198.18.0.6/24                (behind a firewall, see below)
 #
 # nginx (80, 443), sshd (22) and redis (6379) listen on every address of
 # mstarget, so 198.18.0.2 has exactly those 4 open ports. vsftpd (21), exim
 # (25), PostgreSQL (5432) and memcached (11211) listen on 198.18.0.3 only.
 # (198.18.0.3 also reaches the wildcard listeners above.)
+#
+# 198.18.0.6 reaches the same wildcard listeners as 198.18.0.2, behind an
+# nftables filter in mstarget: TCP and UDP port 9 are dropped (filtered)
+# and port 10 is rejected with ICMP admin-prohibited.
 #
 # 198.18.0.5 carries some 30 more real Debian daemons (mail, directory, file,
 # database, chat, proxy, printing, VPN, monitoring, version control, message
@@ -31,6 +36,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TARGET=198.18.0.2
 PORTS=(22 80 443 6379)
 TARGET2=198.18.0.3
+FIREWALLED=198.18.0.6
 PORTS2=(21 25 5432 11211)
 # shellcheck source=scripts/lab-daemons.sh
 . "$REPO/scripts/lab-daemons.sh"
@@ -100,6 +106,7 @@ install_packages() {
     pg_bindir >/dev/null || missing+=(postgresql)
     test -x /usr/bin/memcached || missing+=(memcached)
     command -v runuser >/dev/null || missing+=(util-linux)
+    command -v nft >/dev/null || missing+=(nftables)
     mapfile -t -O "${#missing[@]}" missing < <(zoo_missing_packages)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing: ${missing[*]}"
@@ -159,9 +166,27 @@ setup_namespaces() {
     ip -n "$TGT_NS" addr replace 198.18.0.3/24 dev "$TGT_IF"
     ip -n "$TGT_NS" -6 addr replace 2001:2::2/64 dev "$TGT_IF" nodad
     ip -n "$TGT_NS" link set "$TGT_IF" up
+    ip -n "$TGT_NS" addr replace "$FIREWALLED/24" dev "$TGT_IF"
     ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
     # mstarget owns all of 198.19.0.0/16 (65,536 hosts for sweeps).
     ip -n "$TGT_NS" route replace local 198.19.0.0/16 dev lo
+}
+
+# The firewalled target's rules, in a table of their own in mstarget
+# (replaced whole, so "up" stays idempotent).
+setup_firewall() {
+    ip netns exec "$TGT_NS" nft -f - <<EOF || die "nft failed"
+table inet mslab
+delete table inet mslab
+table inet mslab {
+    chain input {
+        type filter hook input priority 0; policy accept;
+        ip daddr $FIREWALLED meta l4proto { tcp, udp } th dport 9 drop
+        ip daddr $FIREWALLED tcp dport 10 reject with icmp type admin-prohibited
+        ip daddr $FIREWALLED udp dport 10 reject with icmp type admin-prohibited
+    }
+}
+EOF
 }
 
 # Set a sysctl inside a namespace; warn (do not fail) if it is not available.
@@ -473,6 +498,7 @@ cmd_up() {
     install_packages
     setup_namespaces
     setup_sysctls
+    setup_firewall
     make_state
     start_nginx
     start_sshd

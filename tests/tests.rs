@@ -17,6 +17,7 @@ mod packs;
 mod pipeline;
 mod plugins;
 mod routes;
+mod scan_types;
 mod service;
 mod ssh_plugins;
 mod stores;

@@ -204,12 +204,7 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
         writeln!(o, "\n{ip}")?;
         writeln!(o, "  {:<11} {:<9} {:<14} version", "port", "state", "service")?;
         for ((port, proto), v) in ports {
-            let state = match v.port.map(|p| p.state) {
-                Some(PortState::Open) => "open",
-                Some(PortState::Closed) => "closed",
-                Some(PortState::Filtered) => "filtered",
-                None => "?",
-            };
+            let state = v.port.map_or("?", |p| p.state.as_str());
             let (service, version) = match v.service {
                 Some(s) => service_words(s),
                 None => (String::new(), String::new()),

@@ -28,6 +28,12 @@ use moonscan::{Error, ErrorKind, Result};
 const NMAP_FLAGS: &[(&str, &str)] = &[
     ("-sS", "--syn"),
     ("-sT", "--connect"),
+    ("-sA", "--ack-scan"),
+    ("-sW", "--window-scan"),
+    ("-sF", "--fin-scan"),
+    ("-sN", "--null-scan"),
+    ("-sX", "--xmas-scan"),
+    ("-sM", "--maimon-scan"),
     ("-sU", "--udp"),
     ("-sV", "--service-version"),
     ("-sC", "--script-default"),
@@ -79,6 +85,27 @@ pub struct Args {
     /// SYN scan (-sS): raw packets, the default when raw sockets are allowed.
     #[arg(long = "syn")]
     pub syn: bool,
+    /// ACK scan (-sA): raw ACK probes; a RST says `unfiltered`, silence or an
+    /// ICMP unreachable `filtered` (maps firewall rules, not open ports).
+    #[arg(long = "ack-scan")]
+    pub ack_scan: bool,
+    /// Window scan (-sW): as -sA, but a RST with a non-zero window says `open`
+    /// and one with a zero window `closed` (true of some systems only).
+    #[arg(long = "window-scan")]
+    pub window_scan: bool,
+    /// FIN scan (-sF): raw FIN probes; a RST says `closed`, silence
+    /// `open|filtered` (RFC 793 systems; Windows answers RST on every port).
+    #[arg(long = "fin-scan")]
+    pub fin_scan: bool,
+    /// NULL scan (-sN): probes with no TCP flag set; as -sF.
+    #[arg(long = "null-scan")]
+    pub null_scan: bool,
+    /// Xmas scan (-sX): FIN, PSH and URG set; as -sF.
+    #[arg(long = "xmas-scan")]
+    pub xmas_scan: bool,
+    /// Maimon scan (-sM): FIN and ACK set; as -sF.
+    #[arg(long = "maimon-scan")]
+    pub maimon_scan: bool,
     /// UDP scan (-sU).
     #[arg(long = "udp")]
     pub udp: bool,
@@ -327,8 +354,20 @@ pub fn validate(
     raw_ok: bool,
     resume: Option<(ResumePoint, PathBuf)>,
 ) -> Result<Plan> {
-    if args.syn && args.connect {
-        return Err(usage("choose one of -sS and -sT"));
+    let kinds = [
+        (args.syn, ScanType::Syn),
+        (args.connect, ScanType::Connect),
+        (args.ack_scan, ScanType::Ack),
+        (args.window_scan, ScanType::Window),
+        (args.fin_scan, ScanType::Fin),
+        (args.null_scan, ScanType::Null),
+        (args.xmas_scan, ScanType::Xmas),
+        (args.maimon_scan, ScanType::Maimon),
+    ];
+    let mut chosen_kinds = kinds.iter().filter(|k| k.0).map(|k| k.1);
+    let kind = chosen_kinds.next();
+    if chosen_kinds.next().is_some() {
+        return Err(usage("choose one of -sS, -sT, -sA, -sW, -sF, -sN, -sX and -sM"));
     }
     if args.udp {
         return Err(usage("-sU (UDP scan) is not available yet"));
@@ -374,8 +413,9 @@ pub fn validate(
         (_, _, true) => b.top_ports(100),
         _ => b,
     };
-    if args.connect {
-        b = b.scan_type(ScanType::Connect);
+    // -sS is the default anyway (and falls back to -sT without raw sockets).
+    if let Some(kind) = kind.filter(|&k| k != ScanType::Syn) {
+        b = b.scan_type(kind);
     }
     if let Some(rate) = args.max_rate {
         b = b.max_rate(rate);

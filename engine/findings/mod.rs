@@ -191,6 +191,65 @@ mod u64_text {
 pub enum ScanType {
     Connect,
     Syn,
+    /// -sA: ACK probes; a RST says `unfiltered`, silence or ICMP `filtered`.
+    Ack,
+    /// -sW: ACK probes; a RST with a window says `open`, without `closed`.
+    Window,
+    /// -sF: FIN probes; a RST says `closed`, silence `open|filtered`.
+    Fin,
+    /// -sN: probes with no flag set; as -sF.
+    Null,
+    /// -sX: FIN, PSH and URG; as -sF.
+    Xmas,
+    /// -sM: FIN and ACK (Maimon); as -sF.
+    Maimon,
+}
+
+impl ScanType {
+    /// The raw TCP scans: all but connect.
+    pub fn is_raw(self) -> bool {
+        self != ScanType::Connect
+    }
+
+    /// nmap's flag for it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            ScanType::Connect => "-sT",
+            ScanType::Syn => "-sS",
+            ScanType::Ack => "-sA",
+            ScanType::Window => "-sW",
+            ScanType::Fin => "-sF",
+            ScanType::Null => "-sN",
+            ScanType::Xmas => "-sX",
+            ScanType::Maimon => "-sM",
+        }
+    }
+
+    /// nmap's name for it in XML (`<scaninfo type=...>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanType::Connect => "connect",
+            ScanType::Syn => "syn",
+            ScanType::Ack => "ack",
+            ScanType::Window => "window",
+            ScanType::Fin => "fin",
+            ScanType::Null => "null",
+            ScanType::Xmas => "xmas",
+            ScanType::Maimon => "maimon",
+        }
+    }
+
+    /// Every scan type, for parsing nmap's names back.
+    pub const ALL: [ScanType; 8] = [
+        ScanType::Connect,
+        ScanType::Syn,
+        ScanType::Ack,
+        ScanType::Window,
+        ScanType::Fin,
+        ScanType::Null,
+        ScanType::Xmas,
+        ScanType::Maimon,
+    ];
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -199,6 +258,11 @@ pub enum PortState {
     Open,
     Closed,
     Filtered,
+    /// Reachable, open or closed unknown (-sA).
+    Unfiltered,
+    /// No answer where an open port gives none either (-sF, -sN, -sX, -sM).
+    #[serde(rename = "open|filtered")]
+    OpenFiltered,
 }
 
 impl PortState {
@@ -207,7 +271,16 @@ impl PortState {
             PortState::Open => "open",
             PortState::Closed => "closed",
             PortState::Filtered => "filtered",
+            PortState::Unfiltered => "unfiltered",
+            PortState::OpenFiltered => "open|filtered",
         }
+    }
+
+    /// nmap's name back to a state.
+    pub fn parse(s: &str) -> Option<PortState> {
+        [PortState::Open, PortState::Closed, PortState::Filtered, PortState::Unfiltered, PortState::OpenFiltered]
+            .into_iter()
+            .find(|p| p.as_str() == s)
     }
 }
 
@@ -220,6 +293,14 @@ pub enum Reason {
     Reset,
     ConnRefused,
     NoResponse,
+    /// ICMP destination unreachable, by code (ICMPv6's mapped to these).
+    NetUnreach,
+    HostUnreach,
+    ProtoUnreach,
+    PortUnreach,
+    NetProhibited,
+    HostProhibited,
+    AdminProhibited,
     /// A reason this version does not know (read from a newer file).
     #[serde(other)]
     Unknown,
@@ -228,10 +309,22 @@ pub enum Reason {
 impl Reason {
     /// nmap's word for it; a word this version does not know is `Unknown`.
     pub fn parse(s: &str) -> Reason {
-        [Reason::SynAck, Reason::Reset, Reason::ConnRefused, Reason::NoResponse]
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .unwrap_or(Reason::Unknown)
+        [
+            Reason::SynAck,
+            Reason::Reset,
+            Reason::ConnRefused,
+            Reason::NoResponse,
+            Reason::NetUnreach,
+            Reason::HostUnreach,
+            Reason::ProtoUnreach,
+            Reason::PortUnreach,
+            Reason::NetProhibited,
+            Reason::HostProhibited,
+            Reason::AdminProhibited,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+        .unwrap_or(Reason::Unknown)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -240,6 +333,13 @@ impl Reason {
             Reason::Reset => "reset",
             Reason::ConnRefused => "conn-refused",
             Reason::NoResponse => "no-response",
+            Reason::NetUnreach => "net-unreach",
+            Reason::HostUnreach => "host-unreach",
+            Reason::ProtoUnreach => "proto-unreach",
+            Reason::PortUnreach => "port-unreach",
+            Reason::NetProhibited => "net-prohibited",
+            Reason::HostProhibited => "host-prohibited",
+            Reason::AdminProhibited => "admin-prohibited",
             Reason::Unknown => "unknown",
         }
     }

@@ -314,11 +314,7 @@ impl HostRec<'_> {
 
 impl PortRec {
     pub fn state_str(&self) -> &'static str {
-        match self.state {
-            PortState::Open => "open",
-            PortState::Closed => "closed",
-            PortState::Filtered => "filtered",
-        }
+        self.state.as_str()
     }
 
     /// nmap's SERVICE column (`Port::getNmapServiceName`): `ssl/` for TLS,
@@ -464,8 +460,8 @@ pub(super) mod sample {
     pub fn port(addr: &str, port: u16, state: PortState, t: f64) -> Event {
         let reason = match state {
             PortState::Open => Reason::SynAck,
-            PortState::Closed => Reason::Reset,
-            PortState::Filtered => Reason::NoResponse,
+            PortState::Closed | PortState::Unfiltered => Reason::Reset,
+            PortState::Filtered | PortState::OpenFiltered => Reason::NoResponse,
         };
         let scan_id = "0123456789abcdef".into();
         Event::Port(PortEvent { scan_id, ip: ip(addr), port, proto: Proto::Tcp, state, reason, ttl: Some(64), t })

@@ -8,7 +8,7 @@ use std::io::{self, BufWriter, Write};
 
 use super::screen::screen;
 use super::Sink;
-use crate::findings::{Event, PortState, ServiceMethod};
+use crate::findings::{Event, ServiceMethod};
 
 pub struct Text<W: Write> {
     out: BufWriter<W>,
@@ -47,11 +47,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 s.seed
             ),
             Event::Port(p) => {
-                let state = match p.state {
-                    PortState::Open => "open",
-                    PortState::Closed => "closed",
-                    PortState::Filtered => "filtered",
-                };
+                let state = p.state.as_str();
                 write!(o, "Discovered {state} port {}/{} on {}", p.port, p.proto, p.ip)?;
                 match (self.reasons, p.ttl) {
                     (true, Some(ttl)) => writeln!(o, " ({}, ttl {ttl})", p.reason),

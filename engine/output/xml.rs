@@ -51,7 +51,6 @@ use std::io::{self, Write};
 use serde_json::Value;
 
 use super::report::{ctime, method_conf, range_list, script_output, Collected, Layout, PortRec, Report};
-use crate::findings::ScanType;
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
 pub type Xml<W> = Report<XmlLayout, W>;
@@ -76,10 +75,7 @@ impl Layout for XmlLayout {
             esc(&startstr)
         )?;
         if let Some(start) = &s.start {
-            let kind = match start.scan_type {
-                ScanType::Syn => "syn",
-                ScanType::Connect => "connect",
-            };
+            let kind = start.scan_type.as_str();
             writeln!(
                 o,
                 "<scaninfo type=\"{kind}\" protocol=\"tcp\" numservices=\"{}\" services=\"{}\"/>",

@@ -647,6 +647,10 @@ async fn read_reply(
                         return Reply::Data { len, open: true, hard: Some(Box::new(id)) };
                     }
                     quiet = quiet.min(SETTLE);
+                } else if soft.is_none() && probe.soft_matches.iter().any(|r| r.apply(&buf[..len]).is_some()) {
+                    // A soft match says what it is; the probes that follow
+                    // say the rest: no long wait for more of this reply.
+                    quiet = quiet.min(SETTLE);
                 }
                 until = (Instant::now() + quiet).min(limit);
             }

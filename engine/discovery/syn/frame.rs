@@ -1,28 +1,35 @@
-//! SYN probe frames and reply parsing, with pnet's packet types.
+//! Raw TCP probe frames and reply parsing, with pnet's packet types.
 //!
 //! A [`Template`] holds the constant part of a probe (Ethernet, IP and TCP
-//! headers with an MSS option), built once per address family; [`Template::fill`]
+//! headers, with an MSS option on SYN probes), built once per address family
+//! and scan type's flags; [`Template::fill`]
 //! patches only what differs per target (MACs, addresses, ports, sequence,
 //! IP id) and recomputes the checksums. [`parse`] reads a received frame and
-//! keeps only well-formed TCP replies: every length is checked against the
+//! keeps only well-formed TCP replies and ICMP destination-unreachable
+//! errors that quote a TCP segment: every length is checked against the
 //! buffer before it is used, and a frame with a wrong checksum is dropped.
 
 use std::net::{IpAddr, Ipv6Addr};
 
 use pnet_packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
+use pnet_packet::icmp::IcmpPacket;
+use pnet_packet::icmpv6::Icmpv6Packet;
 use pnet_packet::ip::IpNextHeaderProtocols;
 use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
 use pnet_packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
 use pnet_packet::tcp::{self, MutableTcpPacket, TcpFlags, TcpOption, TcpPacket};
 use pnet_packet::Packet;
 
+use crate::findings::Reason;
 use crate::net::packet::Checksum;
 
 const ETH: usize = 14;
 const IP4: usize = 20;
 const IP6: usize = 40;
-/// TCP header with one option, MSS (4 bytes).
+/// TCP header with one option, MSS (4 bytes), as SYN probes carry.
 const TCP: usize = 24;
+/// TCP header without options, as the other probes carry.
+const TCP_BARE: usize = 20;
 /// Longest probe frame.
 pub const MAX_PROBE: usize = ETH + IP6 + TCP;
 
@@ -34,19 +41,29 @@ pub struct Hop {
     pub src: IpAddr,
 }
 
-/// The constant part of a SYN probe for one address family.
+/// The constant part of a probe for one address family and set of flags.
 #[derive(Clone, Debug)]
 pub struct Template {
     frame: [u8; MAX_PROBE],
     len: usize,
     v6: bool,
+    /// The probe carries ACK: its acknowledgement number is the cookie too.
+    ack: bool,
 }
 
 impl Template {
+    /// A SYN probe.
     pub fn new(v6: bool) -> Template {
+        Template::with_flags(v6, TcpFlags::SYN)
+    }
+
+    /// A probe with these TCP flags (an MSS option only with SYN).
+    pub fn with_flags(v6: bool, flags: u8) -> Template {
         let mut frame = [0u8; MAX_PROBE];
         let ip_len = if v6 { IP6 } else { IP4 };
-        let len = ETH + ip_len + TCP;
+        let syn = flags & TcpFlags::SYN != 0;
+        let tcp_len = if syn { TCP } else { TCP_BARE };
+        let len = ETH + ip_len + tcp_len;
         {
             let mut eth = MutableEthernetPacket::new(&mut frame[..len]).expect("frame fits");
             eth.set_ethertype(if v6 { EtherTypes::Ipv6 } else { EtherTypes::Ipv4 });
@@ -54,23 +71,25 @@ impl Template {
         if v6 {
             let mut ip = MutableIpv6Packet::new(&mut frame[ETH..len]).expect("frame fits");
             ip.set_version(6);
-            ip.set_payload_length(TCP as u16);
+            ip.set_payload_length(tcp_len as u16);
             ip.set_next_header(IpNextHeaderProtocols::Tcp);
             ip.set_hop_limit(64);
         } else {
             let mut ip = MutableIpv4Packet::new(&mut frame[ETH..len]).expect("frame fits");
             ip.set_version(4);
             ip.set_header_length(5);
-            ip.set_total_length((IP4 + TCP) as u16);
+            ip.set_total_length((IP4 + tcp_len) as u16);
             ip.set_ttl(64);
             ip.set_next_level_protocol(IpNextHeaderProtocols::Tcp);
         }
         let mut t = MutableTcpPacket::new(&mut frame[ETH + ip_len..len]).expect("frame fits");
-        t.set_data_offset((TCP / 4) as u8);
-        t.set_flags(TcpFlags::SYN);
+        t.set_data_offset((tcp_len / 4) as u8);
+        t.set_flags(flags);
         t.set_window(1024);
-        t.set_options(&[TcpOption::mss(1460)]);
-        Template { frame, len, v6 }
+        if syn {
+            t.set_options(&[TcpOption::mss(1460)]);
+        }
+        Template { frame, len, v6, ack: flags & TcpFlags::ACK != 0 }
     }
 
     /// Writes the probe for one target into `out` and returns its length.
@@ -88,6 +107,9 @@ impl Template {
             t.set_source(sport);
             t.set_destination(dport);
             t.set_sequence(seq);
+            if self.ack {
+                t.set_acknowledgement(seq);
+            }
         }
         match (hop.src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -134,15 +156,22 @@ pub struct Reply {
     pub flags: u8,
     /// IPv4 TTL or IPv6 hop limit.
     pub ttl: u8,
+    pub window: u16,
+    /// For an ICMP destination unreachable that quotes one of our probes:
+    /// why; the other fields are then those of the quoted probe, turned
+    /// round as if the target had answered (`seq` is the probe's own).
+    pub icmp: Option<Reason>,
 }
 
 impl Reply {
     pub fn is_syn_ack(&self) -> bool {
-        self.flags & (TcpFlags::SYN | TcpFlags::ACK) == TcpFlags::SYN | TcpFlags::ACK && self.flags & TcpFlags::RST == 0
+        self.icmp.is_none()
+            && self.flags & (TcpFlags::SYN | TcpFlags::ACK) == TcpFlags::SYN | TcpFlags::ACK
+            && self.flags & TcpFlags::RST == 0
     }
 
     pub fn is_rst(&self) -> bool {
-        self.flags & TcpFlags::RST != 0
+        self.icmp.is_none() && self.flags & TcpFlags::RST != 0
     }
 }
 
@@ -164,7 +193,8 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
     if ip.get_version() != 4 || hl < IP4 || total < hl || total > bytes.len() {
         return None;
     }
-    if ip.get_next_level_protocol() != IpNextHeaderProtocols::Tcp
+    let proto = ip.get_next_level_protocol();
+    if (proto != IpNextHeaderProtocols::Tcp && proto != IpNextHeaderProtocols::Icmp)
         || ip.get_fragment_offset() != 0
         || ip.get_flags() & 1 != 0
     {
@@ -172,6 +202,9 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
     }
     if ipv4::checksum(&ip) != ip.get_checksum() {
         return None;
+    }
+    if proto == IpNextHeaderProtocols::Icmp {
+        return icmp_v4(&bytes[hl..total], ip.get_ttl());
     }
     let (src, dst) = (ip.get_source(), ip.get_destination());
     let seg = TcpPacket::new(&bytes[hl..total])?;
@@ -187,10 +220,15 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
 fn parse_v6(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
     let ip = Ipv6Packet::new(bytes)?;
     let payload = usize::from(ip.get_payload_length());
-    if ip.get_version() != 6 || IP6 + payload > bytes.len() || ip.get_next_header() != IpNextHeaderProtocols::Tcp {
+    if ip.get_version() != 6 || IP6 + payload > bytes.len() {
         return None;
     }
     let (src, dst): (Ipv6Addr, Ipv6Addr) = (ip.get_source(), ip.get_destination());
+    match ip.get_next_header() {
+        IpNextHeaderProtocols::Tcp => {}
+        IpNextHeaderProtocols::Icmpv6 => return icmp_v6(&bytes[IP6..IP6 + payload], src, dst, ip.get_hop_limit()),
+        _ => return None,
+    }
     let seg = TcpPacket::new(&bytes[IP6..IP6 + payload])?;
     if !tcp_ok(&seg, payload) {
         return None;
@@ -217,6 +255,86 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
         ack: seg.get_acknowledgement(),
         flags: seg.get_flags(),
         ttl,
+        window: seg.get_window(),
+        icmp: None,
+    }
+}
+
+/// ICMP destination unreachable (RFC 792), whose data is the probe's IP
+/// header and at least the first 8 bytes of its TCP header.
+fn icmp_v4(msg: &[u8], ttl: u8) -> Option<Reply> {
+    let icmp = IcmpPacket::new(msg)?;
+    if msg.len() < 8 + IP4 + 8 || icmp.get_icmp_type().0 != 3 {
+        return None;
+    }
+    if pnet_packet::icmp::checksum(&icmp) != icmp.get_checksum() {
+        return None;
+    }
+    let why = match icmp.get_icmp_code().0 {
+        0 => Reason::NetUnreach,
+        1 => Reason::HostUnreach,
+        2 => Reason::ProtoUnreach,
+        3 => Reason::PortUnreach,
+        9 => Reason::NetProhibited,
+        10 => Reason::HostProhibited,
+        13 => Reason::AdminProhibited,
+        _ => return None,
+    };
+    let quoted = &msg[8..];
+    let ip = Ipv4Packet::new(quoted)?;
+    let hl = usize::from(ip.get_header_length()) * 4;
+    if ip.get_version() != 4
+        || hl < IP4
+        || quoted.len() < hl + 8
+        || ip.get_next_level_protocol() != IpNextHeaderProtocols::Tcp
+    {
+        return None;
+    }
+    let tcp = &quoted[hl..hl + 8];
+    Some(quoted_reply(IpAddr::V4(ip.get_source()), IpAddr::V4(ip.get_destination()), tcp, ttl, why))
+}
+
+/// ICMPv6 destination unreachable (RFC 4443 3.1): as much of the probe as
+/// fits, its IPv6 header first.
+fn icmp_v6(msg: &[u8], src: Ipv6Addr, dst: Ipv6Addr, ttl: u8) -> Option<Reply> {
+    let icmp = Icmpv6Packet::new(msg)?;
+    if msg.len() < 8 + IP6 + 8 || icmp.get_icmpv6_type().0 != 1 {
+        return None;
+    }
+    if pnet_packet::icmpv6::checksum(&icmp, &src, &dst) != icmp.get_checksum() {
+        return None;
+    }
+    let why = match icmp.get_icmpv6_code().0 {
+        0 => Reason::NetUnreach,
+        1 | 5 | 6 => Reason::AdminProhibited,
+        2 | 3 => Reason::HostUnreach,
+        4 => Reason::PortUnreach,
+        _ => return None,
+    };
+    let quoted = &msg[8..];
+    let ip = Ipv6Packet::new(quoted)?;
+    if ip.get_version() != 6 || ip.get_next_header() != IpNextHeaderProtocols::Tcp {
+        return None;
+    }
+    let tcp = &quoted[IP6..IP6 + 8];
+    Some(quoted_reply(IpAddr::V6(ip.get_source()), IpAddr::V6(ip.get_destination()), tcp, ttl, why))
+}
+
+/// The quoted probe (from `probe_src` to `probe_dst`, first 8 TCP bytes)
+/// turned round as a reply from its target.
+fn quoted_reply(probe_src: IpAddr, probe_dst: IpAddr, tcp: &[u8], ttl: u8, why: Reason) -> Reply {
+    let be16 = |i: usize| u16::from_be_bytes([tcp[i], tcp[i + 1]]);
+    Reply {
+        src: probe_dst,
+        dst: probe_src,
+        sport: be16(2),
+        dport: be16(0),
+        seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
+        ack: 0,
+        flags: 0,
+        ttl,
+        window: 0,
+        icmp: Some(why),
     }
 }
 
@@ -322,6 +440,122 @@ mod tests {
     }
 
     #[test]
+    fn other_scan_types_carry_their_flags_and_no_options() {
+        for flags in [
+            TcpFlags::FIN,
+            0,
+            TcpFlags::FIN | TcpFlags::PSH | TcpFlags::URG,
+            TcpFlags::ACK,
+            TcpFlags::FIN | TcpFlags::ACK,
+        ] {
+            for (hop, dst) in [(hop4(), "198.18.0.2"), (hop6(), "2001:2::2")] {
+                let v6 = hop.src.is_ipv6();
+                let mut out = [0u8; MAX_PROBE];
+                let n = Template::with_flags(v6, flags).fill(&mut out, &hop, dst.parse().unwrap(), 61_001, 80, 77, 1);
+                assert_eq!(n, ETH + if v6 { IP6 } else { IP4 } + TCP_BARE);
+                let r = parse(&out[..n], Checksum::Unchecked).expect("valid probe");
+                assert_eq!((r.flags, r.seq), (flags, 77));
+                // With ACK set, the acknowledgement number is the cookie too.
+                assert_eq!(r.ack, if flags & TcpFlags::ACK != 0 { 77 } else { 0 });
+            }
+        }
+    }
+
+    /// An ICMP destination unreachable from `from` quoting `probe` (its IP
+    /// header and the first 8 bytes of TCP), as a router or the target sends.
+    fn unreachable(probe: &[u8], from: IpAddr, code: u8) -> Vec<u8> {
+        let v6 = probe[12] == 0x86;
+        let ip_len = if v6 { IP6 } else { IP4 };
+        let quoted = &probe[ETH..ETH + ip_len + 8];
+        let mut icmp = vec![if v6 { 1 } else { 3 }, code, 0, 0, 0, 0, 0, 0];
+        icmp.extend_from_slice(quoted);
+        let to = parse(probe, Checksum::Unchecked).unwrap().src;
+        let mut f = probe[..ETH].to_vec();
+        f.swap(0, 6);
+        match (from, to) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let c = pnet_packet::icmp::checksum(&IcmpPacket::new(&icmp).unwrap());
+                icmp[2..4].copy_from_slice(&c.to_be_bytes());
+                let mut ip = vec![0u8; IP4];
+                {
+                    let mut h = MutableIpv4Packet::new(&mut ip).unwrap();
+                    h.set_version(4);
+                    h.set_header_length(5);
+                    h.set_total_length((IP4 + icmp.len()) as u16);
+                    h.set_ttl(63);
+                    h.set_next_level_protocol(IpNextHeaderProtocols::Icmp);
+                    h.set_source(s);
+                    h.set_destination(d);
+                    let c = ipv4::checksum(&h.to_immutable());
+                    h.set_checksum(c);
+                }
+                f.extend_from_slice(&ip);
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let c = pnet_packet::icmpv6::checksum(&Icmpv6Packet::new(&icmp).unwrap(), &s, &d);
+                icmp[2..4].copy_from_slice(&c.to_be_bytes());
+                let mut ip = vec![0u8; IP6];
+                {
+                    let mut h = MutableIpv6Packet::new(&mut ip).unwrap();
+                    h.set_version(6);
+                    h.set_payload_length(icmp.len() as u16);
+                    h.set_next_header(IpNextHeaderProtocols::Icmpv6);
+                    h.set_hop_limit(63);
+                    h.set_source(s);
+                    h.set_destination(d);
+                }
+                f.extend_from_slice(&ip);
+            }
+            _ => unreachable!(),
+        }
+        f.extend_from_slice(&icmp);
+        f
+    }
+
+    #[test]
+    fn icmp_unreachables_quoting_a_probe_read_as_its_reply() {
+        let cases = [
+            (hop4(), "198.18.0.2", "198.18.0.254", 13, Reason::AdminProhibited),
+            (hop4(), "198.18.0.2", "198.18.0.2", 3, Reason::PortUnreach),
+            (hop4(), "198.18.0.2", "198.18.0.254", 1, Reason::HostUnreach),
+            (hop6(), "2001:2::2", "2001:2::fe", 1, Reason::AdminProhibited),
+            (hop6(), "2001:2::2", "2001:2::2", 4, Reason::PortUnreach),
+        ];
+        for (hop, dst, from, code, why) in cases {
+            let mut out = [0u8; MAX_PROBE];
+            let n = Template::new(hop.src.is_ipv6()).fill(
+                &mut out,
+                &hop,
+                dst.parse().unwrap(),
+                61_007,
+                443,
+                0xfeed_f00d,
+                3,
+            );
+            let err = unreachable(&out[..n], from.parse().unwrap(), code);
+            let r = parse(&err, Checksum::Unchecked).unwrap_or_else(|| panic!("{dst} code {code}"));
+            assert_eq!(r.icmp, Some(why));
+            assert_eq!(
+                (r.src.to_string(), r.dst, r.sport, r.dport, r.seq),
+                (dst.to_string(), hop.src, 443, 61_007, 0xfeed_f00d)
+            );
+            assert!(!r.is_rst() && !r.is_syn_ack());
+            // Every truncation is dropped, and so is a wrong ICMP checksum.
+            for cut in 0..err.len() {
+                assert!(parse(&err[..cut], Checksum::Unchecked).is_none(), "truncated to {cut}");
+            }
+            let mut bad = err.clone();
+            let icmp_at = ETH + if hop.src.is_ipv6() { IP6 } else { IP4 };
+            bad[icmp_at + 2] ^= 0x55;
+            assert!(parse(&bad, Checksum::Unchecked).is_none());
+            // Other ICMP types (an echo reply, time exceeded) are not replies.
+            let mut other = err.clone();
+            other[icmp_at] = 11;
+            assert!(parse(&other, Checksum::Unchecked).is_none());
+        }
+    }
+
+    #[test]
     fn random_bytes_never_panic() {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut buf = [0u8; 128];
@@ -336,11 +570,11 @@ mod tests {
             if round % 2 == 0 {
                 buf[12..14].copy_from_slice(&[0x08, 0x00]);
                 buf[ETH] = 0x45;
-                buf[ETH + 9] = 6;
+                buf[ETH + 9] = if round % 4 == 0 { 1 } else { 6 };
             } else if round % 3 == 0 {
                 buf[12..14].copy_from_slice(&[0x86, 0xdd]);
                 buf[ETH] = 0x60;
-                buf[ETH + 6] = 6;
+                buf[ETH + 6] = if round % 9 == 0 { 58 } else { 6 };
             }
             let len = (x as usize) % buf.len();
             let _ = parse(&buf[..len], Checksum::Unchecked);

@@ -18,7 +18,7 @@ use siphasher::sip::SipHasher13;
 
 use super::frame::Reply;
 use crate::discovery::TokenBucket;
-use crate::findings::{PortState, Reason};
+use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
 use crate::targets::TargetSpace;
 
@@ -35,11 +35,19 @@ pub struct Cookie {
     k0: u64,
     k1: u64,
     workers: u16,
+    kind: ScanType,
 }
 
 impl Cookie {
+    /// The cookie of a SYN scan.
     pub fn new(k0: u64, k1: u64, workers: u16) -> Cookie {
-        Cookie { k0, k1, workers: workers.clamp(1, 64) }
+        Cookie { k0, k1, workers: workers.clamp(1, 64), kind: ScanType::Syn }
+    }
+
+    /// The same for another raw scan type, whose replies carry the cookie
+    /// elsewhere.
+    pub fn for_scan(self, kind: ScanType) -> Cookie {
+        Cookie { kind, ..self }
     }
 
     fn hash(&self, src: IpAddr, dst: IpAddr, dport: u16) -> u64 {
@@ -59,15 +67,26 @@ impl Cookie {
         (v as u32, SPORT_BASE + (slot * n + worker as u32 % n) as u16)
     }
 
-    /// Which worker's probe `r` answers, if it answers one of ours: right
-    /// port, ack = our sequence + 1, and a SYN-ACK or a RST.
+    /// Which worker's probe `r` answers, if it answers one of ours: the
+    /// right source port, and the cookie where the reply carries it. A
+    /// SYN's SYN-ACK or RST acknowledges sequence + 1; a RST to a probe
+    /// with ACK set takes its sequence from our acknowledgement (RFC 793
+    /// 3.4), one to a probe without acknowledges our sequence plus the FIN
+    /// it carried; an ICMP error quotes our sequence itself.
     pub fn accepts(&self, r: &Reply) -> Option<usize> {
-        if !(r.is_syn_ack() || r.is_rst()) || r.dport < SPORT_BASE {
+        if r.dport < SPORT_BASE {
             return None;
         }
         let worker = usize::from((r.dport - SPORT_BASE) % self.workers);
         let (seq, sport) = self.probe(r.dst, r.src, r.sport, worker);
-        (r.dport == sport && r.ack == seq.wrapping_add(1)).then_some(worker)
+        let ours = match (r.icmp, self.kind) {
+            (Some(_), _) => r.seq == seq,
+            (None, ScanType::Syn | ScanType::Connect) => (r.is_syn_ack() || r.is_rst()) && r.ack == seq.wrapping_add(1),
+            (None, ScanType::Ack | ScanType::Window | ScanType::Maimon) => r.is_rst() && r.seq == seq,
+            (None, ScanType::Fin | ScanType::Xmas) => r.is_rst() && r.ack == seq.wrapping_add(1),
+            (None, ScanType::Null) => r.is_rst() && r.ack == seq,
+        };
+        (r.dport == sport && ours).then_some(worker)
     }
 }
 
@@ -78,7 +97,8 @@ pub struct Verdict {
     pub port: u16,
     pub state: PortState,
     pub reason: Reason,
-    pub ttl: u8,
+    /// Of the reply; none for a probe that drew none.
+    pub ttl: Option<u8>,
 }
 
 /// Totals so far.
@@ -160,6 +180,10 @@ pub struct Machine<I> {
     resend: VecDeque<Key>,
     reported_open: Seen,
     counts: Counts,
+    kind: ScanType,
+    /// Probes given up, and what their silence says, until the caller takes
+    /// them (who reports them only when asked for every state).
+    silent: Vec<Verdict>,
 }
 
 impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
@@ -175,7 +199,20 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             resend: VecDeque::new(),
             reported_open: seen,
             counts: Counts::default(),
+            kind: ScanType::Syn,
+            silent: Vec::new(),
         }
+    }
+
+    /// The machine of another raw scan type (the default is SYN).
+    pub fn for_scan(self, kind: ScanType) -> Machine<I> {
+        Machine { kind, ..self }
+    }
+
+    /// Probes given up since the last call, with what their silence says
+    /// (`filtered`; `open|filtered` for -sF/-sN/-sX/-sM).
+    pub fn take_silent(&mut self) -> Vec<Verdict> {
+        std::mem::take(&mut self.silent)
     }
 
     pub fn counts(&self) -> Counts {
@@ -207,21 +244,27 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Takes a reply that passed [`Cookie::accepts`].
     pub fn on_reply(&mut self, r: &Reply) -> Option<Verdict> {
         let k = (key(r.src), r.sport);
-        let (state, reason) =
-            if r.is_syn_ack() { (PortState::Open, Reason::SynAck) } else { (PortState::Closed, Reason::Reset) };
-        let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: r.ttl };
+        let (state, reason) = match (r.icmp, self.kind) {
+            (Some(why), _) => (PortState::Filtered, why),
+            (None, ScanType::Syn | ScanType::Connect) if r.is_syn_ack() => (PortState::Open, Reason::SynAck),
+            (None, ScanType::Ack) => (PortState::Unfiltered, Reason::Reset),
+            (None, ScanType::Window) if r.window > 0 => (PortState::Open, Reason::Reset),
+            (None, _) => (PortState::Closed, Reason::Reset),
+        };
+        let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: Some(r.ttl) };
         if self.inflight.remove(&k).is_some() {
             match state {
                 PortState::Open => {
                     self.counts.open += 1;
                     self.reported_open.insert(r.src, r.sport);
                 }
-                _ => self.counts.closed += 1,
+                PortState::Closed | PortState::Unfiltered => self.counts.closed += 1,
+                PortState::Filtered | PortState::OpenFiltered => self.counts.filtered += 1,
             }
             return Some(verdict);
         }
-        // Not outstanding: a duplicate, or an answer after the probe was given up.
-        if state == PortState::Open && self.reported_open.insert(r.src, r.sport) {
+        // Not outstanding: a duplicate, or a SYN-ACK after the probe was given up.
+        if self.kind == ScanType::Syn && state == PortState::Open && self.reported_open.insert(r.src, r.sport) {
             self.counts.open += 1;
             self.counts.filtered = self.counts.filtered.saturating_sub(1);
             self.counts.late += 1;
@@ -245,6 +288,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             } else {
                 self.inflight.remove(&k);
                 self.counts.filtered += 1;
+                let state = match self.kind {
+                    ScanType::Syn | ScanType::Connect | ScanType::Ack | ScanType::Window => PortState::Filtered,
+                    ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon => PortState::OpenFiltered,
+                };
+                self.silent.push(Verdict { ip: addr(k.0), port: k.1, state, reason: Reason::NoResponse, ttl: None });
             }
         }
     }
@@ -344,6 +392,8 @@ mod tests {
             ack: seq.wrapping_add(1),
             flags,
             ttl: 64,
+            window: 0,
+            icmp: None,
         }
     }
 
@@ -375,6 +425,114 @@ mod tests {
                 r.ack = seq.wrapping_add(1);
                 assert_eq!(c.accepts(&r), Some(worker));
             }
+        }
+    }
+
+    /// What a RFC 793 target sends back to each kind of probe, and whether
+    /// the cookie takes it: a RST's sequence is the probe's ACK number when
+    /// the probe had ACK set, else its acknowledgement is the probe's
+    /// sequence plus the FIN; an ICMP error quotes the probe's sequence.
+    #[test]
+    fn cookies_of_every_scan_type_take_their_own_replies_only() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let src: IpAddr = SRC.parse().unwrap();
+        for kind in [ScanType::Ack, ScanType::Window, ScanType::Maimon, ScanType::Fin, ScanType::Xmas, ScanType::Null] {
+            let c = Cookie::new(3, 4, 1).for_scan(kind);
+            let (seq, sport) = c.probe(src, ip, 80, 0);
+            let base = Reply {
+                src: ip,
+                dst: src,
+                sport: 80,
+                dport: sport,
+                seq: 0,
+                ack: 0,
+                flags: TcpFlags::RST,
+                ttl: 64,
+                window: 0,
+                icmp: None,
+            };
+            let rst = match kind {
+                ScanType::Ack | ScanType::Window | ScanType::Maimon => Reply { seq, ..base },
+                ScanType::Null => Reply { ack: seq, flags: TcpFlags::RST | TcpFlags::ACK, ..base },
+                _ => Reply { ack: seq.wrapping_add(1), flags: TcpFlags::RST | TcpFlags::ACK, ..base },
+            };
+            assert_eq!(c.accepts(&rst), Some(0), "{kind:?}");
+            assert_eq!(c.accepts(&Reply { seq: rst.seq ^ 1, ack: rst.ack ^ 1, ..rst }), None, "{kind:?} wrong cookie");
+            assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK, ..rst }), None, "{kind:?} not a RST");
+            assert_eq!(Cookie::new(3, 5, 1).for_scan(kind).accepts(&rst), None, "{kind:?} another key");
+            let icmp = Reply { seq, flags: 0, icmp: Some(Reason::AdminProhibited), ..base };
+            assert_eq!(c.accepts(&icmp), Some(0), "{kind:?} ICMP");
+            assert_eq!(c.accepts(&Reply { seq: seq ^ 1, ..icmp }), None, "{kind:?} ICMP for another probe");
+        }
+        // A SYN scan's ICMP errors too.
+        let c = Cookie::new(3, 4, 1);
+        let (seq, sport) = c.probe(src, ip, 81, 0);
+        let icmp = Reply {
+            src: ip,
+            dst: src,
+            sport: 81,
+            dport: sport,
+            seq,
+            ack: 0,
+            flags: 0,
+            ttl: 64,
+            window: 0,
+            icmp: Some(Reason::PortUnreach),
+        };
+        assert_eq!(c.accepts(&icmp), Some(0));
+    }
+
+    /// States by scan type, as nmap gives them: from a RST, from an ICMP
+    /// unreachable, and from silence once the retries are spent.
+    #[test]
+    fn each_scan_type_says_what_nmap_says() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let cases = [
+            (ScanType::Syn, Some(PortState::Closed), Some(PortState::Closed), PortState::Filtered),
+            (ScanType::Ack, Some(PortState::Unfiltered), Some(PortState::Unfiltered), PortState::Filtered),
+            (ScanType::Window, Some(PortState::Closed), Some(PortState::Open), PortState::Filtered),
+            (ScanType::Fin, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+            (ScanType::Null, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+            (ScanType::Xmas, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+            (ScanType::Maimon, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+        ];
+        for (kind, rst0, rst_window, silent) in cases {
+            let t0 = Instant::now();
+            let list = vec![(ip, 1), (ip, 2), (ip, 3), (ip, 4)];
+            let mut m = Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(kind);
+            let mut out = Vec::new();
+            m.poll(t0, 16, &mut out);
+            assert_eq!(out.len(), 4);
+            let base = Reply {
+                src: ip,
+                dst: SRC.parse().unwrap(),
+                sport: 1,
+                dport: 0,
+                seq: 0,
+                ack: 0,
+                flags: TcpFlags::RST,
+                ttl: 64,
+                window: 0,
+                icmp: None,
+            };
+            if let Some(want) = rst0 {
+                assert_eq!(m.on_reply(&base).map(|v| v.state), Some(want), "{kind:?} RST");
+                let v = m.on_reply(&Reply { sport: 2, window: 512, ..base }).unwrap();
+                assert_eq!((v.state, v.reason, v.ttl), (rst_window.unwrap(), Reason::Reset, Some(64)), "{kind:?}");
+            }
+            let v = m.on_reply(&Reply { sport: 3, flags: 0, icmp: Some(Reason::AdminProhibited), ..base }).unwrap();
+            assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::AdminProhibited), "{kind:?} ICMP");
+            // Port 4 never answers: sent twice, then given up.
+            let mut now = t0;
+            while !m.is_done() {
+                now += Duration::from_millis(50);
+                out.clear();
+                m.poll(now, 16, &mut out);
+            }
+            let silence: Vec<Verdict> = m.take_silent();
+            assert_eq!(silence.len(), 1, "{kind:?}");
+            assert_eq!((silence[0].port, silence[0].state, silence[0].reason), (4, silent, Reason::NoResponse));
+            assert_eq!(silence[0].ttl, None);
         }
     }
 
@@ -427,7 +585,18 @@ mod tests {
 
     fn reply(ip: IpAddr, port: u16, open: bool) -> Reply {
         let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
-        Reply { src: ip, dst: SRC.parse().unwrap(), sport: port, dport: 0, seq: 1, ack: 1, flags, ttl: 63 }
+        Reply {
+            src: ip,
+            dst: SRC.parse().unwrap(),
+            sport: port,
+            dport: 0,
+            seq: 1,
+            ack: 1,
+            flags,
+            ttl: 63,
+            window: 0,
+            icmp: None,
+        }
     }
 
     #[test]

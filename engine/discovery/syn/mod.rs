@@ -27,7 +27,7 @@ pub use links::{LinkOptions, Links};
 pub use machine::{Cookie, Counts, Machine, Pace, Seen, Verdict};
 
 use super::Stats;
-use crate::findings::{PortEvent, PortState, Proto};
+use crate::findings::{PortEvent, PortState, Proto, ScanType};
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::pipeline::Found;
 use crate::targets::ScanOrder;
@@ -45,6 +45,34 @@ pub struct SynOptions {
     pub key: (u64, u64),
     /// Sending threads, each with its own share of the targets (one per core).
     pub workers: usize,
+    /// Which raw scan: SYN, or one of nmap's other TCP probes.
+    pub kind: ScanType,
+}
+
+/// The TCP flags of a scan type's probes.
+pub fn probe_flags(kind: ScanType) -> u8 {
+    use pnet_packet::tcp::TcpFlags;
+    match kind {
+        ScanType::Syn | ScanType::Connect => TcpFlags::SYN,
+        ScanType::Ack | ScanType::Window => TcpFlags::ACK,
+        ScanType::Fin => TcpFlags::FIN,
+        ScanType::Null => 0,
+        ScanType::Xmas => TcpFlags::FIN | TcpFlags::PSH | TcpFlags::URG,
+        ScanType::Maimon => TcpFlags::FIN | TcpFlags::ACK,
+    }
+}
+
+/// Whether a scan type reports a port in this state without being asked
+/// for closed ones: what says something in that scan.
+fn reports(kind: ScanType, state: PortState) -> bool {
+    match kind {
+        ScanType::Syn | ScanType::Connect => state == PortState::Open,
+        ScanType::Ack => matches!(state, PortState::Unfiltered | PortState::Filtered),
+        ScanType::Window => matches!(state, PortState::Open | PortState::Filtered),
+        ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon => {
+            matches!(state, PortState::OpenFiltered | PortState::Filtered)
+        }
+    }
 }
 
 /// Runs the SYN scan of `order`, reporting to `found`. Returns whether the
@@ -52,7 +80,7 @@ pub struct SynOptions {
 pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> io::Result<bool> {
     // Slow scans gain nothing from more senders; fast ones split the rate.
     let workers = if opts.pace.max_rate.is_some_and(|r| r < 1000.0) { 1 } else { opts.workers.clamp(1, 16) };
-    let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16);
+    let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16).for_scan(opts.kind);
     let sock = PacketSocket::open(links.ifindex)?;
     sock.tune(SOCKET_BUFFER)?;
     // Bounded: when the senders lag, replies wait in the socket buffer, not in our heap.
@@ -155,29 +183,35 @@ fn drive(
         }
         ok
     });
-    let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen);
-    let templates = [Template::new(false), Template::new(true)];
+    let kind = shared.opts.kind;
+    let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen).for_scan(kind);
+    let flags = probe_flags(kind);
+    let templates = [Template::with_flags(false, flags), Template::with_flags(true, flags)];
     let mut frames = vec![[0u8; frame::MAX_PROBE]; BATCH];
     let mut lens = [0usize; BATCH];
     let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
     let mut published = Published::default();
     let mut interrupted = false;
+    let tell = |v: Verdict| {
+        if reports(kind, v.state) || shared.opts.report_closed {
+            // Waits while the next stage is full: no probe goes out
+            // meanwhile, so a slow stage slows the scan.
+            shared.found.port_blocking(PortEvent {
+                scan_id: shared.found.ctx.scan_id.clone(),
+                ip: v.ip,
+                port: v.port,
+                proto: Proto::Tcp,
+                state: v.state,
+                reason: v.reason,
+                ttl: v.ttl,
+                t: shared.found.ctx.t(),
+            });
+        }
+    };
     let take = |m: &mut Machine<_>, batch: Vec<Reply>| {
         for r in &batch {
-            let Some(v) = m.on_reply(r) else { continue };
-            if v.state == PortState::Open || shared.opts.report_closed {
-                // Waits while the next stage is full: no probe goes out
-                // meanwhile, so a slow stage slows the scan.
-                shared.found.port_blocking(PortEvent {
-                    scan_id: shared.found.ctx.scan_id.clone(),
-                    ip: v.ip,
-                    port: v.port,
-                    proto: Proto::Tcp,
-                    state: v.state,
-                    reason: v.reason,
-                    ttl: Some(v.ttl),
-                    t: shared.found.ctx.t(),
-                });
+            if let Some(v) = m.on_reply(r) {
+                tell(v);
             }
         }
     };
@@ -192,6 +226,9 @@ fn drive(
         let now = Instant::now();
         due.clear();
         m.poll(now, BATCH, &mut due);
+        for v in m.take_silent() {
+            tell(v);
+        }
         if !due.is_empty() {
             for (i, &(ip, port)) in due.iter().enumerate() {
                 let hop = shared.links.hop(ip).expect("only reachable targets are probed");

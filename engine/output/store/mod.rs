@@ -185,11 +185,7 @@ pub fn display_name(target: &str) -> String {
 }
 
 fn state_name(s: PortState) -> &'static str {
-    match s {
-        PortState::Open => "open",
-        PortState::Closed => "closed",
-        PortState::Filtered => "filtered",
-    }
+    s.as_str()
 }
 
 fn method_name(m: ServiceMethod) -> &'static str {

@@ -145,7 +145,10 @@ impl Db {
             scan_id: h.text().into(),
             started: humantime::parse_rfc3339_weak(&h.text()).unwrap_or(std::time::UNIX_EPOCH),
             args: serde_json::from_str(&h.text()).unwrap_or_default(),
-            scan_type: if h.text() == "syn" { ScanType::Syn } else { ScanType::Connect },
+            scan_type: {
+                let t = h.text();
+                ScanType::ALL.into_iter().find(|s| s.as_str() == t).unwrap_or(ScanType::Connect)
+            },
             seed: h.text().parse().unwrap_or(0),
             probes_planned: h.uint(),
             // A scan stored by schema version 1 has no settings: defaults.
@@ -169,11 +172,7 @@ impl Db {
         for r in self.query("SELECT ip, port, proto, state, reason, ttl, t, seq FROM ports WHERE scan_id = ?", &[id])? {
             let mut r = Row(r.into_iter());
             let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
-            let state = match r.text().as_str() {
-                "open" => PortState::Open,
-                "closed" => PortState::Closed,
-                _ => PortState::Filtered,
-            };
+            let state = PortState::parse(&r.text()).unwrap_or(PortState::Filtered);
             let ev = PortEvent {
                 scan_id: scan_id.clone(),
                 ip,
