@@ -100,6 +100,8 @@ pub struct ScanBuilder {
     exclude: Vec<String>,
     exclude_files: Vec<PathBuf>,
     ports: Option<Ports>,
+    exclude_ports: Vec<String>,
+    sequential: bool,
     scan_type: Option<ScanType>,
     timing_level: Option<u8>,
     max_rate: Option<f64>,
@@ -202,6 +204,20 @@ impl ScanBuilder {
     /// The `n` most common ports (`--top-ports`; `-F` is 100). Default 1000.
     pub fn top_ports(mut self, n: usize) -> Self {
         self.ports = Some(Ports::Top(n));
+        self
+    }
+
+    /// Ports never to probe, whatever the port list says (`--exclude-ports`,
+    /// the same syntax as `-p`).
+    pub fn exclude_ports(mut self, spec: impl Into<String>) -> Self {
+        self.exclude_ports.push(spec.into());
+        self
+    }
+
+    /// Each address's ports in ascending order, addresses in order, instead
+    /// of the keyed random order (`-r`).
+    pub fn sequential(mut self, yes: bool) -> Self {
+        self.sequential = yes;
         self
     }
 
@@ -399,7 +415,7 @@ impl ScanBuilder {
         for path in &self.exclude_files {
             read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
         }
-        let space = TargetSpace::new(&include, &exclude.finish()?, ports)?;
+        let space = TargetSpace::new(&include, &exclude.finish()?, ports)?.in_sequence(self.sequential);
 
         let level = self.timing_level.unwrap_or(3);
         let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;
@@ -549,6 +565,14 @@ impl ScanBuilder {
         };
         if tcp.is_empty() {
             return Err(Error::new(ErrorKind::PortSpec, "the port spec names no TCP ports (a connect scan scans TCP)"));
+        }
+        let mut skip = Vec::new();
+        for spec in &self.exclude_ports {
+            skip.extend(targets::parse_ports(spec)?.tcp);
+        }
+        let tcp: Vec<u16> = tcp.into_iter().filter(|p| !skip.contains(p)).collect();
+        if tcp.is_empty() {
+            return Err(Error::new(ErrorKind::PortSpec, "--exclude-ports leaves no port to scan"));
         }
         Ok(tcp)
     }

@@ -56,6 +56,20 @@ fn excluded_addresses_never_receive_a_syn() {
 }
 
 #[test]
+fn excluded_ports_get_no_syn() {
+    let _lab = lab();
+    let cap = Capture::start("dst host 198.18.0.2 and dst portrange 20-30");
+    let (out, evs) = lab_scan(&["-sS", "-n", "-p", "20-30", "--exclude-ports", "22-25", TARGET]);
+    let syns = cap.stop_with_ports();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mut ports: Vec<u16> = syns.iter().map(|s| s.2).collect();
+    ports.sort();
+    // Closed ports answer RST at once: one SYN each, and none to 22-25.
+    assert_eq!(ports, [20, 21, 26, 27, 28, 29, 30]);
+    assert!(open_ports(&evs).is_empty(), "22 (open) was excluded");
+}
+
+#[test]
 fn max_rate_holds_on_the_wire() {
     let _lab = lab();
     let cap = Capture::start("dst host 198.18.0.2 and dst portrange 30000-33999");

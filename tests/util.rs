@@ -129,7 +129,12 @@ impl Capture {
     }
 
     /// Stops the capture; returns (timestamp, destination address) per SYN.
-    pub fn stop(mut self) -> Vec<(f64, String)> {
+    pub fn stop(self) -> Vec<(f64, String)> {
+        self.stop_with_ports().into_iter().map(|(t, ip, _)| (t, ip)).collect()
+    }
+
+    /// Stops the capture; returns (timestamp, destination address, port) per SYN.
+    pub fn stop_with_ports(mut self) -> Vec<(f64, String, u16)> {
         std::thread::sleep(Duration::from_millis(300));
         let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
         let st = self.child.wait().unwrap();
@@ -142,8 +147,8 @@ impl Capture {
                 let mut w = l.split_whitespace();
                 let t: f64 = w.next()?.parse().ok()?;
                 let dst = w.nth(3)?.trim_end_matches(':');
-                let ip = dst.rsplit_once('.')?.0.to_string();
-                Some((t, ip))
+                let (ip, port) = dst.rsplit_once('.')?;
+                Some((t, ip.to_string(), port.parse().ok()?))
             })
             .collect()
     }

@@ -78,6 +78,13 @@ pub struct Args {
     /// Fast mode: the 100 most commonly open ports.
     #[arg(short = 'F')]
     pub fast: bool,
+    /// Ports never to scan, whatever -p, --top-ports or -F say (same syntax as -p).
+    #[arg(long = "exclude-ports", value_name = "PORTS")]
+    pub exclude_ports: Vec<String>,
+    /// Scan ports in order (each address's ports ascending, addresses in
+    /// order) instead of the keyed random order.
+    #[arg(short = 'r')]
+    pub sequential: bool,
 
     /// TCP connect scan (-sT): needs no privileges.
     #[arg(long = "connect")]
@@ -404,6 +411,10 @@ pub fn validate(
     if let Some(path) = &args.input_list {
         b = b.target_file(path);
     }
+    for spec in &args.exclude_ports {
+        b = b.exclude_ports(spec);
+    }
+    b = b.sequential(args.sequential);
     for path in &args.exclude_file {
         b = b.exclude_file(path);
     }
@@ -669,11 +680,61 @@ mod tests {
             ("-sS -sT 127.0.0.1", "choose one"),
             ("-sT -e lo 127.0.0.1", "raw (SYN) scans only"),
             ("--min-rate 500 --max-rate 100 127.0.0.1", "above --max-rate"),
+            ("-p 22,80 --exclude-ports 1-100 127.0.0.1", "leaves no port"),
+            ("--exclude-ports 99999 127.0.0.1", "out of range"),
+            ("-sA -sF 198.18.0.2", "choose one of -sS"),
+            ("-sF -p 80 127.0.0.1", "cannot reach this machine's own addresses"),
         ] {
             let e = plan(args).expect_err(args);
             assert!(e.is_usage(), "{args}: {e}");
             assert!(e.to_string().contains(needle), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn excluded_ports_are_never_in_the_space() {
+        let p = plan("-p 20-30,80 --exclude-ports 21-23 --exclude-ports T:80 -n 127.0.0.1").unwrap();
+        assert_eq!(p.scan.config().space.ports(), &[20, 24, 25, 26, 27, 28, 29, 30]);
+        // With --top-ports too.
+        let p = plan("--top-ports 10 --exclude-ports 80,443 -n 127.0.0.1").unwrap();
+        let ports = p.scan.config().space.ports();
+        assert_eq!(ports.len(), 8);
+        assert!(!ports.contains(&80) && !ports.contains(&443));
+    }
+
+    #[test]
+    fn dash_r_walks_ports_in_order() {
+        let p = plan("-r -p 443,22,80 -n 127.0.0.1-2").unwrap();
+        let c = p.scan.config();
+        let walked: Vec<(String, u16)> =
+            c.space.order(c.seed, c.shard, 0).map(|(ip, port)| (ip.to_string(), port)).collect();
+        let want: Vec<(String, u16)> =
+            ["127.0.0.1", "127.0.0.2"].iter().flat_map(|ip| [22, 80, 443].map(|port| (ip.to_string(), port))).collect();
+        assert_eq!(walked, want);
+        // Without -r the order is keyed, not the index order (for this seed).
+        let p = plan("--seed 7 -p 1-50 -n 127.0.0.1").unwrap();
+        let c = p.scan.config();
+        let walked: Vec<u16> = c.space.order(c.seed, c.shard, 0).map(|(_, port)| port).collect();
+        assert_ne!(walked, (1..=50).collect::<Vec<u16>>());
+    }
+
+    #[test]
+    fn the_other_tcp_scans_are_chosen_by_nmaps_flags() {
+        for (flag, kind) in [
+            ("-sA", ScanType::Ack),
+            ("-sW", ScanType::Window),
+            ("-sF", ScanType::Fin),
+            ("-sN", ScanType::Null),
+            ("-sX", ScanType::Xmas),
+            ("-sM", ScanType::Maimon),
+        ] {
+            let p = plan(&format!("{flag} -p 80 198.18.0.2")).unwrap();
+            assert_eq!(p.scan.config().scan_type, kind, "{flag}");
+        }
+        // Without raw sockets they cannot run (no connect fallback).
+        let a = argv("-sN -p 80 198.18.0.2");
+        let e = validate(parse(&a).unwrap(), &a, 1 << 20, false, None).expect_err("no raw sockets");
+        assert!(e.to_string().contains("needs root or CAP_NET_RAW"), "{e}");
     }
 
     #[test]

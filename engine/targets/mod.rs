@@ -57,6 +57,9 @@ pub struct TargetSpace {
     addrs: Arc<AddrSet>,
     ports: Arc<[u16]>,
     len: u64,
+    /// Walked in index order (each address's ports in turn, nmap's -r)
+    /// instead of a keyed permutation.
+    sequential: bool,
 }
 
 impl TargetSpace {
@@ -77,7 +80,13 @@ impl TargetSpace {
                     format!("{} addresses x {} ports is too large a scan", addrs.len(), ports.len()),
                 )
             })? as u64;
-        Ok(TargetSpace { addrs: Arc::new(addrs), ports: ports.into(), len })
+        Ok(TargetSpace { addrs: Arc::new(addrs), ports: ports.into(), len, sequential: false })
+    }
+
+    /// Walks the space in order: every port of the first address in
+    /// ascending order, then the next address (nmap's -r).
+    pub fn in_sequence(self, yes: bool) -> TargetSpace {
+        TargetSpace { sequential: yes, ..self }
     }
 
     pub fn addrs(&self) -> &AddrSet {
@@ -121,7 +130,7 @@ impl TargetSpace {
     /// The scan order that walks what is left of an earlier one: the
     /// segments a [`Progress`] reported (a resumed scan).
     pub fn order_from(&self, seed: u64, segments: Vec<Segment>) -> ScanOrder {
-        let perm = Permutation::new(self.len, seed);
+        let perm = if self.sequential { Permutation::identity(self.len) } else { Permutation::new(self.len, seed) };
         let segs: Vec<Segment> = segments.into_iter().filter(|s| s.step > 0 && s.next < perm.len()).collect();
         ScanOrder { space: self.clone(), perm, segs: segs.into(), cur: 0, next: 0, track: None }.rewound()
     }

@@ -21,6 +21,8 @@ pub struct Permutation {
     b: u64,
     k0: u64,
     k1: u64,
+    /// The identity: positions in index order (nmap's -r).
+    identity: bool,
 }
 
 impl Permutation {
@@ -30,7 +32,12 @@ impl Permutation {
         let a = (n as f64).sqrt().ceil().max(1.0) as u64;
         let a = if a * a < n { a + 1 } else { a };
         let b = n.div_ceil(a).max(1);
-        Permutation { n, a, b, k0: seed, k1: seed.rotate_left(32) ^ 0x6d6f_6f6e_7363_616e }
+        Permutation { n, a, b, k0: seed, k1: seed.rotate_left(32) ^ 0x6d6f_6f6e_7363_616e, identity: false }
+    }
+
+    /// `[0, n)` in order.
+    pub fn identity(n: u64) -> Permutation {
+        Permutation { identity: true, ..Permutation::new(n, 0) }
     }
 
     pub fn len(&self) -> u64 {
@@ -64,6 +71,9 @@ impl Permutation {
     /// The value at position `i` of the permuted order. `i` must be below `len()`.
     pub fn at(&self, i: u64) -> u64 {
         debug_assert!(i < self.n);
+        if self.identity {
+            return i;
+        }
         let mut x = self.encrypt(i);
         while x >= self.n {
             x = self.encrypt(x);
