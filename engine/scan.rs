@@ -82,6 +82,14 @@ pub(crate) async fn run(
     } else {
         None
     };
+    // Raw frames cannot reach this machine's own addresses through loopback:
+    // a SYN scan becomes a connect scan, the others have no such stand-in.
+    if links.as_ref().is_some_and(|l| l.loopback) && !matches!(cfg.scan_type, ScanType::Syn | ScanType::Connect) {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("{} sends raw packets, which cannot reach this machine's own addresses", cfg.scan_type.flag()),
+        ));
+    }
     let scan_id: ScanId = new_scan_id().into();
     let planned = match &cfg.resume {
         Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
@@ -137,7 +145,6 @@ pub(crate) async fn run(
         None => cfg.space.order(cfg.seed, cfg.shard, 0),
     }
     .tracked(&cfg.progress);
-    // Raw frames cannot reach this machine's own addresses through loopback.
     let links = links.filter(|l| !l.loopback);
     let interrupted = match links {
         None => discovery::connect::run(order, &cfg.timing, cfg.workers, cfg.report_closed, found).await,

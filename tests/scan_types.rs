@@ -53,6 +53,11 @@ fn the_other_scan_types_need_raw_sockets_and_a_remote_target() {
     let out = in_lab(bin()).args(["-sF", "-p", "80", "127.0.0.1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("-sF sends raw packets"), "{}", stderr(&out));
+    // The scanner's own address (not loopback by name): refused as well,
+    // never quietly connect-scanned.
+    let out = in_lab(bin()).args(["-sX", "-n", "-p", "80", "198.18.0.1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("-sX sends raw packets, which cannot reach"), "{}", stderr(&out));
     let out = in_lab(bin()).args(["-sA", "-sX", "-p", "80", FIREWALLED]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("choose one of -sS, -sT, -sA"), "{}", stderr(&out));

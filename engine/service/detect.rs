@@ -294,15 +294,17 @@ impl Run<'_> {
         let mut unwanted: BTreeSet<usize> = BTreeSet::new();
         // Whether probes go side by side now, and the next one to send ahead.
         let (mut side_by_side, mut next_ahead) = (false, 0);
-        // Sends probes from `$from` on ahead until PROBES_AT_ONCE are in
-        // flight (skipping those a soft match rules out), `$first` carrying
-        // the first; gives back `$first` if no buffer was free.
+        // Sends probes from `$from` on ahead, up to PROBES_AT_ONCE past the
+        // one being judged (`$cur`), so that what is in flight and what
+        // waits for its turn holds at most that many buffers; skips those a
+        // soft match rules out; `$first` carries the first sent, and comes
+        // back if none was (no buffer free).
         macro_rules! top_up {
-            ($from:expr, $first:expr) => {{
+            ($cur:expr, $from:expr, $first:expr) => {{
                 let soft = self.soft.as_ref().map(|s| s.service.clone());
                 let mut first: Option<Conn> = $first;
                 next_ahead = usize::max(next_ahead, $from);
-                while ahead.len() < PROBES_AT_ONCE && next_ahead < order.len() {
+                while next_ahead <= $cur + PROBES_AT_ONCE && next_ahead < order.len() {
                     let p = order[next_ahead];
                     let says = |s: &str| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == s);
                     if soft.as_deref().is_none_or(says) {
@@ -328,12 +330,12 @@ impl Run<'_> {
         }
         // Keeps a reply fetched ahead (unless unwanted) and sends the next.
         macro_rules! keep {
-            ($done:expr) => {{
+            ($cur:expr, $done:expr) => {{
                 let (at, done) = $done;
                 if !unwanted.remove(&at) {
                     fetched.insert(at, done);
                 }
-                let _none: Option<Conn> = top_up!(next_ahead, None);
+                let _none: Option<Conn> = top_up!($cur, next_ahead, None);
             }};
         }
         for (i, probe) in order.iter().copied().enumerate() {
@@ -341,7 +343,9 @@ impl Run<'_> {
                 return false;
             }
             if side_by_side {
-                let _none: Option<Conn> = top_up!(i, None);
+                // A connection kept for the next probe in turn carries it.
+                let kept = conn.take();
+                conn = top_up!(i, i, kept);
             }
             // Replies fetched for probes a soft match has since ruled out.
             while let Some(at) = ahead_at.front().copied().filter(|&at| at < i) {
@@ -357,19 +361,28 @@ impl Run<'_> {
                 }
             }
             let null = probe.payload.is_empty();
-            let (outcome, len, open, c) = if ahead_at.front() == Some(&i) {
+            // Sent ahead: its reply, when it was sent and answered. One that
+            // could not be connected or sent goes again in turn below (a
+            // server that takes one connection at a time, or refuses).
+            let fetched_reply = if ahead_at.front() == Some(&i) {
                 ahead_at.pop_front();
                 let next = loop {
                     if let Some(done) = fetched.remove(&i) {
                         break Some(done);
                     }
                     match ahead.next().await {
-                        Some(done) => keep!(done),
+                        Some(done) => keep!(i, done),
                         None => break None,
                     }
                 };
-                let Some((reply, loan)) = next else { continue };
-                let Some(reply) = reply else { continue };
+                match next {
+                    Some((Some(reply), loan)) => Some((reply, loan)),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            let (outcome, len, open, c) = if let Some((reply, loan)) = fetched_reply {
                 self.out.probes_sent += 1;
                 let (outcome, len, open) = self.judge(probe, reply, tunnel, &loan[..]);
                 (outcome, len, open, None)
@@ -400,6 +413,13 @@ impl Run<'_> {
                     // grace has passed in silence the next probes start
                     // side by side. Their replies are still judged after it.
                     let soft = self.soft.as_ref().map(|s| s.service.clone());
+                    // A quarter of what is left stays for judging the rest
+                    // (a short --service-timeout, -T5).
+                    let wait = if order.len() > i + 1 {
+                        wait.min(self.deadline.saturating_duration_since(Instant::now()) * 3 / 4)
+                    } else {
+                        wait
+                    };
                     let reply = {
                         let read = read_reply(self.det, &mut c, probe, wait, self.deadline, soft.as_deref(), buf);
                         tokio::pin!(read);
@@ -407,12 +427,12 @@ impl Run<'_> {
                             reply = &mut read => reply,
                             () = tokio::time::sleep(self.det.opts.banner_grace) => {
                                 side_by_side = true;
-                                let _none: Option<Conn> = top_up!(i + 1, None);
+                                let _none: Option<Conn> = top_up!(i, i + 1, None);
                                 // Drive them meanwhile, keeping what they fetch.
                                 loop {
                                     tokio::select! {
                                         reply = &mut read => break reply,
-                                        Some(done) = ahead.next() => keep!(done),
+                                        Some(done) = ahead.next() => keep!(i, done),
                                     }
                                 }
                             }
@@ -449,11 +469,12 @@ impl Run<'_> {
                 let first = if null && len == 0 && open { c } else { None };
                 // No buffer free: the next probe goes in turn, on the same connection.
                 side_by_side = true;
-                conn = top_up!(i + 1, first);
+                conn = top_up!(i, i + 1, first);
                 continue;
             }
-            // A silent NULL probe leaves its connection to the next probe.
-            if null && len == 0 && open {
+            // A silent NULL probe leaves its connection to the next probe,
+            // if that one goes in turn (else it would only sit open).
+            if null && len == 0 && open && next_ahead <= i + 1 {
                 conn = c;
             }
         }
@@ -932,6 +953,66 @@ probes:
         assert_eq!(seen.lock().unwrap().iter().filter(|b| !b.is_empty()).count(), 12);
         assert!(took >= Duration::from_millis(1000), "the NULL probe waits its whole wait: {took:?}");
         assert!(took < Duration::from_millis(1700), "{took:?} (in turn: 8.2 s)");
+    }
+
+    /// What waits for its turn counts against the window too: while the
+    /// first probe's reply is slow, quick replies to the later ones do not
+    /// pull the whole list ahead (each would hold a pool buffer).
+    #[tokio::test]
+    async fn a_slow_reply_holds_back_the_probes_behind_it() {
+        let t0 = std::time::Instant::now();
+        let early = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let e2 = early.clone();
+        let port = server(move |mut s| {
+            let early = e2.clone();
+            async move {
+                let mut b = [0u8; 16];
+                if let Ok(n) = s.read(&mut b).await {
+                    if n > 0 && t0.elapsed() < Duration::from_millis(400) {
+                        early.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    if &b[..n] == b"p1\r\n" {
+                        tokio::time::sleep(Duration::from_millis(600)).await;
+                    }
+                    let _ = s.write_all(b"?\r\n").await;
+                }
+            }
+        })
+        .await;
+        let mut yaml = String::from("probes:\n  - name: 'NULL'\n    wait_ms: 100\n");
+        for i in 1..=20 {
+            yaml += &format!("  - name: P{i}\n    payload: 'p{i}\\r\\n'\n    rarity: 1\n    wait_ms: 1000\n");
+        }
+        let opts = DetectOptions { intensity: 9, parallelism: 64, idle: Duration::from_millis(50), ..quick() };
+        let det = Detector::new(db(&yaml), opts).unwrap();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.probes_sent, 21);
+        let early = early.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(early <= PROBES_AT_ONCE + 1, "{early} probes sent while the first was still answering");
+    }
+
+    /// A short port budget on a port no probe lists: the NULL probe leaves
+    /// time to judge what the probes sent meanwhile fetched.
+    #[tokio::test]
+    async fn a_short_budget_still_judges_the_probes_sent_during_the_null_wait() {
+        let port = server(|mut s| async move {
+            let mut b = [0u8; 16];
+            if let Ok(n) = s.read(&mut b).await {
+                if &b[..n] == b"A\r\n" {
+                    let _ = s.write_all(b"ALPHA\r\n").await;
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(8)).await;
+        })
+        .await;
+        let yaml = "probes:\n  - name: 'NULL'\n    wait_ms: 6000\n  - name: A\n    payload: 'A\\r\\n'\n    rarity: 1\n    wait_ms: 1000\n    matches:\n      - service: alpha\n        pattern: '^ALPHA'\n";
+        let opts =
+            DetectOptions { port_timeout: Duration::from_secs(2), banner_grace: Duration::from_millis(100), ..quick() };
+        let det = Detector::new(db(yaml), opts).unwrap();
+        let t = std::time::Instant::now();
+        let d = det.detect(LOCAL, port).await;
+        assert_eq!(d.identity.map(|i| i.service).as_deref(), Some("alpha"), "{:?}", d.error);
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     }
 
     /// A banner that comes after the banner grace, while probes are already

@@ -182,8 +182,10 @@ pub struct Machine<I> {
     counts: Counts,
     kind: ScanType,
     /// Probes given up, and what their silence says, until the caller takes
-    /// them (who reports them only when asked for every state).
+    /// them: kept only for a caller that asked ([`Machine::report_silence`])
+    /// and drains them, so nothing grows with the scan otherwise.
     silent: Vec<Verdict>,
+    keep_silent: bool,
 }
 
 impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
@@ -201,7 +203,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             counts: Counts::default(),
             kind: ScanType::Syn,
             silent: Vec::new(),
+            keep_silent: false,
         }
+    }
+
+    /// Keeps a verdict for every probe given up, for [`Machine::take_silent`].
+    pub fn report_silence(self) -> Machine<I> {
+        Machine { keep_silent: true, ..self }
     }
 
     /// The machine of another raw scan type (the default is SYN).
@@ -228,11 +236,24 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// until their time runs out.
     pub fn stop(&mut self) {
         self.stopping = true;
-        for k in self.resend.drain(..) {
+        while let Some(k) = self.resend.pop_front() {
             if self.inflight.remove(&k).is_some() {
-                self.counts.filtered += 1;
+                self.give_up(k);
             }
         }
+    }
+
+    /// Counts a probe that drew no answer and keeps what its silence says.
+    fn give_up(&mut self, k: Key) {
+        self.counts.filtered += 1;
+        if !self.keep_silent {
+            return;
+        }
+        let state = match self.kind {
+            ScanType::Syn | ScanType::Connect | ScanType::Ack | ScanType::Window => PortState::Filtered,
+            ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon => PortState::OpenFiltered,
+        };
+        self.silent.push(Verdict { ip: addr(k.0), port: k.1, state, reason: Reason::NoResponse, ttl: None });
     }
 
     /// True once every probe is answered or given up (or the scan was stopped
@@ -287,12 +308,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.resend.push_back(k);
             } else {
                 self.inflight.remove(&k);
-                self.counts.filtered += 1;
-                let state = match self.kind {
-                    ScanType::Syn | ScanType::Connect | ScanType::Ack | ScanType::Window => PortState::Filtered,
-                    ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon => PortState::OpenFiltered,
-                };
-                self.silent.push(Verdict { ip: addr(k.0), port: k.1, state, reason: Reason::NoResponse, ttl: None });
+                self.give_up(k);
             }
         }
     }
@@ -499,7 +515,7 @@ mod tests {
         for (kind, rst0, rst_window, silent) in cases {
             let t0 = Instant::now();
             let list = vec![(ip, 1), (ip, 2), (ip, 3), (ip, 4)];
-            let mut m = Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(kind);
+            let mut m = Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(kind).report_silence();
             let mut out = Vec::new();
             m.poll(t0, 16, &mut out);
             assert_eq!(out.len(), 4);
@@ -533,6 +549,34 @@ mod tests {
             assert_eq!(silence.len(), 1, "{kind:?}");
             assert_eq!((silence[0].port, silence[0].state, silence[0].reason), (4, silent, Reason::NoResponse));
             assert_eq!(silence[0].ttl, None);
+        }
+    }
+
+    /// A stop gives up the probes waiting to be sent again, and says so
+    /// as it would after their last try; without `report_silence` nothing
+    /// is kept.
+    #[test]
+    fn a_stop_reports_the_probes_it_gives_up() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        for keep in [true, false] {
+            let t0 = Instant::now();
+            let m = Machine::new(vec![(ip, 7)].into_iter(), pace(3, 64), t0, Seen::set()).for_scan(ScanType::Fin);
+            let mut m = if keep { m.report_silence() } else { m };
+            let mut out = Vec::new();
+            m.poll(t0, 16, &mut out);
+            // Its time runs out: due again, then the scan stops.
+            out.clear();
+            m.poll(t0 + Duration::from_millis(150), 0, &mut out);
+            m.stop();
+            assert!(m.is_done());
+            let silent = m.take_silent();
+            if keep {
+                assert_eq!(silent.len(), 1);
+                assert_eq!((silent[0].port, silent[0].state), (7, PortState::OpenFiltered));
+            } else {
+                assert!(silent.is_empty());
+            }
+            assert_eq!(m.counts().filtered, 1);
         }
     }
 

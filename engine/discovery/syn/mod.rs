@@ -184,7 +184,7 @@ fn drive(
         ok
     });
     let kind = shared.opts.kind;
-    let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen).for_scan(kind);
+    let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen).for_scan(kind).report_silence();
     let flags = probe_flags(kind);
     let templates = [Template::with_flags(false, flags), Template::with_flags(true, flags)];
     let mut frames = vec![[0u8; frame::MAX_PROBE]; BATCH];
