@@ -294,17 +294,21 @@ impl Run<'_> {
         let mut unwanted: BTreeSet<usize> = BTreeSet::new();
         // Whether probes go side by side now, and the next one to send ahead.
         let (mut side_by_side, mut next_ahead) = (false, 0);
-        // Sends probes from `$from` on ahead, up to PROBES_AT_ONCE past the
-        // one being judged (`$cur`), so that what is in flight and what
-        // waits for its turn holds at most that many buffers; skips those a
-        // soft match rules out; `$first` carries the first sent, and comes
-        // back if none was (no buffer free).
+        // Sends probes from `$from` on ahead while fewer than PROBES_AT_ONCE
+        // that still count are in flight, and none further than AHEAD_MAX
+        // past the one being judged (`$cur`), so that what is in flight and
+        // what waits for its turn holds at most that many buffers; skips
+        // those a soft match rules out; `$first` carries the first sent,
+        // and comes back if none was (no buffer free).
         macro_rules! top_up {
             ($cur:expr, $from:expr, $first:expr) => {{
                 let soft = self.soft.as_ref().map(|s| s.service.clone());
                 let mut first: Option<Conn> = $first;
                 next_ahead = usize::max(next_ahead, $from);
-                while next_ahead <= $cur + PROBES_AT_ONCE && next_ahead < order.len() {
+                while ahead.len() - unwanted.len() < PROBES_AT_ONCE
+                    && next_ahead <= $cur + AHEAD_MAX
+                    && next_ahead < order.len()
+                {
                     let p = order[next_ahead];
                     let says = |s: &str| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == s);
                     if soft.as_deref().is_none_or(says) {
@@ -595,6 +599,10 @@ fn hard_match(det: &Detector, probe: &Probe, data: &[u8], soft: Option<&str>) ->
 
 /// Most probes sent side by side on one silent port.
 const PROBES_AT_ONCE: usize = 6;
+
+/// Furthest ahead of the probe being judged that one is sent: bounds the
+/// pool buffers one port holds (in flight or waiting for its turn).
+const AHEAD_MAX: usize = 16;
 
 /// Sends one probe (the `at`th in order) on `on` (or a connection of its
 /// own) and reads its reply into `loan`; None when it could not be
@@ -980,15 +988,15 @@ probes:
         })
         .await;
         let mut yaml = String::from("probes:\n  - name: 'NULL'\n    wait_ms: 100\n");
-        for i in 1..=20 {
+        for i in 1..=40 {
             yaml += &format!("  - name: P{i}\n    payload: 'p{i}\\r\\n'\n    rarity: 1\n    wait_ms: 1000\n");
         }
         let opts = DetectOptions { intensity: 9, parallelism: 64, idle: Duration::from_millis(50), ..quick() };
         let det = Detector::new(db(&yaml), opts).unwrap();
         let d = det.detect(LOCAL, port).await;
-        assert_eq!(d.probes_sent, 21);
+        assert_eq!(d.probes_sent, 41);
         let early = early.load(std::sync::atomic::Ordering::SeqCst);
-        assert!(early <= PROBES_AT_ONCE + 1, "{early} probes sent while the first was still answering");
+        assert!(early <= AHEAD_MAX + 1, "{early} probes sent while the first was still answering");
     }
 
     /// A short port budget on a port no probe lists: the NULL probe leaves
