@@ -444,6 +444,12 @@ mod tests {
         }
     }
 
+    /// A RST from `ip:port` to our port `dport`, sequence and ack 0.
+    fn bare_rst(ip: IpAddr, port: u16, dport: u16) -> Reply {
+        let dst = SRC.parse().unwrap();
+        Reply { src: ip, dst, sport: port, dport, seq: 0, ack: 0, flags: TcpFlags::RST, ttl: 64, window: 0, icmp: None }
+    }
+
     /// What a RFC 793 target sends back to each kind of probe, and whether
     /// the cookie takes it: a RST's sequence is the probe's ACK number when
     /// the probe had ACK set, else its acknowledgement is the probe's
@@ -455,18 +461,7 @@ mod tests {
         for kind in [ScanType::Ack, ScanType::Window, ScanType::Maimon, ScanType::Fin, ScanType::Xmas, ScanType::Null] {
             let c = Cookie::new(3, 4, 1).for_scan(kind);
             let (seq, sport) = c.probe(src, ip, 80, 0);
-            let base = Reply {
-                src: ip,
-                dst: src,
-                sport: 80,
-                dport: sport,
-                seq: 0,
-                ack: 0,
-                flags: TcpFlags::RST,
-                ttl: 64,
-                window: 0,
-                icmp: None,
-            };
+            let base = bare_rst(ip, 80, sport);
             let rst = match kind {
                 ScanType::Ack | ScanType::Window | ScanType::Maimon => Reply { seq, ..base },
                 ScanType::Null => Reply { ack: seq, flags: TcpFlags::RST | TcpFlags::ACK, ..base },
@@ -483,18 +478,7 @@ mod tests {
         // A SYN scan's ICMP errors too.
         let c = Cookie::new(3, 4, 1);
         let (seq, sport) = c.probe(src, ip, 81, 0);
-        let icmp = Reply {
-            src: ip,
-            dst: src,
-            sport: 81,
-            dport: sport,
-            seq,
-            ack: 0,
-            flags: 0,
-            ttl: 64,
-            window: 0,
-            icmp: Some(Reason::PortUnreach),
-        };
+        let icmp = Reply { seq, flags: 0, icmp: Some(Reason::PortUnreach), ..bare_rst(ip, 81, sport) };
         assert_eq!(c.accepts(&icmp), Some(0));
     }
 
@@ -519,18 +503,7 @@ mod tests {
             let mut out = Vec::new();
             m.poll(t0, 16, &mut out);
             assert_eq!(out.len(), 4);
-            let base = Reply {
-                src: ip,
-                dst: SRC.parse().unwrap(),
-                sport: 1,
-                dport: 0,
-                seq: 0,
-                ack: 0,
-                flags: TcpFlags::RST,
-                ttl: 64,
-                window: 0,
-                icmp: None,
-            };
+            let base = bare_rst(ip, 1, 0);
             if let Some(want) = rst0 {
                 assert_eq!(m.on_reply(&base).map(|v| v.state), Some(want), "{kind:?} RST");
                 let v = m.on_reply(&Reply { sport: 2, window: 512, ..base }).unwrap();
