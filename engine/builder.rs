@@ -109,6 +109,7 @@ pub struct ScanBuilder {
     max_retries: Option<u32>,
     max_parallelism: Option<usize>,
     max_rtt_timeout: Option<Duration>,
+    scan_delay: Option<Duration>,
     no_dns: bool,
     ipv6: bool,
     seed: Option<u64>,
@@ -251,6 +252,13 @@ impl ScanBuilder {
     /// Probes outstanding at once (`--max-parallelism`).
     pub fn max_parallelism(mut self, n: usize) -> Self {
         self.max_parallelism = Some(n);
+        self
+    }
+
+    /// At least this long between two probes to the same host, retries
+    /// included (`--scan-delay`, for fragile hosts and rate-limited ones).
+    pub fn scan_delay(mut self, t: Duration) -> Self {
+        self.scan_delay = Some(t);
         self
     }
 
@@ -445,6 +453,12 @@ impl ScanBuilder {
         }
         if let Some(t) = self.max_rtt_timeout {
             timing.timeout = t;
+        }
+        if let Some(d) = self.scan_delay {
+            if d > Duration::from_secs(3600) {
+                return Err(usage("--scan-delay is at most 1h"));
+            }
+            timing.scan_delay = Some(d).filter(|d| !d.is_zero());
         }
         if let Some(min) = self.min_rate {
             // With nothing answering, a window of W probes sends W per timeout.

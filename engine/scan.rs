@@ -155,6 +155,7 @@ pub(crate) async fn run(
                     retries: cfg.timing.retries,
                     window: cfg.timing.raw_window,
                     max_rate: cfg.timing.max_rate,
+                    scan_delay: cfg.timing.scan_delay,
                 },
                 report_closed: cfg.report_closed,
                 key: (random_u64(), random_u64()),

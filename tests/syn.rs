@@ -55,6 +55,23 @@ fn excluded_addresses_never_receive_a_syn() {
     excluded_addresses_get_no_syn("-sS");
 }
 
+/// --scan-delay: probes to one host at least that far apart, in both
+/// engines (tcpdump's timestamps on the target side).
+#[test]
+fn scan_delay_spaces_the_probes_to_a_host() {
+    let _lab = lab();
+    for kind in ["-sS", "-sT"] {
+        let cap = Capture::start("dst host 198.18.0.2 and dst portrange 20-25");
+        let (out, _) = lab_scan(&[kind, "-n", "--scan-delay", "200ms", "-p", "20,21,23,24,25", TARGET]);
+        let syns = cap.stop_with_ports();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(syns.len(), 5, "{kind}: one SYN per closed port: {syns:?}");
+        for w in syns.windows(2) {
+            assert!(w[1].0 - w[0].0 >= 0.19, "{kind}: {syns:?}");
+        }
+    }
+}
+
 #[test]
 fn excluded_ports_get_no_syn() {
     let _lab = lab();

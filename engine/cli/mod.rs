@@ -205,6 +205,9 @@ pub struct Args {
     /// How long to wait for an answer (e.g. 500ms, 2s).
     #[arg(long = "max-rtt-timeout", value_name = "TIME")]
     pub max_rtt_timeout: Option<String>,
+    /// Wait at least this long between two probes to the same host (e.g. 1s).
+    #[arg(long = "scan-delay", value_name = "TIME")]
+    pub scan_delay: Option<String>,
 
     /// NDJSON events to FILE ('-' for stdout) (-oJ).
     #[arg(long = "output-json", value_name = "FILE")]
@@ -439,6 +442,9 @@ pub fn validate(
     }
     if let Some(w) = args.max_parallelism {
         b = b.max_parallelism(w);
+    }
+    if let Some(t) = &args.scan_delay {
+        b = b.scan_delay(parse_time(t)?);
     }
     if let Some(t) = &args.max_rtt_timeout {
         b = b.max_rtt_timeout(parse_time(t)?);
@@ -681,6 +687,8 @@ mod tests {
             ("-sT -e lo 127.0.0.1", "raw (SYN) scans only"),
             ("--min-rate 500 --max-rate 100 127.0.0.1", "above --max-rate"),
             ("-p 22,80 --exclude-ports 1-100 127.0.0.1", "leaves no port"),
+            ("--scan-delay soon 127.0.0.1", "invalid time"),
+            ("--scan-delay 2h 127.0.0.1", "at most 1h"),
             ("--exclude-ports 99999 127.0.0.1", "out of range"),
             ("-sA -sF 198.18.0.2", "choose one of -sS"),
             ("-sF -p 80 127.0.0.1", "cannot reach this machine's own addresses"),

@@ -12,7 +12,7 @@
 //! and leave no TIME_WAIT. Running out of descriptors or local ports is not a
 //! result: the probe waits briefly and tries again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -124,6 +124,8 @@ struct Shared {
     report_closed: bool,
     /// Hosts that already had an error reported (one error event per host).
     reported: Mutex<HashSet<IpAddr>>,
+    /// With a scan delay: when each host may next be probed.
+    turns: Mutex<HashMap<IpAddr, tokio::time::Instant>>,
 }
 
 /// Most times a probe retries for local resources (2 ms apart) before giving up.
@@ -184,6 +186,30 @@ impl Shared {
         }
     }
 
+    /// Waits for `ip`'s turn under the scan delay (none without one): each
+    /// call reserves the host's next turn, `scan_delay` after the last.
+    async fn turn(&self, ip: IpAddr) {
+        let Some(delay) = self.timing.scan_delay else { return };
+        let now = tokio::time::Instant::now();
+        let at = {
+            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
+            if turns.len() > 4096 {
+                turns.retain(|_, t| *t > now);
+            }
+            let at = turns.get(&ip).copied().filter(|&t| t > now).unwrap_or(now);
+            turns.insert(ip, at + delay);
+            at
+        };
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// A probe under a scan delay: its first attempt when its host's turn comes.
+    async fn paced(self: Arc<Self>, ip: IpAddr, port: u16, permit: OwnedSemaphorePermit) {
+        self.turn(ip).await;
+        let first = start(SocketAddr::new(ip, port));
+        self.follow(ip, port, first, permit).await;
+    }
+
     /// Finishes a probe whose first attempt was `first`, retrying as needed.
     async fn follow(self: Arc<Self>, ip: IpAddr, port: u16, first: Started, _permit: OwnedSemaphorePermit) {
         let addr = SocketAddr::new(ip, port);
@@ -195,7 +221,10 @@ impl Shared {
         loop {
             match self.settle(ip, port, outcome, &mut tries, &mut starved).await {
                 Next::Finished => return,
-                Next::Retry => self.limiter.acquire().await,
+                Next::Retry => {
+                    self.limiter.acquire().await;
+                    self.turn(ip).await;
+                }
                 Next::RetryLater => tokio::time::sleep(Duration::from_millis(2)).await,
             }
             outcome = attempt(addr, self.timing.timeout).await;
@@ -226,6 +255,10 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
             _ = sh.limiter.acquire() => {}
         }
         let Some((ip, port)) = order.next() else { return false };
+        if sh.timing.scan_delay.is_some() {
+            tokio::spawn(sh.clone().paced(ip, port, permit));
+            continue;
+        }
         match start(SocketAddr::new(ip, port)) {
             Started::Done(Attempt::Closed) if !sh.report_closed => {
                 Stats::bump(&sh.stats.sent);
@@ -256,6 +289,7 @@ pub async fn run(order: ScanOrder, timing: &Timing, workers: usize, report_close
         stats,
         report_closed,
         reported: Mutex::new(HashSet::new()),
+        turns: Mutex::new(HashMap::new()),
     });
     let drivers: Vec<_> = order
         .split(workers.max(1) as u64)

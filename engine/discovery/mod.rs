@@ -31,6 +31,8 @@ pub struct Timing {
     pub retries: u32,
     /// Most probes started per second; `None` for no limit.
     pub max_rate: Option<f64>,
+    /// Least time between two probes to the same host (`--scan-delay`).
+    pub scan_delay: Option<Duration>,
 }
 
 impl Timing {
@@ -42,6 +44,7 @@ impl Timing {
             timeout: Duration::from_millis(timeout_ms),
             retries,
             max_rate,
+            scan_delay: None,
         };
         Some(match level {
             0 => t(1, 5_000, 2, Some(1.0 / 300.0)),

@@ -122,6 +122,8 @@ pub struct Pace {
     /// Most probes unanswered at once.
     pub window: usize,
     pub max_rate: Option<f64>,
+    /// Least time between two probes to one host (`--scan-delay`).
+    pub scan_delay: Option<Duration>,
 }
 
 type Key = (u128, u16);
@@ -186,6 +188,11 @@ pub struct Machine<I> {
     /// and drains them, so nothing grows with the scan otherwise.
     silent: Vec<Verdict>,
     keep_silent: bool,
+    /// With a scan delay: when each host may next be probed, and the probes
+    /// (and whether each is a resend) waiting for their host's turn. Both
+    /// stay within the window.
+    host_ready: HashMap<u128, Instant>,
+    held: VecDeque<(Instant, Key, bool)>,
 }
 
 impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
@@ -204,6 +211,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             kind: ScanType::Syn,
             silent: Vec::new(),
             keep_silent: false,
+            host_ready: HashMap::new(),
+            held: VecDeque::new(),
         }
     }
 
@@ -241,6 +250,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.give_up(k);
             }
         }
+        // Held for their host's turn: resends are given up as above; new
+        // ones were never sent and are counted as such.
+        while let Some((_, k, resend)) = self.held.pop_front() {
+            if !resend || self.inflight.remove(&k).is_some() {
+                self.give_up(k);
+            }
+        }
     }
 
     /// Counts a probe that drew no answer and keeps what its silence says.
@@ -259,7 +275,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// True once every probe is answered or given up (or the scan was stopped
     /// and the last outstanding probe has timed out).
     pub fn is_done(&self) -> bool {
-        (self.exhausted || self.stopping) && self.inflight.is_empty()
+        (self.exhausted || self.stopping) && self.inflight.is_empty() && self.held.is_empty()
     }
 
     /// Takes a reply that passed [`Cookie::accepts`].
@@ -316,6 +332,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Appends to `out` the probes to send now (resends first), at most `max`.
     pub fn poll(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>) {
         self.expire(now);
+        if let Some(delay) = self.pace.scan_delay {
+            self.poll_paced(now, max, out, delay);
+            self.compact_timers();
+            return;
+        }
         let deadline = now + self.pace.timeout;
         while out.len() < max {
             let can_new = !self.stopping && !self.exhausted && self.inflight.len() < self.pace.window;
@@ -350,6 +371,76 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.compact_timers();
     }
 
+    /// `poll` with a scan delay: a probe whose host is not due yet waits in
+    /// `held` with its turn reserved (each host's probes `delay` apart).
+    fn poll_paced(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>, delay: Duration) {
+        let deadline = now + self.pace.timeout;
+        while out.len() < max {
+            let Some((k, resend)) = self.next_due(now, delay) else { break };
+            if let Some(b) = &mut self.bucket {
+                if b.try_take(now).is_err() {
+                    // First in line next time.
+                    self.held.push_front((now, k, resend));
+                    break;
+                }
+            }
+            self.host_ready.insert(k.0, now + delay);
+            let nth = if resend {
+                match self.inflight.get_mut(&k) {
+                    Some(nth) => {
+                        *nth += 1;
+                        *nth
+                    }
+                    None => continue, // answered meanwhile
+                }
+            } else {
+                self.inflight.insert(k, 1);
+                1
+            };
+            self.timers.push_back((deadline, k, nth));
+            self.counts.sent += 1;
+            out.push((addr(k.0), k.1));
+        }
+        // Hosts whose turn has long passed need no entry.
+        if self.host_ready.len() > 2 * self.pace.window + 1024 {
+            self.host_ready.retain(|_, t| *t > now);
+        }
+    }
+
+    /// The next probe whose host may be probed now; probes whose host is not
+    /// due go to `held` with the host's next turn reserved for them.
+    fn next_due(&mut self, now: Instant, delay: Duration) -> Option<(Key, bool)> {
+        let due = |h: &(Instant, Key, bool)| h.0 <= now && self.host_ready.get(&h.1 .0).is_none_or(|&t| t <= now);
+        if let Some(at) = self.held.iter().position(due) {
+            let (_, k, resend) = self.held.remove(at).expect("position is inside");
+            return Some((k, resend));
+        }
+        loop {
+            let (k, resend) = if let Some(k) = self.resend.pop_front() {
+                (k, true)
+            } else if !self.stopping && !self.exhausted && self.inflight.len() + self.held.len() < self.pace.window {
+                match self.targets.next() {
+                    Some((ip, port)) => ((key(ip), port), false),
+                    None => {
+                        self.exhausted = true;
+                        return None;
+                    }
+                }
+            } else {
+                return None;
+            };
+            match self.host_ready.get(&k.0).copied().filter(|&t| t > now) {
+                None => return Some((k, resend)),
+                Some(_) => {
+                    // Reserve the host's next turn after those already held.
+                    let turn = self.held.iter().filter(|h| h.1 .0 == k.0).map(|h| h.0).max();
+                    let at = turn.map_or_else(|| self.host_ready[&k.0], |t| t + delay);
+                    self.held.push_back((at, k, resend));
+                }
+            }
+        }
+    }
+
     /// Drops timers of probes already answered once they outnumber the live
     /// ones, so the queue stays proportional to the probes outstanding
     /// (amortised O(1): a pass runs only after that many pushes).
@@ -363,8 +454,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// When the machine next has something to do, if nothing comes in before.
     pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
         let timer = self.timers.front().map(|t| t.0);
-        let sendable =
-            !self.resend.is_empty() || (!self.stopping && !self.exhausted && self.inflight.len() < self.pace.window);
+        let held = self.held.iter().map(|h| h.0).min();
+        let timer = match (timer, held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let sendable = !self.resend.is_empty()
+            || (!self.stopping && !self.exhausted && self.inflight.len() + self.held.len() < self.pace.window);
         let token = match (&self.bucket, sendable) {
             (Some(b), true) => {
                 let mut probe = b.clone();
@@ -388,7 +484,7 @@ mod tests {
     const SRC: &str = "198.18.0.1";
 
     fn pace(retries: u32, window: usize) -> Pace {
-        Pace { timeout: Duration::from_millis(100), retries, window, max_rate: None }
+        Pace { timeout: Duration::from_millis(100), retries, window, max_rate: None, scan_delay: None }
     }
 
     fn targets(n: u16) -> Vec<(IpAddr, u16)> {
@@ -523,6 +619,44 @@ mod tests {
             assert_eq!((silence[0].port, silence[0].state, silence[0].reason), (4, silent, Reason::NoResponse));
             assert_eq!(silence[0].ttl, None);
         }
+    }
+
+    /// With a scan delay, two probes to one host are at least that far
+    /// apart, retransmissions included, while other hosts go on meanwhile.
+    #[test]
+    fn a_scan_delay_spaces_each_hosts_probes() {
+        let (a, b): (IpAddr, IpAddr) = ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap());
+        let list: Vec<(IpAddr, u16)> = (1..=4).flat_map(|p| [(a, p), (b, p)]).collect();
+        let delay = Duration::from_millis(100);
+        let p = Pace { scan_delay: Some(delay), timeout: Duration::from_millis(150), ..pace(1, 64) };
+        let t0 = Instant::now();
+        let mut m = Machine::new(list.into_iter(), p, t0, Seen::set());
+        let mut sent: Vec<(Duration, IpAddr, u16)> = Vec::new();
+        let mut now = t0;
+        let mut out = Vec::new();
+        while !m.is_done() && now - t0 < Duration::from_secs(10) {
+            out.clear();
+            m.poll(now, 16, &mut out);
+            sent.extend(out.iter().map(|&(ip, port)| (now - t0, ip, port)));
+            // Port 4 never answers (sent twice); the rest answer at once.
+            for &(ip, port) in &out {
+                if port != 4 {
+                    m.on_reply(&reply(ip, port, false));
+                }
+            }
+            now =
+                m.next_wakeup(now).map_or(now + Duration::from_millis(1), |t| t.max(now + Duration::from_micros(100)));
+        }
+        assert_eq!(sent.len(), 10, "8 probes and 2 retransmissions: {sent:?}");
+        for host in [a, b] {
+            let times: Vec<Duration> = sent.iter().filter(|s| s.1 == host).map(|s| s.0).collect();
+            assert_eq!(times.len(), 5);
+            for w in times.windows(2) {
+                assert!(w[1] - w[0] >= delay, "{host}: {times:?}");
+            }
+        }
+        // The two hosts share the time: both have their first probe at once.
+        assert!(sent.iter().filter(|s| s.0 == Duration::ZERO).count() == 2, "{sent:?}");
     }
 
     /// A stop gives up the probes waiting to be sent again, and says so

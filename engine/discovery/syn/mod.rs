@@ -79,7 +79,9 @@ fn reports(kind: ScanType, state: PortState) -> bool {
 /// scan's stop cut it short.
 pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> io::Result<bool> {
     // Slow scans gain nothing from more senders; fast ones split the rate.
-    let workers = if opts.pace.max_rate.is_some_and(|r| r < 1000.0) { 1 } else { opts.workers.clamp(1, 16) };
+    // A scan delay is per host, and one sender sees all of a host's probes.
+    let slow = opts.pace.max_rate.is_some_and(|r| r < 1000.0) || opts.pace.scan_delay.is_some();
+    let workers = if slow { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16).for_scan(opts.kind);
     let sock = PacketSocket::open(links.ifindex)?;
     sock.tune(SOCKET_BUFFER)?;
