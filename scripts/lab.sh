@@ -129,6 +129,11 @@ install_packages() {
     [ "$ours" -eq 0 ] || rm -f "$policy"
     [ "$rc" -eq 0 ] || die "could not install ${missing[*]}"
     stop_root_daemons
+    # spamassassin's postinst imports its update keys with gpg, which leaves
+    # a gpg-agent running in the root namespace.
+    if [ -d /var/lib/spamassassin/sa-update-keys ] && command -v gpgconf >/dev/null; then
+        gpgconf --homedir /var/lib/spamassassin/sa-update-keys --kill gpg-agent 2>/dev/null || true
+    fi
 }
 
 # If the host runs systemd, the units the packages enabled would start at the
