@@ -397,8 +397,8 @@ job_scripts() {
     ((ok))
 }
 
-job_plugrate() {
-    local net=198.19.0.0/20
+# The plugin of the plugrate job: one finding per port, nothing else.
+trivial_plugin() {
     cat >"$OUT/trivial.lua" <<'LUA'
 return {
   id = "trivial", description = "One finding per port, nothing else.", categories = { "bench" },
@@ -406,6 +406,11 @@ return {
   run = function(ctx) ctx:finding{ title = "seen", data = { port = ctx.port } } end,
 }
 LUA
+}
+
+job_plugrate() {
+    local net=198.19.0.0/20
+    trivial_plugin
     local ms=("$MS" -n -p 80,443 "$net" --script "$OUT/trivial.lua")
     echo "== plugin throughput: a trivial plugin on $net x {80,443} (8,192 open ports)"
     in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/plugrate.ndjson" >/dev/null 2>"$OUT/plugrate.time"
@@ -487,13 +492,7 @@ PY
 # run (the peak RSS of each too): a restructuring must not cost speed.
 job_baseline() {
     [ -x "${BASELINE:-}" ] || { echo "  job baseline: set BASELINE to an older moonscan binary"; return 1; }
-    cat >"$OUT/trivial.lua" <<'LUA'
-return {
-  id = "trivial", description = "One finding per port, nothing else.", categories = { "bench" },
-  ports = { 80, 443 },
-  run = function(ctx) ctx:finding{ title = "seen", data = { port = ctx.port } } end,
-}
-LUA
+    trivial_plugin
     local db=$OUT/baseline.db name args
     local -A cmd=(
         [connect]="-sT -n -p- 198.18.0.2"

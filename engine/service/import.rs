@@ -255,22 +255,7 @@ fn pcre_to_fancy(p: &str, flags: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 1 < b.len() {
-            match b[i + 1] {
-                b'0' => {
-                    let digits = b[i + 2..].iter().take(2).take_while(|d| (b'0'..=b'7').contains(d)).count();
-                    let v = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 2 + digits]).unwrap_or("0"), 8);
-                    out.push_str(&format!("\\x{:02x}", v.unwrap_or(0)));
-                    i += 2 + digits;
-                    continue;
-                }
-                b'Z' => out.push_str("(?:\\n?\\z)"),
-                b'h' => out.push_str("[ \\t]"),
-                e => {
-                    out.push('\\');
-                    out.push(e as char);
-                }
-            }
-            i += 2;
+            i = escape(b, i, &mut out);
             continue;
         }
         let ch_len = std::str::from_utf8(&b[i..]).ok().and_then(|s| s.chars().next()).map_or(1, char::len_utf8);
@@ -278,6 +263,27 @@ fn pcre_to_fancy(p: &str, flags: &str) -> String {
         i += ch_len;
     }
     out
+}
+
+/// Writes the escape at `b[i]` (a backslash and what follows) as both
+/// engines read it: octal `\0`, `\0N`, `\0NN` as `\xNN`, `\Z` and `\h`
+/// spelled out, the rest as it is. Returns where the pattern goes on.
+fn escape(b: &[u8], i: usize, out: &mut String) -> usize {
+    match b[i + 1] {
+        b'0' => {
+            let digits = b[i + 2..].iter().take(2).take_while(|d| (b'0'..=b'7').contains(d)).count();
+            let v = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 2 + digits]).unwrap_or("0"), 8);
+            out.push_str(&format!("\\x{:02x}", v.unwrap_or(0)));
+            return i + 2 + digits;
+        }
+        b'Z' => out.push_str("(?:\\n?\\z)"),
+        b'h' => out.push_str("[ \\t]"),
+        e => {
+            out.push('\\');
+            out.push(e as char);
+        }
+    }
+    i + 2
 }
 
 /// `T:9100-9107,U:53`: the TCP ports of nmap's `Exclude`.
@@ -311,25 +317,10 @@ fn pcre_to_rust(p: &str, flags: &str) -> Result<String, &'static str> {
         let c = b[i];
         match c {
             b'\\' if i + 1 < b.len() => {
-                let e = b[i + 1];
-                match e {
-                    b'1'..=b'9' if !in_class => return Err("backreference"),
-                    b'0' => {
-                        // Octal: \0, \0N, \0NN.
-                        let digits = b[i + 2..].iter().take(2).take_while(|d| (b'0'..=b'7').contains(d)).count();
-                        let v = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 2 + digits]).unwrap_or("0"), 8);
-                        out.push_str(&format!("\\x{:02x}", v.unwrap_or(0)));
-                        i += 2 + digits;
-                        continue;
-                    }
-                    b'Z' => out.push_str("(?:\\n?\\z)"),
-                    b'h' => out.push_str("[ \\t]"),
-                    _ => {
-                        out.push('\\');
-                        out.push(e as char);
-                    }
+                if !in_class && b[i + 1].is_ascii_digit() && b[i + 1] != b'0' {
+                    return Err("backreference");
                 }
-                i += 2;
+                i = escape(b, i, &mut out);
                 continue;
             }
             b'[' if !in_class => in_class = true,
