@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
 
-use super::host::{
-    charge_output, charge_text, with_run, Budgets, Current, Finding, Meter, OutputAllowance, Trip, BUDGET_PREFIX,
-};
+use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
+use super::host::{with_run, Current, Finding};
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
 use super::value::{from_json, unknown_keys, ConvertError};
 use crate::error::{Error, ErrorKind};

@@ -16,6 +16,8 @@
 //!   tripped budget stays tripped for the rest of the run: the interrupt
 //!   raises again at the next step and `pcall`, `xpcall` and
 //!   `coroutine.resume` re-raise it, so a plugin cannot swallow the stop.
+//!   The budgets and their meter are in [`super::budget`]; what a plugin
+//!   table may declare, and how it is checked, in [`super::meta`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -23,189 +25,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use serde_json::Value as Json;
 
 use super::api::{
     ctx_methods, hash_module, log_line, regex_module, tls_table, Host, PatternCache, MAX_LOGS, MAX_LOG_LINE,
 };
+use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip};
+use super::meta::{check_table, Meta};
 use super::net::{Guard, SharedSocket};
-use super::value::{to_json, unknown_keys, Allowance, ConvertError};
+use super::value::ConvertError;
 use super::Plugin;
 use crate::findings::{ErrorKind, Service, Severity};
-
-/// Limits for each plugin run (memory: for each VM).
-#[derive(Clone, Debug)]
-pub struct Budgets {
-    /// Wall time of one run (`--script-timeout`).
-    pub wall: Duration,
-    /// Interrupt steps (loop iterations and calls) of one run.
-    pub steps: u64,
-    /// Bytes of Lua memory one VM may hold.
-    pub memory: usize,
-    /// Bytes one run may read from the network.
-    pub read_bytes: u64,
-    /// Sockets one run may open.
-    pub sockets: u32,
-    /// Bytes of findings (and returned data) one run may report, counted
-    /// as the host copies them out of the VM.
-    pub output: u64,
-    /// Bytes of findings all the runs of a scan may report together.
-    pub scan_output: u64,
-}
-
-impl Default for Budgets {
-    fn default() -> Budgets {
-        Budgets {
-            wall: Duration::from_secs(10),
-            steps: 50_000_000,
-            memory: 64 << 20,
-            read_bytes: 4 << 20,
-            sockets: 16,
-            output: 1 << 20,
-            scan_output: 32 << 20,
-        }
-    }
-}
-
-/// Which budget stopped a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Trip {
-    Wall = 1,
-    Steps,
-    Memory,
-    Read,
-    Sockets,
-    Output,
-    ScanOutput,
-    /// The scan was interrupted (Ctrl-C) and the grace for runs in flight passed.
-    Stopped,
-}
-
-impl Trip {
-    fn from_u8(v: u8) -> Option<Trip> {
-        Some(match v {
-            1 => Trip::Wall,
-            2 => Trip::Steps,
-            3 => Trip::Memory,
-            4 => Trip::Read,
-            5 => Trip::Sockets,
-            6 => Trip::Output,
-            7 => Trip::ScanOutput,
-            8 => Trip::Stopped,
-            _ => return None,
-        })
-    }
-
-    fn describe(self, b: &Budgets) -> String {
-        match self {
-            Trip::Wall => format!("ran longer than {} ms", b.wall.as_millis()),
-            Trip::Steps => format!("ran more than {} steps", b.steps),
-            Trip::Memory => format!("needed more than the VM's {} bytes of memory", b.memory),
-            Trip::Read => format!("read more than {} bytes", b.read_bytes),
-            Trip::Sockets => format!("opened more than {} sockets", b.sockets),
-            Trip::Output => format!("reported more than {} bytes of findings", b.output),
-            Trip::ScanOutput => format!("reported findings past the scan's {} bytes for all plugins", b.scan_output),
-            Trip::Stopped => "stopped: the scan was interrupted".to_string(),
-        }
-    }
-}
-
-/// Budget state of the run in progress, shared with the interrupt.
-#[derive(Debug)]
-pub(super) struct Meter {
-    epoch: Instant,
-    deadline_ns: AtomicU64,
-    steps: AtomicU64,
-    max_steps: AtomicU64,
-    tripped: AtomicU8,
-    active: AtomicBool,
-    /// The Lua thread running the plugin's `run` (0: none): the only one the
-    /// interrupt may yield, so a plugin's own coroutines never see a yield
-    /// they did not make.
-    run_thread: std::sync::atomic::AtomicUsize,
-    /// When the run last yielded (ns since `epoch`).
-    last_yield_ns: AtomicU64,
-    /// Set when runs must end at once (Ctrl-C, after a grace).
-    cut: std::sync::OnceLock<crate::discovery::Stop>,
-}
-
-/// The longest a run computes without yielding to the runtime.
-const YIELD_EVERY_NS: u64 = 10_000_000;
-
-pub(super) const BUDGET_PREFIX: &str = "budget exceeded";
-
-impl Meter {
-    fn start(&self, wall: Duration, steps: u64) {
-        let deadline = self.epoch.elapsed() + wall;
-        self.deadline_ns.store(deadline.as_nanos() as u64, Ordering::Relaxed);
-        self.steps.store(0, Ordering::Relaxed);
-        self.max_steps.store(steps, Ordering::Relaxed);
-        self.tripped.store(0, Ordering::Relaxed);
-        self.active.store(true, Ordering::Release);
-    }
-
-    fn stop(&self) {
-        self.active.store(false, Ordering::Release);
-        self.run_thread.store(0, Ordering::Release);
-    }
-
-    /// When the run in progress must end.
-    pub(super) fn deadline(&self) -> tokio::time::Instant {
-        let at = self.epoch + Duration::from_nanos(self.deadline_ns.load(Ordering::Relaxed));
-        tokio::time::Instant::from_std(at)
-    }
-
-    pub(super) fn trip(&self, t: Trip) {
-        let _ = self.tripped.compare_exchange(0, t as u8, Ordering::AcqRel, Ordering::Relaxed);
-    }
-
-    fn tripped(&self) -> Option<Trip> {
-        Trip::from_u8(self.tripped.load(Ordering::Acquire))
-    }
-
-    fn interrupt(&self, lua: &Lua) -> mlua::Result<VmState> {
-        if !self.active.load(Ordering::Acquire) {
-            return Ok(VmState::Continue);
-        }
-        if let Some(t) = self.tripped() {
-            return Err(budget_error(t));
-        }
-        // The cut stops Lua code on any thread (a loop inside a coroutine
-        // never yields to the host, so only this can end it).
-        if self.cut.get().is_some_and(|c| c.is_set()) {
-            self.trip(Trip::Stopped);
-            return Err(budget_error(Trip::Stopped));
-        }
-        let n = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        if n > self.max_steps.load(Ordering::Relaxed) {
-            self.trip(Trip::Steps);
-            return Err(budget_error(Trip::Steps));
-        }
-        // Every step: one host call between two steps is bounded (input caps),
-        // so a run overshoots its deadline by at most one such call.
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        if now >= self.deadline_ns.load(Ordering::Relaxed) {
-            self.trip(Trip::Wall);
-            return Err(budget_error(Trip::Wall));
-        }
-        // Let other tasks (and a stop) in during long computations, every
-        // 8,192 steps and at least every YIELD_EVERY, only from the run's own
-        // thread, where the host is the one resuming.
-        if n & 8191 == 0 || now.saturating_sub(self.last_yield_ns.load(Ordering::Relaxed)) >= YIELD_EVERY_NS {
-            let run = self.run_thread.load(Ordering::Acquire);
-            if run != 0 && lua.current_thread().to_pointer() as usize == run {
-                self.last_yield_ns.store(now, Ordering::Relaxed);
-                return Ok(VmState::Yield);
-            }
-        }
-        Ok(VmState::Continue)
-    }
-}
-
-fn budget_error(t: Trip) -> mlua::Error {
-    mlua::Error::runtime(format!("{BUDGET_PREFIX} ({t:?})"))
-}
 
 /// One finding a run reported.
 #[derive(Clone, Debug, PartialEq)]
@@ -247,131 +78,6 @@ pub(super) fn with_run<R>(cur: &Current, f: impl FnOnce(&mut RunCtx) -> R) -> ml
     }
 }
 
-/// Bytes of findings the runs of one scan may still report, shared by
-/// every VM of the scan.
-#[derive(Clone, Debug)]
-pub struct OutputAllowance(Arc<AtomicU64>);
-
-impl OutputAllowance {
-    pub fn new(bytes: u64) -> OutputAllowance {
-        OutputAllowance(Arc::new(AtomicU64::new(bytes)))
-    }
-
-    /// Takes up to `max` bytes (what is left, if less) and says how many.
-    fn reserve(&self, max: u64) -> u64 {
-        let prev = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(v - v.min(max)));
-        prev.map_or(0, |v| v.min(max))
-    }
-
-    /// Gives back bytes reserved and not used.
-    fn refund(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::AcqRel);
-    }
-}
-
-/// What the scan's allowance is drawn in, so that runs converting at the
-/// same time hold little of it each.
-const DRAW_CHUNK: u64 = 16 * 1024;
-
-/// A run's bytes of output, drawn from its own budget and, chunk by chunk,
-/// from the scan's; what is drawn and not used goes back when it is dropped.
-pub(super) struct Draw<'a> {
-    run_left: &'a mut u64,
-    scan: &'a OutputAllowance,
-    /// Drawn from the scan, not yet used.
-    held: u64,
-    /// Used in this draw (given back by [`Draw::undo`]).
-    used: u64,
-    /// The scan's allowance ran out (rather than the run's).
-    scan_short: bool,
-    limit: u64,
-}
-
-impl<'a> Draw<'a> {
-    pub(super) fn new(run_left: &'a mut u64, scan: &'a OutputAllowance) -> Draw<'a> {
-        let limit = *run_left;
-        Draw { run_left, scan, held: 0, used: 0, scan_short: false, limit }
-    }
-
-    /// Gives back everything this draw used (what was made was dropped).
-    fn undo(&mut self) {
-        *self.run_left += self.used;
-        self.held += self.used;
-        self.used = 0;
-    }
-
-    /// The budget that ran out, if one did.
-    fn trip(&self) -> Trip {
-        if self.scan_short {
-            Trip::ScanOutput
-        } else {
-            Trip::Output
-        }
-    }
-}
-
-impl Allowance for Draw<'_> {
-    fn take(&mut self, n: u64) -> bool {
-        if n > *self.run_left {
-            return false;
-        }
-        while self.held < n {
-            let want = (n - self.held).max(DRAW_CHUNK).min(*self.run_left - self.held);
-            let got = self.scan.reserve(want);
-            if got == 0 {
-                self.scan_short = true;
-                return false;
-            }
-            self.held += got;
-        }
-        self.held -= n;
-        self.used += n;
-        *self.run_left -= n;
-        true
-    }
-
-    fn limit(&self) -> u64 {
-        self.limit
-    }
-}
-
-impl Drop for Draw<'_> {
-    fn drop(&mut self) {
-        self.scan.refund(self.held);
-    }
-}
-
-/// Converts data leaving the VM within what the run and the scan have left,
-/// charging both; past either, the run trips its budget. A conversion that
-/// fails costs nothing (what it made is dropped).
-pub(super) fn charge_output(
-    v: &Value,
-    run_left: &mut u64,
-    scan: &OutputAllowance,
-    meter: &Meter,
-) -> std::result::Result<Json, ConvertError> {
-    let mut draw = Draw::new(run_left, scan);
-    let r = to_json(v, &mut draw);
-    if r.is_err() {
-        draw.undo();
-    }
-    if let Err(ConvertError::TooLarge(_)) = &r {
-        meter.trip(draw.trip());
-    }
-    r
-}
-
-/// Charges `n` bytes of text (a title, a log line) to the run and the scan;
-/// false when either has not got them.
-pub(super) fn charge_text(n: u64, run_left: &mut u64, scan: &OutputAllowance) -> Result<(), Trip> {
-    let mut draw = Draw::new(run_left, scan);
-    if draw.take(n) {
-        Ok(())
-    } else {
-        Err(draw.trip())
-    }
-}
-
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
     lua: Lua,
@@ -387,35 +93,16 @@ pub struct Vm {
     budgets: Budgets,
 }
 
-/// Plugin metadata as the file's table gives it.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Meta {
-    pub id: String,
-    pub description: String,
-    pub categories: Vec<String>,
-    pub ports: Vec<u16>,
-    pub services: Vec<String>,
-    pub portrule: bool,
-}
-
-impl Meta {
-    /// What a cached entry must hold to be used: what [`check_table`] lets
-    /// through (an edited cache file cannot smuggle in a reserved id).
-    pub(crate) fn plausible(&self) -> bool {
-        let name = |s: &str| {
-            !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        };
-        name(&self.id)
-            && !RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&self.id))
-            && self.description.len() <= MAX_DESCRIPTION
-            && !self.categories.is_empty()
-            && self.categories.len() <= 64
-            && self.categories.iter().all(|c| name(c))
-            && self.services.len() <= 64
-            && self.services.iter().all(|s| name(s))
-            && self.ports.len() <= 1024
-            && (!self.ports.is_empty() || !self.services.is_empty() || self.portrule)
-    }
+/// A Lua error as one line, without mlua's traceback.
+fn short(e: &mlua::Error) -> String {
+    let text = match e {
+        mlua::Error::CallbackError { cause, .. } => return short(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::MemoryError(m) => format!("out of memory: {m}"),
+        other => other.to_string(),
+    };
+    let first = text.lines().next().unwrap_or("").to_string();
+    first.chars().take(500).collect()
 }
 
 /// What a plugin file's top-level code may take when it is checked: a
@@ -441,147 +128,6 @@ pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> crate::Result<Meta> {
         other => return Err(bad(format!("must return a table, not a {}", other.type_name()))),
     };
     check_table(&table)
-}
-
-/// Words a `--script` expression reads as a category or keyword (nmap's
-/// categories, and moonscan's keywords): no plugin may take one as its id.
-pub const RESERVED_IDS: &[&str] = &[
-    "all",
-    "and",
-    "or",
-    "not",
-    "default",
-    "safe",
-    "intrusive",
-    "discovery",
-    "version",
-    "vuln",
-    "auth",
-    "brute",
-    "broadcast",
-    "dos",
-    "exploit",
-    "external",
-    "fuzzer",
-    "malware",
-];
-
-/// Longest description a plugin may have.
-pub const MAX_DESCRIPTION: usize = 2000;
-
-/// Every field a plugin table may have.
-const PLUGIN_FIELDS: &[&str] = &["id", "description", "categories", "ports", "services", "portrule", "run"];
-
-fn check_table(t: &Table) -> crate::Result<Meta> {
-    let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
-    let unknown = unknown_keys(t, PLUGIN_FIELDS)
-        .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e))?;
-    if !unknown.is_empty() {
-        return Err(bad(format!(
-            "unknown field{} {} (a plugin table has only {})",
-            if unknown.len() == 1 { "" } else { "s" },
-            unknown.join(", "),
-            PLUGIN_FIELDS.join(", ")
-        )));
-    }
-    let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
-    let string = |name: &str, required: bool| -> crate::Result<Option<String>> {
-        match field(name) {
-            Value::String(s) => Ok(Some(s.to_string_lossy())),
-            Value::Nil if !required => Ok(None),
-            Value::Nil => Err(bad(format!("field '{name}' is missing (it must be a string)"))),
-            other => Err(bad(format!("field '{name}' must be a string, not a {}", other.type_name()))),
-        }
-    };
-    // Bounded so that the metadata always fits its cache file (see
-    // plugins::load_source_cached): a plugin cannot opt out of the cache.
-    let list = |name: &str, max: usize| -> crate::Result<Vec<Value>> {
-        match field(name) {
-            Value::Nil => Ok(Vec::new()),
-            Value::Table(l) => {
-                let n = l.raw_len();
-                if n > max {
-                    return Err(bad(format!("field '{name}' has more than {max} entries")));
-                }
-                (1..=n)
-                    .map(|i| {
-                        l.raw_get::<Value>(i).map_err(|e| {
-                            crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e)
-                        })
-                    })
-                    .collect()
-            }
-            other => Err(bad(format!("field '{name}' must be a list, not a {}", other.type_name()))),
-        }
-    };
-    let id = string("id", true)?.unwrap_or_default();
-    let valid =
-        |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if !valid(&id) {
-        return Err(bad(format!("field 'id' must be 1-64 letters, digits, '-', '_' or '.', not {id:?}")));
-    }
-    if RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&id)) {
-        return Err(bad(format!(
-            "field 'id' is {id:?}, a category or keyword of --script expressions; plugin ids cannot be one"
-        )));
-    }
-    let description = string("description", true)?.unwrap_or_default();
-    if description.len() > MAX_DESCRIPTION {
-        return Err(bad(format!("field 'description' is longer than {MAX_DESCRIPTION} bytes")));
-    }
-    let mut categories = Vec::new();
-    for v in list("categories", 64)? {
-        match v {
-            Value::String(s) if valid(&s.to_string_lossy()) => {
-                categories.push(s.to_string_lossy().to_ascii_lowercase())
-            }
-            other => return Err(bad(format!("field 'categories' must hold category names, found {other:?}"))),
-        }
-    }
-    if categories.is_empty() {
-        return Err(bad("field 'categories' is missing or empty (e.g. { \"safe\", \"discovery\" })".to_string()));
-    }
-    let mut ports = Vec::new();
-    for v in list("ports", 1024)? {
-        match v {
-            Value::Integer(p) if (1..=65535).contains(&p) => ports.push(p as u16),
-            Value::Number(p) if p.fract() == 0.0 && (1.0..=65535.0).contains(&p) => ports.push(p as u16),
-            other => return Err(bad(format!("field 'ports' must hold port numbers 1-65535, found {other:?}"))),
-        }
-    }
-    let mut services = Vec::new();
-    for v in list("services", 64)? {
-        match v {
-            Value::String(s) if valid(&s.to_string_lossy()) => services.push(s.to_string_lossy()),
-            other => return Err(bad(format!("field 'services' must hold service names, found {other:?}"))),
-        }
-    }
-    let portrule = match field("portrule") {
-        Value::Function(_) => true,
-        Value::Nil => false,
-        other => return Err(bad(format!("field 'portrule' must be a function, not a {}", other.type_name()))),
-    };
-    if ports.is_empty() && services.is_empty() && !portrule {
-        return Err(bad("the plugin says nowhere to run: give 'ports', 'services' or 'portrule'".to_string()));
-    }
-    match field("run") {
-        Value::Function(_) => {}
-        Value::Nil => return Err(bad("field 'run' is missing (it must be a function)".to_string())),
-        other => return Err(bad(format!("field 'run' must be a function, not a {}", other.type_name()))),
-    }
-    Ok(Meta { id, description, categories, ports, services, portrule })
-}
-
-/// A Lua error as one line, without mlua's traceback.
-fn short(e: &mlua::Error) -> String {
-    let text = match e {
-        mlua::Error::CallbackError { cause, .. } => return short(cause),
-        mlua::Error::RuntimeError(m) => m.clone(),
-        mlua::Error::MemoryError(m) => format!("out of memory: {m}"),
-        other => other.to_string(),
-    };
-    let first = text.lines().next().unwrap_or("").to_string();
-    first.chars().take(500).collect()
 }
 
 /// The Lua side of the sandbox, run once per VM before `sandbox(true)`:

@@ -5,7 +5,7 @@
 //! Out: `finding`, `log` and `error` events. What always holds: a plugin is
 //! text compiled by the host (never bytecode from a file), checked once when
 //! loaded (a missing or mistyped field refuses the file, naming the field),
-//! and every run is sandboxed and budgeted ([`host`]); its sockets reach only
+//! and every run is sandboxed ([`host`]) and budgeted ([`budget`]); its sockets reach only
 //! the scanned host on the scan's ports ([`net`]).
 //!
 //! A plugin file returns a table:
@@ -23,7 +23,9 @@
 //! ```
 
 mod api;
+pub mod budget;
 pub mod host;
+pub mod meta;
 pub mod net;
 pub mod select;
 pub mod ssh;
@@ -35,7 +37,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub use host::{Budgets, OutputAllowance, RunOutput, Vm};
+pub use budget::{Budgets, OutputAllowance};
+pub use host::{RunOutput, Vm};
 pub use select::Selection;
 
 /// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins/
@@ -127,7 +130,7 @@ fn meta_path(cache: &Path, bytes: &[u8]) -> PathBuf {
 /// Records a checked plugin's metadata in `cache`, keyed by the sha256 of
 /// its source, so that later loads of the same bytes need not run it.
 pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
-    let meta = host::Meta {
+    let meta = meta::Meta {
         id: p.id.clone(),
         description: p.description.clone(),
         categories: p.categories.clone(),
@@ -157,7 +160,7 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
     let cached = cache.and_then(|c| {
         let text = crate::files::read_capped(&meta_path(c, bytes), MAX_META, "plugin metadata").ok()?;
         // A cache entry is trusted no further than the checks it passed.
-        serde_json::from_slice::<host::Meta>(&text).ok().filter(host::Meta::plausible)
+        serde_json::from_slice::<meta::Meta>(&text).ok().filter(meta::Meta::plausible)
     });
     let fresh = cached.is_none();
     let meta = match cached {

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Mutex};
 
-use super::host::{Budgets, OutputAllowance, RunOutput, Vm};
+use super::budget::{Budgets, OutputAllowance};
+use super::host::{RunOutput, Vm};
 use super::net::Guard;
 use super::Plugin;
 use crate::discovery::stop_signal;

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::host::{Budgets, OutputAllowance, RunOutput, Vm};
+use super::budget::{Budgets, OutputAllowance};
+use super::host::{RunOutput, Vm};
 use super::net::Guard;
 use super::{load_source, Plugin};
 use crate::findings::{ErrorKind, Proto, Service, Severity};
