@@ -659,6 +659,23 @@ mod tests {
         assert!(sent.iter().filter(|s| s.0 == Duration::ZERO).count() == 2, "{sent:?}");
     }
 
+    /// Probes held for their host's turn count against the window: with a
+    /// window of 2 and a host that never answers, no more than 2 go out
+    /// before their time runs out, however short the delay.
+    #[test]
+    fn held_probes_count_against_the_window() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let p = Pace { scan_delay: Some(Duration::from_millis(10)), timeout: Duration::from_secs(10), ..pace(0, 2) };
+        let t0 = Instant::now();
+        let mut m = Machine::new((1..=50).map(|port| (ip, port)), p, t0, Seen::set());
+        let mut out = Vec::new();
+        for ms in 0..1000 {
+            m.poll(t0 + Duration::from_millis(ms), 16, &mut out);
+        }
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(m.outstanding(), 2);
+    }
+
     /// A stop gives up the probes waiting to be sent again, and says so
     /// as it would after their last try; without `report_silence` nothing
     /// is kept.
