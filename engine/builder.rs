@@ -37,13 +37,14 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::discovery::payloads::Payloads;
 use crate::discovery::syn::LinkOptions;
 use crate::discovery::{stop_signal, Stats, StopHandle, Timing};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, ScanEnd, ScanType};
 use crate::plugins::stage::PluginConfig;
 use crate::plugins::{Budgets, Plugin};
-use crate::scan::ScanConfig;
+use crate::scan::{ScanConfig, UdpPlan};
 use crate::service::{DetectOptions, Detector, ProbeDb};
 use crate::targets::addrs::AddrSetBuilder;
 use crate::targets::{self, Family, Shard, TargetSpace, Term};
@@ -124,7 +125,11 @@ pub struct ScanBuilder {
     args: Vec<String>,
     open_files: Option<u64>,
     raw_sockets: Option<bool>,
+    udp: bool,
 }
+
+/// The ports of one protocol, in scan order.
+type PortNumbers = Vec<u16>;
 
 /// A validated scan and what the caller should be told before it starts.
 /// Only [`ScanBuilder::build`] makes one, and only a `Built` starts.
@@ -222,9 +227,16 @@ impl ScanBuilder {
         self
     }
 
-    /// SYN or connect; by default SYN when raw sockets are allowed.
+    /// SYN or connect (or another of nmap's TCP scans); by default SYN
+    /// when raw sockets are allowed. `ScanType::Udp` alone is a UDP scan.
     pub fn scan_type(mut self, t: ScanType) -> Self {
         self.scan_type = Some(t);
+        self
+    }
+
+    /// Scan the UDP ports too (`-sU`): alone, unless a TCP scan type is set.
+    pub fn udp(mut self, yes: bool) -> Self {
+        self.udp = yes;
         self
     }
 
@@ -368,8 +380,19 @@ impl ScanBuilder {
     pub fn build(self) -> Result<Built> {
         let mut notes = Vec::new();
         let raw_ok = self.raw_sockets.unwrap_or_else(crate::net::packet::raw_available);
-        let scan_type = match self.scan_type {
+        let udp = self.udp || self.scan_type == Some(ScanType::Udp);
+        let tcp_type = self.scan_type.filter(|&t| t != ScanType::Udp);
+        let udp_raw = udp && raw_ok && self.any_remote_target();
+        if udp && !udp_raw {
+            notes.push(if raw_ok {
+                "raw UDP probes cannot reach this machine's own addresses; -sU uses UDP sockets".into()
+            } else {
+                "raw sockets are not available (needs root or CAP_NET_RAW); -sU uses UDP sockets".into()
+            });
+        }
+        let scan_type = match tcp_type {
             Some(t) => t,
+            None if udp => ScanType::Udp,
             None if raw_ok => ScanType::Syn,
             None => {
                 notes.push(
@@ -385,7 +408,7 @@ impl ScanBuilder {
             scan_type
         };
         // The other raw scans have no connect-scan equivalent to fall back on.
-        if !matches!(scan_type, ScanType::Syn | ScanType::Connect) {
+        if !matches!(scan_type, ScanType::Syn | ScanType::Connect | ScanType::Udp) {
             if !raw_ok {
                 return Err(usage(format!(
                     "{} sends raw packets: it needs root or CAP_NET_RAW (-sT needs neither)",
@@ -399,11 +422,14 @@ impl ScanBuilder {
                 )));
             }
         }
-        if scan_type == ScanType::Connect && (self.link.iface.is_some() || self.link.src.is_some()) {
+        if scan_type == ScanType::Connect && !udp_raw && (self.link.iface.is_some() || self.link.src.is_some()) {
             return Err(usage("-e and -S apply to raw (SYN) scans only"));
         }
 
-        let ports = self.port_list()?;
+        let (tcp_ports, udp_ports) = self.port_list(scan_type != ScanType::Udp, udp)?;
+        if !udp && self.ports_name_udp() {
+            notes.push("the port list names UDP ports (U:) but -sU is not given: only TCP is scanned".into());
+        }
         let family = if self.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
         let mut include = AddrSetBuilder::default();
         for t in &self.targets {
@@ -423,7 +449,16 @@ impl ScanBuilder {
         for path in &self.exclude_files {
             read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
         }
-        let space = TargetSpace::new(&include, &exclude.finish()?, ports)?.in_sequence(self.sequential);
+        let exclude = exclude.finish()?;
+        let (space, also_udp) = match (tcp_ports, udp_ports) {
+            (Some(tcp), udp) => {
+                let also = udp.map(|u| TargetSpace::new(&include, &exclude, u)).transpose()?;
+                (TargetSpace::new(&include, &exclude, tcp)?, also.map(|s| s.in_sequence(self.sequential)))
+            }
+            (None, Some(udp)) => (TargetSpace::new(&include, &exclude, udp)?, None),
+            (None, None) => unreachable!("port_list gives the ports of at least one protocol"),
+        };
+        let space = space.in_sequence(self.sequential);
 
         let level = self.timing_level.unwrap_or(3);
         let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;
@@ -507,6 +542,15 @@ impl ScanBuilder {
                 Some(Detector::new(db, opts)?)
             }
         };
+        let udp = if udp {
+            let payloads = match &detector {
+                Some(d) => Payloads::from_db(d.db()),
+                None => Payloads::from_db(&ProbeDb::load_dir(&crate::service::probes::default_dir())?),
+            };
+            Some(UdpPlan { also: also_udp, raw: udp_raw, payloads: Arc::new(payloads) })
+        } else {
+            None
+        };
         let plugins = match &self.scripts {
             None => None,
             Some(s) => {
@@ -551,6 +595,7 @@ impl ScanBuilder {
             link: self.link,
             detector,
             plugins,
+            udp,
         };
         Ok(Built { config, notes })
     }
@@ -570,25 +615,40 @@ impl ScanBuilder {
         self.targets.is_empty() || !self.target_files.is_empty() || !self.targets.iter().all(|t| loopback(t))
     }
 
-    fn port_list(&self) -> Result<Vec<u16>> {
-        let tcp = match &self.ports {
-            Some(Ports::Spec(spec)) => targets::parse_ports(spec)?.tcp,
-            Some(Ports::Top(0)) => return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0")),
-            Some(Ports::Top(n)) => targets::top_ports(targets::Proto::Tcp, *n),
-            None => targets::top_ports(targets::Proto::Tcp, 1000),
+    /// Whether the port spec names UDP ports with `U:`.
+    fn ports_name_udp(&self) -> bool {
+        matches!(&self.ports, Some(Ports::Spec(s)) if s.split(',').any(|t| t.trim_start().starts_with(['U', 'u'])))
+    }
+
+    /// The TCP and the UDP ports to scan, for the protocols asked.
+    fn port_list(&self, tcp: bool, udp: bool) -> Result<(Option<PortNumbers>, Option<PortNumbers>)> {
+        let one = |proto: targets::Proto| -> Result<Vec<u16>> {
+            let pick = |l: targets::PortList| if proto == targets::Proto::Tcp { l.tcp } else { l.udp };
+            let list = match &self.ports {
+                Some(Ports::Spec(spec)) => pick(targets::parse_ports(spec)?),
+                Some(Ports::Top(0)) => {
+                    return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0"))
+                }
+                Some(Ports::Top(n)) => targets::top_ports(proto, *n),
+                None => targets::top_ports(proto, 1000),
+            };
+            let name = if proto == targets::Proto::Tcp { "TCP" } else { "UDP" };
+            if list.is_empty() {
+                return Err(Error::new(ErrorKind::PortSpec, format!("the port spec names no {name} ports")));
+            }
+            let mut skip = Vec::new();
+            for spec in &self.exclude_ports {
+                skip.extend(pick(targets::parse_ports(spec)?));
+            }
+            let list: Vec<u16> = list.into_iter().filter(|p| !skip.contains(p)).collect();
+            if list.is_empty() {
+                return Err(Error::new(ErrorKind::PortSpec, "--exclude-ports leaves no port to scan"));
+            }
+            Ok(list)
         };
-        if tcp.is_empty() {
-            return Err(Error::new(ErrorKind::PortSpec, "the port spec names no TCP ports (a connect scan scans TCP)"));
-        }
-        let mut skip = Vec::new();
-        for spec in &self.exclude_ports {
-            skip.extend(targets::parse_ports(spec)?.tcp);
-        }
-        let tcp: Vec<u16> = tcp.into_iter().filter(|p| !skip.contains(p)).collect();
-        if tcp.is_empty() {
-            return Err(Error::new(ErrorKind::PortSpec, "--exclude-ports leaves no port to scan"));
-        }
-        Ok(tcp)
+        let tcp = tcp.then(|| one(targets::Proto::Tcp)).transpose()?;
+        let udp = udp.then(|| one(targets::Proto::Udp)).transpose()?;
+        Ok((tcp, udp))
     }
 }
 

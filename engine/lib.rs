@@ -65,6 +65,21 @@ pub mod fuzz {
         }
     }
 
+    /// Reads a frame as the UDP scan's receiver does: parsed, its echoed
+    /// transaction id taken at an offset and length the input's first two
+    /// bytes choose (as a probe file's `txid` would), then judged by a
+    /// UDP scan's cookie.
+    pub fn udp_reply(data: &[u8]) {
+        use crate::discovery::syn::{frame::parse, Cookie};
+        use crate::net::packet::Checksum;
+        let [at, len, frame @ ..] = data else { return };
+        let cookie = Cookie::new(1, 2, 2).for_scan(crate::findings::ScanType::Udp);
+        if let Some(mut r) = parse(frame, Checksum::Unfinished) {
+            let _ = r.echo(frame, usize::from(*at), usize::from(*len % 6));
+            let _ = cookie.accepts(&r);
+        }
+    }
+
     /// Loads arbitrary text as a probe file (invalid UTF-8 replaced); a file
     /// that loads has its rules tried on the text itself.
     pub fn probe_yaml(data: &[u8]) {

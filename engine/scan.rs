@@ -12,6 +12,7 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
+use crate::discovery::payloads::Payloads;
 use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
 use crate::error::{Error, ErrorKind, Result};
@@ -47,6 +48,21 @@ pub struct ScanConfig {
     pub detector: Option<crate::service::Detector>,
     /// Plugins (`--script`) on every open port, after service detection if any.
     pub plugins: Option<Arc<crate::plugins::stage::PluginConfig>>,
+    /// The UDP scan (`-sU`), if asked.
+    pub udp: Option<UdpPlan>,
+}
+
+/// The UDP part of a scan.
+#[derive(Clone, Debug)]
+pub struct UdpPlan {
+    /// Every address with the UDP ports when TCP is scanned too (`space`
+    /// and `scan_type` are then TCP's); `None` for a UDP scan alone, whose
+    /// ports are `space`'s and whose `scan_type` is `Udp`.
+    pub also: Option<TargetSpace>,
+    /// Raw frames through the packet socket; else plain UDP sockets.
+    pub raw: bool,
+    /// What each port is sent.
+    pub payloads: Arc<Payloads>,
 }
 
 /// How long to wait for ARP/NDP answers before a raw scan.
@@ -75,36 +91,53 @@ pub(crate) async fn run(
     stats: Arc<Stats>,
     stop: Stop,
 ) -> Result<ScanEnd> {
-    let links = if cfg.scan_type.is_raw() {
-        let (addrs, opts) = (cfg.space.addrs().clone(), cfg.link.clone());
+    let udp_raw = cfg.udp.as_ref().is_some_and(|u| u.raw);
+    let tcp_raw = !matches!(cfg.scan_type, ScanType::Connect | ScanType::Udp);
+    let links = if tcp_raw || udp_raw {
+        let mut addrs = cfg.space.addrs().clone();
+        if let Some(also) = cfg.udp.as_ref().and_then(|u| u.also.as_ref()) {
+            addrs = also.addrs().clone();
+        }
+        let opts = cfg.link.clone();
         let resolved = tokio::task::spawn_blocking(move || Links::resolve(&addrs, &opts, ARP_TIMEOUT)).await;
         Some(resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))??)
     } else {
         None
     };
     // Raw frames cannot reach this machine's own addresses through loopback:
-    // a SYN scan becomes a connect scan, the others have no such stand-in.
-    if links.as_ref().is_some_and(|l| l.loopback) && !matches!(cfg.scan_type, ScanType::Syn | ScanType::Connect) {
+    // a SYN scan becomes a connect scan, a UDP scan uses UDP sockets, the
+    // others have no such stand-in.
+    let loopback = links.as_ref().is_some_and(|l| l.loopback);
+    if loopback && tcp_raw && cfg.scan_type != ScanType::Syn {
         return Err(Error::new(
             ErrorKind::Config,
             format!("{} sends raw packets, which cannot reach this machine's own addresses", cfg.scan_type.flag()),
         ));
     }
     let scan_id: ScanId = new_scan_id().into();
+    let also_udp = cfg.udp.as_ref().and_then(|u| u.also.as_ref());
     let planned = match &cfg.resume {
         Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
         None => cfg.space.shard_len(cfg.shard),
-    };
+    } + also_udp.map_or(0, |s| s.shard_len(cfg.shard));
     stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
     let start = ScanStart {
         scan_id: scan_id.clone(),
         started: SystemTime::now(),
         args: cfg.args.clone(),
-        scan_type: if links.as_ref().is_some_and(|l| !l.loopback) { cfg.scan_type } else { ScanType::Connect },
+        scan_type: match cfg.scan_type {
+            ScanType::Syn if links.is_none() || loopback => ScanType::Connect,
+            t => t,
+        },
         seed: cfg.seed,
         probes_planned: planned,
         settings: ScanSettings {
-            ports: cfg.space.ports().to_vec(),
+            ports: if cfg.scan_type == ScanType::Udp { Vec::new() } else { cfg.space.ports().to_vec() },
+            udp_ports: match &cfg.udp {
+                Some(UdpPlan { also: Some(also), .. }) => also.ports().to_vec(),
+                Some(UdpPlan { also: None, .. }) => cfg.space.ports().to_vec(),
+                None => Vec::new(),
+            },
             service_detection: cfg.detector.is_some(),
             plugins: cfg.plugins.as_ref().map(|p| p.plugins.iter().map(|p| p.name()).collect()).unwrap_or_default(),
             shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
@@ -145,33 +178,38 @@ pub(crate) async fn run(
         None => cfg.space.order(cfg.seed, cfg.shard, 0),
     }
     .tracked(&cfg.progress);
-    let links = links.filter(|l| !l.loopback);
-    let interrupted = match links {
-        None => discovery::connect::run(order, &cfg.timing, cfg.workers, cfg.report_closed, found).await,
-        Some(links) => {
-            let opts = SynOptions {
-                pace: Pace {
-                    timeout: cfg.timing.timeout,
-                    retries: cfg.timing.retries,
-                    window: cfg.timing.raw_window,
-                    max_rate: cfg.timing.max_rate,
-                    scan_delay: cfg.timing.scan_delay,
-                },
-                report_closed: cfg.report_closed,
-                key: (random_u64(), random_u64()),
-                workers: cfg.workers,
-                kind: cfg.scan_type,
+    let links = links.filter(|l| !l.loopback).map(Arc::new);
+    let key = (random_u64(), random_u64());
+    // With TCP and UDP both, the two passes run side by side and share the rate.
+    let share = |part: u64| {
+        let mut t = cfg.timing.clone();
+        if let Some(also) = also_udp {
+            let whole = (cfg.space.len() + also.len()).max(1) as f64;
+            t.max_rate = t.max_rate.map(|r| (r * part as f64 / whole).max(0.01));
+        }
+        t
+    };
+    let first = Pass {
+        kind: cfg.scan_type,
+        order,
+        timing: share(cfg.space.len()),
+        links: if cfg.scan_type == ScanType::Udp { links.clone().filter(|_| udp_raw) } else { links.clone() },
+        payloads: cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default(),
+        key,
+    };
+    let interrupted = match also_udp {
+        None => first.run(cfg, &ctx, found).await?,
+        Some(also) => {
+            let second = Pass {
+                kind: ScanType::Udp,
+                order: also.order(cfg.seed, cfg.shard, 0),
+                timing: share(also.len()),
+                links: links.clone().filter(|_| udp_raw),
+                payloads: cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default(),
+                key,
             };
-            let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &found)).await;
-            match done {
-                Ok(Ok(interrupted)) => interrupted,
-                Ok(Err(e)) => {
-                    let message = format!("raw scan failed: {e}");
-                    ctx.emit(ctx.error(None, None, None, crate::findings::ErrorKind::Io, message)).await;
-                    true
-                }
-                Err(e) => return Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),
-            }
+            let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
+            a? | b?
         }
     };
     // Discovery's `found` is gone: the next stage's input is closed, and so on down.
@@ -194,4 +232,53 @@ pub(crate) async fn run(
     };
     let _ = ctx.events.send(Event::ScanEnd(end.clone())).await;
     Ok(end)
+}
+
+/// One protocol's discovery: the raw engine when there are links, else
+/// connect probes (TCP) or UDP sockets.
+struct Pass {
+    kind: ScanType,
+    order: crate::targets::ScanOrder,
+    timing: Timing,
+    links: Option<Arc<Links>>,
+    payloads: Arc<Payloads>,
+    key: (u64, u64),
+}
+
+impl Pass {
+    /// Runs it; says whether the scan's stop cut it short.
+    async fn run(self, cfg: &ScanConfig, ctx: &Ctx, found: Found) -> Result<bool> {
+        let Pass { kind, order, timing, links, payloads, key } = self;
+        let Some(links) = links else {
+            return Ok(match kind {
+                ScanType::Udp => {
+                    discovery::udp::run(order, &timing, cfg.workers, cfg.report_closed, payloads, found).await
+                }
+                _ => discovery::connect::run(order, &timing, cfg.workers, cfg.report_closed, found).await,
+            });
+        };
+        let opts = SynOptions {
+            pace: Pace {
+                timeout: timing.timeout,
+                retries: timing.retries,
+                window: timing.raw_window,
+                max_rate: timing.max_rate,
+                scan_delay: timing.scan_delay,
+            },
+            report_closed: cfg.report_closed,
+            key,
+            workers: cfg.workers,
+            kind,
+        };
+        let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &payloads, &found)).await;
+        match done {
+            Ok(Ok(interrupted)) => Ok(interrupted),
+            Ok(Err(e)) => {
+                let message = format!("raw {} scan failed: {e}", kind.flag());
+                ctx.emit(ctx.error(None, None, None, crate::findings::ErrorKind::Io, message)).await;
+                Ok(true)
+            }
+            Err(e) => Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),
+        }
+    }
 }

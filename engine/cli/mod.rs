@@ -379,9 +379,6 @@ pub fn validate(
     if chosen_kinds.next().is_some() {
         return Err(usage("choose one of -sS, -sT, -sA, -sW, -sF, -sN, -sX and -sM"));
     }
-    if args.udp {
-        return Err(usage("-sU (UDP scan) is not available yet"));
-    }
     let version_flags = [args.version_intensity.is_some(), args.version_light, args.version_all];
     if version_flags.iter().filter(|&&b| b).count() > 1 {
         return Err(usage("choose one of --version-intensity, --version-light and --version-all"));
@@ -427,10 +424,14 @@ pub fn validate(
         (_, _, true) => b.top_ports(100),
         _ => b,
     };
-    // -sS is the default anyway (and falls back to -sT without raw sockets).
-    if let Some(kind) = kind.filter(|&k| k != ScanType::Syn) {
-        b = b.scan_type(kind);
+    // -sS is the default anyway (and falls back to -sT without raw sockets);
+    // -sU alone scans UDP only, with a TCP scan type both.
+    match kind {
+        Some(ScanType::Syn) if args.udp => b = b.scan_type(ScanType::Syn),
+        Some(kind) if kind != ScanType::Syn => b = b.scan_type(kind),
+        _ => {}
     }
+    b = b.udp(args.udp);
     if let Some(rate) = args.max_rate {
         b = b.max_rate(rate);
     }

@@ -12,7 +12,7 @@
 //! and leave no TIME_WAIT. Running out of descriptors or local ports is not a
 //! result: the probe waits briefly and tries again.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{Limiter, Stats, Stop, Timing};
+use super::{Limiter, Stats, Stop, Timing, Turns};
 use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
 use crate::pipeline::Found;
 use crate::targets::ScanOrder;
@@ -125,7 +125,7 @@ struct Shared {
     /// Hosts that already had an error reported (one error event per host).
     reported: Mutex<HashSet<IpAddr>>,
     /// With a scan delay: when each host may next be probed.
-    turns: Mutex<HashMap<IpAddr, tokio::time::Instant>>,
+    turns: Turns,
 }
 
 /// Most times a probe retries for local resources (2 ms apart) before giving up.
@@ -186,26 +186,9 @@ impl Shared {
         }
     }
 
-    /// Waits for `ip`'s turn under the scan delay (none without one): each
-    /// call reserves the host's next turn, `scan_delay` after the last.
-    async fn turn(&self, ip: IpAddr) {
-        let Some(delay) = self.timing.scan_delay else { return };
-        let now = tokio::time::Instant::now();
-        let at = {
-            let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
-            if turns.len() > 4096 {
-                turns.retain(|_, t| *t > now);
-            }
-            let at = turns.get(&ip).copied().filter(|&t| t > now).unwrap_or(now);
-            turns.insert(ip, at + delay);
-            at
-        };
-        tokio::time::sleep_until(at).await;
-    }
-
     /// A probe under a scan delay: its first attempt when its host's turn comes.
     async fn paced(self: Arc<Self>, ip: IpAddr, port: u16, permit: OwnedSemaphorePermit) {
-        self.turn(ip).await;
+        self.turns.wait(ip).await;
         let first = start(SocketAddr::new(ip, port));
         self.follow(ip, port, first, permit).await;
     }
@@ -223,7 +206,7 @@ impl Shared {
                 Next::Finished => return,
                 Next::Retry => {
                     self.limiter.acquire().await;
-                    self.turn(ip).await;
+                    self.turns.wait(ip).await;
                 }
                 Next::RetryLater => tokio::time::sleep(Duration::from_millis(2)).await,
             }
@@ -289,7 +272,7 @@ pub async fn run(order: ScanOrder, timing: &Timing, workers: usize, report_close
         stats,
         report_closed,
         reported: Mutex::new(HashSet::new()),
-        turns: Mutex::new(HashMap::new()),
+        turns: Turns::new(timing.scan_delay),
     });
     let drivers: Vec<_> = order
         .split(workers.max(1) as u64)

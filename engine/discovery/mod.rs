@@ -8,9 +8,13 @@
 //! more tries), and an error on one target never stops the others.
 
 pub mod connect;
+pub mod payloads;
 pub mod rate;
 pub mod syn;
+pub mod udp;
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -77,5 +81,40 @@ impl Limiter {
             };
             tokio::time::sleep(wait).await;
         }
+    }
+}
+
+/// Per-host turns under a scan delay (`--scan-delay`), for the socket
+/// scans: each host is probed at most once every `delay`.
+#[derive(Debug, Default)]
+pub struct Turns {
+    delay: Option<Duration>,
+    next: Mutex<HashMap<IpAddr, tokio::time::Instant>>,
+}
+
+impl Turns {
+    pub fn new(delay: Option<Duration>) -> Turns {
+        Turns { delay, next: Mutex::default() }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.delay.is_some()
+    }
+
+    /// Waits for `ip`'s turn (at once without a delay): each call reserves
+    /// the host's next turn, `delay` after the last.
+    pub async fn wait(&self, ip: IpAddr) {
+        let Some(delay) = self.delay else { return };
+        let now = tokio::time::Instant::now();
+        let at = {
+            let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            if next.len() > 4096 {
+                next.retain(|_, t| *t > now);
+            }
+            let at = next.get(&ip).copied().filter(|&t| t > now).unwrap_or(now);
+            next.insert(ip, at + delay);
+            at
+        };
+        tokio::time::sleep_until(at).await;
     }
 }

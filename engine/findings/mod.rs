@@ -86,6 +86,9 @@ pub struct ScanSettings {
     /// The TCP ports scanned, written as nmap lists them (`1-1024,8080`).
     #[serde(default, with = "port_list")]
     pub ports: Vec<u16>,
+    /// The UDP ports scanned (`-sU`), written the same way.
+    #[serde(default, with = "port_list", skip_serializing_if = "Vec::is_empty")]
+    pub udp_ports: Vec<u16>,
     /// Service detection runs on open ports (`-sV`).
     #[serde(default)]
     pub service_detection: bool,
@@ -203,6 +206,9 @@ pub enum ScanType {
     Xmas,
     /// -sM: FIN and ACK (Maimon); as -sF.
     Maimon,
+    /// -sU: a UDP datagram; an answer says `open`, ICMP port unreachable
+    /// `closed`, other unreachables `filtered`, silence `open|filtered`.
+    Udp,
 }
 
 impl ScanType {
@@ -222,6 +228,7 @@ impl ScanType {
             ScanType::Null => "-sN",
             ScanType::Xmas => "-sX",
             ScanType::Maimon => "-sM",
+            ScanType::Udp => "-sU",
         }
     }
 
@@ -236,11 +243,12 @@ impl ScanType {
             ScanType::Null => "null",
             ScanType::Xmas => "xmas",
             ScanType::Maimon => "maimon",
+            ScanType::Udp => "udp",
         }
     }
 
     /// Every scan type, for parsing nmap's names back.
-    pub const ALL: [ScanType; 8] = [
+    pub const ALL: [ScanType; 9] = [
         ScanType::Connect,
         ScanType::Syn,
         ScanType::Ack,
@@ -249,6 +257,7 @@ impl ScanType {
         ScanType::Null,
         ScanType::Xmas,
         ScanType::Maimon,
+        ScanType::Udp,
     ];
 }
 
@@ -290,6 +299,8 @@ impl PortState {
 #[non_exhaustive]
 pub enum Reason {
     SynAck,
+    /// A UDP datagram answered a UDP probe.
+    UdpResponse,
     Reset,
     ConnRefused,
     NoResponse,
@@ -311,6 +322,7 @@ impl Reason {
     pub fn parse(s: &str) -> Reason {
         [
             Reason::SynAck,
+            Reason::UdpResponse,
             Reason::Reset,
             Reason::ConnRefused,
             Reason::NoResponse,
@@ -330,6 +342,7 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::SynAck => "syn-ack",
+            Reason::UdpResponse => "udp-response",
             Reason::Reset => "reset",
             Reason::ConnRefused => "conn-refused",
             Reason::NoResponse => "no-response",
@@ -750,6 +763,7 @@ mod tests {
             probes_planned: 1,
             settings: ScanSettings {
                 ports: vec![22, 80, 81, 82, 443],
+                udp_ports: vec![53, 161, 162],
                 service_detection: true,
                 plugins: vec!["http-title".into()],
                 shard: Some("1/2".into()),

@@ -268,7 +268,8 @@ impl Collected {
     /// Addresses the scan planned: its probes over its ports (never fewer
     /// than the hosts that answered).
     pub fn hosts_total(&self) -> u64 {
-        let n = self.scanned_ports().len() as u64;
+        let udp = self.start.as_ref().map_or(0, |s| s.settings.udp_ports.len());
+        let n = (self.scanned_ports().len() + udp) as u64;
         let planned = self.start.as_ref().map_or(0, |s| s.probes_planned);
         let total = if n == 0 { 0 } else { planned.div_ceil(n) };
         total.max(self.up as u64)

@@ -75,13 +75,17 @@ impl Layout for XmlLayout {
             esc(&startstr)
         )?;
         if let Some(start) = &s.start {
-            let kind = start.scan_type.as_str();
-            writeln!(
-                o,
-                "<scaninfo type=\"{kind}\" protocol=\"tcp\" numservices=\"{}\" services=\"{}\"/>",
-                ports.len(),
-                range_list(&ports)
-            )?;
+            // One per protocol, as nmap writes them for -sS -sU.
+            let udp = &start.settings.udp_ports;
+            let kinds = [(start.scan_type.as_str(), "tcp", &ports), ("udp", "udp", udp)];
+            for (kind, proto, list) in kinds.into_iter().filter(|(_, _, l)| !l.is_empty()) {
+                writeln!(
+                    o,
+                    "<scaninfo type=\"{kind}\" protocol=\"{proto}\" numservices=\"{}\" services=\"{}\"/>",
+                    list.len(),
+                    range_list(list)
+                )?;
+            }
         }
         writeln!(o, "<verbose level=\"{}\"/>", s.verbosity())?;
         writeln!(o, "<debugging level=\"0\"/>")

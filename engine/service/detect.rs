@@ -167,6 +167,11 @@ impl Detector {
         })
     }
 
+    /// The probes it sends.
+    pub fn db(&self) -> &ProbeDb {
+        &self.db
+    }
+
     pub fn options(&self) -> &DetectOptions {
         &self.opts
     }

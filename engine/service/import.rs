@@ -114,6 +114,7 @@ fn probe(rest: &str) -> Option<ProbeSpec> {
         soft_matches: Vec::new(),
         fallback: Vec::new(),
         tcpwrapped_ms: None,
+        txid: None,
     })
 }
 

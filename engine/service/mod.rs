@@ -13,6 +13,7 @@
 #[cfg(test)]
 mod catalog;
 pub mod detect;
+mod udp;
 /// Moved to [`crate::net`]: the TLS client that accepts any certificate.
 pub use crate::net::dangerously;
 /// Moved to [`crate::net`]: TLS session facts and certificate summaries.
@@ -30,7 +31,7 @@ pub use detect::{DetectError, DetectOptions, Detection, Detector};
 pub use probes::{Probe, ProbeDb};
 pub use rules::{Identity, Rule};
 
-use crate::findings::{ErrorKind, Event, Service, ServiceMethod, Tunnel};
+use crate::findings::{ErrorKind, Event, Proto, Service, ServiceMethod, Tunnel};
 use crate::pipeline::{Ctx, OpenPort};
 
 /// Runs detection on every port that arrives on `ports` until it closes,
@@ -53,7 +54,10 @@ pub async fn run_stage(
             loop {
                 let next_port = ports.lock().await.recv().await;
                 let Some(open) = next_port else { break };
-                let d = det.detect(open.ip, open.port).await;
+                let d = match open.proto {
+                    Proto::Tcp => det.detect(open.ip, open.port).await,
+                    Proto::Udp => det.detect_udp(open.ip, open.port).await,
+                };
                 let (error, service) = to_service(&ctx, open, d);
                 if let Some(e) = error {
                     ctx.emit(e).await;

@@ -95,6 +95,23 @@ pub struct ProbeSpec {
     /// opening, having sent nothing, is reported as `tcpwrapped` (NULL probe).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcpwrapped_ms: Option<u64>,
+    /// UDP only: payload bytes a raw `-sU` scan replaces with a keyed
+    /// transaction id, and where the answer echoes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub txid: Option<TxidSpec>,
+}
+
+/// Where a UDP probe carries a transaction id that its answer echoes (a
+/// DNS id, an NTP transmit timestamp returned as the origin timestamp...).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TxidSpec {
+    /// Offset of the id in the payload.
+    pub at: usize,
+    /// Its length: 1 to 4 bytes.
+    pub len: usize,
+    /// Offset of the echoed id in the answer.
+    pub reply_at: usize,
 }
 
 /// One match rule as written in YAML: a pattern and the [`Identity`] it
@@ -136,6 +153,8 @@ pub struct Probe {
     /// Names of the probes whose rules also apply to this one's responses.
     pub fallback: Vec<String>,
     pub tcpwrapped: Option<Duration>,
+    /// UDP: where the payload carries a transaction id the answer echoes.
+    pub txid: Option<TxidSpec>,
     /// The file it came from.
     pub origin: PathBuf,
 }
@@ -255,7 +274,16 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
         Some(ms) if ms == 0 || ms > 60_000 => return Err(at(format!("tcpwrapped_ms {ms} is not 1-60000"))),
         ms => ms.map(Duration::from_millis),
     };
+    if let Some(t) = p.txid {
+        if transport != Transport::Udp {
+            return Err(at("txid applies to UDP probes only".into()));
+        }
+        if !(1..=4).contains(&t.len) || t.at + t.len > payload.len() || t.reply_at > 1500 {
+            return Err(at(format!("txid ({} bytes at {}) must be 1-4 bytes inside the payload", t.len, t.at)));
+        }
+    }
     Ok(Probe {
+        txid: p.txid,
         matches: rules(p.matches, "match")?,
         soft_matches: rules(p.soft_matches, "soft match")?,
         name: p.name,

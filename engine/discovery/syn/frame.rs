@@ -1,12 +1,13 @@
-//! Raw TCP probe frames and reply parsing, with pnet's packet types.
+//! Raw probe frames and reply parsing, with pnet's packet types.
 //!
-//! A [`Template`] holds the constant part of a probe (Ethernet, IP and TCP
-//! headers, with an MSS option on SYN probes), built once per address family
-//! and scan type's flags; [`Template::fill`]
-//! patches only what differs per target (MACs, addresses, ports, sequence,
-//! IP id) and recomputes the checksums. [`parse`] reads a received frame and
-//! keeps only well-formed TCP replies and ICMP destination-unreachable
-//! errors that quote a TCP segment: every length is checked against the
+//! A [`Template`] holds the constant part of a TCP probe (Ethernet, IP and
+//! TCP headers, with an MSS option on SYN probes), built once per address
+//! family and scan type's flags; [`Template::fill`] patches only what
+//! differs per target (MACs, addresses, ports, sequence, IP id) and
+//! recomputes the checksums. [`fill_udp`] builds a UDP probe around its
+//! port's payload. [`parse`] reads a received frame and keeps only
+//! well-formed TCP segments, UDP datagrams and ICMP destination-unreachable
+//! errors that quote a TCP or UDP probe: every length is checked against the
 //! buffer before it is used, and a frame with a wrong checksum is dropped.
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -18,9 +19,10 @@ use pnet_packet::ip::IpNextHeaderProtocols;
 use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
 use pnet_packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
 use pnet_packet::tcp::{self, MutableTcpPacket, TcpFlags, TcpOption, TcpPacket};
+use pnet_packet::udp::{self, MutableUdpPacket, UdpPacket};
 use pnet_packet::Packet;
 
-use crate::findings::Reason;
+use crate::findings::{Proto, Reason};
 use crate::net::packet::Checksum;
 
 const ETH: usize = 14;
@@ -30,8 +32,14 @@ const IP6: usize = 40;
 const TCP: usize = 24;
 /// TCP header without options, as the other probes carry.
 const TCP_BARE: usize = 20;
-/// Longest probe frame.
+const UDP: usize = 8;
+/// Longest TCP probe frame.
 pub const MAX_PROBE: usize = ETH + IP6 + TCP;
+/// Longest UDP payload a raw probe carries (the frame stays within an
+/// Ethernet MTU over IPv6).
+pub const MAX_UDP_PAYLOAD: usize = 1400;
+/// Longest UDP probe frame.
+pub const MAX_UDP_PROBE: usize = ETH + IP6 + UDP + MAX_UDP_PAYLOAD;
 
 /// Link-layer and source addressing for probes along one path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,15 +151,80 @@ impl Template {
     }
 }
 
-/// A TCP segment that may answer one of our probes.
+/// Writes a UDP probe carrying `payload` (at most [`MAX_UDP_PAYLOAD`]
+/// bytes) into `out` and returns its length. The IP id (IPv4) or flow label
+/// (IPv6) is `ip_id`, which ICMP errors quote back.
+#[allow(clippy::too_many_arguments)]
+pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, ip_id: u16, payload: &[u8]) -> usize {
+    let payload = &payload[..payload.len().min(MAX_UDP_PAYLOAD)];
+    let v6 = dst.is_ipv6();
+    let ip_len = if v6 { IP6 } else { IP4 };
+    let udp_len = UDP + payload.len();
+    let len = ETH + ip_len + udp_len;
+    let out = &mut out[..len];
+    out.fill(0);
+    out[0..6].copy_from_slice(&hop.dst_mac);
+    out[6..12].copy_from_slice(&hop.src_mac);
+    let ethertype = if v6 { EtherTypes::Ipv6 } else { EtherTypes::Ipv4 };
+    out[12..14].copy_from_slice(&ethertype.0.to_be_bytes());
+    let (iph, rest) = out[ETH..].split_at_mut(ip_len);
+    let mut u = MutableUdpPacket::new(rest).expect("frame fits");
+    u.set_source(sport);
+    u.set_destination(dport);
+    u.set_length(udp_len as u16);
+    u.set_payload(payload);
+    match (hop.src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let c = udp::ipv4_checksum(&u.to_immutable(), &s, &d);
+            u.set_checksum(c);
+            let mut ip = MutableIpv4Packet::new(iph).expect("frame fits");
+            ip.set_version(4);
+            ip.set_header_length(5);
+            ip.set_total_length((IP4 + udp_len) as u16);
+            ip.set_ttl(64);
+            ip.set_next_level_protocol(IpNextHeaderProtocols::Udp);
+            ip.set_identification(ip_id);
+            ip.set_source(s);
+            ip.set_destination(d);
+            let c = ipv4::checksum(&ip.to_immutable());
+            ip.set_checksum(c);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let c = udp::ipv6_checksum(&u.to_immutable(), &s, &d);
+            u.set_checksum(c);
+            let mut ip = MutableIpv6Packet::new(iph).expect("frame fits");
+            ip.set_version(6);
+            ip.set_payload_length(udp_len as u16);
+            ip.set_next_header(IpNextHeaderProtocols::Udp);
+            ip.set_hop_limit(64);
+            ip.set_flow_label(u32::from(ip_id));
+            ip.set_source(s);
+            ip.set_destination(d);
+        }
+        _ => panic!("hop and target of different address families"),
+    }
+    len
+}
+
+/// A TCP segment or UDP datagram that may answer one of our probes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reply {
+    pub proto: Proto,
     pub src: IpAddr,
     pub dst: IpAddr,
     pub sport: u16,
     pub dport: u16,
+    /// TCP: the sequence number. An ICMP error quoting a UDP probe: the
+    /// probe's IP id (IPv4) or the low 16 bits of its flow label (IPv6). A
+    /// UDP answer: the transaction id it echoes, once the receiver has read
+    /// it ([`Reply::echo`]).
     pub seq: u32,
     pub ack: u32,
+    /// A UDP answer: which bits of `seq` hold an echoed transaction id
+    /// (none until the receiver reads one).
+    pub mask: u32,
+    /// A UDP answer: where its payload lies in the frame.
+    pub data: (u16, u16),
     /// TCP flags (SYN, ACK, RST, ...).
     pub flags: u8,
     /// IPv4 TTL or IPv6 hop limit.
@@ -165,13 +238,31 @@ pub struct Reply {
 
 impl Reply {
     pub fn is_syn_ack(&self) -> bool {
-        self.icmp.is_none()
+        self.proto == Proto::Tcp
+            && self.icmp.is_none()
             && self.flags & (TcpFlags::SYN | TcpFlags::ACK) == TcpFlags::SYN | TcpFlags::ACK
             && self.flags & TcpFlags::RST == 0
     }
 
     pub fn is_rst(&self) -> bool {
-        self.icmp.is_none() && self.flags & TcpFlags::RST != 0
+        self.proto == Proto::Tcp && self.icmp.is_none() && self.flags & TcpFlags::RST != 0
+    }
+
+    /// A UDP answer's payload, from the frame it was parsed from.
+    pub fn payload<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        let (at, n) = (usize::from(self.data.0), usize::from(self.data.1));
+        frame.get(at..at + n).unwrap_or(&[])
+    }
+
+    /// Reads the `len` bytes (1 to 4) at `at` of a UDP answer's payload
+    /// into `seq`, as the transaction id it echoes; an answer too short to
+    /// hold them echoes nothing (its mask stays 0 and it cannot match).
+    pub fn echo(&mut self, frame: &[u8], at: usize, len: usize) -> bool {
+        let p = self.payload(frame);
+        let Some(b) = p.get(at..at + len).filter(|_| (1..=4).contains(&len)) else { return false };
+        self.seq = b.iter().fold(0u32, |v, &x| v << 8 | u32::from(x));
+        self.mask = if len == 4 { u32::MAX } else { (1u32 << (8 * len)) - 1 };
+        true
     }
 }
 
@@ -194,7 +285,7 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
         return None;
     }
     let proto = ip.get_next_level_protocol();
-    if (proto != IpNextHeaderProtocols::Tcp && proto != IpNextHeaderProtocols::Icmp)
+    if ![IpNextHeaderProtocols::Tcp, IpNextHeaderProtocols::Udp, IpNextHeaderProtocols::Icmp].contains(&proto)
         || ip.get_fragment_offset() != 0
         || ip.get_flags() & 1 != 0
     {
@@ -207,6 +298,17 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
         return icmp_v4(&bytes[hl..total], ip.get_ttl());
     }
     let (src, dst) = (ip.get_source(), ip.get_destination());
+    if proto == IpNextHeaderProtocols::Udp {
+        let d = UdpPacket::new(&bytes[hl..total])?;
+        if !udp_ok(&d, total - hl)
+            || (checksum == Checksum::Unchecked
+                && d.get_checksum() != 0
+                && udp::ipv4_checksum(&d, &src, &dst) != d.get_checksum())
+        {
+            return None;
+        }
+        return Some(udp_reply(IpAddr::V4(src), IpAddr::V4(dst), &d, ip.get_ttl(), ETH + hl));
+    }
     let seg = TcpPacket::new(&bytes[hl..total])?;
     if !tcp_ok(&seg, total - hl) {
         return None;
@@ -227,6 +329,16 @@ fn parse_v6(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
     match ip.get_next_header() {
         IpNextHeaderProtocols::Tcp => {}
         IpNextHeaderProtocols::Icmpv6 => return icmp_v6(&bytes[IP6..IP6 + payload], src, dst, ip.get_hop_limit()),
+        IpNextHeaderProtocols::Udp => {
+            let d = UdpPacket::new(&bytes[IP6..IP6 + payload])?;
+            // Over IPv6 the UDP checksum is mandatory (RFC 8200 8.1).
+            if !udp_ok(&d, payload)
+                || (checksum == Checksum::Unchecked && udp::ipv6_checksum(&d, &src, &dst) != d.get_checksum())
+            {
+                return None;
+            }
+            return Some(udp_reply(IpAddr::V6(src), IpAddr::V6(dst), &d, ip.get_hop_limit(), ETH + IP6));
+        }
         _ => return None,
     }
     let seg = TcpPacket::new(&bytes[IP6..IP6 + payload])?;
@@ -245,8 +357,35 @@ fn tcp_ok(seg: &TcpPacket<'_>, seg_len: usize) -> bool {
     off >= 20 && off <= seg_len && seg.packet().len() >= 20
 }
 
+/// The UDP header's length claim is the datagram's (at least the header).
+fn udp_ok(d: &UdpPacket<'_>, len: usize) -> bool {
+    usize::from(d.get_length()) == len && len >= UDP
+}
+
+/// A UDP datagram whose payload starts `at` bytes into the frame.
+fn udp_reply(src: IpAddr, dst: IpAddr, d: &UdpPacket<'_>, ttl: u8, at: usize) -> Reply {
+    Reply {
+        proto: Proto::Udp,
+        src,
+        dst,
+        sport: d.get_source(),
+        dport: d.get_destination(),
+        seq: 0,
+        ack: 0,
+        mask: 0,
+        data: ((at + UDP) as u16, (usize::from(d.get_length()) - UDP) as u16),
+        flags: 0,
+        ttl,
+        window: 0,
+        icmp: None,
+    }
+}
+
 fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
     Reply {
+        proto: Proto::Tcp,
+        mask: 0,
+        data: (0, 0),
         src,
         dst,
         sport: seg.get_source(),
@@ -261,7 +400,7 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
 }
 
 /// ICMP destination unreachable (RFC 792), whose data is the probe's IP
-/// header and at least the first 8 bytes of its TCP header.
+/// header and at least the first 8 bytes of its TCP or UDP header.
 fn icmp_v4(msg: &[u8], ttl: u8) -> Option<Reply> {
     let icmp = IcmpPacket::new(msg)?;
     if msg.len() < 8 + IP4 + 8 || icmp.get_icmp_type().0 != 3 {
@@ -283,15 +422,17 @@ fn icmp_v4(msg: &[u8], ttl: u8) -> Option<Reply> {
     let quoted = &msg[8..];
     let ip = Ipv4Packet::new(quoted)?;
     let hl = usize::from(ip.get_header_length()) * 4;
-    if ip.get_version() != 4
-        || hl < IP4
-        || quoted.len() < hl + 8
-        || ip.get_next_level_protocol() != IpNextHeaderProtocols::Tcp
-    {
+    let proto = match ip.get_next_level_protocol() {
+        IpNextHeaderProtocols::Tcp => Proto::Tcp,
+        IpNextHeaderProtocols::Udp => Proto::Udp,
+        _ => return None,
+    };
+    if ip.get_version() != 4 || hl < IP4 || quoted.len() < hl + 8 {
         return None;
     }
-    let tcp = &quoted[hl..hl + 8];
-    Some(quoted_reply(IpAddr::V4(ip.get_source()), IpAddr::V4(ip.get_destination()), tcp, ttl, why))
+    let head = &quoted[hl..hl + 8];
+    let (src, dst) = (IpAddr::V4(ip.get_source()), IpAddr::V4(ip.get_destination()));
+    Some(quoted_reply(proto, src, dst, head, u32::from(ip.get_identification()), ttl, why))
 }
 
 /// ICMPv6 destination unreachable (RFC 4443 3.1): as much of the probe as
@@ -313,24 +454,46 @@ fn icmp_v6(msg: &[u8], src: Ipv6Addr, dst: Ipv6Addr, ttl: u8) -> Option<Reply> {
     };
     let quoted = &msg[8..];
     let ip = Ipv6Packet::new(quoted)?;
-    if ip.get_version() != 6 || ip.get_next_header() != IpNextHeaderProtocols::Tcp {
+    let proto = match ip.get_next_header() {
+        IpNextHeaderProtocols::Tcp => Proto::Tcp,
+        IpNextHeaderProtocols::Udp => Proto::Udp,
+        _ => return None,
+    };
+    if ip.get_version() != 6 {
         return None;
     }
-    let tcp = &quoted[IP6..IP6 + 8];
-    Some(quoted_reply(IpAddr::V6(ip.get_source()), IpAddr::V6(ip.get_destination()), tcp, ttl, why))
+    let head = &quoted[IP6..IP6 + 8];
+    let (src, dst) = (IpAddr::V6(ip.get_source()), IpAddr::V6(ip.get_destination()));
+    Some(quoted_reply(proto, src, dst, head, ip.get_flow_label() & 0xffff, ttl, why))
 }
 
-/// The quoted probe (from `probe_src` to `probe_dst`, first 8 TCP bytes)
-/// turned round as a reply from its target.
-fn quoted_reply(probe_src: IpAddr, probe_dst: IpAddr, tcp: &[u8], ttl: u8, why: Reason) -> Reply {
-    let be16 = |i: usize| u16::from_be_bytes([tcp[i], tcp[i + 1]]);
+/// The quoted probe (from `probe_src` to `probe_dst`, first 8 bytes of its
+/// TCP or UDP header, and its IP id) turned round as a reply from its
+/// target. A TCP probe is known by its sequence number, a UDP one (whose
+/// first 8 bytes hold nothing of ours but the ports) by its IP id.
+fn quoted_reply(
+    proto: Proto,
+    probe_src: IpAddr,
+    probe_dst: IpAddr,
+    head: &[u8],
+    ip_id: u32,
+    ttl: u8,
+    why: Reason,
+) -> Reply {
+    let be16 = |i: usize| u16::from_be_bytes([head[i], head[i + 1]]);
     Reply {
+        proto,
         src: probe_dst,
         dst: probe_src,
         sport: be16(2),
         dport: be16(0),
-        seq: u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]),
+        seq: match proto {
+            Proto::Tcp => u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+            Proto::Udp => ip_id,
+        },
         ack: 0,
+        mask: 0,
+        data: (0, 0),
         flags: 0,
         ttl,
         window: 0,
@@ -555,6 +718,73 @@ mod tests {
         }
     }
 
+    /// A UDP answer to `probe`: ports and addresses turned round, `payload` inside.
+    fn udp_answer(probe: &[u8], payload: &[u8]) -> Vec<u8> {
+        let p = parse(probe, Checksum::Unchecked).expect("probe parses");
+        let hop = Hop { src_mac: [2, 0, 0, 0, 0, 2], dst_mac: [2, 0, 0, 0, 0, 1], src: p.dst };
+        let mut out = vec![0u8; MAX_UDP_PROBE];
+        let n = fill_udp(&mut out, &hop, p.src, p.dport, p.sport, 5, payload);
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn udp_probes_and_answers_round_trip_and_echo_ids() {
+        for (hop, dst) in [(hop4(), "198.18.0.2"), (hop6(), "2001:2::2")] {
+            let mut out = [0u8; MAX_UDP_PROBE];
+            let n = fill_udp(&mut out, &hop, dst.parse().unwrap(), 61_500, 53, 0xbeef, b"\xbe\xefquery");
+            let ip_len = if hop.src.is_ipv6() { IP6 } else { IP4 };
+            assert_eq!(n, ETH + ip_len + UDP + 7);
+            let p = parse(&out[..n], Checksum::Unchecked).expect("a valid probe");
+            assert_eq!((p.proto, p.sport, p.dport, p.icmp), (Proto::Udp, 61_500, 53, None));
+            assert_eq!(p.payload(&out[..n]), b"\xbe\xefquery");
+            let ans = udp_answer(&out[..n], b"\xbe\xefanswer");
+            let mut r = parse(&ans, Checksum::Unchecked).expect("a valid answer");
+            assert_eq!((r.src.to_string(), r.sport, r.dport), (dst.to_string(), 53, 61_500));
+            assert!(!r.is_rst() && !r.is_syn_ack());
+            assert!(r.echo(&ans, 0, 2));
+            assert_eq!((r.seq, r.mask), (0xbeef, 0xffff));
+            assert!(!r.echo(&ans, 6, 4), "an id past the payload's end is not echoed");
+            // A wrong UDP checksum, a length that disagrees with IP's, truncations.
+            let mut bad = ans.clone();
+            let at = ans.len() - 1;
+            bad[at] ^= 0x40;
+            assert!(parse(&bad, Checksum::Unchecked).is_none());
+            assert!(parse(&bad, Checksum::Unfinished).is_some());
+            let mut bad = ans.clone();
+            bad[ETH + ip_len + 5] ^= 1;
+            assert!(parse(&bad, Checksum::Valid).is_none(), "UDP length");
+            for cut in 0..ans.len() {
+                assert!(parse(&ans[..cut], Checksum::Unchecked).is_none(), "truncated to {cut}");
+            }
+        }
+        // Over IPv4 a zero checksum means none was computed (RFC 768).
+        let mut out = [0u8; MAX_UDP_PROBE];
+        let n = fill_udp(&mut out, &hop4(), "198.18.0.2".parse().unwrap(), 61_500, 161, 1, b"x");
+        let mut ans = udp_answer(&out[..n], b"y");
+        ans[ETH + IP4 + 6..ETH + IP4 + 8].copy_from_slice(&[0, 0]);
+        assert!(parse(&ans, Checksum::Unchecked).is_some());
+    }
+
+    #[test]
+    fn icmp_errors_quoting_a_udp_probe_carry_its_ip_id() {
+        for (hop, dst, code, why) in [
+            (hop4(), "198.18.0.2", 3, Reason::PortUnreach),
+            (hop4(), "198.18.0.6", 13, Reason::AdminProhibited),
+            (hop6(), "2001:2::2", 4, Reason::PortUnreach),
+        ] {
+            let mut out = [0u8; MAX_UDP_PROBE];
+            let n = fill_udp(&mut out, &hop, dst.parse().unwrap(), 61_234, 161, 0x4321, b"snmp");
+            let err = unreachable(&out[..n], dst.parse().unwrap(), code);
+            let r = parse(&err, Checksum::Unchecked).expect("an ICMP error");
+            assert_eq!((r.proto, r.icmp, r.seq), (Proto::Udp, Some(why), 0x4321));
+            assert_eq!((r.src.to_string(), r.sport, r.dport), (dst.to_string(), 161, 61_234));
+            for cut in 0..err.len() {
+                assert!(parse(&err[..cut], Checksum::Unchecked).is_none(), "truncated to {cut}");
+            }
+        }
+    }
+
     #[test]
     fn random_bytes_never_panic() {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -570,11 +800,11 @@ mod tests {
             if round % 2 == 0 {
                 buf[12..14].copy_from_slice(&[0x08, 0x00]);
                 buf[ETH] = 0x45;
-                buf[ETH + 9] = if round % 4 == 0 { 1 } else { 6 };
+                buf[ETH + 9] = [1, 6, 17][round % 3];
             } else if round % 3 == 0 {
                 buf[12..14].copy_from_slice(&[0x86, 0xdd]);
                 buf[ETH] = 0x60;
-                buf[ETH + 6] = if round % 9 == 0 { 58 } else { 6 };
+                buf[ETH + 6] = [58, 6, 17][round % 3];
             }
             let len = (x as usize) % buf.len();
             let _ = parse(&buf[..len], Checksum::Unchecked);

@@ -18,7 +18,7 @@ use siphasher::sip::SipHasher13;
 
 use super::frame::Reply;
 use crate::discovery::TokenBucket;
-use crate::findings::{PortState, Reason, ScanType};
+use crate::findings::{PortState, Proto, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
 use crate::targets::TargetSpace;
 
@@ -73,13 +73,21 @@ impl Cookie {
     /// with ACK set takes its sequence from our acknowledgement (RFC 793
     /// 3.4), one to a probe without acknowledges our sequence plus the FIN
     /// it carried; an ICMP error quotes our sequence itself.
+    ///
+    /// A UDP answer is ours if it comes back to the probe's keyed source
+    /// port and, where its protocol echoes one, carries the keyed
+    /// transaction id the probe did (the receiver reads it into `seq`); an
+    /// ICMP error quoting a UDP probe, if it quotes the probe's IP id.
     pub fn accepts(&self, r: &Reply) -> Option<usize> {
-        if r.dport < SPORT_BASE {
+        let udp = self.kind == ScanType::Udp;
+        if r.dport < SPORT_BASE || (r.proto == Proto::Udp) != udp {
             return None;
         }
         let worker = usize::from((r.dport - SPORT_BASE) % self.workers);
         let (seq, sport) = self.probe(r.dst, r.src, r.sport, worker);
         let ours = match (r.icmp, self.kind) {
+            (Some(_), ScanType::Udp) => r.seq == u32::from(seq as u16),
+            (None, ScanType::Udp) => r.seq == seq & r.mask,
             (Some(_), _) => r.seq == seq,
             (None, ScanType::Syn | ScanType::Connect) => (r.is_syn_ack() || r.is_rst()) && r.ack == seq.wrapping_add(1),
             (None, ScanType::Ack | ScanType::Window | ScanType::Maimon) => r.is_rst() && r.seq == seq,
@@ -267,7 +275,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         }
         let state = match self.kind {
             ScanType::Syn | ScanType::Connect | ScanType::Ack | ScanType::Window => PortState::Filtered,
-            ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon => PortState::OpenFiltered,
+            ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon | ScanType::Udp => {
+                PortState::OpenFiltered
+            }
         };
         self.silent.push(Verdict { ip: addr(k.0), port: k.1, state, reason: Reason::NoResponse, ttl: None });
     }
@@ -282,7 +292,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     pub fn on_reply(&mut self, r: &Reply) -> Option<Verdict> {
         let k = (key(r.src), r.sport);
         let (state, reason) = match (r.icmp, self.kind) {
+            (Some(Reason::PortUnreach), ScanType::Udp) => (PortState::Closed, Reason::PortUnreach),
             (Some(why), _) => (PortState::Filtered, why),
+            (None, ScanType::Udp) => (PortState::Open, Reason::UdpResponse),
             (None, ScanType::Syn | ScanType::Connect) if r.is_syn_ack() => (PortState::Open, Reason::SynAck),
             (None, ScanType::Ack) => (PortState::Unfiltered, Reason::Reset),
             (None, ScanType::Window) if r.window > 0 => (PortState::Open, Reason::Reset),
@@ -300,8 +312,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             }
             return Some(verdict);
         }
-        // Not outstanding: a duplicate, or a SYN-ACK after the probe was given up.
-        if self.kind == ScanType::Syn && state == PortState::Open && self.reported_open.insert(r.src, r.sport) {
+        // Not outstanding: a duplicate, or an answer after the probe was given up.
+        if matches!(self.kind, ScanType::Syn | ScanType::Udp)
+            && state == PortState::Open
+            && self.reported_open.insert(r.src, r.sport)
+        {
             self.counts.open += 1;
             self.counts.filtered = self.counts.filtered.saturating_sub(1);
             self.counts.late += 1;
@@ -496,6 +511,9 @@ mod tests {
         let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
         let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
         Reply {
+            proto: Proto::Tcp,
+            mask: 0,
+            data: (0, 0),
             src: ip,
             dst: SRC.parse().unwrap(),
             sport: port,
@@ -543,7 +561,21 @@ mod tests {
     /// A RST from `ip:port` to our port `dport`, sequence and ack 0.
     fn bare_rst(ip: IpAddr, port: u16, dport: u16) -> Reply {
         let dst = SRC.parse().unwrap();
-        Reply { src: ip, dst, sport: port, dport, seq: 0, ack: 0, flags: TcpFlags::RST, ttl: 64, window: 0, icmp: None }
+        Reply {
+            proto: Proto::Tcp,
+            src: ip,
+            dst,
+            sport: port,
+            dport,
+            seq: 0,
+            ack: 0,
+            mask: 0,
+            data: (0, 0),
+            flags: TcpFlags::RST,
+            ttl: 64,
+            window: 0,
+            icmp: None,
+        }
     }
 
     /// What a RFC 793 target sends back to each kind of probe, and whether
@@ -576,6 +608,76 @@ mod tests {
         let (seq, sport) = c.probe(src, ip, 81, 0);
         let icmp = Reply { seq, flags: 0, icmp: Some(Reason::PortUnreach), ..bare_rst(ip, 81, sport) };
         assert_eq!(c.accepts(&icmp), Some(0));
+    }
+
+    /// A UDP answer is ours when it comes back to the keyed source port with
+    /// the keyed transaction id (where the protocol echoes one); an ICMP
+    /// error quoting a UDP probe, when it quotes the probe's IP id. TCP
+    /// segments never answer a UDP scan, nor UDP datagrams a TCP one.
+    #[test]
+    fn udp_cookies_check_the_port_the_echoed_id_and_the_quoted_ip_id() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let src: IpAddr = SRC.parse().unwrap();
+        let c = Cookie::new(7, 8, 2).for_scan(ScanType::Udp);
+        let (seq, sport) = c.probe(src, ip, 53, 1);
+        let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, sport) };
+        // No id echoed (the port's protocol has none): the port decides.
+        assert_eq!(c.accepts(&base), Some(1));
+        assert_eq!(c.accepts(&Reply { dport: sport ^ 2, ..base }), None, "another source port");
+        assert_eq!(Cookie::new(7, 9, 2).for_scan(ScanType::Udp).accepts(&base), None, "another key");
+        // A 2-byte id echoed.
+        let echoed = Reply { seq: seq & 0xffff, mask: 0xffff, ..base };
+        assert_eq!(c.accepts(&echoed), Some(1));
+        assert_eq!(c.accepts(&Reply { seq: (seq ^ 1) & 0xffff, ..echoed }), None, "a wrong id");
+        // ICMP quoting the probe: its IP id is the cookie's low 16 bits.
+        let icmp = Reply { seq: u32::from(seq as u16), icmp: Some(Reason::PortUnreach), ..base };
+        assert_eq!(c.accepts(&icmp), Some(1));
+        assert_eq!(c.accepts(&Reply { seq: u32::from(seq as u16 ^ 1), ..icmp }), None, "quotes another probe");
+        // Protocols do not cross.
+        assert_eq!(c.accepts(&Reply { proto: Proto::Tcp, ..icmp }), None, "ICMP quoting TCP");
+        let syn = Cookie::new(7, 8, 2);
+        let (tseq, tsport) = syn.probe(src, ip, 53, 1);
+        let tcp_icmp = Reply { seq: tseq, icmp: Some(Reason::PortUnreach), ..bare_rst(ip, 53, tsport) };
+        assert_eq!(syn.accepts(&tcp_icmp), Some(1));
+        assert_eq!(syn.accepts(&Reply { proto: Proto::Udp, ..tcp_icmp }), None, "ICMP quoting UDP");
+    }
+
+    /// UDP states as nmap's: an answer is open, ICMP port unreachable
+    /// closed, another unreachable filtered, silence open|filtered; an
+    /// answer after the probe was given up still makes the port open, once.
+    #[test]
+    fn udp_states_are_nmaps() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let t0 = Instant::now();
+        let list = vec![(ip, 53), (ip, 54), (ip, 55), (ip, 56), (ip, 57)];
+        let mut m =
+            Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(ScanType::Udp).report_silence();
+        let mut out = Vec::new();
+        m.poll(t0, 16, &mut out);
+        assert_eq!(out.len(), 5);
+        let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, 0) };
+        let v = m.on_reply(&base).unwrap();
+        assert_eq!((v.state, v.reason), (PortState::Open, Reason::UdpResponse));
+        let v = m.on_reply(&Reply { sport: 54, icmp: Some(Reason::PortUnreach), ..base }).unwrap();
+        assert_eq!((v.state, v.reason), (PortState::Closed, Reason::PortUnreach));
+        let v = m.on_reply(&Reply { sport: 55, icmp: Some(Reason::AdminProhibited), ..base }).unwrap();
+        assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::AdminProhibited));
+        assert_eq!(m.on_reply(&base), None, "a second answer is not news");
+        let mut now = t0;
+        while !m.is_done() {
+            now += Duration::from_millis(50);
+            out.clear();
+            m.poll(now, 16, &mut out);
+        }
+        let mut silence: Vec<(u16, PortState)> = m.take_silent().iter().map(|v| (v.port, v.state)).collect();
+        silence.sort();
+        assert_eq!(silence, [(56, PortState::OpenFiltered), (57, PortState::OpenFiltered)]);
+        assert_eq!(m.counts().sent, 3 + 2 * 2, "the silent ports were sent twice");
+        // 57 answers late: open after all, reported once.
+        let v = m.on_reply(&Reply { sport: 57, ..base }).unwrap();
+        assert_eq!(v.state, PortState::Open);
+        assert_eq!(m.on_reply(&Reply { sport: 57, ..base }), None);
+        assert_eq!((m.counts().open, m.counts().closed, m.counts().filtered), (2, 1, 2));
     }
 
     /// States by scan type, as nmap gives them: from a RST, from an ICMP
@@ -754,6 +856,9 @@ mod tests {
     fn reply(ip: IpAddr, port: u16, open: bool) -> Reply {
         let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
         Reply {
+            proto: Proto::Tcp,
+            mask: 0,
+            data: (0, 0),
             src: ip,
             dst: SRC.parse().unwrap(),
             sport: port,

@@ -1,8 +1,9 @@
-//! SYN scan: raw, stateless, streaming.
+//! Raw scans (SYN, nmap's other TCP probes, UDP): stateless, streaming.
 //!
 //! In: a scan order, the resolved [`Links`] of its targets, a [`Timing`](crate::discovery::Timing) and
-//! a key. Out: `port` events the moment a SYN-ACK (or, when asked, a RST)
-//! comes back, and counters in [`Stats`].
+//! a key (and for UDP, each port's [`Payloads`]). Out: `port` events the
+//! moment a SYN-ACK, a UDP answer (or, when asked, a RST or an ICMP port
+//! unreachable) comes back, and counters in [`Stats`].
 //!
 //! Two threads: this one runs the [`Machine`] (which probe to send when),
 //! builds frames from a [`Template`] and sends them in batches; a receiver
@@ -26,6 +27,7 @@ pub use frame::{Hop, Reply, Template};
 pub use links::{LinkOptions, Links};
 pub use machine::{Cookie, Counts, Machine, Pace, Seen, Verdict};
 
+use super::payloads::Payloads;
 use super::Stats;
 use crate::findings::{PortEvent, PortState, Proto, ScanType};
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
@@ -59,6 +61,7 @@ pub fn probe_flags(kind: ScanType) -> u8 {
         ScanType::Null => 0,
         ScanType::Xmas => TcpFlags::FIN | TcpFlags::PSH | TcpFlags::URG,
         ScanType::Maimon => TcpFlags::FIN | TcpFlags::ACK,
+        ScanType::Udp => 0,
     }
 }
 
@@ -72,12 +75,14 @@ fn reports(kind: ScanType, state: PortState) -> bool {
         ScanType::Fin | ScanType::Null | ScanType::Xmas | ScanType::Maimon => {
             matches!(state, PortState::OpenFiltered | PortState::Filtered)
         }
+        ScanType::Udp => matches!(state, PortState::Open | PortState::OpenFiltered | PortState::Filtered),
     }
 }
 
-/// Runs the SYN scan of `order`, reporting to `found`. Returns whether the
-/// scan's stop cut it short.
-pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> io::Result<bool> {
+/// Runs the raw scan of `order`, reporting to `found`; a UDP scan sends
+/// each port its datagram from `payloads`. Returns whether the scan's stop
+/// cut it short.
+pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, payloads: &Payloads, found: &Found) -> io::Result<bool> {
     // Slow scans gain nothing from more senders; fast ones split the rate.
     // A scan delay is per host, and one sender sees all of a host's probes.
     let slow = opts.pace.max_rate.is_some_and(|r| r < 1000.0) || opts.pace.scan_delay.is_some();
@@ -94,14 +99,14 @@ pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> 
         ..opts.pace
     };
     std::thread::scope(|s| {
-        let receiver = s.spawn(|| receive(&sock, cookie, &outs, &quit));
+        let receiver = s.spawn(|| receive(&sock, cookie, payloads, &outs, &quit));
         let drivers: Vec<_> = order
             .split(workers as u64)
             .into_iter()
             .zip(ins)
             .enumerate()
             .map(|(w, (part, replies))| {
-                let shared = Senders { links, opts: SynOptions { pace, ..opts }, cookie, tx: &sock, found };
+                let shared = Senders { links, opts: SynOptions { pace, ..opts }, cookie, tx: &sock, found, payloads };
                 s.spawn(move || drive(&shared, w, part, &replies))
             })
             .collect();
@@ -131,6 +136,7 @@ pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, found: &Found) -> 
 fn receive(
     sock: &PacketSocket,
     cookie: Cookie,
+    payloads: &Payloads,
     outs: &[std_mpsc::SyncSender<Vec<Reply>>],
     quit: &AtomicBool,
 ) -> io::Result<()> {
@@ -141,7 +147,16 @@ fn receive(
     while !quit.load(Ordering::Relaxed) {
         let n = sock.recv_batch(&mut bufs, &mut lens, &mut sums, Duration::from_millis(5))?;
         for i in 0..n {
-            if let Some(r) = frame::parse(&bufs[i][..lens[i]], sums[i]) {
+            let f = &bufs[i][..lens[i]];
+            if let Some(mut r) = frame::parse(f, sums[i]) {
+                // An answer whose protocol echoes our transaction id must carry it.
+                if r.proto == Proto::Udp && r.icmp.is_none() {
+                    if let Some((at, len)) = payloads.echo(r.sport) {
+                        if !r.echo(f, at, len) {
+                            continue;
+                        }
+                    }
+                }
                 if let Some(w) = cookie.accepts(&r) {
                     per[w].push(r);
                 }
@@ -165,6 +180,7 @@ struct Senders<'a> {
     cookie: Cookie,
     tx: &'a PacketSocket,
     found: &'a Found,
+    payloads: &'a Payloads,
 }
 
 /// One sender thread: probes `order` (its share of the scan) and reads the
@@ -189,7 +205,10 @@ fn drive(
     let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen).for_scan(kind).report_silence();
     let flags = probe_flags(kind);
     let templates = [Template::with_flags(false, flags), Template::with_flags(true, flags)];
-    let mut frames = vec![[0u8; frame::MAX_PROBE]; BATCH];
+    let udp = kind == ScanType::Udp;
+    let proto = if udp { Proto::Udp } else { Proto::Tcp };
+    let mut scratch = [0u8; frame::MAX_UDP_PAYLOAD];
+    let mut frames = vec![vec![0u8; if udp { frame::MAX_UDP_PROBE } else { frame::MAX_PROBE }]; BATCH];
     let mut lens = [0usize; BATCH];
     let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
     let mut published = Published::default();
@@ -202,7 +221,7 @@ fn drive(
                 scan_id: shared.found.ctx.scan_id.clone(),
                 ip: v.ip,
                 port: v.port,
-                proto: Proto::Tcp,
+                proto,
                 state: v.state,
                 reason: v.reason,
                 ttl: v.ttl,
@@ -235,8 +254,12 @@ fn drive(
             for (i, &(ip, port)) in due.iter().enumerate() {
                 let hop = shared.links.hop(ip).expect("only reachable targets are probed");
                 let (seq, sport) = shared.cookie.probe(hop.src, ip, port, worker);
-                let t = &templates[usize::from(ip.is_ipv6())];
-                lens[i] = t.fill(&mut frames[i], &hop, ip, sport, port, seq, seq as u16);
+                lens[i] = if udp {
+                    let body = shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut scratch));
+                    frame::fill_udp(&mut frames[i], &hop, ip, sport, port, seq as u16, body)
+                } else {
+                    templates[usize::from(ip.is_ipv6())].fill(&mut frames[i], &hop, ip, sport, port, seq, seq as u16)
+                };
             }
             send_all(shared.tx, &frames[..due.len()], &lens[..due.len()])?;
             publish(&shared.found.ctx.stats, &mut published, m.counts(), unreachable.get());
@@ -257,7 +280,7 @@ fn drive(
 }
 
 /// Sends every frame, waiting briefly whenever the kernel's queue is full.
-fn send_all(tx: &PacketSocket, frames: &[[u8; frame::MAX_PROBE]], lens: &[usize]) -> io::Result<()> {
+fn send_all(tx: &PacketSocket, frames: &[Vec<u8>], lens: &[usize]) -> io::Result<()> {
     let views: Vec<&[u8]> = frames.iter().zip(lens).map(|(f, &n)| &f[..n]).collect();
     let mut sent = 0;
     let mut stalls = 0u32;
