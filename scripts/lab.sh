@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# moonscan lab: two network namespaces joined by one veth pair, with real
-# services on the target side.
+# moonscan lab: network namespaces joined by veth pairs, with real services
+# on the target side.
 #
 #   msscan   ms-scan0 198.18.0.1/24 2001:2::1/64   (run the scanner here)
 #   mstarget ms-tgt0  198.18.0.2/24 2001:2::2/64   (+ every address of 198.19.0.0/16)
 #                     198.18.0.3/24                (second target, see below)
 #                     198.18.0.5/24                (the daemon zoo, scripts/lab-daemons.sh)
 #                     198.18.0.6/24                (behind a firewall, see below)
+#            ms-tgt1  198.18.1.1/24                (router to msrate)
+#   msrate   ms-rate0 198.18.1.2/24                (ICMP rate-limited target, see below)
 #
 # nginx (80, 443), sshd (22) and redis (6379) listen on every address of
 # mstarget, so 198.18.0.2 has exactly those 4 open ports. vsftpd (21), exim
@@ -21,15 +23,30 @@
 # database, chat, proxy, printing, VPN, monitoring, version control, message
 # queues...) for service detection; "lab.sh ports" lists their ports.
 #
-# The namespaces have no default route and no link to the root namespace.
+# UDP scans: 198.18.0.2 also answers on UDP, UDP only (dnsmasq 53, tftpd 69,
+# chrony 123, nmbd 137, snmpd 161, memcached 11211; dnsmasq's TCP 53 is reset
+# by the firewall, so TCP sees the 4 ports above and no more). 198.18.1.2, in
+# a third namespace msrate behind mstarget (which forwards, msrate's default
+# route), keeps Linux's default ICMP rate limit (icmp_ratelimit 1000 ms per
+# peer), so its port unreachables are rate-limited as on real networks; it
+# answers on udp 53 (dnsmasq), 123 (chrony) and 161 (snmpd), and TCP 53
+# (dnsmasq). msscan routes only 198.18.1.2/32 there: the rest of 198.18.1.0/24
+# has no route (tests rely on 198.18.1.5 having none). "lab.sh ports udp"
+# lists the UDP ports (scripts/lab-daemons.sh).
 #
-# Usage: scripts/lab.sh up|down|status|ports|exec CMD...|scan ARGS...
+# The namespaces have no link to the root namespace; only msrate has a
+# default route, to mstarget, which has none.
+#
+# Usage: scripts/lab.sh up|down|status|ports [tcp|udp|all]|exec CMD...|scan ARGS...
 set -euo pipefail
 
 SCAN_NS=msscan
 TGT_NS=mstarget
+RATE_NS=msrate
 SCAN_IF=ms-scan0
 TGT_IF=ms-tgt0
+TGT_RATE_IF=ms-tgt1 # mstarget's end of the veth to msrate
+RATE_IF=ms-rate0
 STATE=/run/moonscan-lab
 LOCK=/run/moonscan-lab.lock # outside $STATE, which "down" removes
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,6 +55,7 @@ PORTS=(22 80 443 6379)
 TARGET2=198.18.0.3
 FIREWALLED=198.18.0.6
 PORTS2=(21 25 5432 11211)
+RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
 # shellcheck source=scripts/lab-daemons.sh
 . "$REPO/scripts/lab-daemons.sh"
 
@@ -45,7 +63,7 @@ log() { echo "lab: $*" >&2; }
 die() { echo "lab: error: $*" >&2; exit 1; }
 
 usage() {
-    echo "usage: $0 up|down|status|ports|exec CMD [ARGS...]|scan [ARGS...]" >&2
+    echo "usage: $0 up|down|status|ports [tcp|udp|all]|exec CMD [ARGS...]|scan [ARGS...]" >&2
     exit 2
 }
 
@@ -108,6 +126,7 @@ install_packages() {
     command -v runuser >/dev/null || missing+=(util-linux)
     command -v nft >/dev/null || missing+=(nftables)
     mapfile -t -O "${#missing[@]}" missing < <(zoo_missing_packages)
+    mapfile -t -O "${#missing[@]}" missing < <(udp_missing_packages)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing: ${missing[*]}"
     # The packages' own daemons (vsftpd, exim4, postgresql, memcached, nginx...)
@@ -144,7 +163,7 @@ stop_root_daemons() {
     local unit
     for unit in vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb slapd named smbd nmbd \
         squid tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node \
-        dictd mpd gearman-job-server beanstalkd distcc danted spamd tomcat10; do
+        dictd mpd gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa; do
         systemctl list-unit-files "$unit.service" >/dev/null 2>&1 || continue
         systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
     done
@@ -154,7 +173,7 @@ stop_root_daemons() {
 
 setup_namespaces() {
     local ns
-    for ns in "$SCAN_NS" "$TGT_NS"; do
+    for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
         ns_exists "$ns" || { log "creating namespace $ns"; ip netns add "$ns"; }
         ip -n "$ns" link set lo up
     done
@@ -175,6 +194,18 @@ setup_namespaces() {
     ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
     # mstarget owns all of 198.19.0.0/16 (65,536 hosts for sweeps).
     ip -n "$TGT_NS" route replace local 198.19.0.0/16 dev lo
+    # msrate, behind mstarget: a second veth, also created inside the namespaces.
+    if ! ip -n "$RATE_NS" link show "$RATE_IF" >/dev/null 2>&1; then
+        log "creating veth $TGT_RATE_IF <-> $RATE_IF"
+        ip link add "$TGT_RATE_IF" netns "$TGT_NS" type veth peer name "$RATE_IF" netns "$RATE_NS"
+    fi
+    ip -n "$TGT_NS" addr replace 198.18.1.1/24 dev "$TGT_RATE_IF"
+    ip -n "$TGT_NS" link set "$TGT_RATE_IF" up
+    ip -n "$RATE_NS" addr replace "$RATE/24" dev "$RATE_IF"
+    ip -n "$RATE_NS" link set "$RATE_IF" up
+    ip -n "$RATE_NS" route replace default via 198.18.1.1
+    # A host route only: the rest of 198.18.1.0/24 stays unroutable from msscan.
+    ip -n "$SCAN_NS" route replace "$RATE/32" via 198.18.0.2
 }
 
 # The firewalled target's rules, in a table of their own in mstarget
@@ -189,6 +220,15 @@ table inet mslab {
         ip daddr $FIREWALLED meta l4proto { tcp, udp } th dport 9 drop
         ip daddr $FIREWALLED tcp dport 10 reject with icmp type admin-prohibited
         ip daddr $FIREWALLED udp dport 10 reject with icmp type admin-prohibited
+        # dnsmasq (udp/53 on $TARGET) listens on TCP 53 too: TCP sees it
+        # closed, as with no listener, so $TARGET keeps its 4 TCP ports.
+        ip daddr $TARGET tcp dport 53 reject with tcp reset
+    }
+    chain output {
+        type filter hook output priority 0; policy accept;
+        # nmbd's broadcasts (name registrations, host announcements) stay in
+        # mstarget: nothing unasked for from $TARGET reaches the scanner.
+        ip saddr $TARGET ip daddr 198.18.0.255 udp sport { 137, 138 } drop
     }
 }
 EOF
@@ -212,6 +252,15 @@ setup_sysctls() {
         ns_sysctl "$ns" net.ipv4.icmp_msgs_per_sec=1000000
         ns_sysctl "$ns" net.ipv4.icmp_msgs_burst=1000000
     done
+    # mstarget routes between msscan and msrate (forwarding is not rate
+    # limited: only ICMP that mstarget itself sends would be).
+    ip netns exec "$TGT_NS" sysctl -qw net.ipv4.ip_forward=1 || die "cannot enable forwarding in $TGT_NS"
+    # msrate keeps the kernel's defaults: not set, only shown.
+    local v k
+    v=$(for k in icmp_ratelimit icmp_ratemask icmp_msgs_per_sec icmp_msgs_burst; do
+        echo "$k=$(ip netns exec "$RATE_NS" sysctl -n "net.ipv4.$k" 2>/dev/null || echo '?')"
+    done | paste -sd' ' -)
+    log "$RATE_NS keeps the kernel's ICMP limits: $v"
 }
 
 # --- services ---------------------------------------------------------------
@@ -514,9 +563,11 @@ cmd_up() {
     setup_postgres_store
     start_memcached
     zoo_start
+    udp_start
     wait_ports
     zoo_wait
-    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, $ZOO, 2001:2::2, 198.19.0.0/16"
+    udp_wait
+    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, $ZOO, $RATE (netns $RATE_NS), 2001:2::2, 198.19.0.0/16"
 }
 
 cmd_down() {
@@ -529,8 +580,9 @@ cmd_down() {
     stop_service "$STATE/postgres.pid" postgres INT
     stop_service "$STATE/memcached.pid" memcached
     zoo_stop
+    udp_stop
     local ns pid
-    for ns in "$SCAN_NS" "$TGT_NS"; do
+    for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
         ns_exists "$ns" || continue
         # Leftover processes would keep the namespace alive after deletion.
         for pid in $(ip netns pids "$ns"); do
@@ -546,7 +598,7 @@ cmd_down() {
 
 cmd_status() {
     local ok=0 ns p svc
-    for ns in "$SCAN_NS" "$TGT_NS"; do
+    for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
         if ns_exists "$ns"; then echo "namespace $ns: present"; else echo "namespace $ns: MISSING"; ok=1; fi
     done
     for svc in nginx sshd redis vsftpd exim postgres memcached; do
@@ -563,11 +615,13 @@ cmd_status() {
         if port_open "$TARGET2" "$p"; then echo "port $TARGET2:$p: open"; else echo "port $TARGET2:$p: CLOSED"; ok=1; fi
     done
     zoo_status || ok=1
+    udp_status || ok=1
     return $ok
 }
 
-# Bring the lab up only if it is not already fully working.
-ensure_up() { all_ports_open || cmd_up; }
+# Bring the lab up only if it is not already fully working (or was brought
+# up by an older lab.sh, with no msrate).
+ensure_up() { { all_ports_open && ns_exists "$RATE_NS"; } || cmd_up; }
 
 # "up", "down" and the start of "exec" and "scan" run one at a time: parallel
 # test runs all call "exec", and two "up"s at once would race (ssh-keygen,
@@ -607,9 +661,19 @@ main() {
         locked ensure-up
         ;;
     status) cmd_status ;;
-    ports) # the targets of service detection tests: ADDR:PORT,PORT... per line
-        echo "$TARGET2:$(IFS=,; echo "${PORTS2[*]}")"
-        echo "$ZOO:$( (IFS=$'\n'; echo "${PORTS[*]}"; zoo_ports | tr , '\n') | sort -n | paste -sd, -)"
+    ports) # open ports: "ADDR:PORT,PORT..." per line for TCP (the targets of
+        # service detection tests), "udp ADDR:PORT,PORT..." for UDP. Plain
+        # "ports" prints the TCP lines only: tests/daemons.rs and bench.sh
+        # read every line as ADDR:PORTS.
+        case ${1:-tcp} in
+        tcp | all)
+            echo "$TARGET2:$(IFS=,; echo "${PORTS2[*]}")"
+            echo "$ZOO:$( (IFS=$'\n'; echo "${PORTS[*]}"; zoo_ports | tr , '\n') | sort -n | paste -sd, -)"
+            ;;&
+        udp | all) udp_ports ;;&
+        tcp | udp | all) ;;
+        *) usage ;;
+        esac
         ;;
     exec)
         [ $# -ge 1 ] || usage
