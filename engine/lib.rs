@@ -77,6 +77,8 @@ pub mod fuzz {
         if let Some(mut r) = parse(frame, Checksum::Unfinished) {
             let _ = r.echo(frame, usize::from(*at), usize::from(*len % 6));
             let _ = cookie.accepts(&r);
+            let payloads = crate::discovery::payloads::Payloads::default();
+            let _ = crate::discovery::syn::accept_udp(cookie, &payloads, r, frame);
         }
     }
 

@@ -26,6 +26,13 @@
 #            each identifies (tests/sv_compare.py verdicts), wall time, ratio
 #            (target: as many identified as nmap, moonscan/nmap <= 0.05).
 #            nmap takes about 3 minutes: timed once, moonscan RUNS times
+#   udp      -sU --top-ports 100 198.18.0.2 (ICMP not rate-limited): moonscan
+#            -sU vs nmap -sU -T4 given the same 100 ports (moonscan's top-ports
+#            table is its own, not nmap's): times, ratio, each port's state in
+#            both (target: moonscan/nmap <= 0.5, the same states)
+#   udprate  the same on 198.18.1.2, whose kernel keeps Linux's default ICMP
+#            rate limit: both tools' times and states, each timed once
+#            (target: every port nmap finds open, moonscan finds open)
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
@@ -34,7 +41,7 @@
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -47,7 +54,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$REPO/target/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -490,6 +497,74 @@ PY
 
 # This build against BASELINE, each job's moonscan command in one hyperfine
 # run (the peak RSS of each too): a restructuring must not cost speed.
+# Each UDP port's state in two nmap-format XML files: counts per state, and
+# the ports where they differ.
+udp_states() { # label-a xml-a label-b xml-b
+    python3 - "$@" <<'PY'
+import re, sys
+from collections import Counter
+def states(path):
+    # Listed ports, and the ports of <scaninfo> that nmap folds into one
+    # <extraports state=...> (its collapsed "Not shown: 97 closed ports").
+    text = open(path).read()
+    listed = {int(p): s for p, s in re.findall(r'<port protocol="udp" portid="(\d+)"><state state="([^"]+)"', text)}
+    extra = re.findall(r'<extraports state="([^"]+)"', text)
+    info = re.search(r'<scaninfo type="udp" protocol="udp" numservices="\d+" services="([^"]+)"', text)
+    if len(extra) == 1 and info:
+        for part in info.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            for p in range(int(lo), int(hi or lo) + 1):
+                listed.setdefault(p, extra[0])
+    return listed
+(la, a), (lb, b) = (sys.argv[1], states(sys.argv[2])), (sys.argv[3], states(sys.argv[4]))
+for label, st in ((la, a), (lb, b)):
+    print(f"  {label} states: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(st.values()).items()))
+          + f"; open: {sorted(p for p, s in st.items() if s == 'open')}")
+diff = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
+print(f"  same state on every port: {'yes' if not diff else 'no'}"
+      + "".join(f"\n    udp/{p}: {la} {a.get(p, '-')}, {lb} {b.get(p, '-')}" for p in diff))
+PY
+}
+
+# moonscan's top N UDP ports (its own table, not nmap's: nmap is given
+# the same list with -p so both scan the same ports).
+top_udp() { # n
+    in_lab "$MS" -sU -n --top-ports "$1" --max-retries 0 --max-rtt-timeout 10ms 198.18.0.2 -oX - 2>/dev/null |
+        grep -o 'protocol="udp" numservices="[0-9]*" services="[^"]*"' | sed 's/.*services="//; s/"$//'
+}
+
+job_udp() {
+    local target=198.18.0.2 list
+    list=$(top_udp 100)
+    [ -n "$list" ] || { echo "  job udp: could not read moonscan's top 100 UDP ports"; return 1; }
+    local ms=("$MS" -sU -n --top-ports 100 "$target")
+    local nm=(nmap -n -Pn -sU -p "U:$list" -T4 "$target")
+    # -d: nmap lists every port in its XML (without it, states are folded into <extraports>).
+    echo "== UDP scan, moonscan's top 100 UDP ports of $target: moonscan -sU vs nmap -sU -T4 on the same ports"
+    echo "   (target: moonscan/nmap <= 0.5, same states)"
+    attempt udp "moonscan -sU" "$OUT/udp.moonscan.out" "${ms[@]}" -v -oX "$OUT/udp.moonscan.xml" || return 1
+    attempt udp "nmap -sU" "$OUT/udp.nmap.out" "${nm[@]}" -d -oX "$OUT/udp.nmap.xml" || return 1
+    udp_states moonscan "$OUT/udp.moonscan.xml" nmap "$OUT/udp.nmap.xml"
+    echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+    bench udp "nmap=0.5" moonscan "${ms[*]}" nmap "${nm[*]}"
+}
+
+job_udprate() {
+    local target=198.18.1.2 t0 t1 t2 list
+    list=$(top_udp 100)
+    [ -n "$list" ] || { echo "  job udprate: could not read moonscan's top 100 UDP ports"; return 1; }
+    echo "== UDP scan, moonscan's top 100 UDP ports of $target (default ICMP rate limit): moonscan -sU vs nmap -sU -T4, once each"
+    t0=$(date +%s.%N)
+    attempt udprate "moonscan -sU" "$OUT/udprate.moonscan.out" "$MS" -sU -n -v --top-ports 100 "$target" \
+        -oX "$OUT/udprate.moonscan.xml" || return 1
+    t1=$(date +%s.%N)
+    attempt udprate "nmap -sU" "$OUT/udprate.nmap.out" nmap -n -Pn -sU -T4 -p "U:$list" "$target" \
+        -d -oX "$OUT/udprate.nmap.xml" || return 1
+    t2=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN { printf "  moonscan %.2f s, nmap %.2f s, ratio moonscan/nmap %.3fx\n", b - a, c - b, (b - a) / (c - b) }'
+    udp_states moonscan "$OUT/udprate.moonscan.xml" nmap "$OUT/udprate.nmap.xml"
+}
+
 job_baseline() {
     [ -x "${BASELINE:-}" ] || { echo "  job baseline: set BASELINE to an older moonscan binary"; return 1; }
     trivial_plugin

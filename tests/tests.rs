@@ -22,4 +22,6 @@ mod service;
 mod ssh_plugins;
 mod stores;
 mod syn;
+mod udp;
+mod udp_payloads;
 mod util;

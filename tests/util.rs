@@ -107,12 +107,18 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// SYNs (without ACK) that match `filter`.
     pub fn start(filter: &str) -> Capture {
+        Capture::packets(&format!("tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0 and ({filter})"))
+    }
+
+    /// Every packet that matches the pcap `filter`.
+    pub fn packets(filter: &str) -> Capture {
         // To a file, not a pipe: a full pipe would stall tcpdump and drop packets.
         let lines = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new("ip")
             .args(["netns", "exec", "mstarget", "tcpdump", "-i", "ms-tgt0", "-nn", "-l", "-tt", "-q"])
-            .arg(format!("tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0 and ({filter})"))
+            .arg(filter)
             .stdin(Stdio::null())
             .stdout(lines.reopen().unwrap())
             .stderr(Stdio::piped())
@@ -128,12 +134,12 @@ impl Capture {
         Capture { child, lines }
     }
 
-    /// Stops the capture; returns (timestamp, destination address) per SYN.
+    /// Stops the capture; returns (timestamp, destination address) per packet.
     pub fn stop(self) -> Vec<(f64, String)> {
         self.stop_with_ports().into_iter().map(|(t, ip, _)| (t, ip)).collect()
     }
 
-    /// Stops the capture; returns (timestamp, destination address, port) per SYN.
+    /// Stops the capture; returns (timestamp, destination address, port) per packet.
     pub fn stop_with_ports(mut self) -> Vec<(f64, String, u16)> {
         std::thread::sleep(Duration::from_millis(300));
         let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();

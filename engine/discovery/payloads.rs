@@ -21,6 +21,8 @@ pub struct Payload {
     pub probe: String,
     pub bytes: Vec<u8>,
     pub txid: Option<TxidSpec>,
+    /// The server answers from another port (TFTP).
+    pub any_port: bool,
 }
 
 impl Payload {
@@ -44,6 +46,8 @@ impl Payload {
 #[derive(Clone, Debug, Default)]
 pub struct Payloads {
     by_port: HashMap<u16, Payload>,
+    /// Probed ports whose answers come from other ports, in order.
+    roaming: Vec<u16>,
 }
 
 impl Payloads {
@@ -56,11 +60,25 @@ impl Payloads {
                 if by_port.get(&port).is_some_and(|(rarity, _)| *rarity <= p.rarity) {
                     continue;
                 }
-                let payload = Payload { probe: p.name.clone(), bytes: p.payload.clone(), txid: p.txid };
+                let payload = Payload {
+                    probe: p.name.clone(),
+                    bytes: p.payload.clone(),
+                    txid: p.txid,
+                    any_port: p.answers_from_any_port,
+                };
                 by_port.insert(port, (p.rarity, payload));
             }
         }
-        Payloads { by_port: by_port.into_iter().map(|(port, (_, p))| (port, p)).collect() }
+        let by_port: HashMap<u16, Payload> = by_port.into_iter().map(|(port, (_, p))| (port, p)).collect();
+        let mut roaming: Vec<u16> = by_port.iter().filter(|(_, p)| p.any_port).map(|(&port, _)| port).collect();
+        roaming.sort_unstable();
+        Payloads { by_port, roaming }
+    }
+
+    /// The ports whose servers answer from another port: an answer that
+    /// matches no probe by its source port may answer a probe to one of these.
+    pub fn roaming(&self) -> &[u16] {
+        &self.roaming
     }
 
     /// The datagram for `port`; `None` means an empty one.

@@ -14,8 +14,11 @@ use std::time::Duration;
 
 /// Most frames moved by one system call.
 pub const BATCH: usize = 64;
-/// Largest frame we keep (replies we care about are far smaller).
-pub const FRAME: usize = 256;
+/// Largest frame we keep: an Ethernet frame of a full 1500-byte MTU. A
+/// UDP answer can be that long, and so can the ICMP error that quotes a
+/// long UDP probe (IPv6 quotes up to 1232 bytes of it); a frame cut short
+/// fails its length and checksum checks and would be lost.
+pub const FRAME: usize = 1536;
 
 // From linux/if_packet.h (not all are in the libc crate).
 const PACKET_AUXDATA: libc::c_int = 8;

@@ -115,6 +115,7 @@ fn probe(rest: &str) -> Option<ProbeSpec> {
         fallback: Vec::new(),
         tcpwrapped_ms: None,
         txid: None,
+        answers_from_any_port: false,
     })
 }
 

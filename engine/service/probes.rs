@@ -99,6 +99,10 @@ pub struct ProbeSpec {
     /// transaction id, and where the answer echoes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub txid: Option<TxidSpec>,
+    /// UDP only: the server answers from another port than the one probed
+    /// (TFTP, RFC 1350: each transfer gets a port of its own).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answers_from_any_port: bool,
 }
 
 /// Where a UDP probe carries a transaction id that its answer echoes (a
@@ -155,6 +159,8 @@ pub struct Probe {
     pub tcpwrapped: Option<Duration>,
     /// UDP: where the payload carries a transaction id the answer echoes.
     pub txid: Option<TxidSpec>,
+    /// UDP: the answer may come from another port of the target.
+    pub answers_from_any_port: bool,
     /// The file it came from.
     pub origin: PathBuf,
 }
@@ -274,6 +280,9 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
         Some(ms) if ms == 0 || ms > 60_000 => return Err(at(format!("tcpwrapped_ms {ms} is not 1-60000"))),
         ms => ms.map(Duration::from_millis),
     };
+    if p.answers_from_any_port && transport != Transport::Udp {
+        return Err(at("answers_from_any_port applies to UDP probes only".into()));
+    }
     if let Some(t) = p.txid {
         if transport != Transport::Udp {
             return Err(at("txid applies to UDP probes only".into()));
@@ -284,6 +293,7 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
     }
     Ok(Probe {
         txid: p.txid,
+        answers_from_any_port: p.answers_from_any_port,
         matches: rules(p.matches, "match")?,
         soft_matches: rules(p.soft_matches, "soft match")?,
         name: p.name,

@@ -2,13 +2,14 @@
 //!
 //! The UDP probes of probes/*.yaml, in nmap's order: those that list the
 //! port by rarity, then the others up to the intensity. Each goes from a
-//! connected socket of its own (the kernel hands it only the port's
-//! datagrams), up to [`PROBES_AT_ONCE`] side by side, each answer read into
+//! socket of its own, up to [`PROBES_AT_ONCE`] side by side, each answer read into
 //! a pooled buffer (a longer datagram is cut at the buffer's end). Answers
 //! are judged in probe order with the same rules as TCP: the first hard
 //! match decides; a soft match names the service and leaves only the
-//! probes that can say more about it. An ICMP port unreachable ends the
-//! port's detection (it closed).
+//! probes that can say more about it. Sockets are not connected: an
+//! answer counts if it comes from the target's address and the probed port
+//! (any port of the target, for a probe that says its server answers from
+//! another port, as TFTP's does).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -39,8 +40,6 @@ const SENDS: u32 = 2;
 enum Answer {
     Data(Loan, usize),
     Nothing,
-    /// ICMP port unreachable: the port is closed now.
-    Refused,
 }
 
 async fn exchange(addr: SocketAddr, probe: &Probe, mut loan: Loan, until: Instant) -> Answer {
@@ -48,22 +47,25 @@ async fn exchange(addr: SocketAddr, probe: &Probe, mut loan: Loan, until: Instan
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
+    // Unconnected: a TFTP server answers from another port than the one
+    // probed, which a connected socket would never hand us.
     let Ok(sock) = UdpSocket::bind(local).await else { return Answer::Nothing };
-    if sock.connect(addr).await.is_err() {
-        return Answer::Nothing;
-    }
-    let refused = |e: &std::io::Error| e.raw_os_error() == Some(libc::ECONNREFUSED);
+    let ours = |from: SocketAddr| from.ip() == addr.ip() && (from.port() == addr.port() || probe.answers_from_any_port);
     for _ in 0..SENDS {
-        if let Err(e) = sock.send(&probe.payload).await {
-            return if refused(&e) { Answer::Refused } else { Answer::Nothing };
+        if sock.send_to(&probe.payload, addr).await.is_err() {
+            return Answer::Nothing;
         }
         let wait = until.min(Instant::now() + probe.wait.min(UDP_WAIT));
-        match timeout_at(wait, sock.recv(&mut loan)).await {
-            Ok(Ok(n)) => return Answer::Data(loan, n),
-            Ok(Err(e)) if refused(&e) => return Answer::Refused,
-            Ok(Err(_)) => return Answer::Nothing,
-            Err(_) if Instant::now() >= until => return Answer::Nothing,
-            Err(_) => {}
+        loop {
+            match timeout_at(wait, sock.recv_from(&mut loan)).await {
+                Ok(Ok((n, from))) if ours(from) => return Answer::Data(loan, n),
+                Ok(Ok(_)) => continue, // someone else's datagram
+                Ok(Err(_)) => return Answer::Nothing,
+                Err(_) => break,
+            }
+        }
+        if Instant::now() >= until {
+            break;
         }
     }
     Answer::Nothing
@@ -113,10 +115,6 @@ impl Detector {
                 let (loan, n) = match answer {
                     Answer::Data(loan, n) => (loan, n),
                     Answer::Nothing => continue,
-                    Answer::Refused => {
-                        out.error = Some(DetectError::Io("the port answered with ICMP port unreachable".into()));
-                        return finish(out, soft);
-                    }
                 };
                 out.bytes_read += n as u64;
                 let data = &loan[..n];

@@ -136,6 +136,10 @@ pub struct Pace {
 
 type Key = (u128, u16);
 
+/// The shortest a probe waits for its answer however fast the answers
+/// come (nmap's default `--min-rtt-timeout`).
+pub const MIN_RTT_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// Open ports already reported, so a duplicate or late SYN-ACK is reported
 /// once. A bitmap over the scan's index space (one bit a target, pages only
 /// resident where touched) when the space allows, else a set.
@@ -182,10 +186,17 @@ pub struct Machine<I> {
     stopping: bool,
     pace: Pace,
     bucket: Option<TokenBucket>,
-    /// Unanswered probes and how often each was sent.
-    inflight: HashMap<Key, u32>,
-    /// (deadline, probe, which send) in deadline order.
+    /// Unanswered probes: how often each was sent, and when last.
+    inflight: HashMap<Key, (u32, Instant)>,
+    /// (sent at, probe, which send) in sending order, which is also
+    /// deadline order: every probe's deadline is its send time plus the
+    /// timeout of the moment ([`Machine::timeout`]).
     timers: VecDeque<(Instant, Key, u32)>,
+    /// Smoothed round-trip time and its variation (RFC 6298), from answers
+    /// to probes sent once; none before the first.
+    rtt: Option<(Duration, Duration)>,
+    /// The time of the last poll: when a reply without a time of its own came.
+    clock: Instant,
     /// Probes whose time ran out and that are due another send.
     resend: VecDeque<Key>,
     reported_open: Seen,
@@ -221,7 +232,31 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             keep_silent: false,
             host_ready: HashMap::new(),
             held: VecDeque::new(),
+            rtt: None,
+            clock: now,
         }
+    }
+
+    /// How long a probe waits for its answer now: `pace.timeout` until an
+    /// answer has been timed, then the smoothed round trip plus four times
+    /// its variation (as TCP's RTO, RFC 6298), at least [`MIN_RTT_TIMEOUT`]
+    /// and never above `pace.timeout` (`--max-rtt-timeout`).
+    pub fn timeout(&self) -> Duration {
+        match self.rtt {
+            None => self.pace.timeout,
+            Some((srtt, var)) => (srtt + 4 * var).clamp(MIN_RTT_TIMEOUT.min(self.pace.timeout), self.pace.timeout),
+        }
+    }
+
+    /// Takes one round-trip sample.
+    fn sample(&mut self, r: Duration) {
+        self.rtt = Some(match self.rtt {
+            None => (r, r / 2),
+            Some((srtt, var)) => {
+                let diff = srtt.abs_diff(r);
+                (srtt * 7 / 8 + r / 8, var * 3 / 4 + diff / 4)
+            }
+        });
     }
 
     /// Keeps a verdict for every probe given up, for [`Machine::take_silent`].
@@ -288,8 +323,18 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         (self.exhausted || self.stopping) && self.inflight.is_empty() && self.held.is_empty()
     }
 
-    /// Takes a reply that passed [`Cookie::accepts`].
+    /// Takes a reply that passed [`Cookie::accepts`], as come at the last poll.
     pub fn on_reply(&mut self, r: &Reply) -> Option<Verdict> {
+        self.on_reply_at(r, self.clock)
+    }
+
+    /// Takes a reply that passed [`Cookie::accepts`], come at `now`; an
+    /// answer to a probe sent once times the round trip (Karn: an answer
+    /// to a resent probe could answer either send).
+    pub fn on_reply_at(&mut self, r: &Reply, now: Instant) -> Option<Verdict> {
+        if let Some(&(1, sent)) = self.inflight.get(&(key(r.src), r.sport)) {
+            self.sample(now.saturating_duration_since(sent));
+        }
         let k = (key(r.src), r.sport);
         let (state, reason) = match (r.icmp, self.kind) {
             (Some(Reason::PortUnreach), ScanType::Udp) => (PortState::Closed, Reason::PortUnreach),
@@ -327,12 +372,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
 
     /// Moves probes whose time ran out to the resend queue or gives them up.
     fn expire(&mut self, now: Instant) {
-        while let Some(&(deadline, k, nth)) = self.timers.front() {
-            if deadline > now {
+        let timeout = self.timeout();
+        while let Some(&(sent, k, nth)) = self.timers.front() {
+            if sent + timeout > now {
                 break;
             }
             self.timers.pop_front();
-            if self.inflight.get(&k) != Some(&nth) {
+            if self.inflight.get(&k).map(|e| e.0) != Some(nth) {
                 continue; // answered, or sent again since
             }
             if nth <= self.pace.retries && !self.stopping {
@@ -346,13 +392,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
 
     /// Appends to `out` the probes to send now (resends first), at most `max`.
     pub fn poll(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>) {
+        self.clock = now;
         self.expire(now);
         if let Some(delay) = self.pace.scan_delay {
             self.poll_paced(now, max, out, delay);
             self.compact_timers();
             return;
         }
-        let deadline = now + self.pace.timeout;
         while out.len() < max {
             let can_new = !self.stopping && !self.exhausted && self.inflight.len() < self.pace.window;
             if self.resend.is_empty() && !can_new {
@@ -364,9 +410,10 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 }
             }
             if let Some(k) = self.resend.pop_front() {
-                if let Some(nth) = self.inflight.get_mut(&k) {
+                if let Some((nth, sent)) = self.inflight.get_mut(&k) {
                     *nth += 1;
-                    self.timers.push_back((deadline, k, *nth));
+                    *sent = now;
+                    self.timers.push_back((now, k, *nth));
                     self.counts.sent += 1;
                     out.push((addr(k.0), k.1));
                 }
@@ -376,8 +423,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 None => self.exhausted = true,
                 Some((ip, port)) => {
                     let k = (key(ip), port);
-                    self.inflight.insert(k, 1);
-                    self.timers.push_back((deadline, k, 1));
+                    self.inflight.insert(k, (1, now));
+                    self.timers.push_back((now, k, 1));
                     self.counts.sent += 1;
                     out.push((ip, port));
                 }
@@ -389,7 +436,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// `poll` with a scan delay: a probe whose host is not due yet waits in
     /// `held` with its turn reserved (each host's probes `delay` apart).
     fn poll_paced(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>, delay: Duration) {
-        let deadline = now + self.pace.timeout;
         while out.len() < max {
             let Some((k, resend)) = self.next_due(now, delay) else { break };
             if let Some(b) = &mut self.bucket {
@@ -402,17 +448,18 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.host_ready.insert(k.0, now + delay);
             let nth = if resend {
                 match self.inflight.get_mut(&k) {
-                    Some(nth) => {
+                    Some((nth, sent)) => {
                         *nth += 1;
+                        *sent = now;
                         *nth
                     }
                     None => continue, // answered meanwhile
                 }
             } else {
-                self.inflight.insert(k, 1);
+                self.inflight.insert(k, (1, now));
                 1
             };
-            self.timers.push_back((deadline, k, nth));
+            self.timers.push_back((now, k, nth));
             self.counts.sent += 1;
             out.push((addr(k.0), k.1));
         }
@@ -462,13 +509,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     fn compact_timers(&mut self) {
         if self.timers.len() > 2 * self.inflight.len() + 1024 {
             let inflight = &self.inflight;
-            self.timers.retain(|(_, k, nth)| inflight.get(k) == Some(nth));
+            self.timers.retain(|(_, k, nth)| inflight.get(k).map(|e| e.0) == Some(*nth));
         }
     }
 
     /// When the machine next has something to do, if nothing comes in before.
     pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
-        let timer = self.timers.front().map(|t| t.0);
+        let timer = self.timers.front().map(|t| t.0 + self.timeout());
         let held = self.held.iter().map(|h| h.0).min();
         let timer = match (timer, held) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -678,6 +725,45 @@ mod tests {
         assert_eq!(v.state, PortState::Open);
         assert_eq!(m.on_reply(&Reply { sport: 57, ..base }), None);
         assert_eq!((m.counts().open, m.counts().closed, m.counts().filtered), (2, 1, 2));
+    }
+
+    /// Timed answers shorten the wait for the silent: the timeout follows
+    /// the round trip (smoothed, plus four times its variation), never
+    /// below MIN_RTT_TIMEOUT nor above the configured one; answers to
+    /// resent probes are not timed (Karn).
+    #[test]
+    fn the_timeout_adapts_to_measured_round_trips() {
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        let t0 = Instant::now();
+        let slow = Pace { timeout: Duration::from_secs(2), ..pace(0, 64) };
+        let mut m = Machine::new((1..=20).map(|p| (ip, p)), slow, t0, Seen::set()).report_silence();
+        assert_eq!(m.timeout(), Duration::from_secs(2), "nothing timed yet");
+        let mut out = Vec::new();
+        m.poll(t0, 64, &mut out);
+        // Ports 1-10 answer after 2 ms: the timeout falls to its floor.
+        for port in 1..=10 {
+            m.on_reply_at(&bare_rst(ip, port, 0), t0 + Duration::from_millis(2));
+        }
+        assert_eq!(m.timeout(), MIN_RTT_TIMEOUT);
+        // The 10 silent ports are given up 100 ms after they were sent, not 2 s.
+        m.poll(t0 + Duration::from_millis(99), 64, &mut out);
+        assert!(m.take_silent().is_empty());
+        m.poll(t0 + Duration::from_millis(101), 64, &mut out);
+        assert_eq!(m.take_silent().len(), 10);
+        assert!(m.is_done());
+        // Slow answers raise it again, up to the configured timeout.
+        let mut m = Machine::new((1..=3).map(|p| (ip, p)), slow, t0, Seen::set());
+        m.poll(t0, 64, &mut out);
+        m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(300));
+        assert_eq!(m.timeout(), Duration::from_millis(300 + 4 * 150));
+        m.on_reply_at(&bare_rst(ip, 2, 0), t0 + Duration::from_secs(5));
+        assert_eq!(m.timeout(), Duration::from_secs(2), "capped");
+        // Karn: an answer to a probe sent twice is not timed.
+        let mut m = Machine::new(std::iter::once((ip, 1)), Pace { retries: 1, ..slow }, t0, Seen::set());
+        m.poll(t0, 64, &mut out);
+        m.poll(t0 + Duration::from_secs(2), 64, &mut out);
+        m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(2001));
+        assert_eq!(m.timeout(), Duration::from_secs(2));
     }
 
     /// States by scan type, as nmap gives them: from a RST, from an ICMP

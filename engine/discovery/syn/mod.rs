@@ -37,6 +37,27 @@ use crate::targets::ScanOrder;
 /// Socket buffers: room for a burst of replies while the thread is busy.
 const SOCKET_BUFFER: usize = 64 << 20;
 
+/// Which worker's probe a UDP answer (parsed from `frame`) answers, and the
+/// answer as that probe's: from the port probed, or (TFTP) from another
+/// port of the target, answering a probe to one of the ports whose servers
+/// do that. Where the port's protocol echoes our transaction id, the
+/// answer must carry it.
+pub fn accept_udp(cookie: Cookie, payloads: &Payloads, r: Reply, frame: &[u8]) -> Option<(usize, Reply)> {
+    let probed = std::iter::once(r.sport).chain(payloads.roaming().iter().copied().filter(|&p| p != r.sport));
+    for port in probed {
+        let mut a = Reply { sport: port, ..r };
+        if let Some((at, len)) = payloads.echo(port) {
+            if !a.echo(frame, at, len) {
+                continue;
+            }
+        }
+        if let Some(w) = cookie.accepts(&a) {
+            return Some((w, a));
+        }
+    }
+    None
+}
+
 /// Options of a SYN scan beyond timing.
 #[derive(Clone, Copy, Debug)]
 pub struct SynOptions {
@@ -148,18 +169,15 @@ fn receive(
         let n = sock.recv_batch(&mut bufs, &mut lens, &mut sums, Duration::from_millis(5))?;
         for i in 0..n {
             let f = &bufs[i][..lens[i]];
-            if let Some(mut r) = frame::parse(f, sums[i]) {
-                // An answer whose protocol echoes our transaction id must carry it.
-                if r.proto == Proto::Udp && r.icmp.is_none() {
-                    if let Some((at, len)) = payloads.echo(r.sport) {
-                        if !r.echo(f, at, len) {
-                            continue;
-                        }
-                    }
-                }
+            let Some(r) = frame::parse(f, sums[i]) else { continue };
+            if r.proto == Proto::Tcp || r.icmp.is_some() {
                 if let Some(w) = cookie.accepts(&r) {
                     per[w].push(r);
                 }
+                continue;
+            }
+            if let Some((w, a)) = accept_udp(cookie, payloads, r, f) {
+                per[w].push(a);
             }
         }
         for (w, batch) in per.iter_mut().enumerate() {
@@ -231,7 +249,7 @@ fn drive(
     };
     let take = |m: &mut Machine<_>, batch: Vec<Reply>| {
         for r in &batch {
-            if let Some(v) = m.on_reply(r) {
+            if let Some(v) = m.on_reply_at(r, Instant::now()) {
                 tell(v);
             }
         }
@@ -319,4 +337,58 @@ fn publish(stats: &Stats, last: &mut Published, now: Counts, unreachable: u64) {
     add(&stats.closed, now.closed, last.counts.closed);
     add(&stats.filtered, now.filtered + unreachable, last.counts.filtered + last.unreachable);
     *last = Published { counts: now, unreachable };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::ProbeDb;
+
+    fn payloads() -> Payloads {
+        let yaml = r#"
+probes:
+  - name: Dns
+    protocol: udp
+    payload: '\x00\x00query'
+    ports: [53]
+    txid: {at: 0, len: 2, reply_at: 0}
+  - name: Tftp
+    protocol: udp
+    payload: '\x00\x01nothing\x00octet\x00'
+    ports: [69]
+    answers_from_any_port: true
+"#;
+        let mut db = ProbeDb::default();
+        db.add_str(yaml, std::path::Path::new("t.yaml")).unwrap();
+        Payloads::from_db(&db)
+    }
+
+    /// The answer frame `from:sport -> to:dport` carrying `payload`.
+    fn answer(from: &str, sport: u16, to: &str, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let hop = Hop { src_mac: [2, 0, 0, 0, 0, 2], dst_mac: [2, 0, 0, 0, 0, 1], src: from.parse().unwrap() };
+        let mut f = vec![0u8; frame::MAX_UDP_PROBE];
+        let n = frame::fill_udp(&mut f, &hop, to.parse().unwrap(), sport, dport, 1, payload);
+        f.truncate(n);
+        f
+    }
+
+    #[test]
+    fn udp_answers_are_taken_by_port_and_echoed_id_and_tftp_from_any_port() {
+        let (p, cookie) = (payloads(), Cookie::new(9, 10, 1).for_scan(ScanType::Udp));
+        let (src, dst) = ("198.18.0.1", "198.18.0.2");
+        let take = |f: &[u8]| {
+            let r = frame::parse(f, crate::net::packet::Checksum::Unchecked).unwrap();
+            accept_udp(cookie, &p, r, f).map(|(w, a)| (w, a.sport))
+        };
+        let (seq, sport) = cookie.probe(src.parse().unwrap(), dst.parse().unwrap(), 53, 0);
+        let id = (seq as u16).to_be_bytes();
+        assert_eq!(take(&answer(dst, 53, src, sport, &[id[0], id[1], b'a'])), Some((0, 53)));
+        assert_eq!(take(&answer(dst, 53, src, sport, &[id[0], id[1] ^ 1, b'a'])), None, "another id");
+        assert_eq!(take(&answer(dst, 53, src, sport, &[id[0]])), None, "too short to echo it");
+        // TFTP answers from a port of its own, to the probe's source port.
+        let (_, tsport) = cookie.probe(src.parse().unwrap(), dst.parse().unwrap(), 69, 0);
+        assert_eq!(take(&answer(dst, 40_000, src, tsport, b"\x00\x05\x00\x01no")), Some((0, 69)));
+        assert_eq!(take(&answer(dst, 40_000, src, tsport ^ 1, b"\x00\x05")), None, "not our port");
+        assert_eq!(take(&answer("198.18.0.9", 40_000, src, tsport, b"\x00\x05")), None, "another host");
+    }
 }
