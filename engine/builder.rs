@@ -391,6 +391,13 @@ impl ScanBuilder {
             });
         }
         let scan_type = match tcp_type {
+            // -sS -sU without raw sockets: the TCP part connect-scans, as -sS alone does.
+            Some(ScanType::Syn) if !raw_ok && udp => {
+                notes.push(
+                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into(),
+                );
+                ScanType::Connect
+            }
             Some(t) => t,
             None if udp => ScanType::Udp,
             None if raw_ok => ScanType::Syn,
@@ -427,6 +434,9 @@ impl ScanBuilder {
         }
 
         let (tcp_ports, udp_ports) = self.port_list(scan_type != ScanType::Udp, udp)?;
+        // -sS -sU with only one protocol's ports named: that protocol alone (as nmap).
+        let scan_type = if tcp_ports.is_none() && udp_ports.is_some() { ScanType::Udp } else { scan_type };
+        let udp = udp_ports.is_some();
         if !udp && self.ports_name_udp() {
             notes.push("the port list names UDP ports (U:) but -sU is not given: only TCP is scanned".into());
         }
@@ -617,7 +627,8 @@ impl ScanBuilder {
 
     /// Whether the port spec names UDP ports with `U:`.
     fn ports_name_udp(&self) -> bool {
-        matches!(&self.ports, Some(Ports::Spec(s)) if s.split(',').any(|t| t.trim_start().starts_with(['U', 'u'])))
+        let udp = |t: &str| t.trim_start().get(..2).is_some_and(|p| p.eq_ignore_ascii_case("u:"));
+        matches!(&self.ports, Some(Ports::Spec(s)) if s.split(',').any(udp))
     }
 
     /// The TCP and the UDP ports to scan, for the protocols asked.
@@ -646,9 +657,20 @@ impl ScanBuilder {
             }
             Ok(list)
         };
-        let tcp = tcp.then(|| one(targets::Proto::Tcp)).transpose()?;
-        let udp = udp.then(|| one(targets::Proto::Udp)).transpose()?;
-        Ok((tcp, udp))
+        match (tcp, udp) {
+            // Both asked: a protocol the spec names no port of is left out,
+            // so long as the other has some.
+            (true, true) => match (one(targets::Proto::Tcp), one(targets::Proto::Udp)) {
+                (Ok(t), Ok(u)) => Ok((Some(t), Some(u))),
+                (Ok(t), Err(_)) => Ok((Some(t), None)),
+                (Err(_), Ok(u)) => Ok((None, Some(u))),
+                (Err(e), Err(_)) => Err(e),
+            },
+            (tcp, udp) => Ok((
+                tcp.then(|| one(targets::Proto::Tcp)).transpose()?,
+                udp.then(|| one(targets::Proto::Udp)).transpose()?,
+            )),
+        }
     }
 }
 

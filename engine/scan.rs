@@ -181,11 +181,13 @@ pub(crate) async fn run(
     let links = links.filter(|l| !l.loopback).map(Arc::new);
     let key = (random_u64(), random_u64());
     // With TCP and UDP both, the two passes run side by side and share the rate.
+    // Sockets too: each pass gets half the window (the open-file limit's share).
     let share = |part: u64| {
         let mut t = cfg.timing.clone();
         if let Some(also) = also_udp {
             let whole = (cfg.space.len() + also.len()).max(1) as f64;
             t.max_rate = t.max_rate.map(|r| (r * part as f64 / whole).max(0.01));
+            t.window = (t.window / 2).max(1);
         }
         t
     };
@@ -193,7 +195,11 @@ pub(crate) async fn run(
         kind: cfg.scan_type,
         order,
         timing: share(cfg.space.len()),
-        links: if cfg.scan_type == ScanType::Udp { links.clone().filter(|_| udp_raw) } else { links.clone() },
+        links: if cfg.scan_type == ScanType::Udp {
+            links.clone().filter(|_| udp_raw)
+        } else {
+            links.clone().filter(|_| tcp_raw)
+        },
         payloads: cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default(),
         key,
     };

@@ -212,3 +212,27 @@ fn udp_socket_fallback_on_the_scanners_own_address() {
     assert_eq!(states[&u64::from(closed)], ("\"closed\"".into(), "\"port-unreach\"".into()));
     let _ = server.join();
 }
+
+/// -sT -sU: TCP connect-scans (never raw SYNs) beside the raw UDP pass; a
+/// port list naming one protocol only scans that one (as nmap).
+#[test]
+fn udp_beside_connect_and_one_sided_port_lists() {
+    let _lab = lab();
+    let cap = Capture::start("dst host 198.18.0.2 and dst port 80");
+    let (out, evs) = lab_scan(&["-n", "-sT", "-sU", "-p", "U:53,T:80", TARGET]);
+    let syns = cap.stop();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ports = of_type(&evs, "port");
+    let tcp80 = ports.iter().find(|p| p["proto"] == "tcp" && p["port"] == 80).expect("80/tcp found");
+    assert!(tcp80.get("ttl").is_none(), "a connect scan has no reply TTL: {tcp80}");
+    assert_eq!(of_type(&evs, "scan_start")[0]["scan_type"], "connect");
+    assert!(ports.iter().any(|p| p["proto"] == "udp" && p["port"] == 53 && p["state"] == "open"));
+    assert_eq!(syns.len(), 1, "one SYN, the connect's own: {syns:?}");
+    for (spec, kind, proto) in [("U:53", "udp", "udp"), ("T:80", "syn", "tcp")] {
+        let (out, evs) = lab_scan(&["-n", "-sS", "-sU", "-p", spec, TARGET]);
+        assert_eq!(out.status.code(), Some(0), "{spec}: {}", stderr(&out));
+        assert_eq!(of_type(&evs, "scan_start")[0]["scan_type"], kind, "{spec}");
+        let ports = of_type(&evs, "port");
+        assert!(!ports.is_empty() && ports.iter().all(|p| p["proto"] == proto), "{spec}: {ports:?}");
+    }
+}

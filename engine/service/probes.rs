@@ -287,7 +287,10 @@ fn compile_probe(p: ProbeSpec, origin: &Path) -> Result<Probe> {
         if transport != Transport::Udp {
             return Err(at("txid applies to UDP probes only".into()));
         }
-        if !(1..=4).contains(&t.len) || t.at + t.len > payload.len() || t.reply_at > 1500 {
+        if !(1..=4).contains(&t.len)
+            || t.at.checked_add(t.len).is_none_or(|end| end > payload.len())
+            || t.reply_at > 1500
+        {
             return Err(at(format!("txid ({} bytes at {}) must be 1-4 bytes inside the payload", t.len, t.at)));
         }
     }

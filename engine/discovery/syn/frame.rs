@@ -176,7 +176,7 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
     match (hop.src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
             let c = udp::ipv4_checksum(&u.to_immutable(), &s, &d);
-            u.set_checksum(c);
+            u.set_checksum(nonzero(c));
             let mut ip = MutableIpv4Packet::new(iph).expect("frame fits");
             ip.set_version(4);
             ip.set_header_length(5);
@@ -191,7 +191,7 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             let c = udp::ipv6_checksum(&u.to_immutable(), &s, &d);
-            u.set_checksum(c);
+            u.set_checksum(nonzero(c));
             let mut ip = MutableIpv6Packet::new(iph).expect("frame fits");
             ip.set_version(6);
             ip.set_payload_length(udp_len as u16);
@@ -204,6 +204,22 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
         _ => panic!("hop and target of different address families"),
     }
     len
+}
+
+/// A UDP checksum as sent: a computed 0 goes out as 0xffff (RFC 768), since
+/// 0 means "no checksum".
+fn nonzero(c: u16) -> u16 {
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+/// A received UDP checksum agrees with the one computed (0xffff standing
+/// for a computed 0).
+fn udp_sum_ok(computed: u16, got: u16) -> bool {
+    nonzero(computed) == got
 }
 
 /// A TCP segment or UDP datagram that may answer one of our probes.
@@ -234,6 +250,9 @@ pub struct Reply {
     /// why; the other fields are then those of the quoted probe, turned
     /// round as if the target had answered (`seq` is the probe's own).
     pub icmp: Option<Reason>,
+    /// The ICMP error came from another host than the probe's target (a
+    /// router or firewall on the way).
+    pub relayed: bool,
 }
 
 impl Reply {
@@ -295,7 +314,7 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
         return None;
     }
     if proto == IpNextHeaderProtocols::Icmp {
-        return icmp_v4(&bytes[hl..total], ip.get_ttl());
+        return icmp_v4(&bytes[hl..total], IpAddr::V4(ip.get_source()), ip.get_ttl());
     }
     let (src, dst) = (ip.get_source(), ip.get_destination());
     if proto == IpNextHeaderProtocols::Udp {
@@ -303,7 +322,7 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
         if !udp_ok(&d, total - hl)
             || (checksum == Checksum::Unchecked
                 && d.get_checksum() != 0
-                && udp::ipv4_checksum(&d, &src, &dst) != d.get_checksum())
+                && !udp_sum_ok(udp::ipv4_checksum(&d, &src, &dst), d.get_checksum()))
         {
             return None;
         }
@@ -333,7 +352,8 @@ fn parse_v6(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
             let d = UdpPacket::new(&bytes[IP6..IP6 + payload])?;
             // Over IPv6 the UDP checksum is mandatory (RFC 8200 8.1).
             if !udp_ok(&d, payload)
-                || (checksum == Checksum::Unchecked && udp::ipv6_checksum(&d, &src, &dst) != d.get_checksum())
+                || (checksum == Checksum::Unchecked
+                    && !udp_sum_ok(udp::ipv6_checksum(&d, &src, &dst), d.get_checksum()))
             {
                 return None;
             }
@@ -378,6 +398,7 @@ fn udp_reply(src: IpAddr, dst: IpAddr, d: &UdpPacket<'_>, ttl: u8, at: usize) ->
         ttl,
         window: 0,
         icmp: None,
+        relayed: false,
     }
 }
 
@@ -396,12 +417,13 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
         ttl,
         window: seg.get_window(),
         icmp: None,
+        relayed: false,
     }
 }
 
 /// ICMP destination unreachable (RFC 792), whose data is the probe's IP
 /// header and at least the first 8 bytes of its TCP or UDP header.
-fn icmp_v4(msg: &[u8], ttl: u8) -> Option<Reply> {
+fn icmp_v4(msg: &[u8], from: IpAddr, ttl: u8) -> Option<Reply> {
     let icmp = IcmpPacket::new(msg)?;
     if msg.len() < 8 + IP4 + 8 || icmp.get_icmp_type().0 != 3 {
         return None;
@@ -432,7 +454,8 @@ fn icmp_v4(msg: &[u8], ttl: u8) -> Option<Reply> {
     }
     let head = &quoted[hl..hl + 8];
     let (src, dst) = (IpAddr::V4(ip.get_source()), IpAddr::V4(ip.get_destination()));
-    Some(quoted_reply(proto, src, dst, head, u32::from(ip.get_identification()), ttl, why))
+    let r = quoted_reply(proto, src, dst, head, u32::from(ip.get_identification()), ttl, why);
+    Some(Reply { relayed: from != dst, ..r })
 }
 
 /// ICMPv6 destination unreachable (RFC 4443 3.1): as much of the probe as
@@ -463,8 +486,9 @@ fn icmp_v6(msg: &[u8], src: Ipv6Addr, dst: Ipv6Addr, ttl: u8) -> Option<Reply> {
         return None;
     }
     let head = &quoted[IP6..IP6 + 8];
-    let (src, dst) = (IpAddr::V6(ip.get_source()), IpAddr::V6(ip.get_destination()));
-    Some(quoted_reply(proto, src, dst, head, ip.get_flow_label() & 0xffff, ttl, why))
+    let (qsrc, qdst) = (IpAddr::V6(ip.get_source()), IpAddr::V6(ip.get_destination()));
+    let r = quoted_reply(proto, qsrc, qdst, head, ip.get_flow_label() & 0xffff, ttl, why);
+    Some(Reply { relayed: IpAddr::V6(src) != qdst, ..r })
 }
 
 /// The quoted probe (from `probe_src` to `probe_dst`, first 8 bytes of its
@@ -498,6 +522,7 @@ fn quoted_reply(
         ttl,
         window: 0,
         icmp: Some(why),
+        relayed: false,
     }
 }
 
@@ -768,16 +793,19 @@ mod tests {
 
     #[test]
     fn icmp_errors_quoting_a_udp_probe_carry_its_ip_id() {
-        for (hop, dst, code, why) in [
-            (hop4(), "198.18.0.2", 3, Reason::PortUnreach),
-            (hop4(), "198.18.0.6", 13, Reason::AdminProhibited),
-            (hop6(), "2001:2::2", 4, Reason::PortUnreach),
+        for (hop, dst, from, code, why) in [
+            (hop4(), "198.18.0.2", "198.18.0.2", 3, Reason::PortUnreach),
+            (hop4(), "198.18.0.6", "198.18.0.254", 13, Reason::AdminProhibited),
+            (hop4(), "198.18.0.6", "198.18.0.254", 3, Reason::PortUnreach),
+            (hop6(), "2001:2::2", "2001:2::2", 4, Reason::PortUnreach),
+            (hop6(), "2001:2::2", "2001:2::fe", 4, Reason::PortUnreach),
         ] {
             let mut out = [0u8; MAX_UDP_PROBE];
             let n = fill_udp(&mut out, &hop, dst.parse().unwrap(), 61_234, 161, 0x4321, b"snmp");
-            let err = unreachable(&out[..n], dst.parse().unwrap(), code);
+            let err = unreachable(&out[..n], from.parse().unwrap(), code);
             let r = parse(&err, Checksum::Unchecked).expect("an ICMP error");
             assert_eq!((r.proto, r.icmp, r.seq), (Proto::Udp, Some(why), 0x4321));
+            assert_eq!(r.relayed, from != dst, "{from} answering for {dst}");
             assert_eq!((r.src.to_string(), r.sport, r.dport), (dst.to_string(), 161, 61_234));
             for cut in 0..err.len() {
                 assert!(parse(&err[..cut], Checksum::Unchecked).is_none(), "truncated to {cut}");

@@ -140,6 +140,10 @@ type Key = (u128, u16);
 /// come (nmap's default `--min-rtt-timeout`).
 pub const MIN_RTT_TIMEOUT: Duration = Duration::from_millis(100);
 
+/// Hosts whose round trips are kept before the table is trimmed to those
+/// with probes out (about 3 MB at most).
+const RTT_HOSTS: usize = 65_536;
+
 /// Open ports already reported, so a duplicate or late SYN-ACK is reported
 /// once. A bitmap over the scan's index space (one bit a target, pages only
 /// resident where touched) when the space allows, else a set.
@@ -192,9 +196,10 @@ pub struct Machine<I> {
     /// deadline order: every probe's deadline is its send time plus the
     /// timeout of the moment ([`Machine::timeout`]).
     timers: VecDeque<(Instant, Key, u32)>,
-    /// Smoothed round-trip time and its variation (RFC 6298), from answers
-    /// to probes sent once; none before the first.
-    rtt: Option<(Duration, Duration)>,
+    /// Per host that has answered: smoothed round-trip time and its
+    /// variation (RFC 6298), from answers to probes sent once. Trimmed to
+    /// the hosts with probes out when it grows past [`RTT_HOSTS`].
+    rtt: HashMap<u128, (Duration, Duration)>,
     /// The time of the last poll: when a reply without a time of its own came.
     clock: Instant,
     /// Probes whose time ran out and that are due another send.
@@ -232,31 +237,39 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             keep_silent: false,
             host_ready: HashMap::new(),
             held: VecDeque::new(),
-            rtt: None,
+            rtt: HashMap::new(),
             clock: now,
         }
     }
 
-    /// How long a probe waits for its answer now: `pace.timeout` until an
-    /// answer has been timed, then the smoothed round trip plus four times
-    /// its variation (as TCP's RTO, RFC 6298), at least [`MIN_RTT_TIMEOUT`]
-    /// and never above `pace.timeout` (`--max-rtt-timeout`).
-    pub fn timeout(&self) -> Duration {
-        match self.rtt {
+    /// How long a probe to `ip` waits for its answer now: `pace.timeout`
+    /// until an answer from that host has been timed, then the host's
+    /// smoothed round trip plus four times its variation (as TCP's RTO, RFC
+    /// 6298), at least [`MIN_RTT_TIMEOUT`] and never above `pace.timeout`
+    /// (`--max-rtt-timeout`). Per host: a near host's quick answers never
+    /// shorten the wait for a far one.
+    pub fn timeout_for(&self, ip: IpAddr) -> Duration {
+        self.timeout_of(key(ip))
+    }
+
+    fn timeout_of(&self, host: u128) -> Duration {
+        match self.rtt.get(&host) {
             None => self.pace.timeout,
-            Some((srtt, var)) => (srtt + 4 * var).clamp(MIN_RTT_TIMEOUT.min(self.pace.timeout), self.pace.timeout),
+            Some(&(srtt, var)) => (srtt + 4 * var).clamp(MIN_RTT_TIMEOUT.min(self.pace.timeout), self.pace.timeout),
         }
     }
 
-    /// Takes one round-trip sample.
-    fn sample(&mut self, r: Duration) {
-        self.rtt = Some(match self.rtt {
+    /// Takes one round-trip sample of `host`.
+    fn sample(&mut self, host: u128, r: Duration) {
+        let next = match self.rtt.get(&host) {
             None => (r, r / 2),
-            Some((srtt, var)) => {
-                let diff = srtt.abs_diff(r);
-                (srtt * 7 / 8 + r / 8, var * 3 / 4 + diff / 4)
-            }
-        });
+            Some(&(srtt, var)) => (srtt * 7 / 8 + r / 8, var * 3 / 4 + srtt.abs_diff(r) / 4),
+        };
+        self.rtt.insert(host, next);
+        if self.rtt.len() > RTT_HOSTS.max(4 * self.pace.window) {
+            let live: HashSet<u128> = self.inflight.keys().map(|k| k.0).collect();
+            self.rtt.retain(|h, _| live.contains(h));
+        }
     }
 
     /// Keeps a verdict for every probe given up, for [`Machine::take_silent`].
@@ -333,11 +346,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// to a resent probe could answer either send).
     pub fn on_reply_at(&mut self, r: &Reply, now: Instant) -> Option<Verdict> {
         if let Some(&(1, sent)) = self.inflight.get(&(key(r.src), r.sport)) {
-            self.sample(now.saturating_duration_since(sent));
+            self.sample(key(r.src), now.saturating_duration_since(sent));
         }
         let k = (key(r.src), r.sport);
         let (state, reason) = match (r.icmp, self.kind) {
-            (Some(Reason::PortUnreach), ScanType::Udp) => (PortState::Closed, Reason::PortUnreach),
+            // Only the target itself says its port is closed; a router or
+            // firewall that answers port unreachable filters it (nmap's reading).
+            (Some(Reason::PortUnreach), ScanType::Udp) if !r.relayed => (PortState::Closed, Reason::PortUnreach),
             (Some(why), _) => (PortState::Filtered, why),
             (None, ScanType::Udp) => (PortState::Open, Reason::UdpResponse),
             (None, ScanType::Syn | ScanType::Connect) if r.is_syn_ack() => (PortState::Open, Reason::SynAck),
@@ -371,10 +386,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     }
 
     /// Moves probes whose time ran out to the resend queue or gives them up.
+    /// The queue is in send order and each host has its own timeout, so a
+    /// probe may wait behind an earlier one with a longer timeout: it then
+    /// times out late, never early.
     fn expire(&mut self, now: Instant) {
-        let timeout = self.timeout();
         while let Some(&(sent, k, nth)) = self.timers.front() {
-            if sent + timeout > now {
+            if sent + self.timeout_of(k.0) > now {
                 break;
             }
             self.timers.pop_front();
@@ -515,7 +532,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
 
     /// When the machine next has something to do, if nothing comes in before.
     pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
-        let timer = self.timers.front().map(|t| t.0 + self.timeout());
+        let timer = self.timers.front().map(|t| t.0 + self.timeout_of(t.1 .0));
         let held = self.held.iter().map(|h| h.0).min();
         let timer = match (timer, held) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -571,6 +588,7 @@ mod tests {
             ttl: 64,
             window: 0,
             icmp: None,
+            relayed: false,
         }
     }
 
@@ -622,6 +640,7 @@ mod tests {
             ttl: 64,
             window: 0,
             icmp: None,
+            relayed: false,
         }
     }
 
@@ -696,12 +715,12 @@ mod tests {
     fn udp_states_are_nmaps() {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
         let t0 = Instant::now();
-        let list = vec![(ip, 53), (ip, 54), (ip, 55), (ip, 56), (ip, 57)];
+        let list = vec![(ip, 53), (ip, 54), (ip, 55), (ip, 56), (ip, 57), (ip, 58)];
         let mut m =
             Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(ScanType::Udp).report_silence();
         let mut out = Vec::new();
         m.poll(t0, 16, &mut out);
-        assert_eq!(out.len(), 5);
+        assert_eq!(out.len(), 6);
         let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, 0) };
         let v = m.on_reply(&base).unwrap();
         assert_eq!((v.state, v.reason), (PortState::Open, Reason::UdpResponse));
@@ -709,6 +728,9 @@ mod tests {
         assert_eq!((v.state, v.reason), (PortState::Closed, Reason::PortUnreach));
         let v = m.on_reply(&Reply { sport: 55, icmp: Some(Reason::AdminProhibited), ..base }).unwrap();
         assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::AdminProhibited));
+        // Port unreachable from a router or firewall on the way: filtered.
+        let v = m.on_reply(&Reply { sport: 58, icmp: Some(Reason::PortUnreach), relayed: true, ..base }).unwrap();
+        assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::PortUnreach));
         assert_eq!(m.on_reply(&base), None, "a second answer is not news");
         let mut now = t0;
         while !m.is_done() {
@@ -719,12 +741,12 @@ mod tests {
         let mut silence: Vec<(u16, PortState)> = m.take_silent().iter().map(|v| (v.port, v.state)).collect();
         silence.sort();
         assert_eq!(silence, [(56, PortState::OpenFiltered), (57, PortState::OpenFiltered)]);
-        assert_eq!(m.counts().sent, 3 + 2 * 2, "the silent ports were sent twice");
+        assert_eq!(m.counts().sent, 4 + 2 * 2, "the silent ports were sent twice");
         // 57 answers late: open after all, reported once.
         let v = m.on_reply(&Reply { sport: 57, ..base }).unwrap();
         assert_eq!(v.state, PortState::Open);
         assert_eq!(m.on_reply(&Reply { sport: 57, ..base }), None);
-        assert_eq!((m.counts().open, m.counts().closed, m.counts().filtered), (2, 1, 2));
+        assert_eq!((m.counts().open, m.counts().closed, m.counts().filtered), (2, 1, 3));
     }
 
     /// Timed answers shorten the wait for the silent: the timeout follows
@@ -736,34 +758,40 @@ mod tests {
         let ip: IpAddr = "198.18.0.2".parse().unwrap();
         let t0 = Instant::now();
         let slow = Pace { timeout: Duration::from_secs(2), ..pace(0, 64) };
-        let mut m = Machine::new((1..=20).map(|p| (ip, p)), slow, t0, Seen::set()).report_silence();
-        assert_eq!(m.timeout(), Duration::from_secs(2), "nothing timed yet");
+        let far: IpAddr = "198.18.0.3".parse().unwrap();
+        let list = (1..=20).map(|p| (ip, p)).chain(std::iter::once((far, 1)));
+        let mut m = Machine::new(list, slow, t0, Seen::set()).report_silence();
+        assert_eq!(m.timeout_for(ip), Duration::from_secs(2), "nothing timed yet");
         let mut out = Vec::new();
         m.poll(t0, 64, &mut out);
         // Ports 1-10 answer after 2 ms: the timeout falls to its floor.
         for port in 1..=10 {
             m.on_reply_at(&bare_rst(ip, port, 0), t0 + Duration::from_millis(2));
         }
-        assert_eq!(m.timeout(), MIN_RTT_TIMEOUT);
+        assert_eq!(m.timeout_for(ip), MIN_RTT_TIMEOUT);
+        assert_eq!(m.timeout_for(far), Duration::from_secs(2), "another host keeps its own");
+        // The far host answers its probe after 300 ms: its own estimate.
+        m.on_reply_at(&bare_rst(far, 1, 0), t0 + Duration::from_millis(300));
+        assert_eq!(m.timeout_for(far), Duration::from_millis(300 + 4 * 150));
         // The 10 silent ports are given up 100 ms after they were sent, not 2 s.
         m.poll(t0 + Duration::from_millis(99), 64, &mut out);
         assert!(m.take_silent().is_empty());
-        m.poll(t0 + Duration::from_millis(101), 64, &mut out);
+        m.poll(t0 + Duration::from_millis(301), 64, &mut out);
         assert_eq!(m.take_silent().len(), 10);
         assert!(m.is_done());
         // Slow answers raise it again, up to the configured timeout.
         let mut m = Machine::new((1..=3).map(|p| (ip, p)), slow, t0, Seen::set());
         m.poll(t0, 64, &mut out);
         m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(300));
-        assert_eq!(m.timeout(), Duration::from_millis(300 + 4 * 150));
+        assert_eq!(m.timeout_for(ip), Duration::from_millis(300 + 4 * 150));
         m.on_reply_at(&bare_rst(ip, 2, 0), t0 + Duration::from_secs(5));
-        assert_eq!(m.timeout(), Duration::from_secs(2), "capped");
+        assert_eq!(m.timeout_for(ip), Duration::from_secs(2), "capped");
         // Karn: an answer to a probe sent twice is not timed.
         let mut m = Machine::new(std::iter::once((ip, 1)), Pace { retries: 1, ..slow }, t0, Seen::set());
         m.poll(t0, 64, &mut out);
         m.poll(t0 + Duration::from_secs(2), 64, &mut out);
         m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(2001));
-        assert_eq!(m.timeout(), Duration::from_secs(2));
+        assert_eq!(m.timeout_for(ip), Duration::from_secs(2));
     }
 
     /// States by scan type, as nmap gives them: from a RST, from an ICMP
@@ -955,6 +983,7 @@ mod tests {
             ttl: 63,
             window: 0,
             icmp: None,
+            relayed: false,
         }
     }
 
