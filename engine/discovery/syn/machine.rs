@@ -140,9 +140,9 @@ type Key = (u128, u16);
 /// come (nmap's default `--min-rtt-timeout`).
 pub const MIN_RTT_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// Hosts whose round trips are kept before the table is trimmed to those
-/// with probes out (about 3 MB at most).
-const RTT_HOSTS: usize = 65_536;
+/// Hosts whose round trips are kept at least before the table is trimmed
+/// to those with probes out.
+const RTT_HOSTS: usize = 4096;
 
 /// Open ports already reported, so a duplicate or late SYN-ACK is reported
 /// once. A bitmap over the scan's index space (one bit a target, pages only
@@ -198,8 +198,10 @@ pub struct Machine<I> {
     timers: VecDeque<(Instant, Key, u32)>,
     /// Per host that has answered: smoothed round-trip time and its
     /// variation (RFC 6298), from answers to probes sent once. Trimmed to
-    /// the hosts with probes out when it grows past [`RTT_HOSTS`].
+    /// the hosts with probes out when it grows past `rtt_trim_at` (a sweep
+    /// answers each host once: its entries go at the next trim).
     rtt: HashMap<u128, (Duration, Duration)>,
+    rtt_trim_at: usize,
     /// The time of the last poll: when a reply without a time of its own came.
     clock: Instant,
     /// Probes whose time ran out and that are due another send.
@@ -238,6 +240,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             host_ready: HashMap::new(),
             held: VecDeque::new(),
             rtt: HashMap::new(),
+            rtt_trim_at: RTT_HOSTS,
             clock: now,
         }
     }
@@ -266,9 +269,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             Some(&(srtt, var)) => (srtt * 7 / 8 + r / 8, var * 3 / 4 + srtt.abs_diff(r) / 4),
         };
         self.rtt.insert(host, next);
-        if self.rtt.len() > RTT_HOSTS.max(4 * self.pace.window) {
+        if self.rtt.len() > self.rtt_trim_at {
             let live: HashSet<u128> = self.inflight.keys().map(|k| k.0).collect();
             self.rtt.retain(|h, _| live.contains(h));
+            self.rtt.shrink_to(2 * self.rtt.len());
+            // Amortised: the next trim waits for as many new hosts as are kept.
+            self.rtt_trim_at = RTT_HOSTS.max(2 * self.rtt.len());
         }
     }
 
@@ -792,6 +798,29 @@ mod tests {
         m.poll(t0 + Duration::from_secs(2), 64, &mut out);
         m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(2001));
         assert_eq!(m.timeout_for(ip), Duration::from_secs(2));
+    }
+
+    /// A sweep answers each host once: the round-trip table keeps only hosts
+    /// with probes out once it passes its bound, so it never grows with the scan.
+    #[test]
+    fn round_trips_are_kept_for_live_hosts_only() {
+        let t0 = Instant::now();
+        let hosts = (0..20_000u32).map(|i| (IpAddr::from(std::net::Ipv4Addr::from(0xc613_0000 + i)), 80));
+        let mut m = Machine::new(hosts, pace(0, 512), t0, Seen::set());
+        let mut out = Vec::new();
+        let mut now = t0;
+        let mut most = 0;
+        while !m.is_done() {
+            now += Duration::from_millis(1);
+            out.clear();
+            m.poll(now, 512, &mut out);
+            for &(ip, port) in &out {
+                m.on_reply_at(&bare_rst(ip, port, 0), now + Duration::from_micros(300));
+            }
+            most = most.max(m.rtt.len());
+        }
+        assert_eq!(m.counts().closed, 20_000);
+        assert!(most <= RTT_HOSTS + 1, "the table held {most} hosts");
     }
 
     /// States by scan type, as nmap gives them: from a RST, from an ICMP
