@@ -13,6 +13,7 @@
 //! is what we want: the target's half-open connection goes away, and the
 //! result was already taken from the SYN-ACK.
 
+pub mod cookie;
 pub mod frame;
 pub mod links;
 pub mod machine;
@@ -23,9 +24,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
+pub use cookie::Cookie;
 pub use frame::{Hop, Reply, Template};
 pub use links::{LinkOptions, Links};
-pub use machine::{Cookie, Counts, Machine, Pace, Seen, Verdict};
+pub use machine::{Counts, Machine, Pace, Seen, Verdict};
 
 use super::payloads::Payloads;
 use super::Stats;

@@ -1,0 +1,536 @@
+//! Tests of machine.rs (and of the cookies it takes replies from): the
+//! machine driven on a simulated clock.
+
+use super::*;
+use crate::discovery::syn::cookie::{Cookie, SPORT_BASE};
+use crate::findings::Proto;
+use pnet_packet::tcp::TcpFlags;
+
+const SRC: &str = "198.18.0.1";
+
+fn pace(retries: u32, window: usize) -> Pace {
+    Pace { timeout: Duration::from_millis(100), retries, window, max_rate: None, scan_delay: None }
+}
+
+fn targets(n: u16) -> Vec<(IpAddr, u16)> {
+    (1..=n).map(|p| ("198.18.0.2".parse().unwrap(), p)).collect()
+}
+
+/// The reply a target would send to the probe for `ip:port`.
+fn answer(c: &Cookie, ip: IpAddr, port: u16, open: bool) -> Reply {
+    let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+    Reply { dport: sport, seq: 5, ack: seq.wrapping_add(1), ttl: 64, ..reply(ip, port, open) }
+}
+
+#[test]
+fn cookie_accepts_only_its_own_replies() {
+    let c = Cookie::new(1, 2, 1);
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let good = answer(&c, ip, 22, true);
+    assert_eq!(c.accepts(&good), Some(0));
+    assert_eq!(c.accepts(&answer(&c, ip, 22, false)), Some(0));
+    assert_eq!(Cookie::new(1, 3, 1).accepts(&good), None, "another key");
+    assert_eq!(c.accepts(&Reply { ack: good.ack.wrapping_add(1), ..good }), None, "wrong ack");
+    assert_eq!(c.accepts(&Reply { dport: good.dport ^ 1, ..good }), None, "wrong port");
+    assert_eq!(c.accepts(&Reply { sport: 23, ..good }), None, "answer for another port");
+    assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK, ..good }), None, "a bare ACK");
+    assert_eq!(c.accepts(&Reply { dport: 80, ..good }), None, "a port below ours");
+}
+
+#[test]
+fn cookie_routes_replies_to_the_worker_that_sent_the_probe() {
+    let c = Cookie::new(5, 6, 3);
+    let (src, ip): (IpAddr, IpAddr) = (SRC.parse().unwrap(), "198.19.0.9".parse().unwrap());
+    for worker in 0..3 {
+        for port in [1, 80, 65535] {
+            let (seq, sport) = c.probe(src, ip, port, worker);
+            assert!(sport >= SPORT_BASE);
+            let mut r = answer(&c, ip, port, true);
+            r.dport = sport;
+            r.ack = seq.wrapping_add(1);
+            assert_eq!(c.accepts(&r), Some(worker));
+        }
+    }
+}
+
+/// A RST from `ip:port` to our port `dport`, sequence and ack 0.
+fn bare_rst(ip: IpAddr, port: u16, dport: u16) -> Reply {
+    Reply { dport, seq: 0, ack: 0, flags: TcpFlags::RST, ttl: 64, ..reply(ip, port, false) }
+}
+
+/// What a RFC 793 target sends back to each kind of probe, and whether
+/// the cookie takes it: a RST's sequence is the probe's ACK number when
+/// the probe had ACK set, else its acknowledgement is the probe's
+/// sequence plus the FIN; an ICMP error quotes the probe's sequence.
+#[test]
+fn cookies_of_every_scan_type_take_their_own_replies_only() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let src: IpAddr = SRC.parse().unwrap();
+    for kind in [ScanType::Ack, ScanType::Window, ScanType::Maimon, ScanType::Fin, ScanType::Xmas, ScanType::Null] {
+        let c = Cookie::new(3, 4, 1).for_scan(kind);
+        let (seq, sport) = c.probe(src, ip, 80, 0);
+        let base = bare_rst(ip, 80, sport);
+        let rst = match kind {
+            ScanType::Ack | ScanType::Window | ScanType::Maimon => Reply { seq, ..base },
+            ScanType::Null => Reply { ack: seq, flags: TcpFlags::RST | TcpFlags::ACK, ..base },
+            _ => Reply { ack: seq.wrapping_add(1), flags: TcpFlags::RST | TcpFlags::ACK, ..base },
+        };
+        assert_eq!(c.accepts(&rst), Some(0), "{kind:?}");
+        assert_eq!(c.accepts(&Reply { seq: rst.seq ^ 1, ack: rst.ack ^ 1, ..rst }), None, "{kind:?} wrong cookie");
+        assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK, ..rst }), None, "{kind:?} not a RST");
+        assert_eq!(Cookie::new(3, 5, 1).for_scan(kind).accepts(&rst), None, "{kind:?} another key");
+        let icmp = Reply { seq, flags: 0, icmp: Some(Reason::AdminProhibited), ..base };
+        assert_eq!(c.accepts(&icmp), Some(0), "{kind:?} ICMP");
+        assert_eq!(c.accepts(&Reply { seq: seq ^ 1, ..icmp }), None, "{kind:?} ICMP for another probe");
+    }
+    // A SYN scan's ICMP errors too.
+    let c = Cookie::new(3, 4, 1);
+    let (seq, sport) = c.probe(src, ip, 81, 0);
+    let icmp = Reply { seq, flags: 0, icmp: Some(Reason::PortUnreach), ..bare_rst(ip, 81, sport) };
+    assert_eq!(c.accepts(&icmp), Some(0));
+}
+
+/// A UDP answer is ours when it comes back to the keyed source port with
+/// the keyed transaction id (where the protocol echoes one); an ICMP
+/// error quoting a UDP probe, when it quotes the probe's IP id. TCP
+/// segments never answer a UDP scan, nor UDP datagrams a TCP one.
+#[test]
+fn udp_cookies_check_the_port_the_echoed_id_and_the_quoted_ip_id() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let src: IpAddr = SRC.parse().unwrap();
+    let c = Cookie::new(7, 8, 2).for_scan(ScanType::Udp);
+    let (seq, sport) = c.probe(src, ip, 53, 1);
+    let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, sport) };
+    // No id echoed (the port's protocol has none): the port decides.
+    assert_eq!(c.accepts(&base), Some(1));
+    assert_eq!(c.accepts(&Reply { dport: sport ^ 2, ..base }), None, "another source port");
+    assert_eq!(Cookie::new(7, 9, 2).for_scan(ScanType::Udp).accepts(&base), None, "another key");
+    // A 2-byte id echoed.
+    let echoed = Reply { seq: seq & 0xffff, mask: 0xffff, ..base };
+    assert_eq!(c.accepts(&echoed), Some(1));
+    assert_eq!(c.accepts(&Reply { seq: (seq ^ 1) & 0xffff, ..echoed }), None, "a wrong id");
+    // ICMP quoting the probe: its IP id is the cookie's low 16 bits.
+    let icmp = Reply { seq: u32::from(seq as u16), icmp: Some(Reason::PortUnreach), ..base };
+    assert_eq!(c.accepts(&icmp), Some(1));
+    assert_eq!(c.accepts(&Reply { seq: u32::from(seq as u16 ^ 1), ..icmp }), None, "quotes another probe");
+    // Protocols do not cross.
+    assert_eq!(c.accepts(&Reply { proto: Proto::Tcp, ..icmp }), None, "ICMP quoting TCP");
+    let syn = Cookie::new(7, 8, 2);
+    let (tseq, tsport) = syn.probe(src, ip, 53, 1);
+    let tcp_icmp = Reply { seq: tseq, icmp: Some(Reason::PortUnreach), ..bare_rst(ip, 53, tsport) };
+    assert_eq!(syn.accepts(&tcp_icmp), Some(1));
+    assert_eq!(syn.accepts(&Reply { proto: Proto::Udp, ..tcp_icmp }), None, "ICMP quoting UDP");
+}
+
+/// UDP states as nmap's: an answer is open, ICMP port unreachable
+/// closed, another unreachable filtered, silence open|filtered; an
+/// answer after the probe was given up still makes the port open, once.
+#[test]
+fn udp_states_are_nmaps() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let t0 = Instant::now();
+    let list = vec![(ip, 53), (ip, 54), (ip, 55), (ip, 56), (ip, 57), (ip, 58)];
+    let mut m = Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(ScanType::Udp).report_silence();
+    let mut out = Vec::new();
+    m.poll(t0, 16, &mut out);
+    assert_eq!(out.len(), 6);
+    let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, 0) };
+    let v = m.on_reply(&base).unwrap();
+    assert_eq!((v.state, v.reason), (PortState::Open, Reason::UdpResponse));
+    let v = m.on_reply(&Reply { sport: 54, icmp: Some(Reason::PortUnreach), ..base }).unwrap();
+    assert_eq!((v.state, v.reason), (PortState::Closed, Reason::PortUnreach));
+    let v = m.on_reply(&Reply { sport: 55, icmp: Some(Reason::AdminProhibited), ..base }).unwrap();
+    assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::AdminProhibited));
+    // Port unreachable from a router or firewall on the way: filtered.
+    let v = m.on_reply(&Reply { sport: 58, icmp: Some(Reason::PortUnreach), relayed: true, ..base }).unwrap();
+    assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::PortUnreach));
+    assert_eq!(m.on_reply(&base), None, "a second answer is not news");
+    let mut now = t0;
+    while !m.is_done() {
+        now += Duration::from_millis(50);
+        out.clear();
+        m.poll(now, 16, &mut out);
+    }
+    let mut silence: Vec<(u16, PortState)> = m.take_silent().iter().map(|v| (v.port, v.state)).collect();
+    silence.sort();
+    assert_eq!(silence, [(56, PortState::OpenFiltered), (57, PortState::OpenFiltered)]);
+    assert_eq!(m.counts().sent, 4 + 2 * 2, "the silent ports were sent twice");
+    // 57 answers late: open after all, reported once.
+    let v = m.on_reply(&Reply { sport: 57, ..base }).unwrap();
+    assert_eq!(v.state, PortState::Open);
+    assert_eq!(m.on_reply(&Reply { sport: 57, ..base }), None);
+    assert_eq!((m.counts().open, m.counts().closed, m.counts().filtered), (2, 1, 3));
+}
+
+/// Timed answers shorten the wait for the silent: the timeout follows
+/// the round trip (smoothed, plus four times its variation), never
+/// below MIN_RTT_TIMEOUT nor above the configured one; answers to
+/// resent probes are not timed (Karn).
+#[test]
+fn the_timeout_adapts_to_measured_round_trips() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let t0 = Instant::now();
+    let slow = Pace { timeout: Duration::from_secs(2), ..pace(0, 64) };
+    let far: IpAddr = "198.18.0.3".parse().unwrap();
+    let list = (1..=20).map(|p| (ip, p)).chain(std::iter::once((far, 1)));
+    let mut m = Machine::new(list, slow, t0, Seen::set()).report_silence();
+    assert_eq!(m.timeout_for(ip), Duration::from_secs(2), "nothing timed yet");
+    let mut out = Vec::new();
+    m.poll(t0, 64, &mut out);
+    // Ports 1-10 answer after 2 ms: the timeout falls to its floor.
+    for port in 1..=10 {
+        m.on_reply_at(&bare_rst(ip, port, 0), t0 + Duration::from_millis(2));
+    }
+    assert_eq!(m.timeout_for(ip), MIN_RTT_TIMEOUT);
+    assert_eq!(m.timeout_for(far), Duration::from_secs(2), "another host keeps its own");
+    // The far host answers its probe after 300 ms: its own estimate.
+    m.on_reply_at(&bare_rst(far, 1, 0), t0 + Duration::from_millis(300));
+    assert_eq!(m.timeout_for(far), Duration::from_millis(300 + 4 * 150));
+    // The 10 silent ports are given up 100 ms after they were sent, not 2 s.
+    m.poll(t0 + Duration::from_millis(99), 64, &mut out);
+    assert!(m.take_silent().is_empty());
+    m.poll(t0 + Duration::from_millis(301), 64, &mut out);
+    assert_eq!(m.take_silent().len(), 10);
+    assert!(m.is_done());
+    // Slow answers raise it again, up to the configured timeout.
+    let mut m = Machine::new((1..=3).map(|p| (ip, p)), slow, t0, Seen::set());
+    m.poll(t0, 64, &mut out);
+    m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(300));
+    assert_eq!(m.timeout_for(ip), Duration::from_millis(300 + 4 * 150));
+    m.on_reply_at(&bare_rst(ip, 2, 0), t0 + Duration::from_secs(5));
+    assert_eq!(m.timeout_for(ip), Duration::from_secs(2), "capped");
+    // Karn: an answer to a probe sent twice is not timed.
+    let mut m = Machine::new(std::iter::once((ip, 1)), Pace { retries: 1, ..slow }, t0, Seen::set());
+    m.poll(t0, 64, &mut out);
+    m.poll(t0 + Duration::from_secs(2), 64, &mut out);
+    m.on_reply_at(&bare_rst(ip, 1, 0), t0 + Duration::from_millis(2001));
+    assert_eq!(m.timeout_for(ip), Duration::from_secs(2));
+}
+
+/// A sweep answers each host once: the round-trip table keeps only hosts
+/// with probes out once it passes its bound, so it never grows with the scan.
+#[test]
+fn round_trips_are_kept_for_live_hosts_only() {
+    let t0 = Instant::now();
+    let hosts = (0..20_000u32).map(|i| (IpAddr::from(std::net::Ipv4Addr::from(0xc613_0000 + i)), 80));
+    let mut m = Machine::new(hosts, pace(0, 512), t0, Seen::set());
+    let mut out = Vec::new();
+    let mut now = t0;
+    let mut most = 0;
+    while !m.is_done() {
+        now += Duration::from_millis(1);
+        out.clear();
+        m.poll(now, 512, &mut out);
+        for &(ip, port) in &out {
+            m.on_reply_at(&bare_rst(ip, port, 0), now + Duration::from_micros(300));
+        }
+        most = most.max(m.rtt.len());
+    }
+    assert_eq!(m.counts().closed, 20_000);
+    assert!(most <= RTT_HOSTS + 1, "the table held {most} hosts");
+}
+
+/// States by scan type, as nmap gives them: from a RST, from an ICMP
+/// unreachable, and from silence once the retries are spent.
+#[test]
+fn each_scan_type_says_what_nmap_says() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let cases = [
+        (ScanType::Syn, Some(PortState::Closed), Some(PortState::Closed), PortState::Filtered),
+        (ScanType::Ack, Some(PortState::Unfiltered), Some(PortState::Unfiltered), PortState::Filtered),
+        (ScanType::Window, Some(PortState::Closed), Some(PortState::Open), PortState::Filtered),
+        (ScanType::Fin, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+        (ScanType::Null, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+        (ScanType::Xmas, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+        (ScanType::Maimon, Some(PortState::Closed), Some(PortState::Closed), PortState::OpenFiltered),
+    ];
+    for (kind, rst0, rst_window, silent) in cases {
+        let t0 = Instant::now();
+        let list = vec![(ip, 1), (ip, 2), (ip, 3), (ip, 4)];
+        let mut m = Machine::new(list.into_iter(), pace(1, 64), t0, Seen::set()).for_scan(kind).report_silence();
+        let mut out = Vec::new();
+        m.poll(t0, 16, &mut out);
+        assert_eq!(out.len(), 4);
+        let base = bare_rst(ip, 1, 0);
+        if let Some(want) = rst0 {
+            assert_eq!(m.on_reply(&base).map(|v| v.state), Some(want), "{kind:?} RST");
+            let v = m.on_reply(&Reply { sport: 2, window: 512, ..base }).unwrap();
+            assert_eq!((v.state, v.reason, v.ttl), (rst_window.unwrap(), Reason::Reset, Some(64)), "{kind:?}");
+        }
+        let v = m.on_reply(&Reply { sport: 3, flags: 0, icmp: Some(Reason::AdminProhibited), ..base }).unwrap();
+        assert_eq!((v.state, v.reason), (PortState::Filtered, Reason::AdminProhibited), "{kind:?} ICMP");
+        // Port 4 never answers: sent twice, then given up.
+        let mut now = t0;
+        while !m.is_done() {
+            now += Duration::from_millis(50);
+            out.clear();
+            m.poll(now, 16, &mut out);
+        }
+        let silence: Vec<Verdict> = m.take_silent();
+        assert_eq!(silence.len(), 1, "{kind:?}");
+        assert_eq!((silence[0].port, silence[0].state, silence[0].reason), (4, silent, Reason::NoResponse));
+        assert_eq!(silence[0].ttl, None);
+    }
+}
+
+/// With a scan delay, two probes to one host are at least that far
+/// apart, retransmissions included, while other hosts go on meanwhile.
+#[test]
+fn a_scan_delay_spaces_each_hosts_probes() {
+    let (a, b): (IpAddr, IpAddr) = ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap());
+    let list: Vec<(IpAddr, u16)> = (1..=4).flat_map(|p| [(a, p), (b, p)]).collect();
+    let delay = Duration::from_millis(100);
+    let p = Pace { scan_delay: Some(delay), timeout: Duration::from_millis(150), ..pace(1, 64) };
+    let t0 = Instant::now();
+    let mut m = Machine::new(list.into_iter(), p, t0, Seen::set());
+    let mut sent: Vec<(Duration, IpAddr, u16)> = Vec::new();
+    let mut now = t0;
+    let mut out = Vec::new();
+    while !m.is_done() && now - t0 < Duration::from_secs(10) {
+        out.clear();
+        m.poll(now, 16, &mut out);
+        sent.extend(out.iter().map(|&(ip, port)| (now - t0, ip, port)));
+        // Port 4 never answers (sent twice); the rest answer at once.
+        for &(ip, port) in &out {
+            if port != 4 {
+                m.on_reply(&reply(ip, port, false));
+            }
+        }
+        now = m.next_wakeup(now).map_or(now + Duration::from_millis(1), |t| t.max(now + Duration::from_micros(100)));
+    }
+    assert_eq!(sent.len(), 10, "8 probes and 2 retransmissions: {sent:?}");
+    for host in [a, b] {
+        let times: Vec<Duration> = sent.iter().filter(|s| s.1 == host).map(|s| s.0).collect();
+        assert_eq!(times.len(), 5);
+        for w in times.windows(2) {
+            assert!(w[1] - w[0] >= delay, "{host}: {times:?}");
+        }
+    }
+    // The two hosts share the time: both have their first probe at once.
+    assert!(sent.iter().filter(|s| s.0 == Duration::ZERO).count() == 2, "{sent:?}");
+}
+
+/// Probes held for their host's turn count against the window: with a
+/// window of 2 and a host that never answers, no more than 2 go out
+/// before their time runs out, however short the delay.
+#[test]
+fn held_probes_count_against_the_window() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let p = Pace { scan_delay: Some(Duration::from_millis(10)), timeout: Duration::from_secs(10), ..pace(0, 2) };
+    let t0 = Instant::now();
+    let mut m = Machine::new((1..=50).map(|port| (ip, port)), p, t0, Seen::set());
+    let mut out = Vec::new();
+    for ms in 0..1000 {
+        m.poll(t0 + Duration::from_millis(ms), 16, &mut out);
+    }
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(m.outstanding(), 2);
+}
+
+/// A stop gives up the probes waiting to be sent again, and says so
+/// as it would after their last try; without `report_silence` nothing
+/// is kept.
+#[test]
+fn a_stop_reports_the_probes_it_gives_up() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    for keep in [true, false] {
+        let t0 = Instant::now();
+        let m = Machine::new(vec![(ip, 7)].into_iter(), pace(3, 64), t0, Seen::set()).for_scan(ScanType::Fin);
+        let mut m = if keep { m.report_silence() } else { m };
+        let mut out = Vec::new();
+        m.poll(t0, 16, &mut out);
+        // Its time runs out: due again, then the scan stops.
+        out.clear();
+        m.poll(t0 + Duration::from_millis(150), 0, &mut out);
+        m.stop();
+        assert!(m.is_done());
+        let silent = m.take_silent();
+        if keep {
+            assert_eq!(silent.len(), 1);
+            assert_eq!((silent[0].port, silent[0].state), (7, PortState::OpenFiltered));
+        } else {
+            assert!(silent.is_empty());
+        }
+        assert_eq!(m.counts().filtered, 1);
+    }
+}
+
+/// Runs a simulated scan: every probe sent is answered (or lost) by
+/// `network`, which returns the replies to deliver and their delay.
+fn simulate(
+    list: Vec<(IpAddr, u16)>,
+    pace: Pace,
+    mut network: impl FnMut(IpAddr, u16, u32) -> Vec<(Duration, Reply)>,
+) -> (Vec<Verdict>, Counts, Duration) {
+    let c = Cookie::new(7, 7, 1);
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut m = Machine::new(list.into_iter(), pace, now, Seen::set());
+    let mut pending: Vec<(Instant, Reply)> = Vec::new();
+    let mut sends: HashMap<(IpAddr, u16), u32> = HashMap::new();
+    let mut verdicts = Vec::new();
+    let mut out = Vec::new();
+    for _ in 0..100_000 {
+        // Deliver what is due.
+        pending.sort_by_key(|p| p.0);
+        while pending.first().is_some_and(|p| p.0 <= now) {
+            let (_, r) = pending.remove(0);
+            if c.accepts(&r).is_some() {
+                verdicts.extend(m.on_reply(&r));
+            }
+        }
+        out.clear();
+        m.poll(now, 16, &mut out);
+        for &(ip, port) in &out {
+            let n = sends.entry((ip, port)).or_default();
+            *n += 1;
+            for (delay, mut r) in network(ip, port, *n) {
+                let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+                r.dport = sport;
+                if r.ack != 0 {
+                    r.ack = seq.wrapping_add(1);
+                }
+                pending.push((now + delay, r));
+            }
+        }
+        if m.is_done() && pending.is_empty() {
+            break;
+        }
+        let next = [m.next_wakeup(now), pending.iter().map(|p| p.0).min()].into_iter().flatten().min();
+        now = next.map_or(now + Duration::from_millis(1), |t| t.max(now));
+    }
+    (verdicts, m.counts(), now - t0)
+}
+
+/// A SYN-ACK (or RST) from `ip:port`, sequence and ack 1, TTL 63.
+fn reply(ip: IpAddr, port: u16, open: bool) -> Reply {
+    let flags = if open { TcpFlags::SYN | TcpFlags::ACK } else { TcpFlags::RST | TcpFlags::ACK };
+    Reply {
+        proto: Proto::Tcp,
+        mask: 0,
+        data: (0, 0),
+        src: ip,
+        dst: SRC.parse().unwrap(),
+        sport: port,
+        dport: 0,
+        seq: 1,
+        ack: 1,
+        flags,
+        ttl: 63,
+        window: 0,
+        icmp: None,
+        relayed: false,
+    }
+}
+
+#[test]
+fn answers_end_the_scan_without_waiting() {
+    let (v, c, took) = simulate(targets(1000), pace(1, 64), |ip, port, _| {
+        vec![(Duration::from_micros(50), reply(ip, port, port % 100 == 0))]
+    });
+    assert_eq!(v.iter().filter(|v| v.state == PortState::Open).count(), 10);
+    assert_eq!(c, Counts { sent: 1000, open: 10, closed: 990, filtered: 0, late: 0 });
+    assert!(took < Duration::from_millis(10), "no waiting for timeouts when all answered: {took:?}");
+}
+
+#[test]
+fn lost_probes_are_retransmitted_then_given_up() {
+    // Port 7 never answers; port 8 answers only its second send.
+    let (v, c, took) = simulate(targets(10), pace(2, 64), |ip, port, nth| match port {
+        7 => vec![],
+        8 if nth < 2 => vec![],
+        _ => vec![(Duration::from_micros(10), reply(ip, port, port == 8))],
+    });
+    assert_eq!(c.filtered, 1);
+    assert_eq!(c.open, 1);
+    assert_eq!(c.sent, 10 + 2 + 1, "port 7 sent three times, port 8 twice");
+    assert!(v.iter().any(|v| v.port == 8 && v.state == PortState::Open));
+    // Three timeouts of 100 ms for port 7.
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(320), "{took:?}");
+}
+
+#[test]
+fn duplicates_are_reported_once() {
+    let (v, c, _) = simulate(targets(5), pace(1, 64), |ip, port, _| {
+        let r = reply(ip, port, true);
+        vec![(Duration::from_micros(10), r), (Duration::from_micros(20), r), (Duration::from_millis(500), r)]
+    });
+    assert_eq!(v.len(), 5);
+    assert_eq!(c.open, 5);
+}
+
+#[test]
+fn late_answers_still_count_once() {
+    // Answers arrive after the last timeout: filtered first, then open.
+    let (v, c, _) =
+        simulate(targets(3), pace(0, 64), |ip, port, _| vec![(Duration::from_millis(250), reply(ip, port, true))]);
+    assert_eq!(v.len(), 3);
+    assert_eq!((c.open, c.filtered, c.late), (3, 0, 3));
+}
+
+#[test]
+fn window_bounds_the_outstanding_probes() {
+    let c = Cookie::new(0, 0, 1);
+    let now = Instant::now();
+    let mut m = Machine::new(targets(100).into_iter(), pace(0, 8), now, Seen::set());
+    let mut out = Vec::new();
+    m.poll(now, 64, &mut out);
+    assert_eq!(out.len(), 8);
+    assert_eq!(m.outstanding(), 8);
+    let (ip, port) = out[0];
+    let mut r = reply(ip, port, false);
+    let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+    r.dport = sport;
+    r.ack = seq.wrapping_add(1);
+    assert!(m.on_reply(&r).is_some());
+    out.clear();
+    m.poll(now, 64, &mut out);
+    assert_eq!(out.len(), 1, "one answer frees one slot");
+}
+
+#[test]
+fn rate_limit_paces_sends_on_the_simulated_clock() {
+    let p = Pace { max_rate: Some(1000.0), ..pace(0, 100_000) };
+    let (_, c, took) =
+        simulate(targets(2000), p, |ip, port, _| vec![(Duration::from_micros(5), reply(ip, port, false))]);
+    assert_eq!(c.sent, 2000);
+    let secs = took.as_secs_f64();
+    assert!((1.9..2.1).contains(&secs), "2000 probes at 1000/s took {secs} s");
+}
+
+#[test]
+fn timers_of_answered_probes_do_not_pile_up() {
+    let c = Cookie::new(0, 0, 1);
+    let now = Instant::now();
+    let mut m = Machine::new(targets(60_000).into_iter(), pace(0, 100_000), now, Seen::set());
+    let mut out = Vec::new();
+    while !m.is_done() {
+        out.clear();
+        m.poll(now, 64, &mut out);
+        for &(ip, port) in &out {
+            let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+            let r = Reply { dport: sport, ack: seq.wrapping_add(1), ..reply(ip, port, false) };
+            assert!(m.on_reply(&r).is_some());
+        }
+        // At most 64 probes are ever out here, so the queue must stay near the 1024 floor.
+        assert!(m.timers.len() <= 1024 + 3 * 64, "{} timers", m.timers.len());
+    }
+    assert_eq!(m.counts().closed, 60_000);
+}
+
+#[test]
+fn stop_sends_nothing_new_and_waits_for_the_rest() {
+    let now = Instant::now();
+    let mut m = Machine::new(targets(100).into_iter(), pace(3, 10), now, Seen::set());
+    let mut out = Vec::new();
+    m.poll(now, 64, &mut out);
+    m.stop();
+    out.clear();
+    m.poll(now, 64, &mut out);
+    assert!(out.is_empty());
+    assert!(!m.is_done(), "ten probes still out");
+    m.poll(now + Duration::from_millis(150), 64, &mut out);
+    assert!(out.is_empty(), "no retransmissions once stopped");
+    assert!(m.is_done());
+    assert_eq!(m.counts().filtered, 10);
+}
