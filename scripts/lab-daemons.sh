@@ -281,6 +281,8 @@ pid_filename $ZOO_DIR/squid.pid.own
 access_log none
 cache_log $ZOO_DIR/squid-cache.log
 coredump_dir $ZOO_DIR
+# No ICMP pinger helper: it runs apart from squid and outlives it.
+pinger_enable off
 EOF
     zoo_run squid /usr/sbin/squid -N -f "$ZOO_DIR/squid.conf"
 }
@@ -587,6 +589,28 @@ zoo_start() {
     done
 }
 
+zoo_addr() { echo "$ZOO"; } # name:comm:ports -> address
+
+# Wait (up to SECS in all) until "CHECK ADDRESS PORT" succeeds on every port
+# of every "name:...:ports" entry, ADDRESS_OF giving an entry's address. A
+# port that never answers is a warning (logs in LOGS), not the end of the lab.
+wait_answering() { # secs check address_of logs entries...
+    local check=$2 address_of=$3 logs=$4 deadline=$((SECONDS + $1)) d p addr
+    shift 4
+    for d in "$@"; do
+        addr=$("$address_of" "$d")
+        for p in $(echo "${d##*:}" | tr , ' '); do
+            until "$check" "$addr" "$p"; do
+                if ((SECONDS >= deadline)); then
+                    log "warning: ${d%%:*} is not answering on $addr:$p (logs in $logs)"
+                    break
+                fi
+                sleep 0.5
+            done
+        done
+    done
+}
+
 zoo_alive() { # name:comm:ports
     local rest=${1#*:}
     pid_alive "$ZOO_DIR/${1%%:*}.pid" "${rest%%:*}"
@@ -597,18 +621,8 @@ zoo_alive() { # name:comm:ports
 # rest of the tests need only the core services, and tests/daemons.rs fails
 # on every zoo port that is closed.
 zoo_wait() {
-    local d p deadline=$((SECONDS + 90))
-    for d in "${ZOO_DAEMONS[@]}"; do
-        for p in $(echo "${d##*:}" | tr , ' '); do
-            until port_open "$ZOO" "$p"; do
-                if ((SECONDS >= deadline)); then
-                    log "warning: ${d%%:*} is not answering on $ZOO:$p (logs in $ZOO_DIR)"
-                    break
-                fi
-                sleep 0.5
-            done
-        done
-    done
+    local deadline=$((SECONDS + 90))
+    wait_answering 90 port_open zoo_addr "$ZOO_DIR" "${ZOO_DAEMONS[@]}"
     # spamd listens long before its children answer (it compiles its rules
     # first): wait until it answers a PING.
     until zoo_spamd_ready; do
@@ -888,19 +902,7 @@ except OSError:
 # Wait (up to 20 s in total) until every UDP daemon answers. As with the zoo,
 # one that does not is a warning: "lab.sh status" fails on it.
 udp_wait() {
-    local d p addr deadline=$((SECONDS + 20))
-    for d in "${UDP_DAEMONS[@]}"; do
-        addr=$(udp_addr "$d")
-        for p in $(echo "${d##*:}" | tr , ' '); do
-            until udp_answers "$addr" "$p"; do
-                if ((SECONDS >= deadline)); then
-                    log "warning: ${d%%:*} is not answering on udp $addr:$p (logs in $UDP_DIR)"
-                    break
-                fi
-                sleep 0.5
-            done
-        done
-    done
+    wait_answering 20 udp_answers udp_addr "$UDP_DIR" "${UDP_DAEMONS[@]}"
 }
 
 udp_stop() {
