@@ -191,16 +191,15 @@ pub(crate) async fn run(
         }
         t
     };
+    let payloads: Arc<Payloads> = cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default();
+    // Each pass goes raw only where its protocol may (-sT -sU: UDP raw, TCP by connect).
+    let raw_for = |kind: ScanType| links.clone().filter(|_| if kind == ScanType::Udp { udp_raw } else { tcp_raw });
     let first = Pass {
         kind: cfg.scan_type,
         order,
         timing: share(cfg.space.len()),
-        links: if cfg.scan_type == ScanType::Udp {
-            links.clone().filter(|_| udp_raw)
-        } else {
-            links.clone().filter(|_| tcp_raw)
-        },
-        payloads: cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default(),
+        links: raw_for(cfg.scan_type),
+        payloads: payloads.clone(),
         key,
     };
     let interrupted = match also_udp {
@@ -210,8 +209,8 @@ pub(crate) async fn run(
                 kind: ScanType::Udp,
                 order: also.order(cfg.seed, cfg.shard, 0),
                 timing: share(also.len()),
-                links: links.clone().filter(|_| udp_raw),
-                payloads: cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default(),
+                links: raw_for(ScanType::Udp),
+                payloads,
                 key,
             };
             let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));

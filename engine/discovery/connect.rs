@@ -21,7 +21,7 @@ use std::time::Duration;
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{Limiter, Stats, Stop, Timing, Turns};
+use super::{next_slot, Limiter, Slot, Stats, Stop, Timing, Turns};
 use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
 use crate::pipeline::Found;
 use crate::targets::ScanOrder;
@@ -217,27 +217,12 @@ impl Shared {
 
 /// One worker's share of the scan. Returns true if `stop` cut it short.
 async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
-    // A pair is taken from the order only when it can be probed at once, so
-    // a stop never drops a pair that was taken but not probed (the order's
-    // progress is what a resumed scan starts from).
     for n in 0u64.. {
-        if stop.is_set() {
-            return true;
-        }
-        let permit = match sh.window.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => tokio::select! {
-                biased;
-                _ = stop.wait() => return true,
-                p = sh.window.clone().acquire_owned() => p.expect("semaphore never closed"),
-            },
+        let ((ip, port), permit) = match next_slot(&mut order, &sh.window, &sh.limiter, &mut stop).await {
+            Slot::Probe(pair, permit) => (pair, permit),
+            Slot::Done => return false,
+            Slot::Stopped => return true,
         };
-        tokio::select! {
-            biased;
-            _ = stop.wait() => return true,
-            _ = sh.limiter.acquire() => {}
-        }
-        let Some((ip, port)) = order.next() else { return false };
         if sh.timing.scan_delay.is_some() {
             tokio::spawn(sh.clone().paced(ip, port, permit));
             continue;
@@ -274,16 +259,6 @@ pub async fn run(order: ScanOrder, timing: &Timing, workers: usize, report_close
         reported: Mutex::new(HashSet::new()),
         turns: Turns::new(timing.scan_delay),
     });
-    let drivers: Vec<_> = order
-        .split(workers.max(1) as u64)
-        .into_iter()
-        .map(|part| tokio::spawn(drive(shared.clone(), part, stop.clone())))
-        .collect();
-    let mut interrupted = false;
-    for d in drivers {
-        interrupted |= d.await.unwrap_or(true);
-    }
-    // Wait for the probes still out: every permit back means every probe done.
-    let _all = shared.window.acquire_many(window as u32).await;
-    interrupted
+    let sh = shared.clone();
+    super::drive_shares(order, workers, &shared.window, window, |part| drive(sh.clone(), part, stop.clone())).await
 }

@@ -84,6 +84,73 @@ impl Limiter {
     }
 }
 
+/// What a socket scan's driver does next.
+pub(crate) enum Slot {
+    /// Probe this pair now, holding this window permit until it is done.
+    Probe((IpAddr, u16), tokio::sync::OwnedSemaphorePermit),
+    /// The order is done.
+    Done,
+    /// The scan's stop is set.
+    Stopped,
+}
+
+/// The next pair of `order` once the window has room and the rate allows.
+/// A pair is taken from the order only when it can be probed at once, so a
+/// stop never drops a pair that was taken but not probed (the order's
+/// progress is what a resumed scan starts from).
+pub(crate) async fn next_slot(
+    order: &mut crate::targets::ScanOrder,
+    window: &std::sync::Arc<tokio::sync::Semaphore>,
+    limiter: &Limiter,
+    stop: &mut Stop,
+) -> Slot {
+    if stop.is_set() {
+        return Slot::Stopped;
+    }
+    let permit = match window.clone().try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => tokio::select! {
+            biased;
+            _ = stop.wait() => return Slot::Stopped,
+            p = window.clone().acquire_owned() => p.expect("semaphore never closed"),
+        },
+    };
+    tokio::select! {
+        biased;
+        _ = stop.wait() => return Slot::Stopped,
+        _ = limiter.acquire() => {}
+    }
+    match order.next() {
+        Some(pair) => Slot::Probe(pair, permit),
+        None => Slot::Done,
+    }
+}
+
+/// Runs `drive` on each of `workers` shares of `order` as tasks, waits for
+/// them, then for every probe still out (all `permits` of `window` back).
+/// Returns true if a stop cut any share short. The socket scans' common end.
+pub(crate) async fn drive_shares<F, Fut>(
+    order: crate::targets::ScanOrder,
+    workers: usize,
+    window: &tokio::sync::Semaphore,
+    permits: usize,
+    drive: F,
+) -> bool
+where
+    F: Fn(crate::targets::ScanOrder) -> Fut,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
+    let drivers: Vec<_> =
+        order.split(workers.max(1) as u64).into_iter().map(|part| tokio::spawn(drive(part))).collect();
+    let mut interrupted = false;
+    for d in drivers {
+        interrupted |= d.await.unwrap_or(true);
+    }
+    // Every permit back means every probe done.
+    let _all = window.acquire_many(permits as u32).await;
+    interrupted
+}
+
 /// Per-host turns under a scan delay (`--scan-delay`), for the socket
 /// scans: each host is probed at most once every `delay`.
 #[derive(Debug, Default)]
@@ -95,10 +162,6 @@ pub struct Turns {
 impl Turns {
     pub fn new(delay: Option<Duration>) -> Turns {
         Turns { delay, next: Mutex::default() }
-    }
-
-    pub fn is_on(&self) -> bool {
-        self.delay.is_some()
     }
 
     /// Waits for `ip`'s turn (at once without a delay): each call reserves

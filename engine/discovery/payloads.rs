@@ -90,15 +90,6 @@ impl Payloads {
     pub fn echo(&self, port: u16) -> Option<(usize, usize)> {
         self.get(port).and_then(|p| p.txid).map(|t| (t.reply_at, t.len))
     }
-
-    /// How many ports have a payload of their own.
-    pub fn len(&self) -> usize {
-        self.by_port.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_port.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -145,6 +136,19 @@ probes:
         let mut scratch = [0u8; MAX_UDP_PAYLOAD];
         assert_eq!(p.get(53).unwrap().with_id(0x1234_abcd, &mut scratch), b"\xab\xcdxyz");
         assert_eq!(p.get(161).unwrap().with_id(0x1234_abcd, &mut scratch), b"AAAA");
+    }
+
+    #[test]
+    fn payloads_longer_than_a_frame_carries_are_left_out() {
+        let big = "A".repeat(MAX_UDP_PAYLOAD + 1);
+        let fits = "B".repeat(MAX_UDP_PAYLOAD);
+        let yaml = format!(
+            "probes:\n  - name: Big\n    protocol: udp\n    payload: '{big}'\n    ports: [7]\n    rarity: 1\n  - name: Fits\n    protocol: udp\n    payload: '{fits}'\n    ports: [7]\n    rarity: 2\n"
+        );
+        let p = Payloads::from_db(&db(&yaml));
+        assert_eq!(p.get(7).unwrap().probe, "Fits", "the rarer probe that fits, not the one that does not");
+        let mut scratch = [0u8; MAX_UDP_PAYLOAD];
+        assert_eq!(p.get(7).unwrap().with_id(1, &mut scratch).len(), MAX_UDP_PAYLOAD);
     }
 
     #[test]

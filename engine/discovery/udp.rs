@@ -10,15 +10,14 @@
 //! port. At most `window` sockets are open at once.
 
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::UdpSocket;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::payloads::Payloads;
-use super::{Limiter, Stats, Stop, Timing, Turns};
+use super::{next_slot, Limiter, Slot, Stats, Stop, Timing, Turns};
 use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
 use crate::pipeline::Found;
 use crate::targets::ScanOrder;
@@ -58,11 +57,7 @@ impl Shared {
     /// Sends `port`'s datagram to `addr` up to 1 + retries times and says
     /// what came back.
     async fn probe(&self, addr: SocketAddr) -> io::Result<Outcome> {
-        let local: SocketAddr = match addr.ip() {
-            IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-            IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-        };
-        let sock = match UdpSocket::bind(local).await {
+        let sock = match crate::net::conn::udp_socket(addr.ip()).await {
             Ok(s) => s,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) => {
                 return Ok(Outcome::Resource)
@@ -128,23 +123,12 @@ impl Shared {
 }
 
 async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
-    // As the connect scan: a pair leaves the order only when it is probed.
     loop {
-        if stop.is_set() {
-            return true;
-        }
-        let permit = tokio::select! {
-            biased;
-            _ = stop.wait() => return true,
-            p = sh.window.clone().acquire_owned() => p.expect("semaphore never closed"),
+        match next_slot(&mut order, &sh.window, &sh.limiter, &mut stop).await {
+            Slot::Probe((ip, port), permit) => tokio::spawn(sh.clone().run_one(ip, port, permit)),
+            Slot::Done => return false,
+            Slot::Stopped => return true,
         };
-        tokio::select! {
-            biased;
-            _ = stop.wait() => return true,
-            _ = sh.limiter.acquire() => {}
-        }
-        let Some((ip, port)) = order.next() else { return false };
-        tokio::spawn(sh.clone().run_one(ip, port, permit));
     }
 }
 
@@ -169,15 +153,6 @@ pub async fn run(
         found,
         report_closed,
     });
-    let drivers: Vec<_> = order
-        .split(workers.max(1) as u64)
-        .into_iter()
-        .map(|part| tokio::spawn(drive(shared.clone(), part, stop.clone())))
-        .collect();
-    let mut interrupted = false;
-    for d in drivers {
-        interrupted |= d.await.unwrap_or(true);
-    }
-    let _all = shared.window.acquire_many(window as u32).await;
-    interrupted
+    let sh = shared.clone();
+    super::drive_shares(order, workers, &shared.window, window, |part| drive(sh.clone(), part, stop.clone())).await
 }

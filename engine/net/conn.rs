@@ -109,3 +109,13 @@ impl From<OpenError> for crate::Error {
         crate::Error::with_source(kind, e.to_string(), e)
     }
 }
+
+/// An unconnected UDP socket on an ephemeral port of the family `peer`
+/// needs (UDP scans over sockets and UDP detection).
+pub async fn udp_socket(peer: std::net::IpAddr) -> std::io::Result<tokio::net::UdpSocket> {
+    let any: std::net::IpAddr = match peer {
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    };
+    tokio::net::UdpSocket::bind((any, 0)).await
+}

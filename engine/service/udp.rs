@@ -11,11 +11,10 @@
 //! (any port of the target, for a probe that says its server answers from
 //! another port, as TFTP's does).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::net::UdpSocket;
 use tokio::time::{timeout_at, Instant};
 
 use super::detect::{DetectError, Detection, Detector};
@@ -43,13 +42,9 @@ enum Answer {
 }
 
 async fn exchange(addr: SocketAddr, probe: &Probe, mut loan: Loan, until: Instant) -> Answer {
-    let local: SocketAddr = match addr.ip() {
-        IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
-        IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
     // Unconnected: a TFTP server answers from another port than the one
     // probed, which a connected socket would never hand us.
-    let Ok(sock) = UdpSocket::bind(local).await else { return Answer::Nothing };
+    let Ok(sock) = crate::net::conn::udp_socket(addr.ip()).await else { return Answer::Nothing };
     let ours = |from: SocketAddr| from.ip() == addr.ip() && (from.port() == addr.port() || probe.answers_from_any_port);
     for _ in 0..SENDS {
         if sock.send_to(&probe.payload, addr).await.is_err() {
@@ -162,4 +157,70 @@ fn finish(mut out: Detection, soft: Option<Identity>) -> Detection {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{DetectOptions, ProbeDb};
+    use tokio::net::UdpSocket;
+
+    /// Twelve UDP probes (listing port 9 only), each waiting up to 1 s.
+    fn detector(opts: DetectOptions) -> Detector {
+        let mut yaml = String::from("probes:\n");
+        for i in 0..12 {
+            yaml += &format!(
+                "  - name: U{i}\n    protocol: udp\n    payload: 'ask{i}'\n    ports: [9]\n    wait_ms: 1000\n    matches:\n      - service: svc{i}\n        pattern: '^answer{i}$'\n"
+            );
+        }
+        let mut db = ProbeDb::default();
+        db.add_str(&yaml, std::path::Path::new("t.yaml")).unwrap();
+        Detector::new(db, opts).unwrap()
+    }
+
+    /// A UDP server on loopback that answers each datagram with `answer(datagram)`.
+    async fn server(answer: fn(&[u8]) -> Vec<u8>) -> u16 {
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let port = sock.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+                let _ = sock.send_to(&answer(&buf[..n]), from).await;
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn answers_are_judged_in_probe_order_and_cut_at_the_buffer() {
+        // Answers "answerN" to "askN" for N >= 5, a 3000-byte datagram otherwise.
+        let port = server(|d| match std::str::from_utf8(d).ok().and_then(|s| s.strip_prefix("ask")) {
+            Some(n) if n.parse::<u32>().unwrap_or(0) >= 5 => format!("answer{n}").into_bytes(),
+            _ => vec![b'x'; 3000],
+        })
+        .await;
+        let det = detector(DetectOptions { buffer_size: 256, ..Default::default() });
+        // No probe lists the server's port: all 12 go, by rarity (5, within the intensity 7).
+        let d = det.detect_udp("127.0.0.1".parse().unwrap(), port).await;
+        let id = d.identity.expect("a probe's answer matched");
+        assert_eq!(id.service, "svc5", "the first probe in order whose answer matches wins");
+        assert_eq!(d.probe.as_deref(), Some("U5"));
+        // Five 3000-byte answers came before it, each cut at the 256-byte buffer.
+        assert!(d.bytes_read <= 12 * 256, "read {} bytes", d.bytes_read);
+    }
+
+    #[tokio::test]
+    async fn a_silent_port_ends_within_the_port_budget() {
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap(); // never answers
+        let port = sock.local_addr().unwrap().port();
+        let det = detector(DetectOptions { port_timeout: Duration::from_millis(1500), ..Default::default() });
+        let t = std::time::Instant::now();
+        let d = det.detect_udp("127.0.0.1".parse().unwrap(), port).await;
+        let took = t.elapsed();
+        assert!(d.identity.is_none());
+        // 12 probes, 6 at a time, each sent twice 1 s apart, would take 4 s unbounded.
+        assert!(took < Duration::from_millis(1900), "took {took:?}");
+        assert!(matches!(d.error, Some(DetectError::Timeout(_))), "{:?}", d.error);
+        drop(sock);
+    }
 }
