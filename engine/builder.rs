@@ -126,6 +126,11 @@ pub struct ScanBuilder {
     open_files: Option<u64>,
     raw_sockets: Option<bool>,
     udp: bool,
+    no_ping: bool,
+    ping_probes: Vec<String>,
+    ping_only: bool,
+    list_only: bool,
+    host_timeout: Option<Duration>,
 }
 
 /// The ports of one protocol, in scan order.
@@ -376,9 +381,91 @@ impl ScanBuilder {
         self
     }
 
+    /// Takes every target as up: no host discovery (nmap's `-Pn`).
+    pub fn skip_discovery(mut self, yes: bool) -> Self {
+        self.no_ping = yes;
+        self
+    }
+
+    /// Adds host discovery probes as nmap's `-P` options name them: `"E"`,
+    /// `"P"`, `"M"`, `"S22,80"`, `"A"`, `"U53"`, `"R"` (ARP/NDP, which
+    /// on-link targets always get). Without any, nmap's default set.
+    pub fn ping_probe(mut self, option: impl Into<String>) -> Self {
+        self.ping_probes.push(option.into());
+        self
+    }
+
+    /// Host discovery only, no port scan (nmap's `-sn`).
+    pub fn ping_only(mut self, yes: bool) -> Self {
+        self.ping_only = yes;
+        self
+    }
+
+    /// Lists the targets and sends nothing (nmap's `-sL`).
+    pub fn list_only(mut self, yes: bool) -> Self {
+        self.list_only = yes;
+        self
+    }
+
+    /// Gives up on a host whose ports have been scanned this long (nmap's
+    /// `--host-timeout`); what was found on it is kept.
+    pub fn host_timeout(mut self, t: Duration) -> Self {
+        self.host_timeout = Some(t);
+        self
+    }
+
+    /// The host discovery asked for, checked.
+    fn discovery(&self) -> Result<Option<crate::discovery::ping::HostPlan>> {
+        use crate::discovery::ping::HostPlan;
+        if self.list_only {
+            if self.ping_only {
+                return Err(usage("-sL and -sn cannot be combined"));
+            }
+            return Ok(None);
+        }
+        let mut probes = Vec::new();
+        for p in self.ping_probes.iter().filter(|p| !p.eq_ignore_ascii_case("R")) {
+            HostPlan::add_option(&mut probes, p)?;
+        }
+        if self.no_ping {
+            if self.ping_only {
+                return Err(usage("-sn -Pn would send nothing; -sL lists the targets"));
+            }
+            if !self.ping_probes.is_empty() {
+                return Err(usage("-Pn and -P discovery probes cannot be combined"));
+            }
+            return Ok(None);
+        }
+        let mut plan = HostPlan::nmap_default();
+        if !probes.is_empty() {
+            plan.probes = probes;
+        }
+        plan.ping_only = self.ping_only;
+        plan.report_down = self.verbosity > 0;
+        Ok(Some(plan))
+    }
+
     /// Checks every setting and builds the scan.
     pub fn build(self) -> Result<Built> {
         let mut notes = Vec::new();
+        let discovery = self.discovery()?;
+        let no_ports = self.list_only || self.ping_only;
+        if no_ports {
+            let flag = if self.list_only { "-sL" } else { "-sn" };
+            let conflict = [
+                (self.ports.is_some(), "-p/--top-ports"),
+                (self.udp || self.scan_type.is_some(), "a scan type (-sS, -sT, -sU...)"),
+                (self.detect.is_some(), "-sV"),
+                (self.scripts.is_some(), "--script"),
+                (self.host_timeout.is_some(), "--host-timeout"),
+            ];
+            if let Some((_, what)) = conflict.iter().find(|c| c.0) {
+                return Err(usage(format!("{flag} scans no ports: it cannot be combined with {what}")));
+            }
+            if self.resume.is_some() {
+                return Err(usage(format!("{flag} cannot be resumed")));
+            }
+        }
         let raw_ok = self.raw_sockets.unwrap_or_else(crate::net::packet::raw_available);
         let udp = self.udp || self.scan_type == Some(ScanType::Udp);
         let tcp_type = self.scan_type.filter(|&t| t != ScanType::Udp);
@@ -433,7 +520,15 @@ impl ScanBuilder {
             return Err(usage("-e and -S apply to raw (SYN) scans only"));
         }
 
-        let (tcp_ports, udp_ports) = self.port_list(scan_type != ScanType::Udp, udp)?;
+        // -sL sends nothing; -sn on this machine's addresses needs no raw
+        // socket, and without one it connects to ports 80 and 443.
+        if self.list_only || (self.ping_only && !self.any_remote_target()) {
+            notes.clear();
+        } else if self.ping_only && scan_type == ScanType::Connect {
+            notes = vec!["raw sockets are not available (needs root or CAP_NET_RAW); host discovery connects to ports 80 and 443".into()];
+        }
+        let (tcp_ports, udp_ports) =
+            if no_ports { (Some(vec![0]), None) } else { self.port_list(scan_type != ScanType::Udp, udp)? };
         // -sS -sU with only one protocol's ports named: that protocol alone (as nmap).
         let scan_type = if tcp_ports.is_none() && udp_ports.is_some() { ScanType::Udp } else { scan_type };
         let udp = udp_ports.is_some();
@@ -606,6 +701,9 @@ impl ScanBuilder {
             detector,
             plugins,
             udp,
+            discovery,
+            list_only: self.list_only,
+            host_timeout: self.host_timeout,
         };
         Ok(Built { config, notes })
     }

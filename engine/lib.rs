@@ -82,6 +82,25 @@ pub mod fuzz {
         }
     }
 
+    /// Host discovery's receiver: any frame parsed (ICMP echo, timestamp
+    /// and mask replies among the rest), judged by a discovery cookie with
+    /// every kind of probe, and read as a host's answer.
+    pub fn ping_reply(data: &[u8]) {
+        use crate::discovery::ping::{up_reason, HostPlan, PingCookie};
+        use crate::discovery::syn::frame::parse;
+        use crate::net::packet::Checksum;
+        let mut probes = HostPlan::nmap_default().probes;
+        for o in ["M", "U", "S22"] {
+            let _ = HostPlan::add_option(&mut probes, o);
+        }
+        let cookie = PingCookie::new(3, 4, 2, &probes);
+        if let Some(r) = parse(data, Checksum::Unfinished) {
+            if let Some((_, a)) = cookie.accepts(&r) {
+                let _ = up_reason(&a);
+            }
+        }
+    }
+
     /// Loads arbitrary text as a probe file (invalid UTF-8 replaced); a file
     /// that loads has its rules tried on the text itself.
     pub fn probe_yaml(data: &[u8]) {

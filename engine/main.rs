@@ -99,7 +99,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let (order, space_len, seed, args) =
         (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed(), plan.scan.config().args.clone());
-    let both_protocols = plan.scan.config().udp.as_ref().is_some_and(|u| u.also.is_some());
+    let resumable = plan.scan.config().resumable();
     let mut scan = rt.block_on(async { ScanHandle::start(plan.scan) });
     let progress = progress_bar(&scan.shared_stats());
 
@@ -190,9 +190,13 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             return Ok(1);
         }
     }
-    if end.interrupted && both_protocols {
-        // The UDP pass's place in its own order is not recorded.
-        moonscan::tell!("moonscan: a scan of TCP and UDP together cannot be resumed; what it found is in its outputs");
+    if end.interrupted && !resumable {
+        // Only one order of (address, port) pairs records where it got to:
+        // not TCP and UDP together, nor hosts scanned as discovery finds them.
+        moonscan::tell!(
+            "moonscan: only a scan of one protocol with -Pn (and no --host-timeout) can be resumed; \
+             what this one found is in its outputs"
+        );
     } else if end.interrupted {
         let left = order.remaining(space_len);
         if !left.is_empty() {

@@ -141,6 +141,9 @@ pub struct Stats {
     pub filtered: AtomicU64,
     pub errors: AtomicU64,
     pub findings: AtomicU64,
+    /// Host discovery's verdicts.
+    pub hosts_up: AtomicU64,
+    pub hosts_down: AtomicU64,
 }
 
 impl Stats {

@@ -13,10 +13,11 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::mpsc;
 
 use crate::discovery::payloads::Payloads;
-use crate::discovery::syn::{self, LinkOptions, Links, Pace, SynOptions};
+use crate::discovery::ping::{self, HostPlan};
+use crate::discovery::syn::{self, HostScan, LinkOptions, Links, Pace, SynOptions};
 use crate::discovery::{self, Stats, Stop, Timing};
 use crate::error::{Error, ErrorKind, Result};
-use crate::findings::{Event, ScanEnd, ScanId, ScanSettings, ScanStart, ScanType, Service};
+use crate::findings::{Event, HostState, Reason, ScanEnd, ScanId, ScanSettings, ScanStart, ScanType, Service};
 use crate::pipeline::{Ctx, Found, Next, OpenPort, STAGE_QUEUE};
 use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
@@ -50,6 +51,25 @@ pub struct ScanConfig {
     pub plugins: Option<Arc<crate::plugins::stage::PluginConfig>>,
     /// The UDP scan (`-sU`), if asked.
     pub udp: Option<UdpPlan>,
+    /// Host discovery before each host's ports; `None` takes every target
+    /// as up (`-Pn`).
+    pub discovery: Option<HostPlan>,
+    /// Only list the targets (`-sL`): nothing is sent.
+    pub list_only: bool,
+    /// Most time spent on one host's ports (`--host-timeout`; raw scans).
+    pub host_timeout: Option<std::time::Duration>,
+}
+
+impl ScanConfig {
+    /// Whether an interrupted run can be resumed from its [`Progress`]: only
+    /// a scan that walks one order of `(address, port)` pairs (one
+    /// protocol, no host discovery, no host timeout).
+    pub fn resumable(&self) -> bool {
+        self.udp.as_ref().is_none_or(|u| u.also.is_none())
+            && self.discovery.is_none()
+            && self.host_timeout.is_none()
+            && !self.list_only
+    }
 }
 
 /// The UDP part of a scan.
@@ -93,7 +113,7 @@ pub(crate) async fn run(
 ) -> Result<ScanEnd> {
     let udp_raw = cfg.udp.as_ref().is_some_and(|u| u.raw);
     let tcp_raw = !matches!(cfg.scan_type, ScanType::Connect | ScanType::Udp);
-    let links = if tcp_raw || udp_raw {
+    let links = if (tcp_raw || udp_raw) && !cfg.list_only {
         let mut addrs = cfg.space.addrs().clone();
         if let Some(also) = cfg.udp.as_ref().and_then(|u| u.also.as_ref()) {
             addrs = also.addrs().clone();
@@ -116,10 +136,19 @@ pub(crate) async fn run(
     }
     let scan_id: ScanId = new_scan_id().into();
     let also_udp = cfg.udp.as_ref().and_then(|u| u.also.as_ref());
-    let planned = match &cfg.resume {
-        Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
-        None => cfg.space.shard_len(cfg.shard),
-    } + also_udp.map_or(0, |s| s.shard_len(cfg.shard));
+    let ping_only = cfg.discovery.as_ref().is_some_and(|d| d.ping_only);
+    let hosts_space = HostPlan::hosts_of(&cfg.space)?;
+    let planned = if cfg.list_only {
+        0
+    } else if let (true, Some(d)) = (ping_only, &cfg.discovery) {
+        hosts_space.shard_len(cfg.shard) * d.probes.len() as u64
+    } else {
+        let tcp: u64 = match &cfg.resume {
+            Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
+            None => cfg.space.shard_len(cfg.shard),
+        };
+        tcp + also_udp.map_or(0, |s| s.shard_len(cfg.shard))
+    };
     stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
     let start = ScanStart {
         scan_id: scan_id.clone(),
@@ -132,7 +161,11 @@ pub(crate) async fn run(
         seed: cfg.seed,
         probes_planned: planned,
         settings: ScanSettings {
-            ports: if cfg.scan_type == ScanType::Udp { Vec::new() } else { cfg.space.ports().to_vec() },
+            ports: if cfg.scan_type == ScanType::Udp || ping_only || cfg.list_only {
+                Vec::new()
+            } else {
+                cfg.space.ports().to_vec()
+            },
             udp_ports: match &cfg.udp {
                 Some(UdpPlan { also: Some(also), .. }) => also.ports().to_vec(),
                 Some(UdpPlan { also: None, .. }) => cfg.space.ports().to_vec(),
@@ -142,11 +175,16 @@ pub(crate) async fn run(
             plugins: cfg.plugins.as_ref().map(|p| p.plugins.iter().map(|p| p.name()).collect()).unwrap_or_default(),
             shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
             verbosity: cfg.verbosity,
+            hosts: if cfg.discovery.is_some() || cfg.list_only { hosts_space.shard_len(cfg.shard) } else { 0 },
         },
     };
     let _ = events.send(Event::ScanStart(start)).await;
     let t0 = Instant::now();
     let ctx = Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone() };
+    if cfg.list_only {
+        let interrupted = list(&hosts_space.order(cfg.seed, cfg.shard, 0), &ctx).await;
+        return Ok(finish(&ctx, &stats, interrupted).await);
+    }
 
     if let Some(l) = &links {
         for (ip, why) in l.unreachable() {
@@ -173,8 +211,19 @@ pub(crate) async fn run(
         (None, Some(to_plugins)) => Some(Next::Plugins(to_plugins)),
     };
     let found = Found { ctx: ctx.clone(), next };
+    // With host discovery (or a host timeout) the raw scans walk the hosts
+    // and scan each one's ports when it is found up.
+    let by_host = |ports: &crate::targets::TargetSpace, quiet: bool| {
+        (cfg.discovery.is_some() || cfg.host_timeout.is_some()).then(|| HostScan {
+            plan: cfg.discovery.clone().map(Arc::new),
+            ports: ports.clone(),
+            quiet,
+            host_timeout: cfg.host_timeout,
+        })
+    };
     let order = match &cfg.resume {
         Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
+        None if by_host(&cfg.space, false).is_some() => hosts_space.order(cfg.seed, cfg.shard, 0),
         None => cfg.space.order(cfg.seed, cfg.shard, 0),
     }
     .tracked(&cfg.progress);
@@ -201,17 +250,24 @@ pub(crate) async fn run(
         links: raw_for(cfg.scan_type),
         payloads: payloads.clone(),
         key,
+        hosts: by_host(&cfg.space, false),
     };
     let interrupted = match also_udp {
         None => first.run(cfg, &ctx, found).await?,
         Some(also) => {
+            let hosts = by_host(also, true);
             let second = Pass {
                 kind: ScanType::Udp,
-                order: also.order(cfg.seed, cfg.shard, 0),
+                order: if hosts.is_some() {
+                    hosts_space.order(cfg.seed, cfg.shard, 0)
+                } else {
+                    also.order(cfg.seed, cfg.shard, 0)
+                },
                 timing: share(also.len()),
                 links: raw_for(ScanType::Udp),
                 payloads,
                 key,
+                hosts,
             };
             let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
             a? | b?
@@ -222,21 +278,41 @@ pub(crate) async fn run(
         let _ = stage.await;
     }
     // A stop after the last probe still cut detection or plugins short.
-    let interrupted = interrupted || stop.is_set();
+    Ok(finish(&ctx, &stats, interrupted).await)
+}
 
+/// Sends `scan_end` with the counters (the stop counts as interrupting
+/// even after the last probe: it cut detection or plugins short).
+async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool) -> ScanEnd {
     let end = ScanEnd {
-        scan_id,
-        elapsed: t0.elapsed().as_secs_f64(),
+        scan_id: ctx.scan_id.clone(),
+        elapsed: ctx.t0.elapsed().as_secs_f64(),
         probes_sent: Stats::get(&stats.sent),
         open: Stats::get(&stats.open),
         closed: Stats::get(&stats.closed),
         filtered: Stats::get(&stats.filtered),
         errors: Stats::get(&stats.errors),
         findings: Stats::get(&stats.findings),
-        interrupted,
+        hosts_up: Stats::get(&stats.hosts_up),
+        hosts_down: Stats::get(&stats.hosts_down),
+        interrupted: interrupted || ctx.stop.is_set(),
     };
     let _ = ctx.events.send(Event::ScanEnd(end.clone())).await;
-    Ok(end)
+    end
+}
+
+/// `-sL`: every target, as a `host` event of unknown state; nothing is sent.
+async fn list(hosts: &crate::targets::ScanOrder, ctx: &Ctx) -> bool {
+    let mut addrs: Vec<std::net::IpAddr> = hosts.clone().map(|(ip, _)| ip).collect();
+    // nmap lists in address order.
+    addrs.sort_unstable();
+    for ip in addrs {
+        if ctx.stop.is_set() {
+            return true;
+        }
+        ctx.emit(Event::Host(ping::host_event(ctx, ip, HostState::Unknown, Reason::UserSet, None))).await;
+    }
+    false
 }
 
 /// One protocol's discovery: the raw engine when there are links, else
@@ -248,13 +324,22 @@ struct Pass {
     links: Option<Arc<Links>>,
     payloads: Arc<Payloads>,
     key: (u64, u64),
+    /// Host discovery first, then each host's ports (`order` then walks hosts).
+    hosts: Option<HostScan>,
 }
 
 impl Pass {
     /// Runs it; says whether the scan's stop cut it short.
     async fn run(self, cfg: &ScanConfig, ctx: &Ctx, found: Found) -> Result<bool> {
-        let Pass { kind, order, timing, links, payloads, key } = self;
+        let Pass { kind, order, timing, links, payloads, key, hosts } = self;
         let Some(links) = links else {
+            let order = match hosts {
+                None => order,
+                Some(h) => match socket_discovery(order, &h, &timing, ctx).await {
+                    Some(up) => up,
+                    None => return Ok(ctx.stop.is_set()),
+                },
+            };
             return Ok(match kind {
                 ScanType::Udp => {
                     discovery::udp::run(order, &timing, cfg.workers, cfg.report_closed, payloads, found).await
@@ -275,7 +360,8 @@ impl Pass {
             workers: cfg.workers,
             kind,
         };
-        let done = tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &payloads, &found)).await;
+        let done =
+            tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &payloads, &found, hosts.as_ref())).await;
         match done {
             Ok(Ok(interrupted)) => Ok(interrupted),
             Ok(Err(e)) => {
@@ -286,4 +372,58 @@ impl Pass {
             Err(e) => Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),
         }
     }
+}
+
+/// Host discovery without raw sockets: every host of `hosts` (an order of
+/// addresses) asked by [`ping::socket_ping`], `window` at a time. Returns
+/// the port scan's order over the hosts found up, or `None` when nothing
+/// is left to scan (`-sn`, no host up, or stopped).
+async fn socket_discovery(
+    hosts: crate::targets::ScanOrder,
+    scan: &HostScan,
+    timing: &discovery::Timing,
+    ctx: &Ctx,
+) -> Option<crate::targets::ScanOrder> {
+    use futures_util::StreamExt;
+    let plan = scan.plan.clone();
+    let asked = futures_util::stream::iter(hosts.map(|(ip, _)| ip))
+        .take_while(|_| std::future::ready(!ctx.stop.is_set()))
+        .map(|ip| {
+            let plan = plan.clone();
+            async move {
+                match plan {
+                    // -Pn with a host timeout: every host is up.
+                    None => (ip, Some((Reason::UserSet, std::time::Duration::ZERO))),
+                    Some(_) => (ip, ping::socket_ping(ip, timing.timeout, timing.retries).await),
+                }
+            }
+        })
+        .buffer_unordered(timing.window.clamp(1, 512));
+    futures_util::pin_mut!(asked);
+    let mut up = Vec::new();
+    while let Some((ip, answer)) = asked.next().await {
+        let report_down = plan.as_ref().is_some_and(|p| p.report_down);
+        let state = if answer.is_some() { HostState::Up } else { HostState::Down };
+        if plan.is_some() && !scan.quiet {
+            Stats::bump(if answer.is_some() { &ctx.stats.hosts_up } else { &ctx.stats.hosts_down });
+            if answer.is_some() || report_down {
+                let reason = answer.map_or(Reason::NoResponse, |a| a.0);
+                let mut ev = ping::host_event(ctx, ip, state, reason, None);
+                ev.latency = answer.map(|a| a.1.as_secs_f64());
+                ctx.emit(Event::Host(ev)).await;
+            }
+        }
+        if answer.is_some() {
+            let k = crate::targets::addrs::key(ip);
+            up.push((k, k));
+        }
+    }
+    if up.is_empty() || ctx.stop.is_set() || plan.as_ref().is_some_and(|p| p.ping_only) {
+        return None;
+    }
+    let addrs = crate::targets::AddrSet::from_ranges(up);
+    let none = crate::targets::AddrSet::default();
+    let space = crate::targets::TargetSpace::new(&addrs, &none, scan.ports.ports().to_vec()).ok()?;
+    let space = space.in_sequence(scan.ports.is_sequential());
+    Some(space.order(random_u64(), crate::targets::Shard::WHOLE, 0))
 }

@@ -34,6 +34,12 @@
 # has no route (tests rely on 198.18.1.5 having none). "lab.sh ports udp"
 # lists the UDP ports (scripts/lab-daemons.sh).
 #
+# Host discovery: msscan routes all of 198.18.0.0/16 to mstarget, which
+# answers on 8 addresses of 198.18.2.0/24 (198.18.2.3, .17, .42, .77, .100,
+# .128, .200, .254: the wildcard listeners above, 4 open ports each) and
+# drops the rest of the /16 without a word (blackhole): dead hosts, as on a
+# real network. 198.18.1.0/24 but 198.18.1.2 stays unreachable from msscan.
+#
 # The namespaces have no link to the root namespace; only msrate has a
 # default route, to mstarget, which has none.
 #
@@ -56,6 +62,8 @@ TARGET2=198.18.0.3
 FIREWALLED=198.18.0.6
 PORTS2=(21 25 5432 11211)
 RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
+# The live hosts of 198.18.2.0/24 (host discovery tests and benchmarks).
+LIVE8="3 17 42 77 100 128 200 254"
 # shellcheck source=scripts/lab-daemons.sh
 . "$REPO/scripts/lab-daemons.sh"
 
@@ -206,6 +214,14 @@ setup_namespaces() {
     ip -n "$RATE_NS" route replace default via 198.18.1.1
     # A host route only: the rest of 198.18.1.0/24 stays unroutable from msscan.
     ip -n "$SCAN_NS" route replace "$RATE/32" via 198.18.0.2
+    ip -n "$SCAN_NS" route replace unreachable 198.18.1.0/24
+    # Host discovery's /16: 8 live hosts in 198.18.2.0/24, the rest dead.
+    ip -n "$SCAN_NS" route replace 198.18.0.0/16 via 198.18.0.2
+    ip -n "$TGT_NS" route replace blackhole 198.18.0.0/16
+    local h
+    for h in $LIVE8; do
+        ip -n "$TGT_NS" addr replace "198.18.2.$h/32" dev lo
+    done
 }
 
 # The firewalled target's rules, in a table of their own in mstarget
@@ -567,7 +583,7 @@ cmd_up() {
     wait_ports
     zoo_wait
     udp_wait
-    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, $ZOO, $RATE (netns $RATE_NS), 2001:2::2, 198.19.0.0/16"
+    log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, $ZOO, $RATE (netns $RATE_NS), 2001:2::2, 198.19.0.0/16, 8 live hosts of 198.18.2.0/24"
 }
 
 cmd_down() {

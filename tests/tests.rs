@@ -10,6 +10,7 @@ mod core_plugins;
 mod daemons;
 mod durability;
 mod hardening;
+mod hosts;
 mod lab;
 mod loopback;
 mod outputs;

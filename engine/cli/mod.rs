@@ -37,6 +37,8 @@ const NMAP_FLAGS: &[(&str, &str)] = &[
     ("-sU", "--udp"),
     ("-sV", "--service-version"),
     ("-sC", "--script-default"),
+    ("-sn", "--ping-scan"),
+    ("-sL", "--list-scan"),
     ("-Pn", "--no-ping"),
     ("-oN", "--output-normal"),
     ("-oX", "--output-xml"),
@@ -54,8 +56,10 @@ const NMAP_FLAGS: &[(&str, &str)] = &[
     override_usage = "moonscan [OPTIONS] TARGETS...\n       moonscan --resume FILE\n       moonscan <COMMAND>",
     args_conflicts_with_subcommands = true,
     after_help = "nmap-style flags are accepted: -sS (SYN scan, the default when raw sockets are allowed), \
-                  -sT (connect scan), -p SPEC, -p-, -F, -T0..-T5, -oJ FILE (NDJSON, '-' for stdout), -iL FILE, \
-                  -Pn, -n, -6, -e IFACE, -S ADDR, -v, --reason, --open."
+                  -sT (connect scan), -sU (UDP), -sA/-sW/-sF/-sN/-sX/-sM, -sn (host discovery only), \
+                  -sL (list targets), -p SPEC, -p-, -F, -T0..-T5, -oJ FILE (NDJSON, '-' for stdout), -iL FILE, \
+                  -Pn (no host discovery), -PE -PP -PM -PS[ports] -PA[ports] -PU[ports] -PR, \
+                  -n, -6, -e IFACE, -S ADDR, -v, --reason, --open."
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -182,9 +186,21 @@ pub struct Args {
     /// Pin installed packs to this lock file (default: ./moonscan.lock if there is one).
     #[arg(long = "lock", value_name = "FILE")]
     pub lock: Option<PathBuf>,
-    /// Treat every host as up (-Pn); moonscan never pings first, so this changes nothing.
+    /// Treat every host as up: no host discovery before the port scan (-Pn).
     #[arg(long = "no-ping")]
     pub no_ping: bool,
+    /// Host discovery probes, as nmap's -PE -PP -PM -PS[ports] -PA[ports] -PU[ports] -PR.
+    #[arg(long = "ping", value_name = "KIND[PORTS]", hide = true)]
+    pub ping: Vec<String>,
+    /// Host discovery only, no port scan (-sn).
+    #[arg(long = "ping-scan")]
+    pub ping_scan: bool,
+    /// List the targets, send nothing (-sL).
+    #[arg(long = "list-scan")]
+    pub list_scan: bool,
+    /// Give up on a host whose ports have been scanned this long (e.g. 30s, 15m).
+    #[arg(long = "host-timeout", value_name = "TIME")]
+    pub host_timeout: Option<String>,
 
     /// Timing template, 0 (paranoid) to 5 (insane); default 3.
     #[arg(short = 'T', value_name = "0-5", value_parser = clap::value_parser!(u8).range(0..=5))]
@@ -299,6 +315,10 @@ fn rewrite(argv: &[String]) -> Vec<String> {
         }
         match NMAP_FLAGS.iter().find(|(short, _)| a == short) {
             Some((_, long)) => out.push((*long).to_string()),
+            // -PE, -PS22,80, -PU...: host discovery probes, the rest attached.
+            None if a.len() > 2 && a.starts_with("-P") && !a.starts_with("-P=") => {
+                out.push(format!("--ping={}", &a[2..]));
+            }
             None => out.push(a.clone()),
         }
     }
@@ -446,6 +466,13 @@ pub fn validate(
     }
     if let Some(t) = &args.scan_delay {
         b = b.scan_delay(parse_time(t)?);
+    }
+    if let Some(t) = &args.host_timeout {
+        b = b.host_timeout(parse_time(t)?);
+    }
+    b = b.skip_discovery(args.no_ping).ping_only(args.ping_scan).list_only(args.list_scan);
+    for p in &args.ping {
+        b = b.ping_probe(p);
     }
     if let Some(t) = &args.max_rtt_timeout {
         b = b.max_rtt_timeout(parse_time(t)?);

@@ -9,6 +9,7 @@
 
 pub mod connect;
 pub mod payloads;
+pub mod ping;
 pub mod rate;
 pub mod syn;
 pub mod udp;

@@ -24,6 +24,7 @@ pub type ScanId = Arc<str>;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     ScanStart(ScanStart),
+    Host(HostEvent),
     Port(PortEvent),
     Service(Box<Service>),
     Finding(Box<FindingEvent>),
@@ -37,6 +38,7 @@ impl Event {
     pub fn scan_id(&self) -> &ScanId {
         match self {
             Event::ScanStart(e) => &e.scan_id,
+            Event::Host(e) => &e.scan_id,
             Event::Port(e) => &e.scan_id,
             Event::Service(e) => &e.scan_id,
             Event::Finding(e) => &e.scan_id,
@@ -50,6 +52,7 @@ impl Event {
     pub fn set_scan_id(&mut self, id: ScanId) {
         let slot = match self {
             Event::ScanStart(e) => &mut e.scan_id,
+            Event::Host(e) => &mut e.scan_id,
             Event::Port(e) => &mut e.scan_id,
             Event::Service(e) => &mut e.scan_id,
             Event::Finding(e) => &mut e.scan_id,
@@ -101,6 +104,9 @@ pub struct ScanSettings {
     /// How verbose the report is (`-v` counted).
     #[serde(default)]
     pub verbosity: u8,
+    /// Target addresses, when host discovery runs (0 without it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hosts: u64,
 }
 
 /// The UTC date and time `secs` seconds after 1970, for any year an `i64`
@@ -312,6 +318,16 @@ pub enum Reason {
     NetProhibited,
     HostProhibited,
     AdminProhibited,
+    /// Host discovery: what answered a ping, as nmap names it.
+    EchoReply,
+    TimestampReply,
+    AddressmaskReply,
+    ArpResponse,
+    NdResponse,
+    /// The target is this machine.
+    LocalhostResponse,
+    /// Taken as up without asking (`-Pn`) or not asked at all (`-sL`).
+    UserSet,
     /// A reason this version does not know (read from a newer file).
     #[serde(other)]
     Unknown,
@@ -333,10 +349,22 @@ impl Reason {
             Reason::NetProhibited,
             Reason::HostProhibited,
             Reason::AdminProhibited,
+            Reason::EchoReply,
+            Reason::TimestampReply,
+            Reason::AddressmaskReply,
+            Reason::ArpResponse,
+            Reason::NdResponse,
+            Reason::LocalhostResponse,
+            Reason::UserSet,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
         .unwrap_or(Reason::Unknown)
+    }
+
+    /// An answer to an ICMP ping (echo, timestamp, address mask).
+    pub fn is_pong(self) -> bool {
+        matches!(self, Reason::EchoReply | Reason::TimestampReply | Reason::AddressmaskReply)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -353,6 +381,13 @@ impl Reason {
             Reason::NetProhibited => "net-prohibited",
             Reason::HostProhibited => "host-prohibited",
             Reason::AdminProhibited => "admin-prohibited",
+            Reason::EchoReply => "echo-reply",
+            Reason::TimestampReply => "timestamp-reply",
+            Reason::AddressmaskReply => "addressmask-reply",
+            Reason::ArpResponse => "arp-response",
+            Reason::NdResponse => "nd-response",
+            Reason::LocalhostResponse => "localhost-response",
+            Reason::UserSet => "user-set",
             Reason::Unknown => "unknown",
         }
     }
@@ -373,7 +408,52 @@ macro_rules! display_as_str {
         }
     )*};
 }
-display_as_str!(Reason, Severity, PortState, ErrorKind, Tunnel, Proto);
+display_as_str!(Reason, Severity, PortState, HostState, ErrorKind, Tunnel, Proto);
+
+/// Whether host discovery found a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostState {
+    Up,
+    Down,
+    /// Listed, never asked (`-sL`).
+    Unknown,
+}
+
+impl HostState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostState::Up => "up",
+            HostState::Down => "down",
+            HostState::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<HostState> {
+        [HostState::Up, HostState::Down, HostState::Unknown].into_iter().find(|h| h.as_str() == s)
+    }
+}
+
+/// What host discovery decided about one target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostEvent {
+    pub scan_id: ScanId,
+    pub ip: IpAddr,
+    pub state: HostState,
+    /// What answered (`echo-reply`, `syn-ack`, `arp-response`...), or
+    /// `no-response` for a host that never did.
+    pub reason: Reason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u8>,
+    /// Seconds from the host's first discovery probe to its answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<f64>,
+    /// The answering host's MAC address, for an on-link target (`02:00:5e:...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// Seconds since the scan started.
+    pub t: f64,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PortEvent {
@@ -699,8 +779,17 @@ pub struct ScanEnd {
     pub filtered: u64,
     pub errors: u64,
     pub findings: u64,
+    /// Hosts found up and down by host discovery (both 0 without it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hosts_up: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hosts_down: u64,
     /// True when the scan was stopped before every probe was sent.
     pub interrupted: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -768,9 +857,25 @@ mod tests {
                 plugins: vec!["http-title".into()],
                 shard: Some("1/2".into()),
                 verbosity: 2,
+                hosts: 256,
             },
         };
-        for ev in [Event::Service(Box::new(svc)), Event::ScanStart(start)] {
+        let host = Event::Host(HostEvent {
+            scan_id: "5c".into(),
+            ip: "198.18.2.3".parse().unwrap(),
+            state: HostState::Up,
+            reason: Reason::ArpResponse,
+            ttl: None,
+            latency: Some(0.0002),
+            mac: Some("02:00:5E:10:00:01".into()),
+            t: 0.5,
+        });
+        let line = serde_json::to_string(&host).unwrap();
+        assert_eq!(
+            line,
+            r#"{"type":"host","scan_id":"5c","ip":"198.18.2.3","state":"up","reason":"arp-response","latency":0.0002,"mac":"02:00:5E:10:00:01","t":0.5}"#
+        );
+        for ev in [Event::Service(Box::new(svc)), Event::ScanStart(start), host] {
             let line = serde_json::to_string(&ev).unwrap();
             assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), ev, "{line}");
         }

@@ -33,7 +33,18 @@ impl Layout for GrepableLayout {
         let mut text = String::new();
         for host in scan.hosts() {
             let ip = host.ip;
-            text.push_str(&format!("Host: {ip} ()\tStatus: Up\nHost: {ip} ()\tPorts: "));
+            let state = match host.state() {
+                crate::findings::HostState::Up => "Up",
+                crate::findings::HostState::Down => "Down",
+                crate::findings::HostState::Unknown => "Unknown",
+            };
+            text.push_str(&format!("Host: {ip} ()\tStatus: {state}\n"));
+            if host.ports.is_empty() {
+                out.write_all(text.as_bytes())?;
+                text.clear();
+                continue;
+            }
+            text.push_str(&format!("Host: {ip} ()\tPorts: "));
             let ports: Vec<String> = host
                 .ports
                 .iter()

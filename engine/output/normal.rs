@@ -18,7 +18,7 @@ use std::io::{self, Write};
 
 use super::report::{script_output, Collected, HostRec, Layout, Report};
 use super::screen::screen_text;
-use crate::findings::PortState;
+use crate::findings::{HostState, PortState};
 
 /// nmap's normal output, written to `writer` (`Normal::new(writer)`).
 pub type Normal<W> = Report<NormalLayout, W>;
@@ -63,13 +63,36 @@ enum Row {
 }
 
 fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool) {
+    let (reason, ttl) = host.status_reason();
+    let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
+    match host.state() {
+        HostState::Unknown => {
+            let _ = writeln!(text, "moonscan scan report for {}", host.ip);
+            return;
+        }
+        HostState::Down => {
+            let why = if reasons { format!(", received {reason}") } else { String::new() };
+            let _ = writeln!(text, "moonscan scan report for {} [host down{why}]", host.ip);
+            return;
+        }
+        HostState::Up => {}
+    }
     let _ = writeln!(text, "moonscan scan report for {}", host.ip);
+    let latency =
+        host.status.and_then(|s| s.latency).map(|l| format!(" ({}s latency)", two_digits(l))).unwrap_or_default();
     if reasons {
-        let (reason, ttl) = host.status_reason();
-        let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
-        let _ = writeln!(text, "Host is up, received {reason}{ttl}.");
-    } else {
+        let _ = writeln!(text, "Host is up, received {reason}{ttl}{latency}.");
+    } else if latency.is_empty() {
         text.push_str("Host is up.\n");
+    } else {
+        let _ = writeln!(text, "Host is up{latency}.");
+    }
+    let mac = host.status.and_then(|s| s.mac.as_deref());
+    if host.ports.is_empty() {
+        if let Some(mac) = mac {
+            let _ = writeln!(text, "MAC Address: {mac} (Unknown)");
+        }
+        return;
     }
     text.push('\n');
 
@@ -99,10 +122,22 @@ fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: b
         }
     }
     table(text, &rows);
+    if let Some(mac) = mac {
+        let _ = writeln!(text, "MAC Address: {mac} (Unknown)");
+    }
     if let Some(info) = service_info(host) {
         let _ = writeln!(text, "{info}");
     }
     text.push('\n');
+}
+
+/// Seconds with two significant digits, as nmap's `%.2g` writes latencies.
+fn two_digits(l: f64) -> String {
+    if l <= 0.0 || !l.is_finite() {
+        return "0.000".into();
+    }
+    let decimals = (1 - l.log10().floor() as i32).clamp(0, 9) as usize;
+    format!("{l:.decimals$}")
 }
 
 /// nmap's table: every column as wide as its widest cell, one space

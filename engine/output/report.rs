@@ -14,7 +14,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::Sink;
-use crate::findings::{Event, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity};
+use crate::findings::{
+    Event, HostState, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity,
+};
 
 /// How one format writes the remembered scan.
 pub trait Layout {
@@ -84,17 +86,31 @@ pub struct Collected {
     /// By (address, protocol rank, port): hosts in address order, TCP
     /// before UDP, ports in number order.
     ports: BTreeMap<(IpAddr, u8, u16), PortRec>,
-    /// Distinct addresses in `ports`.
+    /// What host discovery said, by address.
+    status: BTreeMap<IpAddr, HostStatus>,
+    /// Distinct addresses in `ports` or found up.
     up: usize,
     pub end: Option<ScanEnd>,
     pub services_seen: bool,
     names: HashMap<(u16, Proto), Option<&'static str>>,
 }
 
-/// One host: its address and its ports in order.
+/// One host: its address, what discovery said of it, and its ports in order.
 pub struct HostRec<'a> {
     pub ip: IpAddr,
+    pub status: Option<&'a HostStatus>,
     pub ports: Vec<&'a PortRec>,
+}
+
+/// What host discovery said about a host (its `host` event).
+pub struct HostStatus {
+    pub state: HostState,
+    pub reason: Reason,
+    pub ttl: Option<u8>,
+    /// Seconds.
+    pub latency: Option<f64>,
+    pub mac: Option<String>,
+    t: f32,
 }
 
 /// What is known about one port.
@@ -146,6 +162,21 @@ impl Collected {
                 self.start_at = s.started.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
                 self.start = Some(s.clone());
             }
+            Event::Host(h) => {
+                let counted = self.status.get(&h.ip).is_some_and(|s| s.state == HostState::Up) || self.has_ports(h.ip);
+                if h.state == HostState::Up && !counted {
+                    self.up += 1;
+                }
+                let status = HostStatus {
+                    state: h.state,
+                    reason: h.reason,
+                    ttl: h.ttl,
+                    latency: h.latency,
+                    mac: h.mac.clone(),
+                    t: h.t as f32,
+                };
+                self.status.insert(h.ip, status);
+            }
             Event::Port(p) => {
                 let rec = self.port(p.ip, p.proto, p.port, p.t);
                 rec.state = p.state;
@@ -179,9 +210,7 @@ impl Collected {
             Proto::Tcp => 0,
             Proto::Udp => 1,
         };
-        if !self.ports.contains_key(&(ip, rank, port))
-            && self.ports.range((ip, 0, 0)..=(ip, u8::MAX, u16::MAX)).next().is_none()
-        {
+        if !self.has_ports(ip) && self.status.get(&ip).is_none_or(|s| s.state != HostState::Up) {
             self.up += 1;
         }
         let t = t as f32;
@@ -202,16 +231,27 @@ impl Collected {
         rec
     }
 
-    /// The hosts with at least one reported port, in address order.
+    fn has_ports(&self, ip: IpAddr) -> bool {
+        self.ports.range((ip, 0, 0)..=(ip, u8::MAX, u16::MAX)).next().is_some()
+    }
+
+    /// The hosts with a reported port or a `host` event, in address order.
     pub fn hosts(&self) -> impl Iterator<Item = HostRec<'_>> {
-        let mut it = self.ports.iter().peekable();
+        let mut ports = self.ports.iter().peekable();
+        let mut status = self.status.iter().peekable();
         std::iter::from_fn(move || {
-            let (&(ip, _, _), first) = it.next()?;
-            let mut ports = vec![first];
-            while let Some((_, p)) = it.next_if(|((next, _, _), _)| *next == ip) {
-                ports.push(p);
+            let next_port = ports.peek().map(|((ip, _, _), _)| *ip);
+            let next_status = status.peek().map(|(ip, _)| **ip);
+            let ip = match (next_port, next_status) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => a.or(b)?,
+            };
+            let status = status.next_if(|(s, _)| **s == ip).map(|(_, st)| st);
+            let mut list = Vec::new();
+            while let Some((_, p)) = ports.next_if(|((next, _, _), _)| *next == ip) {
+                list.push(p);
             }
-            Some(HostRec { ip, ports })
+            Some(HostRec { ip, status, ports: list })
         })
     }
 
@@ -268,6 +308,9 @@ impl Collected {
     /// Addresses the scan planned: its probes over its ports (never fewer
     /// than the hosts that answered).
     pub fn hosts_total(&self) -> u64 {
+        if let Some(n) = self.start.as_ref().map(|s| s.settings.hosts).filter(|&n| n > 0) {
+            return n.max(self.up as u64);
+        }
         let udp = self.start.as_ref().map_or(0, |s| s.settings.udp_ports.len());
         let n = (self.scanned_ports().len() + udp) as u64;
         let planned = self.start.as_ref().map_or(0, |s| s.probes_planned);
@@ -299,16 +342,26 @@ impl Collected {
 }
 
 impl HostRec<'_> {
-    /// Why the host counts as up: its first reported port's reason and TTL.
+    /// The host's state: what discovery said, else up (it has ports).
+    pub fn state(&self) -> HostState {
+        self.status.map_or(HostState::Up, |s| s.state)
+    }
+
+    /// Why the host has its state: discovery's reason, else its first
+    /// reported port's reason and TTL.
     pub fn status_reason(&self) -> (&'static str, u8) {
+        if let Some(s) = self.status {
+            return (s.reason.as_str(), s.ttl.unwrap_or(0));
+        }
         let p = self.ports.iter().find(|p| p.state != PortState::Filtered).or_else(|| self.ports.first());
         p.map_or(("user-set", 0), |p| (p.reason.as_str(), p.ttl.unwrap_or(0)))
     }
 
     /// Seconds since the scan's start of the first and the last event about it.
     pub fn times(&self) -> (f64, f64) {
-        let first = self.ports.iter().map(|p| p.first_t).fold(f32::INFINITY, f32::min);
-        let last = self.ports.iter().map(|p| p.last_t).fold(0.0, f32::max);
+        let seen = self.status.map(|s| s.t);
+        let first = self.ports.iter().map(|p| p.first_t).chain(seen).fold(f32::INFINITY, f32::min);
+        let last = self.ports.iter().map(|p| p.last_t).chain(seen).fold(0.0, f32::max);
         (f64::from(first), f64::from(last))
     }
 }

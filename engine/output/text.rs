@@ -46,6 +46,23 @@ impl<W: Write + Send> Sink for Text<W> {
                 s.probes_planned,
                 s.seed
             ),
+            Event::Host(h) => {
+                match h.state {
+                    crate::findings::HostState::Unknown => write!(o, "Target {}", h.ip)?,
+                    state => write!(o, "Host {} is {state}", h.ip)?,
+                }
+                if h.state != crate::findings::HostState::Unknown || self.reasons {
+                    write!(o, " ({}", h.reason)?;
+                    if let Some(l) = h.latency {
+                        write!(o, ", {l:.4}s latency")?;
+                    }
+                    if let Some(mac) = &h.mac {
+                        write!(o, ", MAC {mac}")?;
+                    }
+                    write!(o, ")")?;
+                }
+                writeln!(o)
+            }
             Event::Port(p) => {
                 let state = p.state.as_str();
                 write!(o, "Discovered {state} port {}/{} on {}", p.port, p.proto, p.ip)?;
@@ -121,8 +138,13 @@ impl<W: Write + Send> Sink for Text<W> {
             }
             Event::ScanEnd(e) => writeln!(
                 o,
-                "moonscan done{}: {} probes sent, {} open, {} closed, {} filtered, {} findings, {} errors in {:.2} s",
+                "moonscan done{}: {}{} probes sent, {} open, {} closed, {} filtered, {} findings, {} errors in {:.2} s",
                 if e.interrupted { " (interrupted)" } else { "" },
+                if e.hosts_up + e.hosts_down > 0 {
+                    format!("{} of {} hosts up, ", e.hosts_up, e.hosts_up + e.hosts_down)
+                } else {
+                    String::new()
+                },
                 e.probes_sent,
                 e.open,
                 e.closed,

@@ -51,6 +51,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 
 use super::report::{ctime, method_conf, range_list, script_output, Collected, Layout, PortRec, Report};
+use crate::findings::HostState;
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
 pub type Xml<W> = Report<XmlLayout, W>;
@@ -98,19 +99,37 @@ impl Layout for XmlLayout {
             let ip = host.ip;
             let (reason, ttl) = host.status_reason();
             let (first_t, last_t) = host.times();
-            let _ = writeln!(
-                doc,
-                "<host starttime=\"{}\" endtime=\"{}\"><status state=\"up\" reason=\"{}\" reason_ttl=\"{ttl}\"/>",
-                (start + first_t) as i64,
-                (start + last_t) as i64,
-                esc(reason)
-            );
-            let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
-            let _ = write!(doc, "<address addr=\"{ip}\" addrtype=\"{family}\"/>\n<hostnames>\n</hostnames>\n<ports>");
-            for p in &host.ports {
-                port_xml(&mut doc, p);
+            let state = host.state();
+            if state == HostState::Up {
+                let _ = write!(
+                    doc,
+                    "<host starttime=\"{}\" endtime=\"{}\">",
+                    (start + first_t) as i64,
+                    (start + last_t) as i64
+                );
+            } else {
+                doc.push_str("<host>");
             }
-            doc.push_str("</ports>\n</host>\n");
+            let _ = writeln!(doc, "<status state=\"{state}\" reason=\"{}\" reason_ttl=\"{ttl}\"/>", esc(reason));
+            let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
+            let _ = writeln!(doc, "<address addr=\"{ip}\" addrtype=\"{family}\"/>");
+            if let Some(mac) = host.status.and_then(|s| s.mac.as_deref()) {
+                let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"/>", esc(mac));
+            }
+            doc.push_str("<hostnames>\n</hostnames>\n");
+            if !host.ports.is_empty() {
+                doc.push_str("<ports>");
+                for p in &host.ports {
+                    port_xml(&mut doc, p);
+                }
+                doc.push_str("</ports>\n");
+            }
+            if let Some(l) = host.status.and_then(|s| s.latency) {
+                // nmap's round-trip times, in microseconds.
+                let us = (l * 1e6) as u64;
+                let _ = writeln!(doc, "<times srtt=\"{us}\" rttvar=\"{us}\" to=\"{}\"/>", (us * 4).max(100_000));
+            }
+            doc.push_str("</host>\n");
             // One host at a time: the document is never whole in memory.
             out.write_all(doc.as_bytes())?;
             doc.clear();

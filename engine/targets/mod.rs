@@ -89,6 +89,11 @@ impl TargetSpace {
         TargetSpace { sequential: yes, ..self }
     }
 
+    /// Walked in order (`-r`) rather than keyed.
+    pub fn is_sequential(&self) -> bool {
+        self.sequential
+    }
+
     pub fn addrs(&self) -> &AddrSet {
         &self.addrs
     }

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use siphasher::sip::SipHasher13;
 
 use super::frame::Reply;
-use crate::findings::{Proto, ScanType};
+use crate::findings::{Proto, Reason, ScanType};
 use crate::targets::addrs::key;
 
 /// Source ports of probes: above Linux's ephemeral range, so no local socket
@@ -61,6 +61,11 @@ impl Cookie {
         (v as u32, SPORT_BASE + (slot * n + worker as u32 % n) as u16)
     }
 
+    /// Which worker sent a probe from source port `sport` (at least [`SPORT_BASE`]).
+    pub fn worker_of(&self, sport: u16) -> usize {
+        usize::from(sport.saturating_sub(SPORT_BASE) % self.workers)
+    }
+
     /// Which worker's probe `r` answers, if it answers one of ours: the
     /// right source port, and the cookie where the reply carries it. A
     /// SYN's SYN-ACK or RST acknowledges sequence + 1; a RST to a probe
@@ -74,7 +79,7 @@ impl Cookie {
     /// ICMP error quoting a UDP probe, if it quotes the probe's IP id.
     pub fn accepts(&self, r: &Reply) -> Option<usize> {
         let udp = self.kind == ScanType::Udp;
-        if r.dport < SPORT_BASE || (r.proto == Proto::Udp) != udp {
+        if r.icmp.is_some_and(Reason::is_pong) || r.dport < SPORT_BASE || (r.proto == Proto::Udp) != udp {
             return None;
         }
         let worker = usize::from((r.dport - SPORT_BASE) % self.workers);

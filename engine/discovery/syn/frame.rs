@@ -5,8 +5,9 @@
 //! family and scan type's flags; [`Template::fill`] patches only what
 //! differs per target (MACs, addresses, ports, sequence, IP id) and
 //! recomputes the checksums. [`fill_udp`] builds a UDP probe around its
-//! port's payload. [`parse`] reads a received frame and keeps only
-//! well-formed TCP segments, UDP datagrams and ICMP destination-unreachable
+//! port's payload, [`fill_icmp`] a host discovery ping. [`parse`] reads a
+//! received frame and keeps only well-formed TCP segments, UDP datagrams,
+//! ICMP echo, timestamp and mask replies, and ICMP destination-unreachable
 //! errors that quote a TCP or UDP probe: every length is checked against the
 //! buffer before it is used, and a frame with a wrong checksum is dropped.
 
@@ -206,6 +207,100 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
     len
 }
 
+/// The ICMP requests host discovery sends (`-PE`, `-PP`, `-PM`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ping {
+    Echo,
+    Timestamp,
+    Mask,
+}
+
+impl Ping {
+    /// The request's ICMP type (ICMPv6 has only echo).
+    fn request_type(self, v6: bool) -> u8 {
+        match (self, v6) {
+            (Ping::Echo, false) => 8,
+            (Ping::Echo, true) => 128,
+            (Ping::Timestamp, _) => 13,
+            (Ping::Mask, _) => 17,
+        }
+    }
+
+    /// Bytes after the 8-byte header: three timestamps, or a mask.
+    fn body_len(self) -> usize {
+        match self {
+            Ping::Echo => 0,
+            Ping::Timestamp => 12,
+            Ping::Mask => 4,
+        }
+    }
+
+    /// The reason an answer to it gives.
+    pub fn reason(self) -> Reason {
+        match self {
+            Ping::Echo => Reason::EchoReply,
+            Ping::Timestamp => Reason::TimestampReply,
+            Ping::Mask => Reason::AddressmaskReply,
+        }
+    }
+}
+
+/// Longest ICMP request frame.
+pub const MAX_PING: usize = ETH + IP6 + 8 + 12;
+
+/// Writes an ICMP request (`id` and `seq` are what the reply echoes back)
+/// into `out` and returns its length; `None` for a timestamp or mask
+/// request to an IPv6 target, which ICMPv6 does not have.
+pub fn fill_icmp(out: &mut [u8], hop: &Hop, dst: IpAddr, ping: Ping, id: u16, seq: u16) -> Option<usize> {
+    let v6 = dst.is_ipv6();
+    if v6 && ping != Ping::Echo {
+        return None;
+    }
+    let ip_len = if v6 { IP6 } else { IP4 };
+    let icmp_len = 8 + ping.body_len();
+    let len = ETH + ip_len + icmp_len;
+    let out = &mut out[..len];
+    out.fill(0);
+    out[0..6].copy_from_slice(&hop.dst_mac);
+    out[6..12].copy_from_slice(&hop.src_mac);
+    let ethertype = if v6 { EtherTypes::Ipv6 } else { EtherTypes::Ipv4 };
+    out[12..14].copy_from_slice(&ethertype.0.to_be_bytes());
+    let (iph, msg) = out[ETH..].split_at_mut(ip_len);
+    msg[0] = ping.request_type(v6);
+    msg[4..6].copy_from_slice(&id.to_be_bytes());
+    msg[6..8].copy_from_slice(&seq.to_be_bytes());
+    match (hop.src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let c = pnet_packet::icmp::checksum(&IcmpPacket::new(msg).expect("header fits"));
+            msg[2..4].copy_from_slice(&c.to_be_bytes());
+            let mut ip = MutableIpv4Packet::new(iph).expect("frame fits");
+            ip.set_version(4);
+            ip.set_header_length(5);
+            ip.set_total_length((IP4 + icmp_len) as u16);
+            ip.set_ttl(64);
+            ip.set_next_level_protocol(IpNextHeaderProtocols::Icmp);
+            ip.set_identification(seq);
+            ip.set_source(s);
+            ip.set_destination(d);
+            let c = ipv4::checksum(&ip.to_immutable());
+            ip.set_checksum(c);
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let c = pnet_packet::icmpv6::checksum(&Icmpv6Packet::new(msg).expect("header fits"), &s, &d);
+            msg[2..4].copy_from_slice(&c.to_be_bytes());
+            let mut ip = MutableIpv6Packet::new(iph).expect("frame fits");
+            ip.set_version(6);
+            ip.set_payload_length(icmp_len as u16);
+            ip.set_next_header(IpNextHeaderProtocols::Icmpv6);
+            ip.set_hop_limit(64);
+            ip.set_source(s);
+            ip.set_destination(d);
+        }
+        _ => panic!("hop and target of different address families"),
+    }
+    Some(len)
+}
+
 /// A UDP checksum as sent: a computed 0 goes out as 0xffff (RFC 768), since
 /// 0 means "no checksum".
 fn nonzero(c: u16) -> u16 {
@@ -249,6 +344,9 @@ pub struct Reply {
     /// For an ICMP destination unreachable that quotes one of our probes:
     /// why; the other fields are then those of the quoted probe, turned
     /// round as if the target had answered (`seq` is the probe's own).
+    /// For an ICMP echo, timestamp or address mask reply: that reply's
+    /// reason ([`Reason::is_pong`]), its identifier in `dport`, its
+    /// sequence number in `seq` (`sport` 0, `proto` meaningless).
     pub icmp: Option<Reason>,
     /// The ICMP error came from another host than the probe's target (a
     /// router or firewall on the way).
@@ -314,7 +412,8 @@ fn parse_v4(bytes: &[u8], checksum: Checksum) -> Option<Reply> {
         return None;
     }
     if proto == IpNextHeaderProtocols::Icmp {
-        return icmp_v4(&bytes[hl..total], IpAddr::V4(ip.get_source()), ip.get_ttl());
+        let (from, to) = (IpAddr::V4(ip.get_source()), IpAddr::V4(ip.get_destination()));
+        return icmp_v4(&bytes[hl..total], from, to, ip.get_ttl());
     }
     let (src, dst) = (ip.get_source(), ip.get_destination());
     if proto == IpNextHeaderProtocols::Udp {
@@ -423,8 +522,20 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
 
 /// ICMP destination unreachable (RFC 792), whose data is the probe's IP
 /// header and at least the first 8 bytes of its TCP or UDP header.
-fn icmp_v4(msg: &[u8], from: IpAddr, ttl: u8) -> Option<Reply> {
+fn icmp_v4(msg: &[u8], from: IpAddr, to: IpAddr, ttl: u8) -> Option<Reply> {
     let icmp = IcmpPacket::new(msg)?;
+    let pong = match icmp.get_icmp_type().0 {
+        0 => Some(Ping::Echo),
+        14 => Some(Ping::Timestamp),
+        18 => Some(Ping::Mask),
+        _ => None,
+    };
+    if let Some(ping) = pong {
+        if msg.len() < 8 + ping.body_len() || pnet_packet::icmp::checksum(&icmp) != icmp.get_checksum() {
+            return None;
+        }
+        return Some(pong_reply(ping, from, to, msg, ttl));
+    }
     if msg.len() < 8 + IP4 + 8 || icmp.get_icmp_type().0 != 3 {
         return None;
     }
@@ -462,6 +573,12 @@ fn icmp_v4(msg: &[u8], from: IpAddr, ttl: u8) -> Option<Reply> {
 /// fits, its IPv6 header first.
 fn icmp_v6(msg: &[u8], src: Ipv6Addr, dst: Ipv6Addr, ttl: u8) -> Option<Reply> {
     let icmp = Icmpv6Packet::new(msg)?;
+    if icmp.get_icmpv6_type().0 == 129 {
+        if msg.len() < 8 || pnet_packet::icmpv6::checksum(&icmp, &src, &dst) != icmp.get_checksum() {
+            return None;
+        }
+        return Some(pong_reply(Ping::Echo, IpAddr::V6(src), IpAddr::V6(dst), msg, ttl));
+    }
     if msg.len() < 8 + IP6 + 8 || icmp.get_icmpv6_type().0 != 1 {
         return None;
     }
@@ -489,6 +606,26 @@ fn icmp_v6(msg: &[u8], src: Ipv6Addr, dst: Ipv6Addr, ttl: u8) -> Option<Reply> {
     let (qsrc, qdst) = (IpAddr::V6(ip.get_source()), IpAddr::V6(ip.get_destination()));
     let r = quoted_reply(proto, qsrc, qdst, head, ip.get_flow_label() & 0xffff, ttl, why);
     Some(Reply { relayed: IpAddr::V6(src) != qdst, ..r })
+}
+
+/// An ICMP echo, timestamp or mask reply (`msg`, its length checked).
+fn pong_reply(ping: Ping, src: IpAddr, dst: IpAddr, msg: &[u8], ttl: u8) -> Reply {
+    Reply {
+        proto: Proto::Tcp,
+        src,
+        dst,
+        sport: 0,
+        dport: u16::from_be_bytes([msg[4], msg[5]]),
+        seq: u32::from(u16::from_be_bytes([msg[6], msg[7]])),
+        ack: 0,
+        mask: 0,
+        data: (0, 0),
+        flags: 0,
+        ttl,
+        window: 0,
+        icmp: Some(ping.reason()),
+        relayed: false,
+    }
 }
 
 /// The quoted probe (from `probe_src` to `probe_dst`, first 8 bytes of its

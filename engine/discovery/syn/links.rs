@@ -21,6 +21,10 @@ use crate::targets::AddrSet;
 /// before any packet is sent).
 pub const MAX_ON_LINK: usize = 1 << 15;
 
+/// Most addresses looked up one by one, in /24 blocks whose first address
+/// has no route (a host route may lead to others): a /16's worth.
+const SPLIT_LOOKUPS: u128 = 1 << 16;
+
 /// Overrides from the command line.
 #[derive(Clone, Debug, Default)]
 pub struct LinkOptions {
@@ -36,6 +40,10 @@ enum Block {
     All(Hop),
     /// On-link: each target has its own entry in `hosts`.
     PerHost,
+    /// No route for the block's first address, but one for some others
+    /// (host routes): each target has its own entry in `hosts`, `None`
+    /// where the kernel has no route.
+    Split,
     /// The kernel has no route (or the gateway never answered ARP/NDP): the
     /// first target of the block, and why.
     Unreachable(IpAddr, String),
@@ -82,8 +90,20 @@ impl Links {
         match self.blocks.get(&block_of(k)) {
             Some(Block::All(h)) => Ok(*h),
             Some(Block::PerHost) => self.hosts.get(&k).copied().flatten().ok_or("no ARP/NDP answer"),
+            Some(Block::Split) => self.hosts.get(&k).copied().flatten().ok_or("no route"),
             Some(Block::Unreachable(_, why)) => Err(why.as_str()),
             None => Err("not a target"),
+        }
+    }
+
+    /// For an on-link target (asked by ARP/NDP): `Some` with the MAC
+    /// address that answered, or `Some(None)` if none did; `None` for a
+    /// target behind a gateway or unreachable.
+    pub fn neighbour(&self, ip: IpAddr) -> Option<Option<[u8; 6]>> {
+        let k = key(ip);
+        match self.blocks.get(&block_of(k)) {
+            Some(Block::PerHost) => Some(self.hosts.get(&k).copied().flatten().map(|h| h.dst_mac)),
+            _ => None,
         }
     }
 
@@ -101,6 +121,8 @@ impl Links {
             Links { ifindex: 0, ifname: String::new(), loopback: false, blocks: HashMap::new(), hosts: HashMap::new() };
         let mut gateway_macs: HashMap<IpAddr, Option<[u8; 6]>> = HashMap::new();
         let mut on_link: Vec<(IpAddr, Route)> = Vec::new();
+        // Addresses looked up one by one in blocks whose first has no route.
+        let mut split_budget: u128 = SPLIT_LOOKUPS;
         for &(lo, hi) in addrs.ranges() {
             let (first, last) = (block_of(lo), block_of(hi));
             let mut b = first;
@@ -109,6 +131,39 @@ impl Links {
                 let block = match lookup(rep, opts) {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.iface.is_some() => {
                         return Err(Error::new(ErrorKind::Config, format!("-e: {e}")));
+                    }
+                    Err(e) if rep.is_ipv4() && split_budget > hi.min(block_end(b)) - lo.max(block_start(b)) => {
+                        // A host route may still lead to some of the block.
+                        let (s, e2) = (lo.max(block_start(b)), hi.min(block_end(b)));
+                        split_budget -= e2 - s + 1;
+                        let mut any = false;
+                        for k in s..=e2 {
+                            let ip = addr(k);
+                            let hop = match lookup(ip, opts) {
+                                Ok(r) if !r.loopback && r.gateway.is_some() => {
+                                    links.use_interface(&r)?;
+                                    let gw = r.gateway.unwrap_or(ip);
+                                    let mac = *gateway_macs
+                                        .entry(gw)
+                                        .or_insert_with(|| route::next_hop_mac(&r, ip, arp_timeout).ok());
+                                    mac.map(|dst_mac| {
+                                        Ok::<_, Error>(Hop { src_mac: r.if_mac, dst_mac, src: source(&r, opts)? })
+                                    })
+                                    .transpose()?
+                                }
+                                _ => None,
+                            };
+                            any |= hop.is_some();
+                            links.hosts.insert(k, hop);
+                        }
+                        if any {
+                            Block::Split
+                        } else {
+                            for k in s..=e2 {
+                                links.hosts.remove(&k);
+                            }
+                            Block::Unreachable(rep, e.to_string())
+                        }
                     }
                     Err(e) => Block::Unreachable(rep, e.to_string()),
                     Ok(r) => {

@@ -121,10 +121,19 @@ pub struct Machine<I> {
     /// answers each host once: its entries go at the next trim).
     rtt: HashMap<u128, (Duration, Duration)>,
     rtt_trim_at: usize,
+    /// The same over every host, for hosts not timed yet when asked
+    /// ([`Machine::share_rtt`]: host discovery, where most hosts never answer).
+    all_rtt: Option<(Duration, Duration)>,
+    share_rtt: bool,
+    /// The targets come in while the machine runs (hosts as discovery finds
+    /// them): a `None` from them means "nothing yet" until [`Machine::close`].
+    open_ended: bool,
     /// The time of the last poll: when a reply without a time of its own came.
     clock: Instant,
     /// Probes whose time ran out and that are due another send.
     resend: VecDeque<Key>,
+    /// A new target taken from `targets` that waits for a token.
+    next_up: Option<(IpAddr, u16)>,
     reported_open: Seen,
     counts: Counts,
     kind: ScanType,
@@ -151,6 +160,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             inflight: HashMap::new(),
             timers: VecDeque::new(),
             resend: VecDeque::new(),
+            next_up: None,
             reported_open: seen,
             counts: Counts::default(),
             kind: ScanType::Syn,
@@ -160,6 +170,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             held: VecDeque::new(),
             rtt: HashMap::new(),
             rtt_trim_at: RTT_HOSTS,
+            all_rtt: None,
+            share_rtt: false,
+            open_ended: false,
             clock: now,
         }
     }
@@ -175,7 +188,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     }
 
     fn timeout_of(&self, host: u128) -> Duration {
-        match self.rtt.get(&host) {
+        let own = self.rtt.get(&host).or(if self.share_rtt { self.all_rtt.as_ref() } else { None });
+        match own {
             None => self.pace.timeout,
             Some(&(srtt, var)) => (srtt + 4 * var).clamp(MIN_RTT_TIMEOUT.min(self.pace.timeout), self.pace.timeout),
         }
@@ -183,11 +197,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
 
     /// Takes one round-trip sample of `host`.
     fn sample(&mut self, host: u128, r: Duration) {
-        let next = match self.rtt.get(&host) {
+        let smooth = |old: Option<&(Duration, Duration)>| match old {
             None => (r, r / 2),
             Some(&(srtt, var)) => (srtt * 7 / 8 + r / 8, var * 3 / 4 + srtt.abs_diff(r) / 4),
         };
+        let next = smooth(self.rtt.get(&host));
         self.rtt.insert(host, next);
+        self.all_rtt = Some(smooth(self.all_rtt.as_ref()));
         if self.rtt.len() > self.rtt_trim_at {
             let live: HashSet<u128> = self.inflight.keys().map(|k| k.0).collect();
             self.rtt.retain(|h, _| live.contains(h));
@@ -200,6 +216,46 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Keeps a verdict for every probe given up, for [`Machine::take_silent`].
     pub fn report_silence(self) -> Machine<I> {
         Machine { keep_silent: true, ..self }
+    }
+
+    /// Hosts not timed yet wait as long as the hosts timed so far (their
+    /// smoothed round trip over all of them) rather than `pace.timeout`:
+    /// nmap's way with discovery probes, where most hosts of a sweep may
+    /// never answer and the ones that do tell how far the network is.
+    pub fn share_rtt(self) -> Machine<I> {
+        Machine { share_rtt: true, ..self }
+    }
+
+    /// Targets that come in while the machine runs: until [`Machine::close`],
+    /// an empty iterator means "nothing yet", not the end.
+    pub fn open_ended(self) -> Machine<I> {
+        Machine { open_ended: true, ..self }
+    }
+
+    /// The targets, to add to an open-ended machine's (which then looks
+    /// at them again).
+    pub fn feed(&mut self) -> &mut I {
+        if self.open_ended && !self.stopping {
+            self.exhausted = false;
+        }
+        &mut self.targets
+    }
+
+    /// No more targets will come in.
+    pub fn close(&mut self) {
+        self.open_ended = false;
+    }
+
+    /// Forgets the probe of `port` on `ip` if it is outstanding (its answer
+    /// no longer matters): never sent again, never counted.
+    pub fn forget(&mut self, ip: IpAddr, port: u16) {
+        self.inflight.remove(&(key(ip), port));
+    }
+
+    /// Hands the rate limit to `other` and takes `other`'s, so two
+    /// machines in one thread can share one budget: the one polling holds it.
+    pub fn swap_bucket<J>(&mut self, other: &mut Machine<J>) {
+        std::mem::swap(&mut self.bucket, &mut other.bucket);
     }
 
     /// The machine of another raw scan type (the default is SYN).
@@ -226,6 +282,10 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// until their time runs out.
     pub fn stop(&mut self) {
         self.stopping = true;
+        // Taken from the order but never sent: given up, as held ones are.
+        if let Some((ip, port)) = self.next_up.take() {
+            self.give_up((key(ip), port));
+        }
         while let Some(k) = self.resend.pop_front() {
             if self.inflight.remove(&k).is_some() {
                 self.give_up(k);
@@ -258,7 +318,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// True once every probe is answered or given up (or the scan was stopped
     /// and the last outstanding probe has timed out).
     pub fn is_done(&self) -> bool {
-        (self.exhausted || self.stopping) && self.inflight.is_empty() && self.held.is_empty()
+        (self.stopping || (self.exhausted && !self.open_ended)) && self.inflight.is_empty() && self.held.is_empty()
     }
 
     /// Takes a reply that passed [`Cookie::accepts`](super::Cookie::accepts), as come at the last poll.
@@ -342,16 +402,34 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             return;
         }
         while out.len() < max {
+            // Resends of probes answered (or forgotten) meanwhile are dropped.
+            while self.resend.front().is_some_and(|k| !self.inflight.contains_key(k)) {
+                self.resend.pop_front();
+            }
             let can_new = !self.stopping && !self.exhausted && self.inflight.len() < self.pace.window;
             if self.resend.is_empty() && !can_new {
                 break;
             }
+            // The next new target is taken before a token is: an empty feed
+            // costs no token (another machine may be sharing the bucket).
+            let fresh = match self.resend.is_empty() {
+                false => None,
+                true => match self.next_up.take().or_else(|| self.targets.next()) {
+                    None => {
+                        self.exhausted = true;
+                        continue;
+                    }
+                    some => some,
+                },
+            };
             if let Some(b) = &mut self.bucket {
                 if b.try_take(now).is_err() {
+                    self.next_up = fresh;
                     break;
                 }
             }
-            if let Some(k) = self.resend.pop_front() {
+            let Some((ip, port)) = fresh else {
+                let k = self.resend.pop_front().expect("a resend is due");
                 if let Some((nth, sent)) = self.inflight.get_mut(&k) {
                     *nth += 1;
                     *sent = now;
@@ -360,17 +438,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                     out.push((addr(k.0), k.1));
                 }
                 continue;
-            }
-            match self.targets.next() {
-                None => self.exhausted = true,
-                Some((ip, port)) => {
-                    let k = (key(ip), port);
-                    self.inflight.insert(k, (1, now));
-                    self.timers.push_back((now, k, 1));
-                    self.counts.sent += 1;
-                    out.push((ip, port));
-                }
-            }
+            };
+            let k = (key(ip), port);
+            self.inflight.insert(k, (1, now));
+            self.timers.push_back((now, k, 1));
+            self.counts.sent += 1;
+            out.push((ip, port));
         }
         self.compact_timers();
     }

@@ -534,3 +534,85 @@ fn stop_sends_nothing_new_and_waits_for_the_rest() {
     assert!(m.is_done());
     assert_eq!(m.counts().filtered, 10);
 }
+
+/// An open-ended machine (hosts fed as discovery finds them) waits on an
+/// empty feed instead of ending, takes what is added, and ends once closed
+/// with nothing out.
+#[test]
+fn an_open_ended_machine_waits_for_its_feed_until_closed() {
+    let t0 = Instant::now();
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let mut out = Vec::new();
+    let mut m = Machine::new(Feed::default(), pace(0, 64), t0, Seen::set()).open_ended();
+    m.poll(t0, 64, &mut out);
+    assert!(out.is_empty() && !m.is_done(), "nothing yet is not the end");
+    m.feed().0.extend([(ip, 22), (ip, 80)]);
+    m.poll(t0, 64, &mut out);
+    assert_eq!(out, vec![(ip, 22), (ip, 80)]);
+    m.on_reply_at(&bare_rst(ip, 22, 0), t0);
+    m.close();
+    assert!(!m.is_done(), "port 80 is still out");
+    m.on_reply_at(&bare_rst(ip, 80, 0), t0);
+    m.poll(t0, 64, &mut out);
+    assert!(m.is_done());
+    // A forgotten probe is neither resent nor counted.
+    let mut m = Machine::new(vec![(ip, 1)].into_iter(), pace(2, 64), t0, Seen::set()).report_silence();
+    out.clear();
+    m.poll(t0, 64, &mut out);
+    m.forget(ip, 1);
+    m.poll(t0 + Duration::from_secs(1), 64, &mut out);
+    assert_eq!((out.len(), m.take_silent().len(), m.is_done()), (1, 0, true));
+}
+
+/// A feed the test can add to.
+#[derive(Default)]
+struct Feed(VecDeque<(IpAddr, u16)>);
+
+impl Iterator for Feed {
+    type Item = (IpAddr, u16);
+    fn next(&mut self) -> Option<(IpAddr, u16)> {
+        self.0.pop_front()
+    }
+}
+
+/// With shared round trips (discovery), a host never heard from waits as
+/// long as the hosts that answered took, not the full timeout.
+#[test]
+fn shared_round_trips_time_out_silent_hosts_early() {
+    let t0 = Instant::now();
+    let slow = Pace { timeout: Duration::from_secs(2), ..pace(0, 64) };
+    let (live, dead): (IpAddr, IpAddr) = ("198.18.2.3".parse().unwrap(), "198.18.2.4".parse().unwrap());
+    for shared in [false, true] {
+        let m = Machine::new(vec![(live, 0), (dead, 0)].into_iter(), slow, t0, Seen::set()).report_silence();
+        let mut m = if shared { m.share_rtt() } else { m };
+        let mut out = Vec::new();
+        m.poll(t0, 64, &mut out);
+        m.on_reply_at(&bare_rst(live, 0, 0), t0 + Duration::from_millis(1));
+        let want = if shared { MIN_RTT_TIMEOUT } else { Duration::from_secs(2) };
+        assert_eq!(m.timeout_for(dead), want, "shared: {shared}");
+        m.poll(t0 + MIN_RTT_TIMEOUT, 64, &mut out);
+        assert_eq!(m.take_silent().len(), usize::from(shared), "shared: {shared}");
+    }
+}
+
+/// Two machines in one thread share one rate limit by handing it over:
+/// together they send no more than it allows.
+#[test]
+fn two_machines_share_one_rate_limit() {
+    let t0 = Instant::now();
+    let limited = Pace { max_rate: Some(10.0), ..pace(0, 1000) };
+    let mut a = Machine::new(targets(5).into_iter(), limited, t0, Seen::set());
+    let mut b = Machine::new(targets(100).into_iter(), Pace { max_rate: None, ..limited }, t0, Seen::set());
+    let mut out = Vec::new();
+    let mut t = t0;
+    while t < t0 + Duration::from_secs(2) {
+        a.poll(t, 64, &mut out);
+        a.swap_bucket(&mut b);
+        b.poll(t, 64, &mut out);
+        b.swap_bucket(&mut a);
+        t += Duration::from_millis(10);
+    }
+    // 2 s at 10/s, plus the bucket's first token.
+    assert!((19..=22).contains(&out.len()), "{} probes", out.len());
+    assert!(b.counts().sent > 0, "the second machine got its share");
+}

@@ -15,6 +15,7 @@
 
 pub mod cookie;
 pub mod frame;
+pub mod hosts;
 pub mod links;
 pub mod machine;
 
@@ -22,6 +23,7 @@ use std::io;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use cookie::Cookie;
@@ -29,12 +31,16 @@ pub use frame::{Hop, Reply, Template};
 pub use links::{LinkOptions, Links};
 pub use machine::{Counts, Machine, Pace, Seen, Verdict};
 
+use hosts::{Discovery, HostVerdict, LiveFeed, PingFeed};
+use pnet_packet::tcp::TcpFlags;
+
 use super::payloads::Payloads;
+use super::ping::{self, HostPlan, PingCookie, PingProbe};
 use super::Stats;
-use crate::findings::{PortEvent, PortState, Proto, ScanType};
+use crate::findings::{Event, HostState, PortEvent, PortState, Proto, ScanType};
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::pipeline::Found;
-use crate::targets::ScanOrder;
+use crate::targets::{ScanOrder, TargetSpace};
 
 /// Socket buffers: room for a burst of replies while the thread is busy.
 const SOCKET_BUFFER: usize = 64 << 20;
@@ -102,19 +108,48 @@ fn reports(kind: ScanType, state: PortState) -> bool {
     }
 }
 
+/// Host discovery ahead of a raw scan's ports.
+#[derive(Clone, Debug)]
+pub struct HostScan {
+    /// The discovery probes; `None` takes every host as up (`-Pn`, used
+    /// with a host timeout, which needs hosts scanned a group at a time).
+    pub plan: Option<Arc<HostPlan>>,
+    /// Every target with its ports: what the port scan of the hosts found covers.
+    pub ports: TargetSpace,
+    /// Neither report nor count hosts (the second protocol of `-sS -sU`,
+    /// whose hosts the first reports).
+    pub quiet: bool,
+    /// Most time spent on one host's ports (`--host-timeout`).
+    pub host_timeout: Option<Duration>,
+}
+
+/// Hosts scanned at once when every host is taken as up with a host
+/// timeout (nmap's host group).
+const HOST_GROUP: usize = 256;
+
 /// Runs the raw scan of `order`, reporting to `found`; a UDP scan sends
-/// each port its datagram from `payloads`. Returns whether the scan's stop
-/// cut it short.
-pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, payloads: &Payloads, found: &Found) -> io::Result<bool> {
+/// each port its datagram from `payloads`. With `hosts`, `order` walks the
+/// hosts (each address once) and their ports are scanned as they are found
+/// up. Returns whether the scan's stop cut it short.
+pub fn run(
+    order: ScanOrder,
+    links: &Links,
+    opts: SynOptions,
+    payloads: &Payloads,
+    found: &Found,
+    hosts: Option<&HostScan>,
+) -> io::Result<bool> {
     // Slow scans gain nothing from more senders; fast ones split the rate.
     // A scan delay is per host, and one sender sees all of a host's probes.
     let slow = opts.pace.max_rate.is_some_and(|r| r < 1000.0) || opts.pace.scan_delay.is_some();
     let workers = if slow { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16).for_scan(opts.kind);
+    let plan = hosts.and_then(|h| h.plan.clone());
+    let ping = plan.as_ref().map(|p| PingCookie::new(opts.key.0, opts.key.1, workers as u16, &p.probes));
     let sock = PacketSocket::open(links.ifindex)?;
     sock.tune(SOCKET_BUFFER)?;
     // Bounded: when the senders lag, replies wait in the socket buffer, not in our heap.
-    let (outs, ins): (Vec<_>, Vec<_>) = (0..workers).map(|_| std_mpsc::sync_channel::<Vec<Reply>>(64)).unzip();
+    let (outs, ins): (Vec<_>, Vec<_>) = (0..workers).map(|_| std_mpsc::sync_channel::<Vec<Tagged>>(64)).unzip();
     let quit = AtomicBool::new(false);
     let pace = Pace {
         window: opts.pace.window.div_ceil(workers),
@@ -122,14 +157,23 @@ pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, payloads: &Payload
         ..opts.pace
     };
     std::thread::scope(|s| {
-        let receiver = s.spawn(|| receive(&sock, cookie, payloads, &outs, &quit));
+        let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit));
         let drivers: Vec<_> = order
             .split(workers as u64)
             .into_iter()
             .zip(ins)
             .enumerate()
             .map(|(w, (part, replies))| {
-                let shared = Senders { links, opts: SynOptions { pace, ..opts }, cookie, tx: &sock, found, payloads };
+                let shared = Senders {
+                    links,
+                    opts: SynOptions { pace, ..opts },
+                    cookie,
+                    ping: ping.as_ref(),
+                    tx: &sock,
+                    found,
+                    payloads,
+                    hosts,
+                };
                 s.spawn(move || drive(&shared, w, part, &replies))
             })
             .collect();
@@ -154,32 +198,41 @@ pub fn run(order: ScanOrder, links: &Links, opts: SynOptions, payloads: &Payload
     })
 }
 
+/// A validated reply, and whether it answers a discovery probe (its
+/// `sport` is then the probe's index).
+type Tagged = (bool, Reply);
+
 /// The receiver thread: frames in, validated replies out to the worker whose
 /// probe they answer, until `quit`.
 fn receive(
     sock: &PacketSocket,
     cookie: Cookie,
+    ping: Option<&PingCookie>,
     payloads: &Payloads,
-    outs: &[std_mpsc::SyncSender<Vec<Reply>>],
+    outs: &[std_mpsc::SyncSender<Vec<Tagged>>],
     quit: &AtomicBool,
 ) -> io::Result<()> {
     let mut bufs = vec![[0u8; FRAME]; BATCH];
     let mut lens = [0usize; BATCH];
     let mut sums = [Checksum::Unchecked; BATCH];
-    let mut per: Vec<Vec<Reply>> = vec![Vec::new(); outs.len()];
+    let mut per: Vec<Vec<Tagged>> = vec![Vec::new(); outs.len()];
     while !quit.load(Ordering::Relaxed) {
         let n = sock.recv_batch(&mut bufs, &mut lens, &mut sums, Duration::from_millis(5))?;
         for i in 0..n {
             let f = &bufs[i][..lens[i]];
             let Some(r) = frame::parse(f, sums[i]) else { continue };
+            if let Some((w, a)) = ping.and_then(|p| p.accepts(&r)) {
+                per[w].push((true, a));
+                continue;
+            }
             if r.proto == Proto::Tcp || r.icmp.is_some() {
                 if let Some(w) = cookie.accepts(&r) {
-                    per[w].push(r);
+                    per[w].push((false, r));
                 }
                 continue;
             }
             if let Some((w, a)) = accept_udp(cookie, payloads, r, f) {
-                per[w].push(a);
+                per[w].push((false, a));
             }
         }
         for (w, batch) in per.iter_mut().enumerate() {
@@ -198,9 +251,29 @@ struct Senders<'a> {
     links: &'a Links,
     opts: SynOptions,
     cookie: Cookie,
+    ping: Option<&'a PingCookie>,
     tx: &'a PacketSocket,
     found: &'a Found,
     payloads: &'a Payloads,
+    hosts: Option<&'a HostScan>,
+}
+
+/// The port scan's pairs: the scan order itself, or the ports of the
+/// hosts discovery finds.
+enum Targets<'a> {
+    Order(Box<dyn Iterator<Item = (IpAddr, u16)> + 'a>),
+    Live(Box<LiveFeed>),
+}
+
+impl Iterator for Targets<'_> {
+    type Item = (IpAddr, u16);
+
+    fn next(&mut self) -> Option<(IpAddr, u16)> {
+        match self {
+            Targets::Order(o) => o.next(),
+            Targets::Live(f) => f.next(),
+        }
+    }
 }
 
 /// One sender thread: probes `order` (its share of the scan) and reads the
@@ -209,30 +282,61 @@ fn drive(
     shared: &Senders,
     worker: usize,
     order: ScanOrder,
-    replies: &std_mpsc::Receiver<Vec<Reply>>,
+    replies: &std_mpsc::Receiver<Vec<Tagged>>,
 ) -> io::Result<bool> {
     // Targets without a usable path are counted as filtered, never sent.
-    let unreachable = std::cell::Cell::new(0u64);
-    let seen = Seen::for_space(order.space());
-    let reachable = order.filter(|&(ip, _)| {
-        let ok = shared.links.hop(ip).is_ok();
-        if !ok {
-            unreachable.set(unreachable.get() + 1);
-        }
-        ok
-    });
+    let unreachable = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let kind = shared.opts.kind;
-    let mut m = Machine::new(reachable, shared.opts.pace, Instant::now(), seen).for_scan(kind).report_silence();
+    let pace = shared.opts.pace;
+    let t0 = Instant::now();
+    let mut disc: Option<Discovery> = None;
+    let mut m = match shared.hosts {
+        None => {
+            let seen = Seen::for_space(order.space());
+            let count = unreachable.clone();
+            let reachable = order.filter(move |&(ip, _)| {
+                let ok = shared.links.hop(ip).is_ok();
+                if !ok {
+                    count.set(count.get() + 1);
+                }
+                ok
+            });
+            Machine::new(Targets::Order(Box::new(reachable)), pace, t0, seen)
+        }
+        Some(h) => {
+            let sequential = h.ports.is_sequential();
+            let feed = LiveFeed::new(h.ports.ports().into(), shared.opts.key.0, sequential, h.host_timeout);
+            let seen = Seen::for_space(&h.ports);
+            match &h.plan {
+                None => Machine::new(Targets::Live(Box::new(feed.with_source(order, HOST_GROUP))), pace, t0, seen),
+                Some(plan) => {
+                    let pings = PingFeed::new(order, shared.links, plan.clone());
+                    disc = Some(Discovery::new(pings, |f| {
+                        Machine::new(f, Pace { max_rate: None, ..pace }, t0, Seen::set()).report_silence().share_rtt()
+                    }));
+                    Machine::new(Targets::Live(Box::new(feed)), pace, t0, seen).open_ended()
+                }
+            }
+        }
+    };
+    m = m.for_scan(kind).report_silence();
+    let plan = shared.hosts.and_then(|h| h.plan.clone());
+    let quiet = shared.hosts.is_none_or(|h| h.quiet);
     let flags = probe_flags(kind);
     let templates = [Template::with_flags(false, flags), Template::with_flags(true, flags)];
+    let syn = [Template::new(false), Template::new(true)];
+    let ack = [Template::with_flags(false, TcpFlags::ACK), Template::with_flags(true, TcpFlags::ACK)];
     let udp = kind == ScanType::Udp;
     let proto = if udp { Proto::Udp } else { Proto::Tcp };
     let mut scratch = [0u8; frame::MAX_UDP_PAYLOAD];
     let mut frames = vec![vec![0u8; if udp { frame::MAX_UDP_PROBE } else { frame::MAX_PROBE }]; BATCH];
     let mut lens = [0usize; BATCH];
     let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
+    let mut pings: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
+    let mut decided = Vec::new();
     let mut published = Published::default();
     let mut interrupted = false;
+    let mut closed = disc.is_none();
     let tell = |v: Verdict| {
         if reports(kind, v.state) || shared.opts.report_closed {
             // Waits while the next stage is full: no probe goes out
@@ -249,54 +353,140 @@ fn drive(
             });
         }
     };
-    let take = |m: &mut Machine<_>, batch: Vec<Reply>| {
-        for r in &batch {
-            if let Some(v) = m.on_reply_at(r, Instant::now()) {
-                tell(v);
+    // A host decided: reported, counted, and if up its ports go to the port scan.
+    let host = |m: &mut Machine<Targets>, v: HostVerdict| {
+        if !quiet {
+            let stats = &shared.found.ctx.stats;
+            Stats::bump(if v.up { &stats.hosts_up } else { &stats.hosts_down });
+            if v.up || plan.as_ref().is_some_and(|p| p.report_down) {
+                let ctx = &shared.found.ctx;
+                let state = if v.up { HostState::Up } else { HostState::Down };
+                let mut ev = ping::host_event(ctx, v.ip, state, v.reason, v.ttl);
+                ev.latency = v.latency.map(|d| d.as_secs_f64());
+                ev.mac = v.mac.map(ping::mac_text);
+                ctx.emit_blocking(Event::Host(ev));
+            }
+        }
+        if v.up && !plan.as_ref().is_some_and(|p| p.ping_only) {
+            if let Targets::Live(f) = m.feed() {
+                f.add(v.ip);
+            }
+        }
+    };
+    let take = |m: &mut Machine<Targets>, disc: &mut Option<Discovery>, batch: Vec<Tagged>| {
+        for (is_ping, r) in &batch {
+            let now = Instant::now();
+            if !is_ping {
+                if let Some(v) = m.on_reply_at(r, now) {
+                    tell(v);
+                }
+            } else if let Some(v) = disc.as_mut().and_then(|d| d.on_reply(r, now)) {
+                host(m, v);
             }
         }
     };
     loop {
         while let Ok(batch) = replies.try_recv() {
-            take(&mut m, batch);
+            take(&mut m, &mut disc, batch);
         }
         if !interrupted && shared.found.ctx.stop.is_set() {
             interrupted = true;
             m.stop();
+            if let Some(d) = &mut disc {
+                d.machine.stop();
+            }
         }
         let now = Instant::now();
         due.clear();
-        m.poll(now, BATCH, &mut due);
+        pings.clear();
+        if let Some(d) = &mut disc {
+            // Discovery probes go first, under the same rate limit.
+            d.machine.swap_bucket(&mut m);
+            d.machine.poll(now, BATCH, &mut pings);
+            d.machine.swap_bucket(&mut m);
+            d.sent(&pings, now);
+            d.take_decided(&mut decided);
+            for v in decided.drain(..) {
+                host(&mut m, v);
+            }
+            if !closed && d.is_done() {
+                closed = true;
+                m.close();
+            }
+        }
+        m.poll(now, BATCH - pings.len(), &mut due);
         for v in m.take_silent() {
             tell(v);
         }
-        if !due.is_empty() {
-            for (i, &(ip, port)) in due.iter().enumerate() {
-                let hop = shared.links.hop(ip).expect("only reachable targets are probed");
-                let (seq, sport) = shared.cookie.probe(hop.src, ip, port, worker);
-                lens[i] = if udp {
-                    let body = shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut scratch));
-                    frame::fill_udp(&mut frames[i], &hop, ip, sport, port, seq as u16, body)
-                } else {
-                    templates[usize::from(ip.is_ipv6())].fill(&mut frames[i], &hop, ip, sport, port, seq, seq as u16)
-                };
+        if let Targets::Live(f) = m.feed() {
+            for (ip, left) in std::mem::take(&mut f.timed_out) {
+                let ctx = &shared.found.ctx;
+                let message = format!("host timeout: {left} port(s) left unscanned");
+                ctx.emit_blocking(ctx.error(Some(ip), None, None, crate::findings::ErrorKind::Timeout, message));
             }
-            send_all(shared.tx, &frames[..due.len()], &lens[..due.len()])?;
-            publish(&shared.found.ctx.stats, &mut published, m.counts(), unreachable.get());
+        }
+        if !due.is_empty() || !pings.is_empty() {
+            let mut n = 0;
+            for &(ip, idx) in &pings {
+                let (Some(pc), Some(plan), Ok(hop)) = (shared.ping, &plan, shared.links.hop(ip)) else { continue };
+                let (seq, sport) = pc.probe(hop.src, ip, idx, worker);
+                let v6 = usize::from(ip.is_ipv6());
+                let f = &mut frames[n];
+                lens[n] = match plan.probes[usize::from(idx)] {
+                    PingProbe::Icmp(p) => frame::fill_icmp(f, &hop, ip, p, sport, seq as u16).unwrap_or(0),
+                    PingProbe::Syn(port) => syn[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
+                    PingProbe::Ack(port) => ack[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
+                    PingProbe::Udp(port) => frame::fill_udp(f, &hop, ip, sport, port, seq as u16, &[]),
+                };
+                n += usize::from(lens[n] > 0);
+            }
+            for &(ip, port) in &due {
+                // A target without a path (taken as up with -Pn) is never sent to.
+                let Ok(hop) = shared.links.hop(ip) else { continue };
+                let (seq, sport) = shared.cookie.probe(hop.src, ip, port, worker);
+                lens[n] = if udp {
+                    let body = shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut scratch));
+                    frame::fill_udp(&mut frames[n], &hop, ip, sport, port, seq as u16, body)
+                } else {
+                    templates[usize::from(ip.is_ipv6())].fill(&mut frames[n], &hop, ip, sport, port, seq, seq as u16)
+                };
+                n += 1;
+            }
+            send_all(shared.tx, &frames[..n], &lens[..n])?;
+            publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
             continue;
         }
-        publish(&shared.found.ctx.stats, &mut published, m.counts(), unreachable.get());
-        if m.is_done() {
+        publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
+        if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
             break;
         }
-        let wait = m.next_wakeup(now).map_or(Duration::from_millis(5), |t| t.saturating_duration_since(now));
+        let mut wake = m.next_wakeup(now);
+        if let Some(d) = &mut disc {
+            d.machine.swap_bucket(&mut m);
+            let w = d.machine.next_wakeup(now);
+            d.machine.swap_bucket(&mut m);
+            wake = match (wake, w) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        let wait = wake.map_or(Duration::from_millis(5), |t| t.saturating_duration_since(now));
         match replies.recv_timeout(wait.min(Duration::from_millis(5))) {
-            Ok(batch) => take(&mut m, batch),
+            Ok(batch) => take(&mut m, &mut disc, batch),
             Err(std_mpsc::RecvTimeoutError::Timeout) => {}
             Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(io::Error::other("receiver stopped")),
         }
     }
     Ok(interrupted)
+}
+
+/// The port scan's counts, with discovery's probes counted as sent.
+fn counts(m: &Machine<Targets>, disc: &Option<Discovery>) -> Counts {
+    let mut c = m.counts();
+    if let Some(d) = disc {
+        c.sent += d.machine.counts().sent;
+    }
+    c
 }
 
 /// Sends every frame, waiting briefly whenever the kernel's queue is full.

@@ -305,7 +305,8 @@ impl Sink for Store {
                 ];
                 self.push(&schema::FINDINGS, row);
             }
-            Event::Log(_) => {}
+            // Host events are not stored (a store's hosts are those with ports).
+            Event::Log(_) | Event::Host(_) => {}
             Event::Error(e) => {
                 let row = vec![
                     self.scan("error")?,

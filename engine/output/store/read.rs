@@ -164,6 +164,9 @@ impl Db {
             filtered: h.uint(),
             errors: h.uint(),
             findings: h.uint(),
+            // Host counts are not stored.
+            hosts_up: 0,
+            hosts_down: 0,
             interrupted: h.int().unwrap_or(0) != 0,
         };
         let ended = h.opt().is_some();

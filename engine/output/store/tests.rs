@@ -129,6 +129,8 @@ fn end(id: &str, open: u64) -> Event {
         filtered: 0,
         errors: 1,
         findings: 1,
+        hosts_up: 0,
+        hosts_down: 0,
         interrupted: false,
     })
 }

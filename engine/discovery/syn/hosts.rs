@@ -1,0 +1,325 @@
+//! Host discovery inside a raw scan's sender thread, and the port scan of
+//! the hosts it finds.
+//!
+//! [`Discovery`] runs its own [`Machine`] over `(host, probe index)` pairs
+//! ([`PingFeed`]: a host's probes one after the other, hosts in the scan's
+//! keyed order) and decides each host up at its first answer or down when
+//! every probe to it is given up. On-link hosts were asked by ARP/NDP
+//! before the scan ([`Links`]); their verdict comes out of the same feed.
+//! A host found up goes into a [`LiveFeed`], from which the port scan's
+//! machine takes pairs while discovery goes on. What is kept per host is
+//! bounded by the probes outstanding: a host is pending only while one of
+//! its probes is.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::links::Links;
+use super::machine::Machine;
+use crate::discovery::ping::HostPlan;
+use crate::findings::Reason;
+use crate::targets::addrs::key;
+use crate::targets::ScanOrder;
+
+/// What discovery decided about a host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostVerdict {
+    pub ip: IpAddr,
+    pub up: bool,
+    pub reason: Reason,
+    pub ttl: Option<u8>,
+    pub latency: Option<Duration>,
+    pub mac: Option<[u8; 6]>,
+}
+
+/// The discovery probes of a share of the hosts: each host's probes in a
+/// row. On-link hosts and unreachable ones get no probe: their verdicts
+/// (and counts) are left in `decided`.
+pub struct PingFeed<'a> {
+    hosts: ScanOrder,
+    links: &'a Links,
+    plan: Arc<HostPlan>,
+    current: Option<(IpAddr, usize)>,
+    decided: Rc<RefCell<VecDeque<HostVerdict>>>,
+    /// Hosts with no path (counted, never probed).
+    pub unreachable: Rc<std::cell::Cell<u64>>,
+}
+
+impl<'a> PingFeed<'a> {
+    pub fn new(hosts: ScanOrder, links: &'a Links, plan: Arc<HostPlan>) -> PingFeed<'a> {
+        PingFeed { hosts, links, plan, current: None, decided: Rc::default(), unreachable: Rc::default() }
+    }
+}
+
+impl Iterator for PingFeed<'_> {
+    type Item = (IpAddr, u16);
+
+    fn next(&mut self) -> Option<(IpAddr, u16)> {
+        loop {
+            if let Some((ip, from)) = self.current {
+                let next = self.plan.probes_for(ip).find(|&(i, _)| usize::from(i) >= from);
+                match next {
+                    Some((i, _)) => {
+                        self.current = Some((ip, usize::from(i) + 1));
+                        return Some((ip, i));
+                    }
+                    None => self.current = None,
+                }
+            }
+            let (ip, _) = self.hosts.next()?;
+            if let Some(mac) = self.links.neighbour(ip) {
+                let reason = if ip.is_ipv4() { Reason::ArpResponse } else { Reason::NdResponse };
+                let (up, reason) = if mac.is_some() { (true, reason) } else { (false, Reason::NoResponse) };
+                self.decided.borrow_mut().push_back(HostVerdict { ip, up, reason, ttl: None, latency: None, mac });
+                continue;
+            }
+            if self.links.hop(ip).is_err() {
+                self.unreachable.set(self.unreachable.get() + 1);
+                continue;
+            }
+            self.current = Some((ip, 0));
+        }
+    }
+}
+
+/// A host waiting for its first answer: probes not yet given up, when the
+/// first was sent, and what a router said about it.
+struct Pending {
+    left: u16,
+    first: Instant,
+    why: Option<Reason>,
+}
+
+/// Host discovery of one sender thread's share of the hosts.
+pub struct Discovery<'a> {
+    pub machine: Machine<PingFeed<'a>>,
+    plan: Arc<HostPlan>,
+    pending: HashMap<u128, Pending>,
+    decided: Rc<RefCell<VecDeque<HostVerdict>>>,
+}
+
+impl<'a> Discovery<'a> {
+    /// Discovery of `feed`'s hosts, paced as `machine` says.
+    pub fn new(feed: PingFeed<'a>, make: impl FnOnce(PingFeed<'a>) -> Machine<PingFeed<'a>>) -> Discovery<'a> {
+        let (plan, decided) = (feed.plan.clone(), feed.decided.clone());
+        Discovery { machine: make(feed), plan, pending: HashMap::new(), decided }
+    }
+
+    /// Notes the probes just sent (`due`, from the machine's poll).
+    pub fn sent(&mut self, due: &[(IpAddr, u16)], now: Instant) {
+        for &(ip, _) in due {
+            let plan = &self.plan;
+            self.pending.entry(key(ip)).or_insert_with(|| Pending {
+                left: plan.probes_for(ip).count() as u16,
+                first: now,
+                why: None,
+            });
+        }
+    }
+
+    /// Takes an answer the ping cookie accepted (its `sport` the probe's
+    /// index); a host's first real answer makes it up.
+    pub fn on_reply(&mut self, r: &super::Reply, now: Instant) -> Option<HostVerdict> {
+        // The machine forgets the probe (and times the round trip).
+        self.machine.on_reply_at(r, now)?;
+        let host = key(r.src);
+        let reason = crate::discovery::ping::up_reason(r);
+        let p = self.pending.get_mut(&host)?;
+        let Some(reason) = reason else {
+            // A router's error: this probe is over.
+            p.why = r.icmp;
+            return self.one_less(r.src);
+        };
+        let first = p.first;
+        self.pending.remove(&host);
+        for (i, _) in self.plan.probes_for(r.src) {
+            self.machine.forget(r.src, i);
+        }
+        Some(HostVerdict {
+            ip: r.src,
+            up: true,
+            reason,
+            ttl: Some(r.ttl),
+            latency: Some(now.saturating_duration_since(first)),
+            mac: None,
+        })
+    }
+
+    /// One of the host's probes is over without an answer: the host is
+    /// down once all are.
+    fn one_less(&mut self, ip: IpAddr) -> Option<HostVerdict> {
+        let host = key(ip);
+        let p = self.pending.get_mut(&host)?;
+        p.left = p.left.saturating_sub(1);
+        if p.left > 0 {
+            return None;
+        }
+        let why = p.why.unwrap_or(Reason::NoResponse);
+        self.pending.remove(&host);
+        Some(HostVerdict { ip, up: false, reason: why, ttl: None, latency: None, mac: None })
+    }
+
+    /// Verdicts decided since the last call: hosts whose every probe was
+    /// given up, and on-link hosts (ARP/NDP).
+    pub fn take_decided(&mut self, out: &mut Vec<HostVerdict>) {
+        for v in self.machine.take_silent() {
+            if let Some(d) = self.one_less(v.ip) {
+                out.push(d);
+            }
+        }
+        out.extend(self.decided.borrow_mut().drain(..));
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.machine.is_done() && self.decided.borrow().is_empty()
+    }
+}
+
+/// The ports of the hosts found up, as the port scan's machine takes them:
+/// one pair from each host in turn (so no host gets a burst), each host's
+/// ports in a keyed order (in order with `-r`). With a host timeout, a
+/// host whose ports have been probed that long gets no more.
+pub struct LiveFeed {
+    hosts: VecDeque<Live>,
+    ports: Arc<[u16]>,
+    stride: usize,
+    key: u64,
+    sequential: bool,
+    host_timeout: Option<Duration>,
+    /// Hosts dropped by the host timeout, and how many ports each had left.
+    pub timed_out: Vec<(IpAddr, usize)>,
+    /// More hosts to take up (all taken as up, `-Pn`), at most `group` at once.
+    source: Option<(ScanOrder, usize)>,
+}
+
+struct Live {
+    ip: IpAddr,
+    start: usize,
+    done: usize,
+    since: Option<Instant>,
+}
+
+impl LiveFeed {
+    pub fn new(ports: Arc<[u16]>, key: u64, sequential: bool, host_timeout: Option<Duration>) -> LiveFeed {
+        let n = ports.len().max(1);
+        // A stride coprime with n walks every port once.
+        let mut stride = (key as usize % n) | 1;
+        while gcd(stride, n) != 1 {
+            stride += 2;
+        }
+        LiveFeed {
+            hosts: VecDeque::new(),
+            ports,
+            stride: stride % n.max(2),
+            key,
+            sequential,
+            host_timeout,
+            timed_out: Vec::new(),
+            source: None,
+        }
+    }
+
+    /// Takes every host of `hosts` as up, `group` of them at a time.
+    pub fn with_source(self, hosts: ScanOrder, group: usize) -> LiveFeed {
+        LiveFeed { source: Some((hosts, group.max(1))), ..self }
+    }
+
+    pub fn add(&mut self, ip: IpAddr) {
+        if self.ports.is_empty() {
+            return;
+        }
+        let start = if self.sequential { 0 } else { (crate::targets::addrs::key(ip) as u64 ^ self.key) as usize };
+        self.hosts.push_back(Live { ip, start: start % self.ports.len(), done: 0, since: None });
+    }
+
+    /// Hosts with ports still to give.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+impl Iterator for LiveFeed {
+    type Item = (IpAddr, u16);
+
+    fn next(&mut self) -> Option<(IpAddr, u16)> {
+        loop {
+            if let Some((order, group)) = &mut self.source {
+                if self.hosts.len() < *group {
+                    if let Some((ip, _)) = order.next() {
+                        self.add(ip);
+                        continue;
+                    }
+                    self.source = None;
+                }
+            }
+            let mut h = self.hosts.pop_front()?;
+            let now = Instant::now();
+            let since = *h.since.get_or_insert(now);
+            if self.host_timeout.is_some_and(|t| now.saturating_duration_since(since) >= t) {
+                self.timed_out.push((h.ip, self.ports.len() - h.done));
+                continue;
+            }
+            let n = self.ports.len();
+            let i = if self.sequential { h.done } else { (h.start + h.done * self.stride) % n };
+            h.done += 1;
+            let pair = (h.ip, self.ports[i]);
+            if h.done < n {
+                self.hosts.push_back(h);
+            }
+            return Some(pair);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn the_live_feed_gives_every_port_of_every_host_once_in_turns() {
+        let ports: Arc<[u16]> = (1..=10u16).collect::<Vec<_>>().into();
+        let mut f = LiveFeed::new(ports, 0xfeed, false, None);
+        let (a, b): (IpAddr, IpAddr) = ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap());
+        f.add(a);
+        f.add(b);
+        let got: Vec<_> = f.by_ref().take(20).collect();
+        assert_eq!(got.iter().copied().collect::<HashSet<_>>().len(), 20);
+        assert!(got.chunks(2).all(|c| c[0].0 == a && c[1].0 == b), "hosts take turns: {got:?}");
+        assert_eq!(f.next(), None, "then nothing, until a host is added");
+        f.add(a);
+        assert!(f.next().is_some());
+        // -r: in order.
+        let mut seq = LiveFeed::new(Arc::from(vec![5u16, 7, 9]), 3, true, None);
+        seq.add(a);
+        assert_eq!(seq.map(|p| p.1).collect::<Vec<_>>(), vec![5, 7, 9]);
+    }
+
+    #[test]
+    fn a_host_timeout_drops_the_hosts_ports_that_are_left() {
+        let ports: Arc<[u16]> = (1..=100u16).collect::<Vec<_>>().into();
+        let mut f = LiveFeed::new(ports, 1, false, Some(Duration::from_millis(30)));
+        let a: IpAddr = "198.18.0.2".parse().unwrap();
+        f.add(a);
+        assert_eq!(f.by_ref().take(10).count(), 10);
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(f.next(), None);
+        assert_eq!(f.timed_out, vec![(a, 90)]);
+    }
+}
