@@ -520,6 +520,9 @@ impl ScanBuilder {
             return Err(usage("-e and -S apply to raw (SYN) scans only"));
         }
 
+        if self.host_timeout.is_some() && scan_type == ScanType::Connect {
+            notes.push("--host-timeout applies to raw scans only; this connect scan ignores it".into());
+        }
         // -sL sends nothing; -sn on this machine's addresses needs no raw
         // socket, and without one it connects to ports 80 and 443.
         if self.list_only || (self.ping_only && !self.any_remote_target()) {

@@ -33,6 +33,14 @@
 #   udprate  the same on 198.18.1.2, whose kernel keeps Linux's default ICMP
 #            rate limit: both tools' times and states, each timed once
 #            (target: every port nmap finds open, moonscan finds open)
+#   ping     host discovery sweep, 198.19.0.0/16 (every address up): moonscan
+#            -sn vs zmap --probe-module=icmp_echoscan (both RUNS times) and
+#            nmap -sn (timed once): hosts found, times, ratios
+#            (target: >= 99.99 % of hosts, moonscan time <= zmap's)
+#   discover default scan (host discovery on) of
+#            198.18.2.0/24, where 8 hosts are up, on moonscan's top 1000
+#            ports given to both: moonscan vs nmap -T3 default (target:
+#            moonscan/nmap <= 0.5, the same hosts and open ports)
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
@@ -41,7 +49,7 @@
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -54,7 +62,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$REPO/target/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -151,11 +159,11 @@ bench() { # job "name=max..." name cmd [name cmd...]
 # One host, all ports: moonscan FLAG vs nmap FLAG -T4, found ports, peak RSS, times.
 one_host_vs_nmap() { # job flag title targets
     local job=$1 flag=$2 title=$3 targets=$4 target=198.18.0.2
-    local ms=("$MS" "$flag" -n -p- "$target")
+    local ms=("$MS" "$flag" -n -Pn -p- "$target")
     local nm=(nmap -n -Pn "$flag" -p- -T4 "$target")
     local ok=1 timed=()
     echo "== $title"
-    moonscan_counts "$job" "moonscan $flag" "$flag" -n -p- "$target" || ok=0
+    moonscan_counts "$job" "moonscan $flag" "$flag" -n -Pn -p- "$target" || ok=0
     if ((ok)); then
         echo "  found: moonscan ${COUNTS[*]} (of 4, each run); nmap $(found_nmap -n -Pn "$flag" -p- -T4 "$target") (of 4)"
         echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
@@ -204,7 +212,7 @@ job_sweep() {
     # the lab's whole range: give it an empty one. It only scans $net anyway.
     : >"$OUT/zmap-blocklist.conf"
     write_poke_wrapper
-    local ms=("$MS" -sS -n -p 80 "$net")
+    local ms=("$MS" -sS -n -Pn -p 80 "$net")
     # -r 0: no rate limit (the default is 10,000 pps; -B 10G overflows to
     # 1.4 Gbit/s in zmap 2.1.1). -c 1: wait 1 s for late answers, not 8.
     local zm=(zmap -p 80 "$net" -i ms-scan0 -S 198.18.0.1 -G "$mac" -b "$OUT/zmap-blocklist.conf"
@@ -214,7 +222,7 @@ job_sweep() {
     echo "== SYN sweep, $SWEEP_HOSTS hosts x port 80: moonscan -sS vs zmap -r 0, masscan --rate 1000000"
     echo "   (target: moonscan time <= zmap's, found >= 99.99 %)"
     echo "  note: masscan runs with --wait 1 instead of its default 10 (zmap with -c 1 instead of 8)"
-    if moonscan_counts sweep "moonscan -sS" -sS -n -p 80 "$net"; then
+    if moonscan_counts sweep "moonscan -sS" -sS -n -Pn -p 80 "$net"; then
         n=$(printf '%s\n' "${COUNTS[@]}" | sort -n | head -n 1)
         verdict=$(awk -v n="$n" -v all="$SWEEP_HOSTS" 'BEGIN { print (n * 100 / all >= 99.99 ? "met" : "MISSED") }')
         found+=("moonscan min $(of_sweep "$n"), each run: ${COUNTS[*]}  (target >= 99.99 %: $verdict)")
@@ -269,7 +277,7 @@ for p in ET.parse(sys.argv[1]).iter("port"):
 
 job_service() {
     local target=198.18.0.2 ports=22,80,443,6379 ok=1 timed=()
-    local ms=("$MS" -sV -n -p "$ports" "$target")
+    local ms=("$MS" -sV -n -Pn -p "$ports" "$target")
     local nm=(nmap -n -Pn -sV -p "$ports" "$target")
     echo "== service detection, 4 lab services: moonscan -sV vs nmap -n -Pn -sV (target: moonscan/nmap <= 0.1)"
     if attempt service "moonscan -sV" "$OUT/service.moonscan.ndjson" "${ms[@]}" -oJ -; then
@@ -297,7 +305,7 @@ job_service() {
 
 job_svcmem() {
     local net=198.19.0.0/20
-    local ms=("$MS" -sV -n -p 80,443 "$net")
+    local ms=("$MS" -sV -n -Pn -p 80,443 "$net")
     echo "== service detection across $net x {80,443} (8,192 open ports): time and peak RSS (target: RSS < 40 MB)"
     in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/svcmem.ndjson" >/dev/null 2>"$OUT/svcmem.time"
     python3 - "$OUT/svcmem.ndjson" "$OUT/svcmem.time" <<'PY'
@@ -382,7 +390,7 @@ PY
 
 job_scripts() {
     local target=198.18.0.2 ports=22,80,443,6379 ok=1 timed=()
-    local ms=("$MS" -sV -sC -n -p "$ports" "$target")
+    local ms=("$MS" -sV -sC -n -Pn -p "$ports" "$target")
     local nm=(nmap -n -Pn -sV -sC -p "$ports" "$target")
     echo "== -sV -sC, 4 lab services: moonscan vs nmap (target: moonscan/nmap <= 0.15, the same facts)"
     if attempt scripts "moonscan -sV -sC" "$OUT/scripts.moonscan.ndjson" "${ms[@]}" -oJ -; then
@@ -418,7 +426,7 @@ LUA
 job_plugrate() {
     local net=198.19.0.0/20
     trivial_plugin
-    local ms=("$MS" -n -p 80,443 "$net" --script "$OUT/trivial.lua")
+    local ms=("$MS" -n -Pn -p 80,443 "$net" --script "$OUT/trivial.lua")
     echo "== plugin throughput: a trivial plugin on $net x {80,443} (8,192 open ports)"
     in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/plugrate.ndjson" >/dev/null 2>"$OUT/plugrate.time"
     python3 - "$OUT/plugrate.ndjson" "$OUT/plugrate.time" <<'PY'
@@ -446,7 +454,7 @@ job_nmapdb() {
     echo "== nmap's probe file in moonscan: import, load, and -sV on $target's 8 lab services"
     "$MS" probes import "$src" -o "$dir/nmap.yaml" 2>&1 | sed -n '1,2s/^moonscan: /  /p'
     echo "  peak RSS of loading it (every rule compiled): $(peak_rss "$MS" probes --dir "$dir" list) MB"
-    local own=("$MS" -sV -n -p "$ports" "$target") imported=("$MS" -sV -n --probes "$dir" -p "$ports" "$target")
+    local own=("$MS" -sV -n -Pn -p "$ports" "$target") imported=("$MS" -sV -n -Pn --probes "$dir" -p "$ports" "$target")
     local nm=(nmap -n -Pn -sV -p "$ports" "$target")
     echo "  peak RSS of -sV: own database $(peak_rss "${own[@]}") MB, imported $(peak_rss "${imported[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
     in_lab hyperfine -N -w 1 -r "$RUNS" --export-json "$OUT/nmapdb-import.json" \
@@ -464,7 +472,7 @@ job_daemons() {
         ports+=("${list[@]}")
     done < <(bash "$REPO/scripts/lab.sh" ports)
     list=$(printf '%s\n' "${ports[@]}" | sort -nu | paste -sd, -)
-    local ms=("$MS" -n -sV -p "$list" "${addrs[@]}") nm=(nmap -n -Pn -sV -p "$list" "${addrs[@]}")
+    local ms=("$MS" -n -Pn -sV -p "$list" "${addrs[@]}") nm=(nmap -n -Pn -sV -p "$list" "${addrs[@]}")
     echo "== -sV on the lab's daemons (${addrs[*]}, ${#ports[@]} ports) against nmap -sV (target: identified >= nmap's, moonscan/nmap <= 0.05)"
     attempt daemons "nmap -sV" /dev/null /usr/bin/time -f "%e %M" -o "$dir/nmap.time" "${nm[@]}" -oX "$dir/nmap.xml" || return 1
     attempt daemons "moonscan -sV" /dev/null /usr/bin/time -f "%e %M" -o "$dir/moonscan.time" "${ms[@]}" -oX "$dir/moonscan.xml" || return 1
@@ -529,7 +537,7 @@ PY
 # moonscan's top N UDP ports (its own table, not nmap's: nmap is given
 # the same list with -p so both scan the same ports).
 top_udp() { # n
-    in_lab "$MS" -sU -n --top-ports "$1" --max-retries 0 --max-rtt-timeout 10ms 198.18.0.2 -oX - 2>/dev/null |
+    in_lab "$MS" -sU -n -Pn --top-ports "$1" --max-retries 0 --max-rtt-timeout 10ms 198.18.0.2 -oX - 2>/dev/null |
         grep -o 'protocol="udp" numservices="[0-9]*" services="[^"]*"' | sed 's/.*services="//; s/"$//'
 }
 
@@ -537,7 +545,7 @@ job_udp() {
     local target=198.18.0.2 list
     list=$(top_udp 100)
     [ -n "$list" ] || { echo "  job udp: could not read moonscan's top 100 UDP ports"; return 1; }
-    local ms=("$MS" -sU -n --top-ports 100 "$target")
+    local ms=("$MS" -sU -n -Pn --top-ports 100 "$target")
     local nm=(nmap -n -Pn -sU -p "U:$list" -T4 "$target")
     # -d: nmap lists every port in its XML (without it, states are folded into <extraports>).
     echo "== UDP scan, moonscan's top 100 UDP ports of $target: moonscan -sU vs nmap -sU -T4 on the same ports"
@@ -555,7 +563,7 @@ job_udprate() {
     [ -n "$list" ] || { echo "  job udprate: could not read moonscan's top 100 UDP ports"; return 1; }
     echo "== UDP scan, moonscan's top 100 UDP ports of $target (default ICMP rate limit): moonscan -sU vs nmap -sU -T4, once each"
     t0=$(date +%s.%N)
-    attempt udprate "moonscan -sU" "$OUT/udprate.moonscan.out" "$MS" -sU -n -v --top-ports 100 "$target" \
+    attempt udprate "moonscan -sU" "$OUT/udprate.moonscan.out" "$MS" -sU -n -Pn -v --top-ports 100 "$target" \
         -oX "$OUT/udprate.moonscan.xml" || return 1
     t1=$(date +%s.%N)
     attempt udprate "nmap -sU" "$OUT/udprate.nmap.out" nmap -n -Pn -sU -T4 -p "U:$list" "$target" \
@@ -565,19 +573,80 @@ job_udprate() {
     udp_states moonscan "$OUT/udprate.moonscan.xml" nmap "$OUT/udprate.nmap.xml"
 }
 
+job_ping() {
+    local net=198.19.0.0/16 mac n t0 t1 timed=() found=()
+    mac=$(ip -n mstarget -br link show ms-tgt0 | awk '{print $3}')
+    : >"$OUT/zmap-blocklist.conf"
+    local ms=("$MS" -sn -n "$net")
+    local zm=(zmap --probe-module=icmp_echoscan "$net" -i ms-scan0 -S 198.18.0.1 -G "$mac"
+        -b "$OUT/zmap-blocklist.conf" -r 0 -c 1 -q --disable-syslog -o "$OUT/ping.zmap.txt")
+    echo "== host discovery sweep, $SWEEP_HOSTS hosts: moonscan -sn vs zmap icmp_echoscan -r 0 -c 1 vs nmap -sn"
+    echo "   (target: >= 99.99 % of hosts, moonscan time <= zmap's)"
+    if attempt ping "moonscan -sn" "$OUT/ping.moonscan.ndjson" "${ms[@]}" -oJ -; then
+        n=$(grep -c '"state":"up"' "$OUT/ping.moonscan.ndjson" || true)
+        found+=("moonscan $(of_sweep "$n")")
+        echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, zmap $(peak_rss "${zm[@]}") MB"
+        timed+=(moonscan "${ms[*]}")
+    fi
+    if attempt ping zmap /dev/null "${zm[@]}"; then
+        found+=("zmap $(of_sweep "$(found_zmap "$OUT/ping.zmap.txt")")")
+        timed+=(zmap "${zm[*]}")
+    fi
+    t0=$(date +%s.%N)
+    if attempt ping "nmap -sn" "$OUT/ping.nmap.gnmap" nmap -n -sn "$net" -oG -; then
+        t1=$(date +%s.%N)
+        found+=("nmap $(of_sweep "$(grep -c 'Status: Up' "$OUT/ping.nmap.gnmap" || true)"), timed once: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f s", b - a }')")
+    fi
+    local f
+    echo "  found (hosts up):"
+    for f in "${found[@]}"; do echo "    $f"; done
+    [ ${#timed[@]} -eq 0 ] || bench ping "zmap=1" "${timed[@]}"
+}
+
+job_discover() {
+    local net=198.18.2.0/24 list
+    list=$(in_lab "$MS" -n -Pn --top-ports 1000 --max-retries 0 --max-rtt-timeout 10ms 198.18.0.2 -oX - 2>/dev/null |
+        grep -o 'protocol="tcp" numservices="[0-9]*" services="[^"]*"' | sed 's/.*services="//; s/"$//')
+    [ -n "$list" ] || { echo "  job discover: could not read moonscan's top 1000 TCP ports"; return 1; }
+    local ms=("$MS" -n -p "$list" "$net") nm=(nmap -n -p "$list" "$net")
+    echo "== default scan (host discovery on) of $net, 8 hosts up, moonscan's top 1000 ports: moonscan vs nmap (-T3)"
+    echo "   (target: moonscan/nmap <= 0.5, the same hosts and open ports)"
+    attempt discover moonscan "$OUT/discover.moonscan.out" "${ms[@]}" -oX "$OUT/discover.moonscan.xml" || return 1
+    attempt discover nmap "$OUT/discover.nmap.out" "${nm[@]}" -oX "$OUT/discover.nmap.xml" || return 1
+    python3 - "$OUT/discover.moonscan.xml" "$OUT/discover.nmap.xml" <<'PY'
+import sys, xml.etree.ElementTree as ET
+def seen(path):
+    hosts, ports = set(), set()
+    for h in ET.parse(path).iter("host"):
+        if h.find("status").get("state") != "up":
+            continue
+        ip = h.find("address").get("addr")
+        hosts.add(ip)
+        for p in h.iter("port"):
+            if p.find("state").get("state") == "open":
+                ports.add((ip, p.get("portid")))
+    return hosts, ports
+(mh, mp), (nh, np) = seen(sys.argv[1]), seen(sys.argv[2])
+same = "same" if (mh, mp) == (nh, np) else "DIFFERENT"
+print(f"  hosts up: moonscan {len(mh)}, nmap {len(nh)}; open ports: moonscan {len(mp)}, nmap {len(np)} ({same})")
+PY
+    echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+    bench discover "nmap=0.5" moonscan "${ms[*]}" nmap "${nm[*]}"
+}
+
 job_baseline() {
     [ -x "${BASELINE:-}" ] || { echo "  job baseline: set BASELINE to an older moonscan binary"; return 1; }
     trivial_plugin
     local db=$OUT/baseline.db name args
     local -A cmd=(
-        [connect]="-sT -n -p- 198.18.0.2"
-        [syn]="-sS -n -p- 198.18.0.2"
-        [sweep]="-sS -n -p 80 198.19.0.0/16"
-        [service]="-sV -n -p 22,80,443,6379 198.18.0.2"
-        [svcmem]="-sV -n -p 80,443 198.19.0.0/20"
-        [scripts]="-sV -sC -n -p 22,80,443,6379 198.18.0.2"
-        [plugrate]="-n -p 80,443 198.19.0.0/20 --script $OUT/trivial.lua"
-        [db]="-sS -n -p- 198.18.0.2 --db $db"
+        [connect]="-sT -n -Pn -p- 198.18.0.2"
+        [syn]="-sS -n -Pn -p- 198.18.0.2"
+        [sweep]="-sS -n -Pn -p 80 198.19.0.0/16"
+        [service]="-sV -n -Pn -p 22,80,443,6379 198.18.0.2"
+        [svcmem]="-sV -n -Pn -p 80,443 198.19.0.0/20"
+        [scripts]="-sV -sC -n -Pn -p 22,80,443,6379 198.18.0.2"
+        [plugrate]="-n -Pn -p 80,443 198.19.0.0/20 --script $OUT/trivial.lua"
+        [db]="-sS -n -Pn -p- 198.18.0.2 --db $db"
     )
     echo "== this build (now) against $BASELINE (then), the same commands (target: now/then <= 1.05)"
     for name in connect syn sweep service svcmem scripts plugrate db; do
@@ -598,8 +667,8 @@ job_db() {
     echo "== --db overhead (SQLite, WAL, batched): with/without, same run (target for -sS -p-: < 1.10)"
     for name in syn sweep; do
         case $name in
-        syn) args=(-sS -n -p- 198.18.0.2) ;;
-        sweep) args=(-sS -n -p 80 198.19.0.0/16) ;;
+        syn) args=(-sS -n -Pn -p- 198.18.0.2) ;;
+        sweep) args=(-sS -n -Pn -p 80 198.19.0.0/16) ;;
         esac
         in_lab hyperfine -N -w 2 -r "$RUNS" --prepare "rm -f $db $db-wal $db-shm" --export-json "$OUT/db-$name.json" \
             -n without "$MS ${args[*]}" -n with "$MS ${args[*]} --db $db" >"$OUT/db-$name.txt"

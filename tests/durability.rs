@@ -17,7 +17,7 @@ fn slow_sweep(dir: &std::path::Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", "msscan"])
         .arg(bin())
-        .args(["-sS", "-n", "-p", "80", SWEEP, "--max-rate", "40000", "--seed", "11"])
+        .args(["-sS", "-n", "-Pn", "-p", "80", SWEEP, "--max-rate", "40000", "--seed", "11"])
         .args(extra)
         .current_dir(dir)
         .stdin(Stdio::null())

@@ -59,7 +59,11 @@ fn text_output_streams_each_open_port() {
     for p in &ports {
         assert!(text.contains(&format!("Discovered open port {p}/tcp on 127.0.0.1")), "{text}");
     }
-    assert!(text.lines().last().unwrap().starts_with("moonscan done: 2 probes sent, 2 open"), "{text}");
+    assert!(text.contains("Host 127.0.0.1 is up (localhost-response"), "{text}");
+    assert!(
+        text.lines().last().unwrap().starts_with("moonscan done: 1 of 1 hosts up, 2 probes sent, 2 open"),
+        "{text}"
+    );
     assert!(stderr(&out).is_empty(), "no progress line when stderr is not a terminal");
 }
 

@@ -22,7 +22,7 @@ fn slow_detection_holds_discovery_back_and_memory_stays_flat() {
     // 65,536 open ports, four detected at a time (each takes a NULL-probe
     // wait and a GET): discovery could find them all in a third of a second.
     let mut child = in_lab(bin())
-        .args(["-n", "-sS", "-sV", "--version-parallelism", "4", "-p", "80", "198.19.0.0/16"])
+        .args(["-n", "-Pn", "-sS", "-sV", "--version-parallelism", "4", "-p", "80", "198.19.0.0/16"])
         .args(["-oJ", out.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

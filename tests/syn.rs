@@ -167,7 +167,7 @@ fn interrupt_stops_sending_and_keeps_results() {
     // -v reports closed ports too, so progress shows in the events.
     let child = in_lab(bin())
         .current_dir(dir.path())
-        .args(["-sS", "-n", "-v", "-p-", "--max-rate", "5000", "-oJ", ndjson.to_str().unwrap(), TARGET])
+        .args(["-sS", "-n", "-Pn", "-v", "-p-", "--max-rate", "5000", "-oJ", ndjson.to_str().unwrap(), TARGET])
         .stdout(Stdio::null()) // text goes here; unread, a pipe would fill
         .stderr(Stdio::piped())
         .spawn()
@@ -193,14 +193,14 @@ fn interrupt_stops_sending_and_keeps_results() {
     assert!(dir.path().join("moonscan.resume").exists(), "an interrupted scan leaves a resume file");
 }
 
-/// ARP/NDP for on-link targets is capped: forced out of ms-scan0, all of
-/// 198.18.0.0/16 counts as on-link, which is over the cap, so the scan is
-/// refused (exit 2) before any SYN is sent.
+/// ARP/NDP for on-link targets is capped: 2001:2::/112 (65,536 addresses
+/// of the on-link 2001:2::/64) is over the cap, so the scan is refused
+/// (exit 2) before any SYN is sent.
 #[test]
 fn too_many_on_link_targets_are_refused_before_sending() {
     let _lab = lab();
-    let cap = Capture::start("net 198.18.0.0/16 and not host 198.18.0.2");
-    let (out, evs) = lab_scan(&["-sS", "-n", "-e", "ms-scan0", "-p", "80", "198.18.0.0/16"]);
+    let cap = Capture::packets("ip6 and tcp");
+    let (out, evs) = lab_scan(&["-sS", "-n", "-e", "ms-scan0", "-p", "80", "2001:2::/112"]);
     let syns = cap.stop();
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("on-link targets"), "{}", stderr(&out));

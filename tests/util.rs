@@ -165,7 +165,7 @@ impl Capture {
 pub fn excluded_addresses_get_no_syn(scan_type: &str) {
     let cap = Capture::start("dst net 198.19.0.0/28");
     let (out, evs) =
-        lab_scan(&[scan_type, "-n", "-p", "80,81", "198.19.0.0/28", "--exclude", "198.19.0.5,198.19.0.8-10"]);
+        lab_scan(&[scan_type, "-n", "-Pn", "-p", "80,81", "198.19.0.0/28", "--exclude", "198.19.0.5,198.19.0.8-10"]);
     let syns = cap.stop();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let mut per_host: std::collections::BTreeMap<String, usize> = Default::default();

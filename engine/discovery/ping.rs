@@ -228,7 +228,11 @@ pub async fn socket_ping(ip: IpAddr, timeout: Duration, retries: u32) -> Option<
         let tries = [80u16, 443].map(|port| async move {
             let addr = SocketAddr::new(ip, port);
             match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
-                Ok(Ok(_)) => Some(Reason::SynAck),
+                Ok(Ok(s)) => {
+                    // Closed with a RST: no TIME_WAIT left behind.
+                    let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+                    Some(Reason::SynAck)
+                }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(Reason::ConnRefused),
                 _ => None,
             }

@@ -127,6 +127,9 @@ pub struct HostScan {
 /// timeout (nmap's host group).
 const HOST_GROUP: usize = 256;
 
+/// Fewer hosts than this go to one sender thread.
+const FEW_HOSTS: u64 = 1024;
+
 /// Runs the raw scan of `order`, reporting to `found`; a UDP scan sends
 /// each port its datagram from `payloads`. With `hosts`, `order` walks the
 /// hosts (each address once) and their ports are scanned as they are found
@@ -142,7 +145,11 @@ pub fn run(
     // Slow scans gain nothing from more senders; fast ones split the rate.
     // A scan delay is per host, and one sender sees all of a host's probes.
     let slow = opts.pace.max_rate.is_some_and(|r| r < 1000.0) || opts.pace.scan_delay.is_some();
-    let workers = if slow { 1 } else { opts.workers.clamp(1, 16) };
+    // Senders split the hosts when the order walks hosts: with few hosts
+    // and a rate limit, one sender would hold them all and the others'
+    // share of the rate would go unused.
+    let few_hosts = hosts.is_some() && order.remaining() < FEW_HOSTS && opts.pace.max_rate.is_some();
+    let workers = if slow || few_hosts { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16).for_scan(opts.kind);
     let plan = hosts.and_then(|h| h.plan.clone());
     let ping = plan.as_ref().map(|p| PingCookie::new(opts.key.0, opts.key.1, workers as u16, &p.probes));
