@@ -333,19 +333,41 @@ impl Pass {
     async fn run(self, cfg: &ScanConfig, ctx: &Ctx, found: Found) -> Result<bool> {
         let Pass { kind, order, timing, links, payloads, key, hosts } = self;
         let Some(links) = links else {
-            let order = match hosts {
-                None => order,
-                Some(h) => match socket_discovery(order, &h, &timing, ctx).await {
-                    Some(up) => up,
-                    None => return Ok(ctx.stop.is_set()),
-                },
-            };
-            return Ok(match kind {
-                ScanType::Udp => {
-                    discovery::udp::run(order, &timing, cfg.workers, cfg.report_closed, payloads, found).await
+            let scan = |order, timing: discovery::Timing, found: Found| {
+                let payloads = payloads.clone();
+                async move {
+                    match kind {
+                        ScanType::Udp => {
+                            discovery::udp::run(order, &timing, cfg.workers, cfg.report_closed, payloads, found).await
+                        }
+                        _ => discovery::connect::run(order, &timing, cfg.workers, cfg.report_closed, found).await,
+                    }
                 }
-                _ => discovery::connect::run(order, &timing, cfg.workers, cfg.report_closed, found).await,
-            });
+            };
+            let Some(h) = hosts else { return Ok(scan(order, timing, found).await) };
+            // Discovery and the port scan side by side: each batch of hosts
+            // found up (all that came in while the last batch was scanned)
+            // is port-scanned at once. They share the sockets: a quarter for
+            // discovery (two connections a host), the rest for ports.
+            let ping_window = (timing.window / 4).clamp(1, 256);
+            let ports_timing = discovery::Timing { window: (timing.window - ping_window).max(1), ..timing.clone() };
+            let (tx, mut rx) = mpsc::channel::<std::net::IpAddr>(4096);
+            let asking = socket_discovery(order, &h, &timing, ping_window, ctx, tx);
+            let scanning = async {
+                let mut interrupted = false;
+                while let Some(first) = rx.recv().await {
+                    let mut batch = vec![first];
+                    while let Ok(ip) = rx.try_recv() {
+                        batch.push(ip);
+                    }
+                    if let Some(order) = hosts_order(batch, &h.ports) {
+                        interrupted |= scan(order, ports_timing.clone(), found.clone()).await;
+                    }
+                }
+                interrupted
+            };
+            let ((), interrupted) = tokio::join!(asking, scanning);
+            return Ok(interrupted || ctx.stop.is_set());
         };
         let opts = SynOptions {
             pace: Pace {
@@ -375,15 +397,16 @@ impl Pass {
 }
 
 /// Host discovery without raw sockets: every host of `hosts` (an order of
-/// addresses) asked by [`ping::socket_ping`], `window` at a time. Returns
-/// the port scan's order over the hosts found up, or `None` when nothing
-/// is left to scan (`-sn`, no host up, or stopped).
+/// addresses) asked by [`ping::socket_ping`], `window` at a time; each host
+/// found up goes to `up` (unless `-sn`) the moment it answers.
 async fn socket_discovery(
     hosts: crate::targets::ScanOrder,
     scan: &HostScan,
     timing: &discovery::Timing,
+    window: usize,
     ctx: &Ctx,
-) -> Option<crate::targets::ScanOrder> {
+    up: mpsc::Sender<std::net::IpAddr>,
+) {
     use futures_util::StreamExt;
     let plan = scan.plan.clone();
     let asked = futures_util::stream::iter(hosts.map(|(ip, _)| ip))
@@ -398,11 +421,11 @@ async fn socket_discovery(
                 }
             }
         })
-        .buffer_unordered(timing.window.clamp(1, 512));
+        .buffer_unordered(window);
     futures_util::pin_mut!(asked);
-    let mut up = Vec::new();
+    let report_down = plan.as_ref().is_some_and(|p| p.report_down);
+    let ping_only = plan.as_ref().is_some_and(|p| p.ping_only);
     while let Some((ip, answer)) = asked.next().await {
-        let report_down = plan.as_ref().is_some_and(|p| p.report_down);
         let state = if answer.is_some() { HostState::Up } else { HostState::Down };
         if plan.is_some() && !scan.quiet {
             Stats::bump(if answer.is_some() { &ctx.stats.hosts_up } else { &ctx.stats.hosts_down });
@@ -413,17 +436,17 @@ async fn socket_discovery(
                 ctx.emit(Event::Host(ev)).await;
             }
         }
-        if answer.is_some() {
-            let k = crate::targets::addrs::key(ip);
-            up.push((k, k));
+        if answer.is_some() && !ping_only {
+            let _ = up.send(ip).await;
         }
     }
-    if up.is_empty() || ctx.stop.is_set() || plan.as_ref().is_some_and(|p| p.ping_only) {
-        return None;
-    }
-    let addrs = crate::targets::AddrSet::from_ranges(up);
+}
+
+/// The port scan's order over `hosts` (found up) and `ports`' ports.
+fn hosts_order(hosts: Vec<std::net::IpAddr>, ports: &crate::targets::TargetSpace) -> Option<crate::targets::ScanOrder> {
+    let ranges = hosts.into_iter().map(|ip| (crate::targets::addrs::key(ip), crate::targets::addrs::key(ip))).collect();
+    let addrs = crate::targets::AddrSet::from_ranges(ranges);
     let none = crate::targets::AddrSet::default();
-    let space = crate::targets::TargetSpace::new(&addrs, &none, scan.ports.ports().to_vec()).ok()?;
-    let space = space.in_sequence(scan.ports.is_sequential());
-    Some(space.order(random_u64(), crate::targets::Shard::WHOLE, 0))
+    let space = crate::targets::TargetSpace::new(&addrs, &none, ports.ports().to_vec()).ok()?;
+    Some(space.in_sequence(ports.is_sequential()).order(random_u64(), crate::targets::Shard::WHOLE, 0))
 }

@@ -214,7 +214,8 @@ setup_namespaces() {
     ip -n "$RATE_NS" route replace default via 198.18.1.1
     # A host route only: the rest of 198.18.1.0/24 stays unroutable from msscan.
     ip -n "$SCAN_NS" route replace "$RATE/32" via 198.18.0.2
-    ip -n "$SCAN_NS" route replace unreachable 198.18.1.0/24
+    # "throw": no route at all (ENETUNREACH), as before the /16 route came.
+    ip -n "$SCAN_NS" route replace throw 198.18.1.0/24
     # Host discovery's /16: 8 live hosts in 198.18.2.0/24, the rest dead.
     ip -n "$SCAN_NS" route replace 198.18.0.0/16 via 198.18.0.2
     ip -n "$TGT_NS" route replace blackhole 198.18.0.0/16

@@ -36,6 +36,11 @@ impl TokenBucket {
             Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
         }
     }
+
+    /// Gives back a token taken for a probe that was not sent after all.
+    pub fn give_back(&mut self) {
+        self.tokens += 1.0;
+    }
 }
 
 #[cfg(test)]

@@ -132,8 +132,6 @@ pub struct Machine<I> {
     clock: Instant,
     /// Probes whose time ran out and that are due another send.
     resend: VecDeque<Key>,
-    /// A new target taken from `targets` that waits for a token.
-    next_up: Option<(IpAddr, u16)>,
     reported_open: Seen,
     counts: Counts,
     kind: ScanType,
@@ -160,7 +158,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             inflight: HashMap::new(),
             timers: VecDeque::new(),
             resend: VecDeque::new(),
-            next_up: None,
             reported_open: seen,
             counts: Counts::default(),
             kind: ScanType::Syn,
@@ -282,10 +279,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// until their time runs out.
     pub fn stop(&mut self) {
         self.stopping = true;
-        // Taken from the order but never sent: given up, as held ones are.
-        if let Some((ip, port)) = self.next_up.take() {
-            self.give_up((key(ip), port));
-        }
         while let Some(k) = self.resend.pop_front() {
             if self.inflight.remove(&k).is_some() {
                 self.give_up(k);
@@ -410,32 +403,28 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             if self.resend.is_empty() && !can_new {
                 break;
             }
-            // The next new target is taken before a token is: an empty feed
-            // costs no token (another machine may be sharing the bucket).
-            let fresh = match self.resend.is_empty() {
-                false => None,
-                true => match self.next_up.take().or_else(|| self.targets.next()) {
-                    None => {
-                        self.exhausted = true;
-                        continue;
-                    }
-                    some => some,
-                },
-            };
             if let Some(b) = &mut self.bucket {
                 if b.try_take(now).is_err() {
-                    self.next_up = fresh;
                     break;
                 }
             }
-            let Some((ip, port)) = fresh else {
-                let k = self.resend.pop_front().expect("a resend is due");
+            if let Some(k) = self.resend.pop_front() {
                 if let Some((nth, sent)) = self.inflight.get_mut(&k) {
                     *nth += 1;
                     *sent = now;
                     self.timers.push_back((now, k, *nth));
                     self.counts.sent += 1;
                     out.push((addr(k.0), k.1));
+                }
+                continue;
+            }
+            // A target is taken from the order only with its token in hand
+            // (a stop never drops one taken but not sent); an empty feed
+            // gives the token back (another machine may share the bucket).
+            let Some((ip, port)) = self.targets.next() else {
+                self.exhausted = true;
+                if let Some(b) = &mut self.bucket {
+                    b.give_back();
                 }
                 continue;
             };
