@@ -158,10 +158,37 @@ impl Template {
 #[allow(clippy::too_many_arguments)]
 pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, ip_id: u16, payload: &[u8]) -> usize {
     let payload = &payload[..payload.len().min(MAX_UDP_PAYLOAD)];
+    let udp_len = UDP + payload.len();
+    let (len, rest) = headers(out, hop, dst, IpNextHeaderProtocols::Udp, udp_len, ip_id);
+    let mut u = MutableUdpPacket::new(rest).expect("frame fits");
+    u.set_source(sport);
+    u.set_destination(dport);
+    u.set_length(udp_len as u16);
+    u.set_payload(payload);
+    let c = match (hop.src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => udp::ipv4_checksum(&u.to_immutable(), &s, &d),
+        (IpAddr::V6(s), IpAddr::V6(d)) => udp::ipv6_checksum(&u.to_immutable(), &s, &d),
+        _ => unreachable!("headers checked the families"),
+    };
+    u.set_checksum(nonzero(c));
+    len
+}
+
+/// Writes the Ethernet and IP headers of a `payload_len`-byte `proto`
+/// payload from `hop` to `dst` (zeroing the frame first); the IP id (IPv4)
+/// or flow label (IPv6) is `ip_id`. Returns the frame's length and the
+/// payload's room.
+fn headers<'a>(
+    out: &'a mut [u8],
+    hop: &Hop,
+    dst: IpAddr,
+    proto: pnet_packet::ip::IpNextHeaderProtocol,
+    payload_len: usize,
+    ip_id: u16,
+) -> (usize, &'a mut [u8]) {
     let v6 = dst.is_ipv6();
     let ip_len = if v6 { IP6 } else { IP4 };
-    let udp_len = UDP + payload.len();
-    let len = ETH + ip_len + udp_len;
+    let len = ETH + ip_len + payload_len;
     let out = &mut out[..len];
     out.fill(0);
     out[0..6].copy_from_slice(&hop.dst_mac);
@@ -169,21 +196,14 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
     let ethertype = if v6 { EtherTypes::Ipv6 } else { EtherTypes::Ipv4 };
     out[12..14].copy_from_slice(&ethertype.0.to_be_bytes());
     let (iph, rest) = out[ETH..].split_at_mut(ip_len);
-    let mut u = MutableUdpPacket::new(rest).expect("frame fits");
-    u.set_source(sport);
-    u.set_destination(dport);
-    u.set_length(udp_len as u16);
-    u.set_payload(payload);
     match (hop.src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let c = udp::ipv4_checksum(&u.to_immutable(), &s, &d);
-            u.set_checksum(nonzero(c));
             let mut ip = MutableIpv4Packet::new(iph).expect("frame fits");
             ip.set_version(4);
             ip.set_header_length(5);
-            ip.set_total_length((IP4 + udp_len) as u16);
+            ip.set_total_length((IP4 + payload_len) as u16);
             ip.set_ttl(64);
-            ip.set_next_level_protocol(IpNextHeaderProtocols::Udp);
+            ip.set_next_level_protocol(proto);
             ip.set_identification(ip_id);
             ip.set_source(s);
             ip.set_destination(d);
@@ -191,12 +211,10 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
             ip.set_checksum(c);
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let c = udp::ipv6_checksum(&u.to_immutable(), &s, &d);
-            u.set_checksum(nonzero(c));
             let mut ip = MutableIpv6Packet::new(iph).expect("frame fits");
             ip.set_version(6);
-            ip.set_payload_length(udp_len as u16);
-            ip.set_next_header(IpNextHeaderProtocols::Udp);
+            ip.set_payload_length(payload_len as u16);
+            ip.set_next_header(proto);
             ip.set_hop_limit(64);
             ip.set_flow_label(u32::from(ip_id));
             ip.set_source(s);
@@ -204,7 +222,7 @@ pub fn fill_udp(out: &mut [u8], hop: &Hop, dst: IpAddr, sport: u16, dport: u16, 
         }
         _ => panic!("hop and target of different address families"),
     }
-    len
+    (len, rest)
 }
 
 /// The ICMP requests host discovery sends (`-PE`, `-PP`, `-PM`).
@@ -256,48 +274,18 @@ pub fn fill_icmp(out: &mut [u8], hop: &Hop, dst: IpAddr, ping: Ping, id: u16, se
     if v6 && ping != Ping::Echo {
         return None;
     }
-    let ip_len = if v6 { IP6 } else { IP4 };
-    let icmp_len = 8 + ping.body_len();
-    let len = ETH + ip_len + icmp_len;
-    let out = &mut out[..len];
-    out.fill(0);
-    out[0..6].copy_from_slice(&hop.dst_mac);
-    out[6..12].copy_from_slice(&hop.src_mac);
-    let ethertype = if v6 { EtherTypes::Ipv6 } else { EtherTypes::Ipv4 };
-    out[12..14].copy_from_slice(&ethertype.0.to_be_bytes());
-    let (iph, msg) = out[ETH..].split_at_mut(ip_len);
+    let proto = if v6 { IpNextHeaderProtocols::Icmpv6 } else { IpNextHeaderProtocols::Icmp };
+    let (len, msg) = headers(out, hop, dst, proto, 8 + ping.body_len(), seq);
     msg[0] = ping.request_type(v6);
     msg[4..6].copy_from_slice(&id.to_be_bytes());
     msg[6..8].copy_from_slice(&seq.to_be_bytes());
-    match (hop.src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let c = pnet_packet::icmp::checksum(&IcmpPacket::new(msg).expect("header fits"));
-            msg[2..4].copy_from_slice(&c.to_be_bytes());
-            let mut ip = MutableIpv4Packet::new(iph).expect("frame fits");
-            ip.set_version(4);
-            ip.set_header_length(5);
-            ip.set_total_length((IP4 + icmp_len) as u16);
-            ip.set_ttl(64);
-            ip.set_next_level_protocol(IpNextHeaderProtocols::Icmp);
-            ip.set_identification(seq);
-            ip.set_source(s);
-            ip.set_destination(d);
-            let c = ipv4::checksum(&ip.to_immutable());
-            ip.set_checksum(c);
-        }
+    let c = match (hop.src, dst) {
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let c = pnet_packet::icmpv6::checksum(&Icmpv6Packet::new(msg).expect("header fits"), &s, &d);
-            msg[2..4].copy_from_slice(&c.to_be_bytes());
-            let mut ip = MutableIpv6Packet::new(iph).expect("frame fits");
-            ip.set_version(6);
-            ip.set_payload_length(icmp_len as u16);
-            ip.set_next_header(IpNextHeaderProtocols::Icmpv6);
-            ip.set_hop_limit(64);
-            ip.set_source(s);
-            ip.set_destination(d);
+            pnet_packet::icmpv6::checksum(&Icmpv6Packet::new(msg).expect("header fits"), &s, &d)
         }
-        _ => panic!("hop and target of different address families"),
-    }
+        _ => pnet_packet::icmp::checksum(&IcmpPacket::new(msg).expect("header fits")),
+    };
+    msg[2..4].copy_from_slice(&c.to_be_bytes());
     Some(len)
 }
 
