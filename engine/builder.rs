@@ -448,7 +448,10 @@ impl ScanBuilder {
     /// Checks every setting and builds the scan.
     pub fn build(self) -> Result<Built> {
         let mut notes = Vec::new();
-        let discovery = self.discovery()?;
+        // A resumed scan walks what is left of its (address, port) order:
+        // only a scan without discovery writes a resume file (or one from
+        // before discovery, which took every target as up).
+        let discovery = if self.resume.is_some() { None } else { self.discovery()? };
         let no_ports = self.list_only || self.ping_only;
         if no_ports {
             let flag = if self.list_only { "-sL" } else { "-sn" };
