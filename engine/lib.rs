@@ -58,7 +58,7 @@ pub use scan::ScanConfig;
 pub mod fuzz {
     /// Parses a received frame as the SYN scanner does, with and without checksum checks.
     pub fn syn_reply(frame: &[u8]) {
-        use crate::discovery::syn::frame::parse;
+        use crate::discovery::syn::reply::parse;
         use crate::net::packet::Checksum;
         for sum in [Checksum::Unchecked, Checksum::Unfinished, Checksum::Valid] {
             let _ = parse(frame, sum);
@@ -70,7 +70,7 @@ pub mod fuzz {
     /// bytes choose (as a probe file's `txid` would), then judged by a
     /// UDP scan's cookie.
     pub fn udp_reply(data: &[u8]) {
-        use crate::discovery::syn::{frame::parse, Cookie};
+        use crate::discovery::syn::{reply::parse, Cookie};
         use crate::net::packet::Checksum;
         let [at, len, frame @ ..] = data else { return };
         let cookie = Cookie::new(1, 2, 2).for_scan(crate::findings::ScanType::Udp);
@@ -87,7 +87,7 @@ pub mod fuzz {
     /// every kind of probe, and read as a host's answer.
     pub fn ping_reply(data: &[u8]) {
         use crate::discovery::ping::{up_reason, HostPlan, PingCookie};
-        use crate::discovery::syn::frame::parse;
+        use crate::discovery::syn::reply::parse;
         use crate::net::packet::Checksum;
         let mut probes = HostPlan::nmap_default().probes;
         for o in ["M", "U", "S22"] {

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::syn::cookie::{Cookie, SPORT_BASE};
-use super::syn::frame::{Ping, Reply};
+use super::syn::frame::Ping;
+use super::syn::reply::Reply;
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{HostEvent, HostState, Proto, Reason};
 use crate::pipeline::Ctx;
@@ -332,7 +333,8 @@ mod tests {
                 let mut req = vec![0u8; frame::MAX_PING];
                 let n = frame::fill_icmp(&mut req, &h, dst, kind, id, seq as u16).unwrap();
                 let reply = pong_of(&req[..n], v6);
-                let r = frame::parse(&reply, Checksum::Unchecked).expect("a well-formed reply parses");
+                let r = crate::discovery::syn::reply::parse(&reply, Checksum::Unchecked)
+                    .expect("a well-formed reply parses");
                 assert_eq!(r.icmp, Some(kind.reason()));
                 let (w, a) = c.accepts(&r).expect("our reply");
                 assert_eq!((w, a.sport, a.src), (1, idx, dst));
@@ -343,7 +345,7 @@ mod tests {
                 let mut bad = reply.clone();
                 let last = bad.len() - 1;
                 bad[last] ^= 0x40;
-                assert!(frame::parse(&bad, Checksum::Unchecked).is_none(), "bad checksum");
+                assert!(crate::discovery::syn::reply::parse(&bad, Checksum::Unchecked).is_none(), "bad checksum");
                 // The port scan's cookie never takes a ping's reply.
                 assert!(Cookie::new(1, 2, 2).accepts(&r).is_none());
             }

@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use siphasher::sip::SipHasher13;
 
-use super::frame::Reply;
+use super::reply::Reply;
 use crate::findings::{Proto, Reason, ScanType};
 use crate::targets::addrs::key;
 

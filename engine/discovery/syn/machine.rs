@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use super::frame::Reply;
+use super::reply::Reply;
 use crate::discovery::TokenBucket;
 use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};

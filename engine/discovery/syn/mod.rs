@@ -18,6 +18,7 @@ pub mod frame;
 pub mod hosts;
 pub mod links;
 pub mod machine;
+pub mod reply;
 
 use std::io;
 use std::net::IpAddr;
@@ -27,9 +28,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use cookie::Cookie;
-pub use frame::{Hop, Reply, Template};
+pub use frame::{Hop, Template};
 pub use links::{LinkOptions, Links};
 pub use machine::{Counts, Machine, Pace, Seen, Verdict};
+pub use reply::Reply;
 
 use hosts::{Discovery, HostVerdict, LiveFeed, PingFeed};
 use pnet_packet::tcp::TcpFlags;
@@ -227,7 +229,7 @@ fn receive(
         let n = sock.recv_batch(&mut bufs, &mut lens, &mut sums, Duration::from_millis(5))?;
         for i in 0..n {
             let f = &bufs[i][..lens[i]];
-            let Some(r) = frame::parse(f, sums[i]) else { continue };
+            let Some(r) = reply::parse(f, sums[i]) else { continue };
             if let Some((w, a)) = ping.and_then(|p| p.accepts(&r)) {
                 per[w].push((true, a));
                 continue;
@@ -576,7 +578,7 @@ probes:
         let (p, cookie) = (payloads(), Cookie::new(9, 10, 1).for_scan(ScanType::Udp));
         let (src, dst) = ("198.18.0.1", "198.18.0.2");
         let take = |f: &[u8]| {
-            let r = frame::parse(f, crate::net::packet::Checksum::Unchecked).unwrap();
+            let r = reply::parse(f, crate::net::packet::Checksum::Unchecked).unwrap();
             accept_udp(cookie, &p, r, f).map(|(w, a)| (w, a.sport))
         };
         let (seq, sport) = cookie.probe(src.parse().unwrap(), dst.parse().unwrap(), 53, 0);
