@@ -29,25 +29,27 @@
 //! # Ok(()) }
 //! ```
 
+mod choices;
+mod handle;
+mod inputs;
+
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+pub use handle::ScanHandle;
+pub use inputs::available_plugins;
 
 use crate::discovery::payloads::Payloads;
 use crate::discovery::syn::LinkOptions;
-use crate::discovery::{stop_signal, Stats, StopHandle, Timing};
 use crate::error::{Error, ErrorKind, Result};
-use crate::findings::{Event, ScanEnd, ScanType};
+use crate::findings::ScanType;
 use crate::plugins::stage::PluginConfig;
-use crate::plugins::{Budgets, Plugin};
+use crate::plugins::Budgets;
 use crate::scan::{ScanConfig, UdpPlan};
 use crate::service::{DetectOptions, Detector, ProbeDb};
-use crate::targets::addrs::AddrSetBuilder;
-use crate::targets::{self, Family, Shard, TargetSpace, Term};
+use crate::targets::{Shard, TargetSpace};
 
 /// Entry point: `Scan::builder()`.
 pub struct Scan;
@@ -414,114 +416,13 @@ impl ScanBuilder {
         self
     }
 
-    /// The host discovery asked for, checked.
-    fn discovery(&self) -> Result<Option<crate::discovery::ping::HostPlan>> {
-        use crate::discovery::ping::HostPlan;
-        if self.list_only {
-            if self.ping_only {
-                return Err(usage("-sL and -sn cannot be combined"));
-            }
-            return Ok(None);
-        }
-        let mut probes = Vec::new();
-        for p in self.ping_probes.iter().filter(|p| !p.eq_ignore_ascii_case("R")) {
-            HostPlan::add_option(&mut probes, p)?;
-        }
-        if self.no_ping {
-            if self.ping_only {
-                return Err(usage("-sn -Pn would send nothing; -sL lists the targets"));
-            }
-            if !self.ping_probes.is_empty() {
-                return Err(usage("-Pn and -P discovery probes cannot be combined"));
-            }
-            return Ok(None);
-        }
-        let mut plan = HostPlan::nmap_default();
-        if !probes.is_empty() {
-            plan.probes = probes;
-        }
-        plan.ping_only = self.ping_only;
-        plan.report_down = self.verbosity > 0;
-        Ok(Some(plan))
-    }
-
     /// Checks every setting and builds the scan.
     pub fn build(self) -> Result<Built> {
         let mut notes = Vec::new();
-        // A resumed scan walks what is left of its (address, port) order:
-        // only a scan without discovery writes a resume file (or one from
-        // before discovery, which took every target as up).
-        let discovery = if self.resume.is_some() { None } else { self.discovery()? };
+        let discovery = self.discovery()?;
         let no_ports = self.list_only || self.ping_only;
-        if no_ports {
-            let flag = if self.list_only { "-sL" } else { "-sn" };
-            let conflict = [
-                (self.ports.is_some(), "-p/--top-ports"),
-                (self.udp || self.scan_type.is_some(), "a scan type (-sS, -sT, -sU...)"),
-                (self.detect.is_some(), "-sV"),
-                (self.scripts.is_some(), "--script"),
-                (self.host_timeout.is_some(), "--host-timeout"),
-            ];
-            if let Some((_, what)) = conflict.iter().find(|c| c.0) {
-                return Err(usage(format!("{flag} scans no ports: it cannot be combined with {what}")));
-            }
-            if self.resume.is_some() {
-                return Err(usage(format!("{flag} cannot be resumed")));
-            }
-        }
         let raw_ok = self.raw_sockets.unwrap_or_else(crate::net::packet::raw_available);
-        let udp = self.udp || self.scan_type == Some(ScanType::Udp);
-        let tcp_type = self.scan_type.filter(|&t| t != ScanType::Udp);
-        let udp_raw = udp && raw_ok && self.any_remote_target();
-        if udp && !udp_raw {
-            notes.push(if raw_ok {
-                "raw UDP probes cannot reach this machine's own addresses; -sU uses UDP sockets".into()
-            } else {
-                "raw sockets are not available (needs root or CAP_NET_RAW); -sU uses UDP sockets".into()
-            });
-        }
-        let scan_type = match tcp_type {
-            // -sS -sU without raw sockets: the TCP part connect-scans, as -sS alone does.
-            Some(ScanType::Syn) if !raw_ok && udp => {
-                notes.push(
-                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into(),
-                );
-                ScanType::Connect
-            }
-            Some(t) => t,
-            None if udp => ScanType::Udp,
-            None if raw_ok => ScanType::Syn,
-            None => {
-                notes.push(
-                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into(),
-                );
-                ScanType::Connect
-            }
-        };
-        let scan_type = if scan_type == ScanType::Syn && !self.any_remote_target() {
-            notes.push("raw SYN probes cannot reach this machine's own addresses; doing a connect scan (-sT)".into());
-            ScanType::Connect
-        } else {
-            scan_type
-        };
-        // The other raw scans have no connect-scan equivalent to fall back on.
-        if !matches!(scan_type, ScanType::Syn | ScanType::Connect | ScanType::Udp) {
-            if !raw_ok {
-                return Err(usage(format!(
-                    "{} sends raw packets: it needs root or CAP_NET_RAW (-sT needs neither)",
-                    scan_type.flag()
-                )));
-            }
-            if !self.any_remote_target() {
-                return Err(usage(format!(
-                    "{} sends raw packets, which cannot reach this machine's own addresses",
-                    scan_type.flag()
-                )));
-            }
-        }
-        if scan_type == ScanType::Connect && !udp_raw && (self.link.iface.is_some() || self.link.src.is_some()) {
-            return Err(usage("-e and -S apply to raw (SYN) scans only"));
-        }
+        let (scan_type, udp, udp_raw) = self.scan_kind(raw_ok, &mut notes)?;
 
         if self.host_timeout.is_some() && scan_type == ScanType::Connect {
             notes.push("--host-timeout applies to raw scans only; this connect scan ignores it".into());
@@ -541,26 +442,7 @@ impl ScanBuilder {
         if !udp && self.ports_name_udp() {
             notes.push("the port list names UDP ports (U:) but -sU is not given: only TCP is scanned".into());
         }
-        let family = if self.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
-        let mut include = AddrSetBuilder::default();
-        for t in &self.targets {
-            add_term(&mut include, t, self.no_dns, family)?;
-        }
-        for path in &self.target_files {
-            read_list(path, "-iL", |t| add_term(&mut include, t, self.no_dns, family))?;
-        }
-        if include.is_empty() {
-            return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
-        }
-        let include = include.finish()?;
-        let mut exclude = AddrSetBuilder::default();
-        for t in self.exclude.iter().filter(|t| !t.trim().is_empty()) {
-            add_term(&mut exclude, t, self.no_dns, family)?;
-        }
-        for path in &self.exclude_files {
-            read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
-        }
-        let exclude = exclude.finish()?;
+        let (include, exclude) = self.address_sets()?;
         let (space, also_udp) = match (tcp_ports, udp_ports) {
             (Some(tcp), udp) => {
                 let also = udp.map(|u| TargetSpace::new(&include, &exclude, u)).transpose()?;
@@ -572,46 +454,7 @@ impl ScanBuilder {
         let space = space.in_sequence(self.sequential);
 
         let level = self.timing_level.unwrap_or(3);
-        let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;
-        if let Some(rate) = self.max_rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(usage(format!("--max-rate must be a positive number of probes per second, not {rate}")));
-            }
-            timing.max_rate = Some(rate);
-        }
-        if let Some(min) = self.min_rate {
-            if !(min.is_finite() && min > 0.0) {
-                return Err(usage(format!("--min-rate must be a positive number of probes per second, not {min}")));
-            }
-            if timing.max_rate.is_some_and(|max| min > max) {
-                return Err(usage("--min-rate is above --max-rate"));
-            }
-        }
-        if let Some(r) = self.max_retries {
-            timing.retries = r;
-        }
-        if let Some(w) = self.max_parallelism {
-            if w == 0 {
-                return Err(usage("--max-parallelism must be at least 1"));
-            }
-            timing.window = w;
-            timing.raw_window = w;
-        }
-        if let Some(t) = self.max_rtt_timeout {
-            timing.timeout = t;
-        }
-        if let Some(d) = self.scan_delay {
-            if d > Duration::from_secs(3600) {
-                return Err(usage("--scan-delay is at most 1h"));
-            }
-            timing.scan_delay = Some(d).filter(|d| !d.is_zero());
-        }
-        if let Some(min) = self.min_rate {
-            // With nothing answering, a window of W probes sends W per timeout.
-            let needed = (min * timing.timeout.as_secs_f64() * f64::from(timing.retries + 1)).ceil() as usize;
-            timing.raw_window = timing.raw_window.max(needed);
-            timing.window = timing.window.max(needed);
-        }
+        let mut timing = self.timing(level)?;
         // Keep room for the files and sockets that are not probes.
         let nofile = self.open_files.unwrap_or_else(crate::net::nofile_limit);
         let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
@@ -718,198 +561,4 @@ impl ScanBuilder {
     pub fn start(self) -> Result<ScanHandle> {
         Ok(ScanHandle::start(self.build()?))
     }
-
-    /// False when every target named is a loopback address or `localhost`
-    /// (the SYN engine cannot probe those).
-    fn any_remote_target(&self) -> bool {
-        let loopback = |t: &str| {
-            t == "localhost"
-                || t.split('/').next().and_then(|a| a.parse::<IpAddr>().ok()).is_some_and(|a| a.is_loopback())
-        };
-        self.targets.is_empty() || !self.target_files.is_empty() || !self.targets.iter().all(|t| loopback(t))
-    }
-
-    /// Whether the port spec names UDP ports with `U:`.
-    fn ports_name_udp(&self) -> bool {
-        let udp = |t: &str| t.trim_start().get(..2).is_some_and(|p| p.eq_ignore_ascii_case("u:"));
-        matches!(&self.ports, Some(Ports::Spec(s)) if s.split(',').any(udp))
-    }
-
-    /// The TCP and the UDP ports to scan, for the protocols asked.
-    fn port_list(&self, tcp: bool, udp: bool) -> Result<(Option<PortNumbers>, Option<PortNumbers>)> {
-        let one = |proto: targets::Proto| -> Result<Vec<u16>> {
-            let pick = |l: targets::PortList| if proto == targets::Proto::Tcp { l.tcp } else { l.udp };
-            let list = match &self.ports {
-                Some(Ports::Spec(spec)) => pick(targets::parse_ports(spec)?),
-                Some(Ports::Top(0)) => {
-                    return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0"))
-                }
-                Some(Ports::Top(n)) => targets::top_ports(proto, *n),
-                None => targets::top_ports(proto, 1000),
-            };
-            let name = if proto == targets::Proto::Tcp { "TCP" } else { "UDP" };
-            if list.is_empty() {
-                return Err(Error::new(ErrorKind::PortSpec, format!("the port spec names no {name} ports")));
-            }
-            let mut skip = Vec::new();
-            for spec in &self.exclude_ports {
-                skip.extend(pick(targets::parse_ports(spec)?));
-            }
-            let list: Vec<u16> = list.into_iter().filter(|p| !skip.contains(p)).collect();
-            if list.is_empty() {
-                return Err(Error::new(ErrorKind::PortSpec, "--exclude-ports leaves no port to scan"));
-            }
-            Ok(list)
-        };
-        match (tcp, udp) {
-            // Both asked: a protocol the spec names no port of is left out,
-            // so long as the other has some.
-            (true, true) => match (one(targets::Proto::Tcp), one(targets::Proto::Udp)) {
-                (Ok(t), Ok(u)) => Ok((Some(t), Some(u))),
-                (Ok(t), Err(_)) => Ok((Some(t), None)),
-                (Err(_), Ok(u)) => Ok((None, Some(u))),
-                (Err(e), Err(_)) => Err(e),
-            },
-            (tcp, udp) => Ok((
-                tcp.then(|| one(targets::Proto::Tcp)).transpose()?,
-                udp.then(|| one(targets::Proto::Udp)).transpose()?,
-            )),
-        }
-    }
-}
-
-/// A running scan: its events as they come, live counters, a stop signal,
-/// and its summary at the end.
-pub struct ScanHandle {
-    events: mpsc::Receiver<Event>,
-    stats: Arc<Stats>,
-    stop: Arc<StopHandle>,
-    task: tokio::task::JoinHandle<Result<ScanEnd>>,
-}
-
-impl ScanHandle {
-    /// Runs a built scan on the current tokio runtime.
-    pub fn start(built: Built) -> ScanHandle {
-        let config = built.config;
-        let (tx, events) = mpsc::channel(4096);
-        let stats = Arc::new(Stats::default());
-        let (stop, stop_rx) = stop_signal();
-        let st = stats.clone();
-        let task = tokio::spawn(async move { crate::scan::run(&config, tx, st, stop_rx).await });
-        ScanHandle { events, stats, stop: Arc::new(stop), task }
-    }
-
-    /// The live counters, shared (for a progress display on another thread).
-    pub fn shared_stats(&self) -> Arc<Stats> {
-        self.stats.clone()
-    }
-
-    /// The stop signal, shared (for a Ctrl-C handler on another task).
-    pub fn stopper(&self) -> Arc<StopHandle> {
-        self.stop.clone()
-    }
-
-    /// The next event, or None after `scan_end` (or when the scan failed
-    /// before it began: [`ScanHandle::finish`] says why).
-    pub async fn next_event(&mut self) -> Option<Event> {
-        self.events.recv().await
-    }
-
-    /// Takes the event stream, to be read elsewhere (by sinks on another
-    /// thread); [`ScanHandle::next_event`] then returns None at once and
-    /// [`ScanHandle::finish`] only waits for the end. The reader must keep
-    /// reading until the stream closes, or the scan waits for it.
-    pub fn take_events(&mut self) -> mpsc::Receiver<Event> {
-        let (_, closed) = mpsc::channel(1);
-        std::mem::replace(&mut self.events, closed)
-    }
-
-    /// Live counters (probes sent, open ports, findings, errors...).
-    pub fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    /// Probes sent over probes planned, 0.0 to 1.0.
-    pub fn progress(&self) -> f64 {
-        let planned = Stats::get(&self.stats.planned);
-        if planned == 0 {
-            return 0.0;
-        }
-        (Stats::get(&self.stats.sent) as f64 / planned as f64).min(1.0)
-    }
-
-    /// Stops sending new probes; what was found still streams out, and the
-    /// scan ends with `scan_end` as usual.
-    pub fn stop(&self) {
-        self.stop.stop();
-    }
-
-    /// Waits for the end (draining events nobody read) and returns the summary.
-    pub async fn finish(mut self) -> Result<ScanEnd> {
-        while self.events.recv().await.is_some() {}
-        match self.task.await {
-            Ok(r) => r,
-            Err(e) => Err(Error::new(ErrorKind::Io, format!("the scan task failed: {e}"))),
-        }
-    }
-}
-
-/// Every plugin a scan can select: the plugin folder (plugins/, the pack
-/// core) and the installed packs' plugins, compiled from the bytes their
-/// verification checked.
-pub fn available_plugins(plugin_dir: &Path, packs: Vec<crate::packs::InstalledPack>) -> Result<Vec<Plugin>> {
-    let mut plugins = if plugin_dir.is_dir() { crate::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
-    for pack in packs {
-        for p in pack.plugins {
-            crate::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;
-        }
-    }
-    Ok(plugins)
-}
-
-/// Longest line of a target list.
-const MAX_LIST_LINE: usize = 4096;
-/// Largest target list read (it is read as a stream, a line at a time).
-const MAX_LIST: u64 = 1 << 30;
-
-/// Calls `f` with each target term of a file (`-` for stdin), read as a
-/// stream: whitespace-separated, `#` starts a comment.
-fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
-    let each = |line: &str| -> Result<()> {
-        for t in line.split('#').next().unwrap_or("").split_whitespace() {
-            f(t)?;
-        }
-        Ok(())
-    };
-    if path.as_os_str() == "-" {
-        return crate::files::for_each_line(std::io::stdin().lock(), path, flag, MAX_LIST_LINE, MAX_LIST, each);
-    }
-    let file = std::fs::File::open(path)
-        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{flag} {}: {e}", path.display()), e))?;
-    crate::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
-}
-
-/// Adds one target term's addresses (a hostname is resolved now).
-fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> Result<()> {
-    match targets::parse_term(t)? {
-        Term::Ranges(r) => {
-            if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
-                return Err(Error::new(ErrorKind::TargetSpec, format!("-6 was given but '{t}' is an IPv4 target")));
-            }
-            for range in r {
-                set.push(range)?;
-            }
-        }
-        Term::Host(name) if no_dns => {
-            return Err(Error::new(
-                ErrorKind::Resolve,
-                format!("'{name}' is a hostname, and -n disables DNS resolution"),
-            ));
-        }
-        Term::Host(name) => {
-            let k = targets::addrs::key(targets::resolve(&name, family)?);
-            set.push((k, k))?;
-        }
-    }
-    Ok(())
 }
