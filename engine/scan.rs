@@ -182,7 +182,7 @@ pub(crate) async fn run(
     let t0 = Instant::now();
     let ctx = Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone() };
     if cfg.list_only {
-        let interrupted = list(&hosts_space.order(cfg.seed, cfg.shard, 0), &ctx).await;
+        let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
         return Ok(finish(&ctx, &stats, interrupted).await);
     }
 
@@ -211,22 +211,6 @@ pub(crate) async fn run(
         (None, Some(to_plugins)) => Some(Next::Plugins(to_plugins)),
     };
     let found = Found { ctx: ctx.clone(), next };
-    // With host discovery (or a host timeout) the raw scans walk the hosts
-    // and scan each one's ports when it is found up.
-    let by_host = |ports: &crate::targets::TargetSpace, quiet: bool| {
-        (cfg.discovery.is_some() || cfg.host_timeout.is_some()).then(|| HostScan {
-            plan: cfg.discovery.clone().map(Arc::new),
-            ports: ports.clone(),
-            quiet,
-            host_timeout: cfg.host_timeout,
-        })
-    };
-    let order = match &cfg.resume {
-        Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
-        None if by_host(&cfg.space, false).is_some() => hosts_space.order(cfg.seed, cfg.shard, 0),
-        None => cfg.space.order(cfg.seed, cfg.shard, 0),
-    }
-    .tracked(&cfg.progress);
     let links = links.filter(|l| !l.loopback).map(Arc::new);
     let key = (random_u64(), random_u64());
     // With TCP and UDP both, the two passes run side by side and share the rate.
@@ -243,6 +227,24 @@ pub(crate) async fn run(
     let payloads: Arc<Payloads> = cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default();
     // Each pass goes raw only where its protocol may (-sT -sU: UDP raw, TCP by connect).
     let raw_for = |kind: ScanType| links.clone().filter(|_| if kind == ScanType::Udp { udp_raw } else { tcp_raw });
+    // With host discovery, or a host timeout on a raw pass, a pass walks the
+    // hosts and scans each one's ports when it is found up.
+    let by_host = |kind: ScanType, ports: &crate::targets::TargetSpace, quiet: bool| {
+        let walk = cfg.discovery.is_some() || (cfg.host_timeout.is_some() && raw_for(kind).is_some());
+        walk.then(|| HostScan {
+            plan: cfg.discovery.clone().map(Arc::new),
+            ports: ports.clone(),
+            quiet,
+            host_timeout: cfg.host_timeout,
+        })
+    };
+    let hosts = by_host(cfg.scan_type, &cfg.space, false);
+    let order = match &cfg.resume {
+        Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
+        None if hosts.is_some() => hosts_space.order(cfg.seed, cfg.shard, 0),
+        None => cfg.space.order(cfg.seed, cfg.shard, 0),
+    }
+    .tracked(&cfg.progress);
     let first = Pass {
         kind: cfg.scan_type,
         order,
@@ -250,12 +252,12 @@ pub(crate) async fn run(
         links: raw_for(cfg.scan_type),
         payloads: payloads.clone(),
         key,
-        hosts: by_host(&cfg.space, false),
+        hosts,
     };
     let interrupted = match also_udp {
         None => first.run(cfg, &ctx, found).await?,
         Some(also) => {
-            let hosts = by_host(also, true);
+            let hosts = by_host(ScanType::Udp, also, true);
             let second = Pass {
                 kind: ScanType::Udp,
                 order: if hosts.is_some() {
@@ -301,12 +303,10 @@ async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool) -> ScanEnd {
     end
 }
 
-/// `-sL`: every target, as a `host` event of unknown state; nothing is sent.
-async fn list(hosts: &crate::targets::ScanOrder, ctx: &Ctx) -> bool {
-    let mut addrs: Vec<std::net::IpAddr> = hosts.clone().map(|(ip, _)| ip).collect();
-    // nmap lists in address order.
-    addrs.sort_unstable();
-    for ip in addrs {
+/// `-sL`: every target in address order (nmap's), as a `host` event of
+/// unknown state; nothing is sent.
+async fn list(hosts: crate::targets::ScanOrder, ctx: &Ctx) -> bool {
+    for (ip, _) in hosts {
         if ctx.stop.is_set() {
             return true;
         }
@@ -344,7 +344,10 @@ impl Pass {
                     }
                 }
             };
-            let Some(h) = hosts else { return Ok(scan(order, timing, found).await) };
+            // Socket passes walk hosts only with discovery (the host timeout is raw scans').
+            let Some((h, plan)) = hosts.as_ref().and_then(|h| Some((h, h.plan.clone()?))) else {
+                return Ok(scan(order, timing, found).await);
+            };
             // Discovery and the port scan side by side: each batch of hosts
             // found up (all that came in while the last batch was scanned)
             // is port-scanned at once. They share the sockets: a quarter for
@@ -352,7 +355,7 @@ impl Pass {
             let ping_window = (timing.window / 4).clamp(1, 256);
             let ports_timing = discovery::Timing { window: (timing.window - ping_window).max(1), ..timing.clone() };
             let (tx, mut rx) = mpsc::channel::<std::net::IpAddr>(4096);
-            let asking = socket_discovery(order, &h, &timing, ping_window, ctx, tx);
+            let asking = socket_discovery(order, &plan, h.quiet, &timing, ping_window, ctx, tx);
             let scanning = async {
                 let mut interrupted = false;
                 while let Some(first) = rx.recv().await {
@@ -367,7 +370,7 @@ impl Pass {
                 interrupted
             };
             let ((), interrupted) = tokio::join!(asking, scanning);
-            return Ok(interrupted || ctx.stop.is_set());
+            return Ok(interrupted);
         };
         let opts = SynOptions {
             pace: Pace {
@@ -401,42 +404,35 @@ impl Pass {
 /// found up goes to `up` (unless `-sn`) the moment it answers.
 async fn socket_discovery(
     hosts: crate::targets::ScanOrder,
-    scan: &HostScan,
+    plan: &HostPlan,
+    quiet: bool,
     timing: &discovery::Timing,
     window: usize,
     ctx: &Ctx,
     up: mpsc::Sender<std::net::IpAddr>,
 ) {
     use futures_util::StreamExt;
-    let plan = scan.plan.clone();
+    let ports = ping::connect_ports(plan);
     let asked = futures_util::stream::iter(hosts.map(|(ip, _)| ip))
         .take_while(|_| std::future::ready(!ctx.stop.is_set()))
         .map(|ip| {
-            let plan = plan.clone();
-            async move {
-                match plan {
-                    // -Pn with a host timeout: every host is up.
-                    None => (ip, Some((Reason::UserSet, std::time::Duration::ZERO))),
-                    Some(_) => (ip, ping::socket_ping(ip, timing.timeout, timing.retries).await),
-                }
-            }
+            let ports = &ports;
+            async move { (ip, ping::socket_ping(ip, ports, timing.timeout, timing.retries).await) }
         })
         .buffer_unordered(window);
     futures_util::pin_mut!(asked);
-    let report_down = plan.as_ref().is_some_and(|p| p.report_down);
-    let ping_only = plan.as_ref().is_some_and(|p| p.ping_only);
     while let Some((ip, answer)) = asked.next().await {
-        let state = if answer.is_some() { HostState::Up } else { HostState::Down };
-        if plan.is_some() && !scan.quiet {
+        if !quiet {
             Stats::bump(if answer.is_some() { &ctx.stats.hosts_up } else { &ctx.stats.hosts_down });
-            if answer.is_some() || report_down {
+            if answer.is_some() || plan.report_down {
+                let state = if answer.is_some() { HostState::Up } else { HostState::Down };
                 let reason = answer.map_or(Reason::NoResponse, |a| a.0);
                 let mut ev = ping::host_event(ctx, ip, state, reason, None);
                 ev.latency = answer.map(|a| a.1.as_secs_f64());
                 ctx.emit(Event::Host(ev)).await;
             }
         }
-        if answer.is_some() && !ping_only {
+        if answer.is_some() && !plan.ping_only {
             let _ = up.send(ip).await;
         }
     }

@@ -5,7 +5,9 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use moonscan::discovery::syn::{LinkOptions, Links};
 use moonscan::net::route::{neighbour_mac, next_hop_mac, parse_mac, route_to, route_via};
+use moonscan::targets::AddrSet;
 
 use crate::util::{in_lab_thread, lab};
 
@@ -33,6 +35,19 @@ fn lab_routes_and_neighbours() {
     assert!(route_to(ip("2001:3::1")).is_err());
     let r = route_to(ip("198.18.0.1")).unwrap();
     assert!(r.loopback && r.ifname == "lo", "own address: {r:?}");
+
+    // 198.18.1.0/24 has no route but a /32 to 198.18.1.2: the block is
+    // looked up address by address, within the budget of such lookups.
+    let key = moonscan::targets::addrs::key;
+    let block = AddrSet::from_ranges(vec![(key(ip("198.18.1.0")), key(ip("198.18.1.255")))]);
+    let opts = LinkOptions::default();
+    let links = Links::resolve_within(&block, &opts, Duration::from_secs(1), 256).unwrap();
+    assert!(links.hop(ip("198.18.1.2")).is_ok(), "reached through its host route");
+    assert!(links.hop(ip("198.18.1.5")).is_err());
+    assert_eq!(links.unreachable().count(), 0, "a split block is no error of its own");
+    let links = Links::resolve_within(&block, &opts, Duration::from_secs(1), 255).unwrap();
+    assert!(links.hop(ip("198.18.1.2")).is_err(), "past the budget the block is unreachable whole");
+    assert_eq!(links.unreachable().count(), 1);
 
     let expected = target_mac();
     for flush in [false, true] {

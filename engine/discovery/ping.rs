@@ -8,8 +8,8 @@
 //!
 //! The raw scans run discovery in their own threads (`syn::run`, with
 //! [`PingCookie`] validating the answers); the socket scans ask with
-//! connections to ports 80 and 443 ([`socket_ping`]), as unprivileged
-//! nmap does.
+//! connections ([`socket_ping`] to the `-PS`/`-PA` ports, else 80 and
+//! 443), as unprivileged nmap does.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -216,17 +216,35 @@ pub fn host_event(ctx: &Ctx, ip: IpAddr, state: HostState, reason: Reason, ttl: 
     HostEvent { scan_id: ctx.scan_id.clone(), ip, state, reason, ttl, latency: None, mac: None, t: ctx.t() }
 }
 
-/// Asks one host whether it is up without raw sockets: this machine's
-/// own loopback addresses are up at once; others are up if a connection to
-/// port 80 or 443 is accepted or refused within `timeout` (each tried
-/// `1 + retries` times). Returns the reason and the latency.
-pub async fn socket_ping(ip: IpAddr, timeout: Duration, retries: u32) -> Option<(Reason, Duration)> {
+/// The ports discovery connects to without raw sockets: the `-PS`/`-PA`
+/// ports asked, else 80 and 443 (unprivileged nmap's).
+pub fn connect_ports(plan: &HostPlan) -> Vec<u16> {
+    let asked: Vec<u16> = plan
+        .probes
+        .iter()
+        .filter_map(|p| match p {
+            PingProbe::Syn(port) | PingProbe::Ack(port) => Some(*port),
+            _ => None,
+        })
+        .collect();
+    if asked.is_empty() {
+        vec![80, 443]
+    } else {
+        asked
+    }
+}
+
+/// Asks one host whether it is up without raw sockets: loopback addresses
+/// are up at once; others are up if a connection to one of `ports` is
+/// accepted or refused within `timeout` (each tried `1 + retries` times).
+/// Returns the reason and the latency.
+pub async fn socket_ping(ip: IpAddr, ports: &[u16], timeout: Duration, retries: u32) -> Option<(Reason, Duration)> {
     if ip.is_loopback() {
         return Some((Reason::LocalhostResponse, Duration::ZERO));
     }
     let t0 = Instant::now();
     for _ in 0..=retries {
-        let tries = [80u16, 443].map(|port| async move {
+        let tries = ports.iter().map(|&port| async move {
             let addr = SocketAddr::new(ip, port);
             match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
                 Ok(Ok(s)) => {
@@ -238,9 +256,7 @@ pub async fn socket_ping(ip: IpAddr, timeout: Duration, retries: u32) -> Option<
                 _ => None,
             }
         });
-        let [a, b] = tries;
-        let (a, b) = tokio::join!(a, b);
-        if let Some(why) = a.or(b) {
+        if let Some(why) = futures_util::future::join_all(tries).await.into_iter().flatten().next() {
             return Some((why, t0.elapsed()));
         }
     }

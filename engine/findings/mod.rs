@@ -428,10 +428,6 @@ impl HostState {
             HostState::Unknown => "unknown",
         }
     }
-
-    pub fn parse(s: &str) -> Option<HostState> {
-        [HostState::Up, HostState::Down, HostState::Unknown].into_iter().find(|h| h.as_str() == s)
-    }
 }
 
 /// What host discovery decided about one target.

@@ -38,20 +38,27 @@ pub struct HostVerdict {
 
 /// The discovery probes of a share of the hosts: each host's probes in a
 /// row. On-link hosts and unreachable ones get no probe: their verdicts
-/// (and counts) are left in `decided`.
+/// are left in `decided`.
 pub struct PingFeed<'a> {
     hosts: ScanOrder,
     links: &'a Links,
     plan: Arc<HostPlan>,
     current: Option<(IpAddr, usize)>,
     decided: Rc<RefCell<VecDeque<HostVerdict>>>,
-    /// Hosts with no path (counted, never probed).
-    pub unreachable: Rc<std::cell::Cell<u64>>,
 }
 
 impl<'a> PingFeed<'a> {
     pub fn new(hosts: ScanOrder, links: &'a Links, plan: Arc<HostPlan>) -> PingFeed<'a> {
-        PingFeed { hosts, links, plan, current: None, decided: Rc::default(), unreachable: Rc::default() }
+        PingFeed { hosts, links, plan, current: None, decided: Rc::default() }
+    }
+}
+
+impl PingFeed<'_> {
+    /// The host is decided: the rest of its probes are not sent.
+    fn skip(&mut self, ip: IpAddr) {
+        if self.current.is_some_and(|(c, _)| c == ip) {
+            self.current = None;
+        }
     }
 }
 
@@ -78,7 +85,10 @@ impl Iterator for PingFeed<'_> {
                 continue;
             }
             if self.links.hop(ip).is_err() {
-                self.unreachable.set(self.unreachable.get() + 1);
+                // No path: never probed, down (the scan said why once per block).
+                let down =
+                    HostVerdict { ip, up: false, reason: Reason::NetUnreach, ttl: None, latency: None, mac: None };
+                self.decided.borrow_mut().push_back(down);
                 continue;
             }
             self.current = Some((ip, 0));
@@ -110,14 +120,15 @@ impl<'a> Discovery<'a> {
     }
 
     /// Notes the probes just sent (`due`, from the machine's poll).
+    /// A host is pending from its first probe; a later one of a host
+    /// already decided (sent before its answer came) opens nothing.
     pub fn sent(&mut self, due: &[(IpAddr, u16)], now: Instant) {
-        for &(ip, _) in due {
-            let plan = &self.plan;
-            self.pending.entry(key(ip)).or_insert_with(|| Pending {
-                left: plan.probes_for(ip).count() as u16,
-                first: now,
-                why: None,
-            });
+        for &(ip, idx) in due {
+            let mut probes = self.plan.probes_for(ip);
+            if probes.next().is_some_and(|(first, _)| first == idx) {
+                let left = 1 + probes.count() as u16;
+                self.pending.insert(key(ip), Pending { left, first: now, why: None });
+            }
         }
     }
 
@@ -139,6 +150,7 @@ impl<'a> Discovery<'a> {
         for (i, _) in self.plan.probes_for(r.src) {
             self.machine.forget(r.src, i);
         }
+        self.machine.source().skip(r.src);
         Some(HostVerdict {
             ip: r.src,
             up: true,
@@ -183,7 +195,7 @@ impl<'a> Discovery<'a> {
 /// one pair from each host in turn (so no host gets a burst), each host's
 /// ports in a keyed order (in order with `-r`). With a host timeout, a
 /// host whose ports have been probed that long gets no more.
-pub struct LiveFeed {
+pub struct LiveFeed<'a> {
     hosts: VecDeque<Live>,
     ports: Arc<[u16]>,
     stride: usize,
@@ -193,7 +205,7 @@ pub struct LiveFeed {
     /// Hosts dropped by the host timeout, and how many ports each had left.
     pub timed_out: Vec<(IpAddr, usize)>,
     /// More hosts to take up (all taken as up, `-Pn`), at most `group` at once.
-    source: Option<(ScanOrder, usize)>,
+    source: Option<(Box<dyn Iterator<Item = IpAddr> + 'a>, usize)>,
 }
 
 struct Live {
@@ -203,8 +215,8 @@ struct Live {
     since: Option<Instant>,
 }
 
-impl LiveFeed {
-    pub fn new(ports: Arc<[u16]>, key: u64, sequential: bool, host_timeout: Option<Duration>) -> LiveFeed {
+impl<'a> LiveFeed<'a> {
+    pub fn new(ports: Arc<[u16]>, key: u64, sequential: bool, host_timeout: Option<Duration>) -> LiveFeed<'a> {
         let n = ports.len().max(1);
         // A stride coprime with n walks every port once.
         let mut stride = (key as usize % n) | 1;
@@ -224,8 +236,8 @@ impl LiveFeed {
     }
 
     /// Takes every host of `hosts` as up, `group` of them at a time.
-    pub fn with_source(self, hosts: ScanOrder, group: usize) -> LiveFeed {
-        LiveFeed { source: Some((hosts, group.max(1))), ..self }
+    pub fn with_source(self, hosts: impl Iterator<Item = IpAddr> + 'a, group: usize) -> LiveFeed<'a> {
+        LiveFeed { source: Some((Box::new(hosts), group.max(1))), ..self }
     }
 
     pub fn add(&mut self, ip: IpAddr) {
@@ -234,15 +246,6 @@ impl LiveFeed {
         }
         let start = if self.sequential { 0 } else { (crate::targets::addrs::key(ip) as u64 ^ self.key) as usize };
         self.hosts.push_back(Live { ip, start: start % self.ports.len(), done: 0, since: None });
-    }
-
-    /// Hosts with ports still to give.
-    pub fn len(&self) -> usize {
-        self.hosts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty()
     }
 }
 
@@ -254,14 +257,14 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-impl Iterator for LiveFeed {
+impl Iterator for LiveFeed<'_> {
     type Item = (IpAddr, u16);
 
     fn next(&mut self) -> Option<(IpAddr, u16)> {
         loop {
             if let Some((order, group)) = &mut self.source {
                 if self.hosts.len() < *group {
-                    if let Some((ip, _)) = order.next() {
+                    if let Some(ip) = order.next() {
                         self.add(ip);
                         continue;
                     }
@@ -269,11 +272,12 @@ impl Iterator for LiveFeed {
                 }
             }
             let mut h = self.hosts.pop_front()?;
-            let now = Instant::now();
-            let since = *h.since.get_or_insert(now);
-            if self.host_timeout.is_some_and(|t| now.saturating_duration_since(since) >= t) {
-                self.timed_out.push((h.ip, self.ports.len() - h.done));
-                continue;
+            if let Some(limit) = self.host_timeout {
+                let now = Instant::now();
+                if now.saturating_duration_since(*h.since.get_or_insert(now)) >= limit {
+                    self.timed_out.push((h.ip, self.ports.len() - h.done));
+                    continue;
+                }
             }
             let n = self.ports.len();
             let i = if self.sequential { h.done } else { (h.start + h.done * self.stride) % n };
@@ -309,6 +313,33 @@ mod tests {
         let mut seq = LiveFeed::new(Arc::from(vec![5u16, 7, 9]), 3, true, None);
         seq.add(a);
         assert_eq!(seq.map(|p| p.1).collect::<Vec<_>>(), vec![5, 7, 9]);
+    }
+
+    #[test]
+    fn hosts_taken_as_up_are_scanned_a_group_at_a_time() {
+        let addrs = crate::targets::AddrSet::from_ranges(vec![(
+            crate::targets::addrs::key("198.18.2.0".parse().unwrap()),
+            crate::targets::addrs::key("198.18.2.9".parse().unwrap()),
+        )]);
+        let hosts = crate::targets::TargetSpace::new(&addrs, &Default::default(), vec![0]).unwrap();
+        let ports: Arc<[u16]> = (1..=4u16).collect::<Vec<_>>().into();
+        let f = LiveFeed::new(ports, 7, false, None)
+            .with_source(hosts.order(1, crate::targets::Shard::WHOLE, 0).map(|(ip, _)| ip), 3);
+        let got: Vec<(IpAddr, u16)> = f.collect();
+        assert_eq!(got.len(), 40, "every port of every host");
+        // Every window of the stream holds at most 3 hosts with ports left.
+        let mut live: Vec<IpAddr> = Vec::new();
+        let mut left: std::collections::HashMap<IpAddr, usize> = Default::default();
+        for (ip, _) in &got {
+            if !live.contains(ip) {
+                live.push(*ip);
+            }
+            *left.entry(*ip).or_insert(4) -= 1;
+            if left[ip] == 0 {
+                live.retain(|h| h != ip);
+            }
+            assert!(live.len() <= 3, "{} hosts at once", live.len());
+        }
     }
 
     #[test]

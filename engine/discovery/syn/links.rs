@@ -117,12 +117,24 @@ impl Links {
 
     /// Resolves every target of `addrs`.
     pub fn resolve(addrs: &AddrSet, opts: &LinkOptions, arp_timeout: Duration) -> Result<Links> {
+        Links::resolve_within(addrs, opts, arp_timeout, SPLIT_LOOKUPS)
+    }
+
+    /// [`Links::resolve`], looking up at most `split_lookups` addresses one
+    /// by one in blocks whose first address has no route; past that, such a
+    /// block is unreachable whole.
+    pub fn resolve_within(
+        addrs: &AddrSet,
+        opts: &LinkOptions,
+        arp_timeout: Duration,
+        split_lookups: u128,
+    ) -> Result<Links> {
         let mut links =
             Links { ifindex: 0, ifname: String::new(), loopback: false, blocks: HashMap::new(), hosts: HashMap::new() };
         let mut gateway_macs: HashMap<IpAddr, Option<[u8; 6]>> = HashMap::new();
         let mut on_link: Vec<(IpAddr, Route)> = Vec::new();
         // Addresses looked up one by one in blocks whose first has no route.
-        let mut split_budget: u128 = SPLIT_LOOKUPS;
+        let mut split_budget = split_lookups;
         for &(lo, hi) in addrs.ranges() {
             let (first, last) = (block_of(lo), block_of(hi));
             let mut b = first;

@@ -238,6 +238,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         &mut self.targets
     }
 
+    /// The targets, as they are (an open-ended machine's "nothing yet"
+    /// stands).
+    pub fn source(&mut self) -> &mut I {
+        &mut self.targets
+    }
+
     /// No more targets will come in.
     pub fn close(&mut self) {
         self.open_ended = false;

@@ -230,18 +230,16 @@ fn receive(
         for i in 0..n {
             let f = &bufs[i][..lens[i]];
             let Some(r) = reply::parse(f, sums[i]) else { continue };
-            if let Some((w, a)) = ping.and_then(|p| p.accepts(&r)) {
-                per[w].push((true, a));
-                continue;
-            }
-            if r.proto == Proto::Tcp || r.icmp.is_some() {
-                if let Some(w) = cookie.accepts(&r) {
-                    per[w].push((false, r));
-                }
-                continue;
-            }
-            if let Some((w, a)) = accept_udp(cookie, payloads, r, f) {
+            // The port scan's replies first (most replies), then discovery's.
+            let port = if r.proto == Proto::Tcp || r.icmp.is_some() {
+                cookie.accepts(&r).map(|w| (w, r))
+            } else {
+                accept_udp(cookie, payloads, r, f)
+            };
+            if let Some((w, a)) = port {
                 per[w].push((false, a));
+            } else if let Some((w, a)) = ping.and_then(|p| p.accepts(&r)) {
+                per[w].push((true, a));
             }
         }
         for (w, batch) in per.iter_mut().enumerate() {
@@ -271,7 +269,7 @@ struct Senders<'a> {
 /// hosts discovery finds.
 enum Targets<'a> {
     Order(Box<dyn Iterator<Item = (IpAddr, u16)> + 'a>),
-    Live(Box<LiveFeed>),
+    Live(Box<LiveFeed<'a>>),
 }
 
 impl Iterator for Targets<'_> {
@@ -299,25 +297,28 @@ fn drive(
     let pace = shared.opts.pace;
     let t0 = Instant::now();
     let mut disc: Option<Discovery> = None;
+    let count = unreachable.clone();
+    let reachable = move |&(ip, _): &(IpAddr, u16)| {
+        let ok = shared.links.hop(ip).is_ok();
+        if !ok {
+            count.set(count.get() + 1);
+        }
+        ok
+    };
     let mut m = match shared.hosts {
         None => {
             let seen = Seen::for_space(order.space());
-            let count = unreachable.clone();
-            let reachable = order.filter(move |&(ip, _)| {
-                let ok = shared.links.hop(ip).is_ok();
-                if !ok {
-                    count.set(count.get() + 1);
-                }
-                ok
-            });
-            Machine::new(Targets::Order(Box::new(reachable)), pace, t0, seen)
+            Machine::new(Targets::Order(Box::new(order.filter(reachable))), pace, t0, seen)
         }
         Some(h) => {
             let sequential = h.ports.is_sequential();
             let feed = LiveFeed::new(h.ports.ports().into(), shared.opts.key.0, sequential, h.host_timeout);
             let seen = Seen::for_space(&h.ports);
             match &h.plan {
-                None => Machine::new(Targets::Live(Box::new(feed.with_source(order, HOST_GROUP))), pace, t0, seen),
+                None => {
+                    let hosts = order.filter(reachable).map(|(ip, _)| ip);
+                    Machine::new(Targets::Live(Box::new(feed.with_source(hosts, HOST_GROUP))), pace, t0, seen)
+                }
                 Some(plan) => {
                     let pings = PingFeed::new(order, shared.links, plan.clone());
                     disc = Some(Discovery::new(pings, |f| {
@@ -363,7 +364,12 @@ fn drive(
         }
     };
     // A host decided: reported, counted, and if up its ports go to the port scan.
+    let stopped = std::cell::Cell::new(false);
     let host = |m: &mut Machine<Targets>, v: HostVerdict| {
+        // A stop gives up the probes still out: their silence says nothing.
+        if !v.up && stopped.get() {
+            return;
+        }
         if !quiet {
             let stats = &shared.found.ctx.stats;
             Stats::bump(if v.up { &stats.hosts_up } else { &stats.hosts_down });
@@ -383,8 +389,8 @@ fn drive(
         }
     };
     let take = |m: &mut Machine<Targets>, disc: &mut Option<Discovery>, batch: Vec<Tagged>| {
+        let now = Instant::now();
         for (is_ping, r) in &batch {
-            let now = Instant::now();
             if !is_ping {
                 if let Some(v) = m.on_reply_at(r, now) {
                     tell(v);
@@ -400,6 +406,7 @@ fn drive(
         }
         if !interrupted && shared.found.ctx.stop.is_set() {
             interrupted = true;
+            stopped.set(true);
             m.stop();
             if let Some(d) = &mut disc {
                 d.machine.stop();
@@ -427,7 +434,7 @@ fn drive(
         for v in m.take_silent() {
             tell(v);
         }
-        if let Targets::Live(f) = m.feed() {
+        if let Targets::Live(f) = m.source() {
             for (ip, left) in std::mem::take(&mut f.timed_out) {
                 let ctx = &shared.found.ctx;
                 let message = format!("host timeout: {left} port(s) left unscanned");
@@ -436,18 +443,21 @@ fn drive(
         }
         if !due.is_empty() || !pings.is_empty() {
             let mut n = 0;
-            for &(ip, idx) in &pings {
-                let (Some(pc), Some(plan), Ok(hop)) = (shared.ping, &plan, shared.links.hop(ip)) else { continue };
-                let (seq, sport) = pc.probe(hop.src, ip, idx, worker);
-                let v6 = usize::from(ip.is_ipv6());
-                let f = &mut frames[n];
-                lens[n] = match plan.probes[usize::from(idx)] {
-                    PingProbe::Icmp(p) => frame::fill_icmp(f, &hop, ip, p, sport, seq as u16).unwrap_or(0),
-                    PingProbe::Syn(port) => syn[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
-                    PingProbe::Ack(port) => ack[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
-                    PingProbe::Udp(port) => frame::fill_udp(f, &hop, ip, sport, port, seq as u16, &[]),
-                };
-                n += usize::from(lens[n] > 0);
+            if let (Some(pc), Some(plan)) = (shared.ping, plan.as_deref()) {
+                for &(ip, idx) in &pings {
+                    // Only reachable hosts are pinged (PingFeed).
+                    let Ok(hop) = shared.links.hop(ip) else { continue };
+                    let (seq, sport) = pc.probe(hop.src, ip, idx, worker);
+                    let v6 = usize::from(ip.is_ipv6());
+                    let f = &mut frames[n];
+                    lens[n] = match plan.probes[usize::from(idx)] {
+                        PingProbe::Icmp(p) => frame::fill_icmp(f, &hop, ip, p, sport, seq as u16).unwrap_or(0),
+                        PingProbe::Syn(port) => syn[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
+                        PingProbe::Ack(port) => ack[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
+                        PingProbe::Udp(port) => frame::fill_udp(f, &hop, ip, sport, port, seq as u16, &[]),
+                    };
+                    n += usize::from(lens[n] > 0);
+                }
             }
             for &(ip, port) in &due {
                 // A target without a path (taken as up with -Pn) is never sent to.
