@@ -7,6 +7,7 @@
 #                     198.18.0.3/24                (second target, see below)
 #                     198.18.0.5/24                (the daemon zoo, scripts/lab-daemons.sh)
 #                     198.18.0.6/24                (behind a firewall, see below)
+#                     198.18.0.7-11/24             (legacy TLS on 443, see below)
 #            ms-tgt1  198.18.1.1/24                (router to msrate)
 #   msrate   ms-rate0 198.18.1.2/24                (ICMP rate-limited target, see below)
 #
@@ -18,6 +19,13 @@
 # 198.18.0.6 reaches the same wildcard listeners as 198.18.0.2, behind an
 # nftables filter in mstarget: TCP and UDP port 9 are dropped (filtered)
 # and port 10 is rejected with ICMP admin-prohibited.
+#
+# Legacy TLS (servers rustls refuses, Debian's OpenSSL at @SECLEVEL=0 in
+# nginx): 443 on 198.18.0.7 speaks TLS 1.0 only, on .8 TLS 1.1 only, on .9
+# TLS 1.2 with RSA key exchange only, on .10 TLS 1.2 with DHE and 1024-bit
+# parameters only, on .11 TLS 1.0-1.2 with NULL and anonymous suites only.
+# (Debian builds OpenSSL without RC4, DES, 3DES and export suites.)
+# Their other ports are the wildcard listeners above.
 #
 # 198.18.0.5 carries some 30 more real Debian daemons (mail, directory, file,
 # database, chat, proxy, printing, VPN, monitoring, version control, message
@@ -60,6 +68,14 @@ TARGET=198.18.0.2
 PORTS=(22 80 443 6379)
 TARGET2=198.18.0.3
 FIREWALLED=198.18.0.6
+# Legacy TLS servers on 443 (address:protocols:ciphers[:dh for 1024-bit DHE]).
+LEGACY_TLS=(
+    "198.18.0.7:TLSv1:DEFAULT"
+    "198.18.0.8:TLSv1.1:DEFAULT"
+    "198.18.0.9:TLSv1.2:kRSA"
+    "198.18.0.10:TLSv1.2:kDHE:dh"
+    "198.18.0.11:TLSv1 TLSv1.1 TLSv1.2:eNULL:aNULL"
+)
 PORTS2=(21 25 5432 11211)
 RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
 # The live hosts of 198.18.2.0/24 (host discovery tests and benchmarks).
@@ -199,6 +215,10 @@ setup_namespaces() {
     ip -n "$TGT_NS" -6 addr replace 2001:2::2/64 dev "$TGT_IF" nodad
     ip -n "$TGT_NS" link set "$TGT_IF" up
     ip -n "$TGT_NS" addr replace "$FIREWALLED/24" dev "$TGT_IF"
+    local l
+    for l in "${LEGACY_TLS[@]}"; do
+        ip -n "$TGT_NS" addr replace "${l%%:*}/24" dev "$TGT_IF"
+    done
     ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
     # mstarget owns all of 198.19.0.0/16 (65,536 hosts for sweeps).
     ip -n "$TGT_NS" route replace local 198.19.0.0/16 dev lo
@@ -299,9 +319,35 @@ make_tls_cert() {
         -addext "subjectAltName=DNS:lab.moonscan.test,DNS:www.lab.moonscan.test" 2>/dev/null
 }
 
+# nginx server blocks for LEGACY_TLS, each the default server of its
+# address's 443 (so its own protocols and suites apply).
+legacy_tls_servers() {
+    local l addr rest protocols ciphers dh
+    for l in "${LEGACY_TLS[@]}"; do
+        addr=${l%%:*} rest=${l#*:}
+        protocols=${rest%%:*} rest=${rest#*:}
+        ciphers=${rest%:dh} dh=
+        [ "$rest" = "$ciphers" ] || dh="ssl_dhparam $STATE/dh1024.pem;"
+        cat <<EOF
+    server {
+        listen $addr:443 ssl;
+        ssl_protocols $protocols;
+        ssl_ciphers "$ciphers:@SECLEVEL=0";
+        ssl_prefer_server_ciphers on;
+        $dh
+        ssl_certificate $STATE/tls.crt;
+        ssl_certificate_key $STATE/tls.key;
+        root $STATE/www;
+    }
+EOF
+    done
+}
+
 start_nginx() {
     pid_alive "$STATE/nginx.pid" nginx && return 0
     make_tls_cert
+    # 1024-bit DH parameters for the DHE server (DSA-style: quick to make).
+    [ -s "$STATE/dh1024.pem" ] || openssl dhparam -dsaparam -out "$STATE/dh1024.pem" 1024 2>/dev/null
     local t=$STATE/nginx-tmp
     cat >"$STATE/nginx.conf" <<EOF
 user root;
@@ -329,6 +375,7 @@ http {
         root $STATE/www;
         index index.html;
     }
+$(legacy_tls_servers)
 }
 EOF
     log "starting nginx"

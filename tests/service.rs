@@ -167,7 +167,7 @@ impl Drop for Hostile {
 }
 
 /// Peak RSS in kB of a command run under /usr/bin/time, with its stdout.
-fn time_v(args: &[&str]) -> (std::process::Output, u64) {
+pub(crate) fn time_v(args: &[&str]) -> (std::process::Output, u64) {
     let out = Command::new("ip")
         .args(["netns", "exec", "msscan", "/usr/bin/time", "-f", "maxrss=%M", bin()])
         .args(args)

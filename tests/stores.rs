@@ -296,6 +296,12 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
             version: "TLSv1.3".into(),
             cipher: "TLS13_AES_128_GCM_SHA256".into(),
             alpn: None,
+            path: "rustls".into(),
+            kx: "ecdhe".into(),
+            group: Some("x25519".into()),
+            kx_bits: 253,
+            ja3s: "0eec924176fb005dfa419c80ab72d27c".into(),
+            ja4s: "t130200_1301_234ea6891581".into(),
             chain: vec![
                 CertSummary {
                     subject: nasty.into(),

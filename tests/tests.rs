@@ -23,6 +23,7 @@ mod service;
 mod ssh_plugins;
 mod stores;
 mod syn;
+mod tls;
 mod udp;
 mod udp_payloads;
 mod util;

@@ -210,5 +210,5 @@ fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
         return Err(bad("no certificate in it".into()));
     }
     let chain = der.iter().map(|d| moonscan::service::tls::summarise(d)).collect();
-    Ok(TlsInfo { version: String::new(), cipher: String::new(), alpn: None, chain, der })
+    Ok(TlsInfo { chain, der, ..TlsInfo::default() })
 }

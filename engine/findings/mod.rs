@@ -624,12 +624,32 @@ pub mod banner_text {
 /// A TLS session: what was negotiated and the whole certificate chain.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TlsInfo {
-    /// `TLSv1.3`, `TLSv1.2`.
+    /// Which code read it: `rustls` (a whole handshake, one plugins can
+    /// talk through) or `hello` (the server's first flight only, for the
+    /// servers rustls refuses).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// `TLSv1.3`, `TLSv1.2`, `TLSv1.1`, `TLSv1.0`, `SSLv3`.
     pub version: String,
     /// IANA name of the cipher suite.
     pub cipher: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpn: Option<String>,
+    /// Key exchange: `ecdhe`, `dhe`, `rsa`, `ecdh`, `dh`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kx: String,
+    /// The named group of the key exchange (`x25519`, `secp256r1`, `ffdhe2048`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The key exchange's size in bits (the group's, the DH prime's, or
+    /// for RSA key exchange the certificate key's).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub kx_bits: u32,
+    /// JA3S and JA4S of the ServerHello (empty when it could not be seen).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ja3s: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ja4s: String,
     /// Leaf first, as the server sent it.
     pub chain: Vec<CertSummary>,
     /// The DER bytes of each certificate, in chain order (for plugins).
@@ -785,6 +805,10 @@ pub struct ScanEnd {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 

@@ -3,14 +3,91 @@
 
 #![deny(unsafe_code)]
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
+
+use super::hello::{self, Flight};
 
 /// A TCP connection, in the clear or inside TLS.
 pub(crate) enum Conn {
     Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<Tapped>>),
+}
+
+/// Most bytes [`Tapped`] keeps: a ServerHello longer than this gets no
+/// fingerprint.
+const TAP_MAX: usize = 9 + 4096;
+
+/// A TCP stream that keeps a copy of the ServerHello rustls reads through
+/// it (for JA3S and JA4S, which rustls does not expose), then nothing more.
+pub(crate) struct Tapped {
+    io: TcpStream,
+    seen: Vec<u8>,
+    on: bool,
+}
+
+impl Tapped {
+    fn new(io: TcpStream) -> Tapped {
+        Tapped { io, seen: Vec::new(), on: true }
+    }
+
+    fn keep(&mut self, data: &[u8]) {
+        let room = TAP_MAX - self.seen.len();
+        self.seen.extend_from_slice(&data[..data.len().min(room)]);
+        if self.seen.len() < 9 {
+            return;
+        }
+        // A handshake record starting with a ServerHello whose body fits.
+        let s = &self.seen;
+        let record = usize::from(u16::from_be_bytes([s[3], s[4]]));
+        let len = (usize::from(s[6]) << 16) | (usize::from(s[7]) << 8) | usize::from(s[8]);
+        if s[0] != 22 || s[5] != 2 || len + 4 > record || 9 + len > TAP_MAX {
+            self.seen = Vec::new();
+            self.on = false;
+        } else if s.len() >= 9 + len {
+            self.seen.truncate(9 + len);
+            self.on = false;
+        }
+    }
+
+    /// The ServerHello seen, if it was whole; stops keeping bytes.
+    fn take_hello(&mut self) -> Option<Flight> {
+        self.on = false;
+        let seen = std::mem::take(&mut self.seen);
+        let len = seen.len().checked_sub(9)?;
+        let whole = len == (usize::from(seen[6]) << 16 | usize::from(seen[7]) << 8 | usize::from(seen[8]));
+        whole.then(|| hello::flight::server_hello(&seen[9..]).ok()).flatten()
+    }
+}
+
+impl AsyncRead for Tapped {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if self.on && buf.filled().len() > before {
+            let this = &mut *self;
+            this.keep(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tapped {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 impl Conn {
@@ -81,21 +158,50 @@ pub(crate) async fn open(
     tls: Option<&tokio_rustls::TlsConnector>,
     until: tokio::time::Instant,
 ) -> Result<(Conn, Option<crate::findings::TlsInfo>), OpenError> {
-    use tokio::time::timeout_at;
-    let tcp = timeout_at(until, TcpStream::connect(addr))
+    let tcp = tcp(addr, until).await?;
+    let Some(connector) = tls else { return Ok((Conn::Plain(tcp), None)) };
+    let (conn, info) = handshake(tcp, addr.ip(), connector, until).await?;
+    Ok((conn, Some(info)))
+}
+
+/// A TCP connection by `until` that closes with RST (linger 0: no
+/// TIME_WAIT on either side) and sends without delay.
+pub(crate) async fn tcp(addr: std::net::SocketAddr, until: tokio::time::Instant) -> Result<TcpStream, OpenError> {
+    let tcp = tokio::time::timeout_at(until, TcpStream::connect(addr))
         .await
         .map_err(|_| OpenError::ConnectTimeout)?
         .map_err(OpenError::Connect)?;
     let _ = socket2::SockRef::from(&tcp).set_linger(Some(std::time::Duration::ZERO));
     let _ = tcp.set_nodelay(true);
-    let Some(connector) = tls else { return Ok((Conn::Plain(tcp), None)) };
-    let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
-    let stream = timeout_at(until, connector.connect(name, tcp))
+    Ok(tcp)
+}
+
+/// [`tcp`] for [`hello::legacy_chain`].
+pub(crate) async fn tcp_for_hello(
+    addr: std::net::SocketAddr,
+    until: tokio::time::Instant,
+) -> Result<TcpStream, hello::HelloError> {
+    tcp(addr, until).await.map_err(|e| match e {
+        OpenError::ConnectTimeout | OpenError::HandshakeTimeout => hello::HelloError::Timeout,
+        OpenError::Connect(e) | OpenError::Handshake(e) => hello::HelloError::Io(e),
+    })
+}
+
+/// The rustls handshake on a connected (perhaps STARTTLS-upgraded) stream.
+pub(crate) async fn handshake(
+    tcp: TcpStream,
+    ip: std::net::IpAddr,
+    connector: &tokio_rustls::TlsConnector,
+    until: tokio::time::Instant,
+) -> Result<(Conn, crate::findings::TlsInfo), OpenError> {
+    let name = rustls::pki_types::ServerName::IpAddress(ip.into());
+    let mut stream = tokio::time::timeout_at(until, connector.connect(name, Tapped::new(tcp)))
         .await
         .map_err(|_| OpenError::HandshakeTimeout)?
         .map_err(OpenError::Handshake)?;
-    let info = super::tls::session_info(stream.get_ref().1);
-    Ok((Conn::Tls(Box::new(stream)), Some(info)))
+    let (tap, session) = stream.get_mut();
+    let info = super::tls::session_info(session, tap.take_hello().as_ref());
+    Ok((Conn::Tls(Box::new(stream)), info))
 }
 
 impl From<OpenError> for crate::Error {

@@ -1,8 +1,8 @@
 //! Operating-system and network plumbing shared by the stages: the
 //! open-file limit, raw packet sockets, routes and neighbours (the only code
 //! allowed `unsafe`), and the TCP/TLS connections that service detection
-//! and plugins both use ([`conn`], [`tls`], [`dangerously`], which deny
-//! `unsafe` themselves).
+//! and plugins both use ([`conn`], [`tls`], [`hello`], [`dangerously`],
+//! which deny `unsafe` themselves).
 
 #![allow(unsafe_code)]
 
@@ -10,6 +10,7 @@ use std::io;
 
 pub mod conn;
 pub mod dangerously;
+pub mod hello;
 pub mod packet;
 pub mod route;
 pub mod tls;

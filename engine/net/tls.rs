@@ -16,8 +16,9 @@ use x509_parser::public_key::PublicKey;
 
 use crate::findings::{CertSummary, TlsInfo};
 
-/// The session facts of a finished handshake, with the whole chain.
-pub fn session_info(conn: &rustls::ClientConnection) -> TlsInfo {
+/// The session facts of a finished handshake, with the whole chain;
+/// `hello`, the ServerHello as read off the wire, gives JA3S and JA4S.
+pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&super::hello::Flight>) -> TlsInfo {
     let version = match conn.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3".to_string(),
         Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2".to_string(),
@@ -30,7 +31,26 @@ pub fn session_info(conn: &rustls::ClientConnection) -> TlsInfo {
         .unwrap_or_default();
     let alpn = conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
     let der: Vec<Vec<u8>> = conn.peer_certificates().unwrap_or_default().iter().map(|c| c.to_vec()).collect();
-    TlsInfo { version, cipher, alpn, chain: der.iter().map(|d| summarise(d)).collect(), der }
+    // rustls negotiates only ECDHE (TLS 1.2) and (EC)DHE groups (TLS 1.3).
+    let group = conn.negotiated_key_exchange_group().map(|g| u16::from(g.name()));
+    let kx = match group {
+        Some(256..=260) => "dhe",
+        Some(_) => "ecdhe",
+        None => "",
+    };
+    TlsInfo {
+        path: "rustls".into(),
+        version,
+        cipher,
+        alpn,
+        kx: kx.into(),
+        group: group.map(super::hello::group_name),
+        kx_bits: group.map_or(0, super::hello::group_bits),
+        ja3s: hello.map(super::hello::ja3s).unwrap_or_default(),
+        ja4s: hello.map(super::hello::ja4s).unwrap_or_default(),
+        chain: der.iter().map(|d| summarise(d)).collect(),
+        der,
+    }
 }
 
 /// Summarises one certificate.
@@ -119,7 +139,7 @@ fn rfc3339(secs: i64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]

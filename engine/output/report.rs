@@ -379,7 +379,8 @@ impl PortRec {
             Some(s) => (s.tunnel.is_some(), Some(s.id.service.as_str()), method_conf(s.method).1 > 5),
             None => (false, self.table_name, false),
         };
-        let prefix = if tunnel { "ssl/" } else { "" };
+        // "ssl" inside TLS is just "ssl".
+        let prefix = if tunnel && name != Some("ssl") { "ssl/" } else { "" };
         match name {
             Some(n) if n != "unknown" => {
                 let guess = version_scan && self.state == PortState::Open && !confident;

@@ -83,7 +83,19 @@ pub(crate) async fn open(
             Some(TlsConnector::from(config))
         }
     };
-    Ok(conn::open(SocketAddr::new(ip, port), connector.as_ref(), until).await?)
+    match conn::open(SocketAddr::new(ip, port), connector.as_ref(), until).await {
+        Ok(opened) => Ok(opened),
+        // Say why, for servers only the first-flight reader could see.
+        Err(e @ conn::OpenError::Handshake(_)) => {
+            let e = Error::from(e);
+            let why = format!(
+                "{e} (plugin sockets speak TLS 1.2 and 1.3 with forward-secret suites only; ctx.tls still has \
+                 what service detection read of the server's certificate chain)"
+            );
+            Err(Error::new(e.kind(), why))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One plugin socket: the connection and bytes read past a `recv_until` match.

@@ -33,6 +33,7 @@ use super::rules::Identity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{ServiceMethod, TlsInfo};
 use crate::net::conn::{self, Conn, OpenError};
+use crate::net::hello;
 
 /// Most bytes of a response kept as the banner.
 pub const BANNER_MAX: usize = 512;
@@ -190,6 +191,7 @@ impl Detector {
             deadline,
             soft: None,
             tls_error: None,
+            client_first: false,
             out: Detection::default(),
         };
         let finished = timeout_at(deadline, run.all(&mut buf)).await;
@@ -225,6 +227,8 @@ struct Run<'a> {
     soft: Option<Identity>,
     /// Why a TLS handshake failed, reported if nothing better is found.
     tls_error: Option<String>,
+    /// The server waits for the client to speak (TLS): no NULL probe.
+    client_first: bool,
     out: Detection,
 }
 
@@ -245,6 +249,15 @@ impl Run<'_> {
                     self.out.error = Some(DetectError::Io(e.to_string()));
                     return;
                 }
+                // A TLS server rustls refuses (SSLv3, TLS 1.0/1.1, RSA key
+                // exchange, DHE): its chain from its first flight, then the
+                // probes in the clear (what it answers to them is all that
+                // can be seen without a handshake). TLS servers never speak
+                // first, so no NULL probe.
+                Err(e @ OpenError::Handshake(_)) => {
+                    self.tls_error = Some(e.to_string());
+                    self.client_first = self.legacy().await;
+                }
                 // Not TLS after all, or TLS that fails: probe in the clear,
                 // and say why TLS failed if nothing is found.
                 Err(e) => self.tls_error = Some(e.to_string()),
@@ -256,11 +269,38 @@ impl Run<'_> {
                     self.probes(true, Some(conn), buf).await;
                 }
                 Err(e) => {
+                    let handshake = matches!(e, OpenError::Handshake(_));
                     self.tls_error = Some(e.to_string());
+                    // It answered like TLS: its chain if rustls refused it.
+                    if handshake {
+                        self.legacy().await;
+                    }
                     if self.out.identity.is_none() && self.soft.is_none() {
                         self.soft = Some(Identity { service: "ssl".into(), ..Default::default() });
                     }
                 }
+            }
+        }
+    }
+
+    /// Reads the chain of a server rustls refused with a ClientHello of
+    /// our own; true when it did (the port is TLS, `out.tls` holds it).
+    async fn legacy(&mut self) -> bool {
+        if self.out.tls.is_some() {
+            return true;
+        }
+        let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
+        let addr = self.addr;
+        match hello::legacy_chain(|| conn::tcp_for_hello(addr, until), None, until).await {
+            Ok(info) => {
+                self.out.tls = Some(info);
+                self.tls_error = None;
+                true
+            }
+            Err(e) => {
+                let rustls = self.tls_error.take().unwrap_or_default();
+                self.tls_error = Some(format!("{rustls}; own ClientHello: {e}"));
+                false
             }
         }
     }
@@ -272,11 +312,19 @@ impl Run<'_> {
         let port = self.addr.port();
         let lists = |p: &Probe| if tunnel { p.tls_ports.contains(&port) } else { p.ports.contains(&port) };
         let tcp = db.probes().iter().filter(|p| p.transport == Transport::Tcp);
-        let mut order: Vec<&Probe> = tcp.clone().filter(|p| p.payload.is_empty()).collect();
+        let client_first = self.client_first;
+        let mut order: Vec<&Probe> = tcp.clone().filter(|p| p.payload.is_empty() && !client_first).collect();
         let mut listed: Vec<&Probe> = tcp.clone().filter(|p| !p.payload.is_empty() && lists(p)).collect();
         listed.sort_by_key(|p| p.rarity);
         let mut rest: Vec<&Probe> =
             tcp.filter(|p| !p.payload.is_empty() && !lists(p) && p.rarity <= self.det.opts.intensity).collect();
+        // A port known to be TLS that rustls could not talk to: ClientHello
+        // probes can only say "ssl" again; the others may say what runs
+        // inside (a web server answering plain HTTP with an error page).
+        if client_first {
+            listed.retain(|p| !looks_like_tls(&p.payload));
+            rest.retain(|p| !looks_like_tls(&p.payload));
+        }
         rest.sort_by_key(|p| p.rarity);
         let some_listed = !listed.is_empty();
         order.extend(listed);

@@ -262,6 +262,7 @@ impl Sink for Store {
                     tls.map_or(Val::Null, |t| Val::Text(t.version.clone())),
                     tls.map_or(Val::Null, |t| Val::Text(t.cipher.clone())),
                     tls.map_or(Val::Null, |t| Val::opt(&t.alpn)),
+                    tls.map_or(Val::Null, |t| Val::json(&TlsSession::of(t))),
                     Val::Real(s.t),
                     seq.clone(),
                 ];
@@ -364,3 +365,33 @@ fn db_cause(e: impl std::error::Error + Send + Sync + 'static) -> Error {
 
 #[cfg(test)]
 mod tests;
+
+/// The `tls_session` column: the TLS facts beyond version, suite and ALPN.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct TlsSession {
+    #[serde(default)]
+    pub path: String,
+    #[serde(default)]
+    pub kx: String,
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kx_bits: u32,
+    #[serde(default)]
+    pub ja3s: String,
+    #[serde(default)]
+    pub ja4s: String,
+}
+
+impl TlsSession {
+    fn of(t: &crate::findings::TlsInfo) -> TlsSession {
+        TlsSession {
+            path: t.path.clone(),
+            kx: t.kx.clone(),
+            group: t.group.clone(),
+            kx_bits: t.kx_bits,
+            ja3s: t.ja3s.clone(),
+            ja4s: t.ja4s.clone(),
+        }
+    }
+}

@@ -218,7 +218,8 @@ impl Db {
 
         for r in self.query(
             "SELECT ip, port, proto, service, product, version, info, os, hostname, device, tunnel, method, \
-             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, t, seq FROM services \
+             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, CAST(tls_session AS TEXT), t, seq \
+             FROM services \
              WHERE scan_id = ?",
             &[id],
         )? {
@@ -245,12 +246,24 @@ impl Db {
             ev.banner = banner_text::from_text(&r.opt().unwrap_or_default());
             ev.probe = r.opt();
             let (version, cipher, alpn) = (r.opt(), r.opt(), r.opt());
+            let session: super::TlsSession = r.opt().and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
             ev.t = r.real().unwrap_or(0.0);
             let seq = r.int().unwrap_or(0);
             if let Some(version) = version {
                 let chain = chains.remove(&(ip.to_string(), seq)).unwrap_or_default();
-                ev.tls =
-                    Some(Box::new(TlsInfo { version, cipher: cipher.unwrap_or_default(), alpn, chain, der: vec![] }));
+                ev.tls = Some(Box::new(TlsInfo {
+                    path: session.path,
+                    version,
+                    cipher: cipher.unwrap_or_default(),
+                    alpn,
+                    kx: session.kx,
+                    group: session.group,
+                    kx_bits: session.kx_bits,
+                    ja3s: session.ja3s,
+                    ja4s: session.ja4s,
+                    chain,
+                    der: Vec::new(),
+                }));
             }
             body.push((seq, Event::Service(Box::new(ev))));
         }

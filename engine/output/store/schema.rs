@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 2;
+pub const VERSION: i64 = 3;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS services (
     tls_version TEXT,
     tls_cipher TEXT,
     tls_alpn TEXT,
+    tls_session {json},
     t {real} NOT NULL,
     seq {int} NOT NULL
 );
@@ -125,6 +126,11 @@ fn upgrades(from: i64) -> Vec<&'static str> {
     if from < 2 {
         // Version 2: what a scan was asked to do (ScanSettings), as JSON.
         out.push("ALTER TABLE scans ADD COLUMN settings {json}");
+    }
+    if from < 3 {
+        // Version 3: how the TLS session was read and what it negotiated
+        // (path, kx, group, kx_bits, ja3s, ja4s), as JSON.
+        out.push("ALTER TABLE services ADD COLUMN tls_session {json}");
     }
     out
 }
@@ -228,6 +234,7 @@ pub const SERVICES: Table = Table {
         ("tls_version", Text),
         ("tls_cipher", Text),
         ("tls_alpn", Text),
+        ("tls_session", Json),
         ("t", Real),
         ("seq", Int),
     ],

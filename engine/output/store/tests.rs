@@ -62,6 +62,11 @@ fn service(addr: &str, p: u16, version: &str) -> Event {
             version: "TLSv1.3".into(),
             cipher: "TLS13_AES_256_GCM_SHA384".into(),
             alpn: Some("http/1.1".into()),
+            path: "hello".into(),
+            kx: "dhe".into(),
+            kx_bits: 1024,
+            ja3s: "5d817310c965d9be5b4d4f6c3302424b".into(),
+            ja4s: "t120300_009f_5e2616a54c73".into(),
             chain: vec![
                 CertSummary {
                     subject: "CN=lab.moonscan.test, O=moonscan lab".into(),
@@ -88,7 +93,7 @@ fn service(addr: &str, p: u16, version: &str) -> Event {
                     ..CertSummary::default()
                 },
             ],
-            der: vec![],
+            ..TlsInfo::default()
         })),
         ..s
     }))
@@ -532,7 +537,7 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
     drop(sink);
     let conn = rusqlite::Connection::open(path).unwrap();
     let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, schema::VERSION);
     let mut db = Db::open(path).unwrap();
     assert_eq!(db.scans().unwrap().len(), 2);
     let old = db.events("old").unwrap();

@@ -1,0 +1,108 @@
+//! TLS beyond rustls: the lab's legacy servers (TLS 1.0 or 1.1 only, RSA
+//! key exchange, 1024-bit DHE, NULL and anonymous suites) give their chain
+//! under -sV, read from their first flight; hostile TLS servers end in clear
+//! errors with bounded memory.
+
+use serde_json::Value;
+
+use crate::service::{Hostile, HOSTILE_IP};
+use crate::util::{lab, lab_scan, of_type, stderr, TARGET};
+
+fn service<'a>(evs: &'a [Value], ip: &str, port: u16) -> &'a Value {
+    of_type(evs, "service")
+        .into_iter()
+        .find(|e| e["ip"] == ip && e["port"] == port)
+        .unwrap_or_else(|| panic!("no service event for {ip}:{port} in {evs:#?}"))
+}
+
+#[test]
+fn legacy_servers_give_their_chain_under_sv() {
+    let _lab = lab();
+    let targets = ["198.18.0.7", "198.18.0.8", "198.18.0.9", "198.18.0.10", "198.18.0.11"];
+    let mut args = vec!["-sV", "-n", "-Pn", "-p", "443", TARGET];
+    args.extend(targets);
+    let (out, evs) = lab_scan(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // (address, version, key exchange, its bits, a suite property)
+    let expect = [
+        ("198.18.0.7", "TLSv1.0", "ecdhe", 253, "_CBC_"),
+        ("198.18.0.8", "TLSv1.1", "ecdhe", 253, "_CBC_"),
+        ("198.18.0.9", "TLSv1.2", "rsa", 2048, "TLS_RSA_WITH_"),
+        ("198.18.0.10", "TLSv1.2", "dhe", 1024, "TLS_DHE_RSA_WITH_"),
+        ("198.18.0.11", "TLSv1.2", "ecdhe", 253, "_WITH_NULL_"),
+    ];
+    for (ip, version, kx, bits, suite) in expect {
+        let s = service(&evs, ip, 443);
+        let tls = &s["tls"];
+        assert_eq!(tls["path"], "hello", "{ip}: {s}");
+        assert_eq!(
+            (tls["version"].as_str(), tls["kx"].as_str(), tls["kx_bits"].as_u64()),
+            (Some(version), Some(kx), Some(bits)),
+            "{ip}: {tls}"
+        );
+        assert!(tls["cipher"].as_str().unwrap().contains(suite), "{ip}: {tls}");
+        let chain = tls["chain"].as_array().unwrap();
+        assert_eq!(chain.len(), 1, "{ip}: {tls}");
+        assert_eq!(chain[0]["subject"], "CN=lab.moonscan.test, O=moonscan lab");
+        assert_eq!((chain[0]["key_type"].as_str(), chain[0]["key_bits"].as_u64()), (Some("rsa"), Some(2048)));
+        assert_eq!(tls["ja3s"].as_str().map(str::len), Some(32), "{tls}");
+        assert!(tls["ja4s"].as_str().unwrap().starts_with(&format!("t{}", &version[4..].replace('.', ""))), "{tls}");
+        // The service inside, from what it answers in the clear: nginx.
+        assert_eq!(
+            (s["service"].as_str(), s["tunnel"].as_str(), s["product"].as_str()),
+            (Some("http"), Some("ssl"), Some("nginx")),
+            "{ip}: {s}"
+        );
+    }
+    // A server rustls talks to is read by rustls, fingerprinted too.
+    let tls = &service(&evs, TARGET, 443)["tls"];
+    assert_eq!(tls["path"], "rustls");
+    assert_eq!((tls["kx"].as_str(), tls["group"].as_str()), (Some("ecdhe"), Some("x25519")), "{tls}");
+    assert!(tls["ja4s"].as_str().unwrap().starts_with("t1"), "{tls}");
+    assert!(of_type(&evs, "error").is_empty(), "{:?}", of_type(&evs, "error"));
+}
+
+#[test]
+fn hostile_tls_servers_end_in_clear_errors_with_bounded_memory() {
+    let _lab = lab();
+    let _servers = [
+        Hostile::start("tls_huge_extensions.py", 990, &[]),
+        Hostile::start("tls_huge_certificate.py", 992, &[]),
+        Hostile::start("tls_version_shuffle.py", 3269, &[]),
+    ];
+    let started = std::time::Instant::now();
+    let (out, rss_kb) = crate::service::time_v(&[
+        "-sV",
+        "-n",
+        "-Pn",
+        "--service-timeout",
+        "5s",
+        "-p",
+        "990,992,3269",
+        HOSTILE_IP,
+        "-oJ",
+        "-",
+    ]);
+    let took = started.elapsed();
+    let evs = crate::util::events(&crate::util::stdout(&out));
+    let errors = of_type(&evs, "error");
+    let message = |port: u16| {
+        let e = errors.iter().find(|e| e["port"] == port).unwrap_or_else(|| panic!("no error for {port}: {errors:?}"));
+        e["message"].as_str().unwrap().to_string()
+    };
+    for port in [990, 992, 3269] {
+        assert!(service(&evs, HOSTILE_IP, port)["tls"].is_null(), "port {port}");
+    }
+    // 16 MB claimed: refused from the header.
+    let m = message(992);
+    assert!(m.contains("Certificate message claims 16777215 bytes"), "{m}");
+    // A 64 KB extension block, then 1 MB of handshake that never ends the
+    // flight: read one message at a time until the server gives up.
+    let m = message(990);
+    assert!(m.contains("own ClientHello: malformed TLS from the server: the server closed the connection in the middle of its first flight"), "{m}");
+    // A different version on every connection, none offered the same way.
+    let m = message(3269);
+    assert!(m.contains("own ClientHello:") && (m.contains("did not offer") || m.contains("malformed")), "{m}");
+    assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
+    assert!(rss_kb < 40 * 1024, "peak RSS {rss_kb} kB");
+}
