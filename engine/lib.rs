@@ -101,6 +101,39 @@ pub mod fuzz {
         }
     }
 
+    /// A server's first flight as the TLS first-flight reader takes it:
+    /// whole, then in pieces whose sizes the input's first byte sets; a
+    /// flight that is read is turned into the `tls` object.
+    pub fn server_flight(data: &[u8]) {
+        use crate::net::hello::{info, FlightReader};
+        let Some((&step, bytes)) = data.split_first() else { return };
+        if let Ok(Some(f)) = FlightReader::new().push(bytes) {
+            let _ = info(&f, "hello");
+        }
+        let mut r = FlightReader::new();
+        for piece in bytes.chunks(usize::from(step).max(1)) {
+            match r.push(piece) {
+                Ok(None) => {}
+                Ok(Some(f)) => {
+                    let _ = info(&f, "hello");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = r.closed();
+    }
+
+    /// Every STARTTLS exchange against a server whose replies are `data`.
+    pub fn starttls_reply(data: &[u8]) {
+        use crate::net::starttls::Starttls;
+        for name in Starttls::NAMES {
+            if let Some(p) = Starttls::parse(name) {
+                let _ = p.replay(data);
+            }
+        }
+    }
+
     /// Loads arbitrary text as a probe file (invalid UTF-8 replaced); a file
     /// that loads has its rules tried on the text itself.
     pub fn probe_yaml(data: &[u8]) {

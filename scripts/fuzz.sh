@@ -7,7 +7,8 @@
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #   SECONDS_PER_TARGET  default 60
 #   TARGET              default: every target of fuzz/Cargo.toml
-#                       (syn_reply probe_yaml match_rules cert_summary)
+#                       (syn_reply probe_yaml match_rules cert_summary
+#                       udp_reply ping_reply server_flight starttls_reply)
 # Exits 1 if any target crashed (or timed out, ran out of memory, leaked),
 # 2 if a target could not be built or run.
 #
@@ -17,6 +18,7 @@
 #   probe_yaml    probes/http.yaml, probes/null.yaml
 #   match_rules   tests/data/banners/*.bin as responses, a few patterns
 #   cert_summary  tests/data/tls/*.pem as DER
+#   server_flight a TLS 1.2 flight carrying tests/data/tls/lab-cert.pem
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 secs=60
@@ -59,6 +61,31 @@ seed() {
             openssl x509 -in "$pem" -outform der -out "$2/$(basename "$pem" .pem).der"
         done
         ;;
+    server_flight)
+        # A step byte, then a TLS 1.2 flight: ServerHello (renegotiation_info),
+        # the lab certificate, ECDHE secp256r1 parameters, ServerHelloDone.
+        openssl x509 -in tests/data/tls/lab-cert.pem -outform der -out "$2/lab.der"
+        python3 - "$2" <<'PY'
+import struct, sys
+d = sys.argv[1]
+der = open(f"{d}/lab.der", "rb").read()
+def msg(t, b): return bytes([t]) + len(b).to_bytes(3, "big") + b
+ext = struct.pack("!HHB", 0xFF01, 1, 0)
+hello = struct.pack("!H32sBHBH", 0x0303, bytes(32), 0, 0xC02F, 0, len(ext)) + ext
+certs = len(der).to_bytes(3, "big") + der
+ske = bytes([3, 0, 23, 65, 4]) + bytes(64) + b"\x04\x01\x00\x00"
+hs = msg(2, hello) + msg(11, len(certs).to_bytes(3, "big") + certs) + msg(12, ske) + msg(14, b"")
+rec = b"".join(struct.pack("!BHH", 22, 0x0303, len(c)) + c for c in [hs[i:i + 700] for i in range(0, len(hs), 700)])
+open(f"{d}/flight", "wb").write(b"\x07" + rec)
+PY
+        rm "$2/lab.der"
+        ;;
+    starttls_reply)
+        printf '220-mail ESMTP\r\n220 ready\r\n250-mail\r\n250 STARTTLS\r\n220 go\r\n' >"$2"/smtp
+        printf '* OK ready\r\nms1 OK begin\r\n' >"$2"/imap
+        printf '\x30\x0c\x02\x01\x01\x78\x07\x0a\x01\x00\x04\x00\x04\x00' >"$2"/ldap
+        printf "<stream:features><starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/></stream:features><proceed/>" >"$2"/xmpp
+        ;;
     esac
 }
 
@@ -66,7 +93,7 @@ seed() {
 max_len() {
     case $1 in
     probe_yaml) echo 12288 ;; # probes/null.yaml is about 10 KiB
-    match_rules | cert_summary) echo 4096 ;;
+    match_rules | cert_summary | server_flight) echo 4096 ;;
     *) echo 512 ;;
     esac
 }

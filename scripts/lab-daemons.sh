@@ -191,6 +191,7 @@ EOF
 
 zoo_start_mariadb() {
     local data=$ZOO_DIR/mariadb
+    tls_files_for mysql
     if [ ! -d "$data/mysql" ]; then
         install -d -o mysql -g mysql -m 750 "$data"
         /usr/bin/mariadb-install-db --no-defaults --user=mysql --datadir="$data" \
@@ -199,7 +200,8 @@ zoo_start_mariadb() {
     fi
     zoo_run mariadb /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$data" \
         --bind-address="$ZOO" --port=3306 --socket="$data/mysqld.sock" --skip-name-resolve \
-        --pid-file="$data/mysqld.pid" --innodb-buffer-pool-size=16M
+        --pid-file="$data/mysqld.pid" --innodb-buffer-pool-size=16M \
+        --ssl-cert="$STATE/tls-mysql.crt" --ssl-key="$STATE/tls-mysql.key"
 }
 
 zoo_start_slapd() {
@@ -213,8 +215,11 @@ moduleload back_mdb
 database mdb
 suffix "dc=lab,dc=moonscan,dc=test"
 directory $ZOO_DIR/ldap
+TLSCertificateFile $STATE/tls-openldap.crt
+TLSCertificateKeyFile $STATE/tls-openldap.key
 EOF
     chown openldap:openldap "$ZOO_DIR/slapd.conf"
+    tls_files_for openldap
     # -d: stay in the foreground (level 0: log nothing).
     zoo_run slapd /usr/sbin/slapd -d 0 -u openldap -g openldap -h "ldap://$ZOO:389/" -f "$ZOO_DIR/slapd.conf"
 }

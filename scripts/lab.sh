@@ -343,6 +343,14 @@ EOF
     done
 }
 
+# The lab certificate as a daemon that drops privileges reads it:
+# $STATE/tls-USER.crt and .key, owned by USER, the key mode 600.
+tls_files_for() {
+    make_tls_cert
+    install -o "$1" -m 644 "$STATE/tls.crt" "$STATE/tls-$1.crt"
+    install -o "$1" -m 600 "$STATE/tls.key" "$STATE/tls-$1.key"
+}
+
 start_nginx() {
     pid_alive "$STATE/nginx.pid" nginx && return 0
     make_tls_cert
@@ -442,6 +450,13 @@ listen_address=$TARGET2
 listen_port=21
 background=NO
 anonymous_enable=YES
+# AUTH TLS offered (the lab certificate), never required.
+ssl_enable=YES
+allow_anon_ssl=YES
+force_local_data_ssl=NO
+force_local_logins_ssl=NO
+rsa_cert_file=$STATE/tls.crt
+rsa_private_key_file=$STATE/tls.key
 no_anon_password=YES
 anon_root=$STATE/ftp
 local_enable=NO
@@ -463,6 +478,7 @@ EOF
 # (every RCPT is refused), spool and logs under $STATE.
 start_exim() {
     pid_alive "$STATE/exim.pid" exim && return 0
+    tls_files_for Debian-exim
     cat >"$STATE/exim.conf" <<EOF
 primary_hostname = lab.moonscan.test
 local_interfaces = $TARGET2
@@ -476,7 +492,10 @@ never_users = root
 keep_environment =
 host_lookup =
 rfc1413_hosts =
-tls_advertise_hosts =
+# STARTTLS with the lab certificate (tests/tls.rs reads its chain).
+tls_advertise_hosts = *
+tls_certificate = $STATE/tls-Debian-exim.crt
+tls_privatekey = $STATE/tls-Debian-exim.key
 smtp_accept_max = 1000
 smtp_connect_backlog = 1024
 acl_smtp_rcpt = acl_check_rcpt
@@ -517,8 +536,11 @@ EOF
     fi
     clear_stale_postmaster "$pg"
     touch "$STATE/postgres.log" && chown postgres:postgres "$STATE/postgres.log"
+    tls_files_for postgres
     log "starting postgres"
+    # SSL on (the lab certificate): clients may ask for it with SSLRequest.
     (cd / && ip netns exec "$TGT_NS" runuser -u postgres -- "$bin/pg_ctl" -D "$pg" \
+        -o "-c ssl=on -c ssl_cert_file=$STATE/tls-postgres.crt -c ssl_key_file=$STATE/tls-postgres.key" \
         -l "$STATE/postgres.log" -w -t 30 -s start) >&2 || die "postgres failed to start (see $STATE/postgres.log)"
     head -n 1 "$pg/postmaster.pid" >"$STATE/postgres.pid"
 }

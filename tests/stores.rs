@@ -296,6 +296,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
             version: "TLSv1.3".into(),
             cipher: "TLS13_AES_128_GCM_SHA256".into(),
             alpn: None,
+            starttls: Some("smtp".into()),
             path: "rustls".into(),
             kx: "ecdhe".into(),
             group: Some("x25519".into()),

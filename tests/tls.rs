@@ -106,3 +106,56 @@ fn hostile_tls_servers_end_in_clear_errors_with_bounded_memory() {
     assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
     assert!(rss_kb < 40 * 1024, "peak RSS {rss_kb} kB");
 }
+
+#[test]
+fn starttls_services_give_their_chain_under_sv() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sV", "-n", "-Pn", "-p", "21,25,110,143,389,5432", "198.18.0.3", "198.18.0.5"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let expect = [
+        ("198.18.0.3", 21, "ftp", "ftp"),
+        ("198.18.0.3", 25, "smtp", "smtp"),
+        ("198.18.0.3", 5432, "postgresql", "postgresql"),
+        ("198.18.0.5", 110, "pop3", "pop3"),
+        ("198.18.0.5", 143, "imap", "imap"),
+        ("198.18.0.5", 389, "ldap", "ldap"),
+    ];
+    for (ip, port, service_name, starttls) in expect {
+        let s = service(&evs, ip, port);
+        // The service keeps its name (no ssl/ prefix); the tunnel says how.
+        assert_eq!((s["service"].as_str(), s["tunnel"].as_str()), (Some(service_name), Some("starttls")), "{s}");
+        let tls = &s["tls"];
+        assert_eq!(tls["starttls"], starttls, "{tls}");
+        assert_eq!(tls["chain"][0]["subject"], "CN=lab.moonscan.test, O=moonscan lab", "{tls}");
+        assert!(tls["version"].as_str().unwrap().starts_with("TLSv1."), "{tls}");
+    }
+    // ProFTPD here offers no AUTH TLS: found in the clear, no tls object.
+    let proftpd = service(&evs, "198.18.0.5", 21);
+    assert!(proftpd["tls"].is_null() && proftpd["tunnel"].is_null(), "{proftpd}");
+}
+
+#[test]
+fn plugins_upgrade_their_sockets_with_starttls() {
+    let _lab = lab();
+    let plugin = crate::util::repo().join("tests/data/plugins/starttls-chain.lua");
+    let (out, evs) =
+        lab_scan(&["-sV", "-n", "-Pn", "-p", "25,80,5432", "--script", plugin.to_str().unwrap(), "198.18.0.3", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let finding = |ip: &str, port: u16| {
+        of_type(&evs, "finding")
+            .into_iter()
+            .find(|f| f["ip"] == ip && f["port"] == port)
+            .unwrap_or_else(|| panic!("no finding for {ip}:{port}: {evs:#?}"))
+            .clone()
+    };
+    for (port, proto) in [(25, "smtp"), (5432, "postgresql")] {
+        let f = finding("198.18.0.3", port);
+        assert_eq!(f["title"], "starttls", "{f}");
+        assert_eq!(f["data"]["starttls"], proto, "{f}");
+        assert_eq!(f["data"]["subject"], "CN=lab.moonscan.test, O=moonscan lab", "{f}");
+    }
+    // HTTP has no STARTTLS: a clear error, not a hang.
+    let f = finding(TARGET, 80);
+    assert_eq!(f["title"], "starttls failed", "{f}");
+    assert!(f["data"]["error"].as_str().unwrap().contains("no STARTTLS for \"http\""), "{f}");
+}

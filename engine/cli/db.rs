@@ -246,7 +246,7 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
 
 /// (`ssl/http`, `nginx 1.22.1 (info)`) for a service; `?` marks a guess.
 fn service_words(s: &Service) -> (String, String) {
-    let tunnel = if s.tunnel.is_some() { "ssl/" } else { "" };
+    let tunnel = if s.tunnel == Some(moonscan::findings::Tunnel::Ssl) { "ssl/" } else { "" };
     let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
     let mut words: Vec<String> = [&s.id.product, &s.id.version].into_iter().filter_map(Clone::clone).collect();
     if let Some(info) = &s.id.info {

@@ -482,12 +482,26 @@ pub enum ServiceMethod {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tunnel {
+    /// TLS from the first byte (`ssl/http`).
     Ssl,
+    /// TLS after a STARTTLS exchange in the clear (the service keeps its name).
+    Starttls,
 }
 
 impl Tunnel {
     pub fn as_str(self) -> &'static str {
-        "ssl"
+        match self {
+            Tunnel::Ssl => "ssl",
+            Tunnel::Starttls => "starttls",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tunnel> {
+        match s {
+            "ssl" => Some(Tunnel::Ssl),
+            "starttls" => Some(Tunnel::Starttls),
+            _ => None,
+        }
     }
 }
 
@@ -635,6 +649,9 @@ pub struct TlsInfo {
     pub cipher: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alpn: Option<String>,
+    /// The STARTTLS exchange that came first (`smtp`, `imap`, `ldap`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starttls: Option<String>,
     /// Key exchange: `ecdhe`, `dhe`, `rsa`, `ecdh`, `dh`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kx: String,

@@ -13,6 +13,7 @@ pub mod dangerously;
 pub mod hello;
 pub mod packet;
 pub mod route;
+pub mod starttls;
 pub mod tls;
 
 /// The soft open-file limit (1024 if it cannot be read).

@@ -43,6 +43,7 @@ pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&super::hello
         version,
         cipher,
         alpn,
+        starttls: None,
         kx: kx.into(),
         group: group.map(super::hello::group_name),
         kx_bits: group.map_or(0, super::hello::group_bits),

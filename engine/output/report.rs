@@ -376,7 +376,11 @@ impl PortRec {
     /// table names it, `unknown` when nothing does.
     pub fn service_column(&self, version_scan: bool) -> String {
         let (tunnel, name, confident) = match &self.service {
-            Some(s) => (s.tunnel.is_some(), Some(s.id.service.as_str()), method_conf(s.method).1 > 5),
+            Some(s) => (
+                s.tunnel == Some(crate::findings::Tunnel::Ssl),
+                Some(s.id.service.as_str()),
+                method_conf(s.method).1 > 5,
+            ),
             None => (false, self.table_name, false),
         };
         // "ssl" inside TLS is just "ssl".

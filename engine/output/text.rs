@@ -73,7 +73,8 @@ impl<W: Write + Send> Sink for Text<W> {
                 }
             }
             Event::Service(s) => {
-                let tunnel = if s.tunnel.is_some() && s.id.service != "ssl" { "ssl/" } else { "" };
+                let tunnel =
+                    if s.tunnel == Some(crate::findings::Tunnel::Ssl) && s.id.service != "ssl" { "ssl/" } else { "" };
                 let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
                 write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, screen(&s.id.service))?;
                 let words: Vec<&str> = [&s.id.product, &s.id.version].iter().filter_map(|f| f.as_deref()).collect();

@@ -186,7 +186,7 @@ fn port_xml(doc: &mut String, p: &PortRec) {
                     let _ = write!(doc, " {attr}=\"{}\"", esc(v));
                 }
             }
-            if s.tunnel.is_some() {
+            if s.tunnel == Some(crate::findings::Tunnel::Ssl) {
                 doc.push_str(" tunnel=\"ssl\"");
             }
             let (method, conf) = method_conf(s.method);

@@ -547,6 +547,52 @@ impl UserData for LuaSocket {
                 }
             }
         });
+        // sock:starttls([protocol]): the STARTTLS exchange of `protocol`
+        // (default: the service's name), then TLS on the same connection.
+        methods.add_async_method("starttls", |lua, this, proto: Option<String>| async move {
+            use crate::net::starttls::Starttls;
+            let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+            let name = match proto {
+                Some(p) => p,
+                None => with_run(&this.host.cur, |r| r.info.id.service.clone())?,
+            };
+            let Some(proto) = Starttls::parse(&name) else {
+                let known = Starttls::NAMES.join(", ");
+                return failed(Error::new(
+                    ErrorKind::Config,
+                    format!("sock:starttls: no STARTTLS for {name:?} (one of {known})"),
+                ));
+            };
+            let mut s = this.sock.lock().await;
+            if !s.pending.is_empty() {
+                return failed(Error::new(
+                    ErrorKind::Protocol,
+                    "sock:starttls: bytes were already read; call it first",
+                ));
+            }
+            let tcp = match s.conn.take() {
+                Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
+                other => {
+                    let inside = other.is_some();
+                    s.conn = other;
+                    let why = if inside { "the socket already speaks TLS" } else { "socket is closed" };
+                    return failed(Error::new(ErrorKind::Protocol, format!("sock:starttls: {why}")));
+                }
+            };
+            let until = tokio::time::Instant::now() + s.timeout;
+            let (opened, read) = net::starttls(tcp, proto, until).await;
+            if !this.host.charge(read) {
+                return failed(read_budget(&this.host.budgets));
+            }
+            match opened {
+                Ok((conn, info)) => {
+                    s.conn = Some(conn);
+                    s.tls = Some(info);
+                    Ok((Value::Boolean(true), Value::Nil))
+                }
+                Err(e) => failed(e),
+            }
+        });
         methods.add_async_method("close", |_, this, ()| async move {
             this.sock.lock().await.conn = None;
             Ok(true)
@@ -580,7 +626,7 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
     let mut headers = Vec::new();
     let mut body = Vec::new();
     let mut max = MAX_HTTP;
-    let mut tls = info.tunnel.is_some();
+    let mut tls = info.tunnel == Some(crate::findings::Tunnel::Ssl);
     if let Some(o) = opts {
         let keys = ["host", "port", "tls", "timeout", "headers", "body", "max"];
         req = ConnectRequest::from_lua_keys(Some(o), &keys, "ctx.http")?;

@@ -339,7 +339,7 @@ impl Vm {
         t.raw_set("service", info.known_service())?;
         t.raw_set("product", info.id.product.as_deref())?;
         t.raw_set("version", info.id.version.as_deref())?;
-        t.raw_set("tunnel", info.tunnel.map(|_| "ssl"))?;
+        t.raw_set("tunnel", info.tunnel.map(|t| t.as_str()))?;
         t.raw_set("tls", info.tls.is_some())?;
         Ok(t)
     }
@@ -353,7 +353,7 @@ impl Vm {
         t.raw_set("service", info.known_service())?;
         t.raw_set("product", info.id.product.as_deref())?;
         t.raw_set("version", info.id.version.as_deref())?;
-        t.raw_set("tunnel", info.tunnel.map(|_| "ssl"))?;
+        t.raw_set("tunnel", info.tunnel.map(|t| t.as_str()))?;
         t.raw_set("banner", self.lua.create_string(&info.banner)?)?;
         if let Some(tls) = &info.tls {
             t.raw_set("tls", tls_table(&self.lua, tls)?)?;

@@ -73,29 +73,58 @@ pub(crate) async fn open(
     tls: Option<&TlsOptions>,
     until: Instant,
 ) -> Result<(Conn, Option<TlsInfo>)> {
-    let connector = match tls {
-        None => None,
-        Some(opts) => {
-            let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
-            let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
-            let config = crate::net::dangerously::client_config(versions, &alpn)
-                .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS: {e}"), e))?;
-            Some(TlsConnector::from(config))
-        }
-    };
-    match conn::open(SocketAddr::new(ip, port), connector.as_ref(), until).await {
-        Ok(opened) => Ok(opened),
-        // Say why, for servers only the first-flight reader could see.
-        Err(e @ conn::OpenError::Handshake(_)) => {
+    let connector = tls.map(connector).transpose()?;
+    conn::open(SocketAddr::new(ip, port), connector.as_ref(), until).await.map_err(explained)
+}
+
+fn connector(opts: &TlsOptions) -> Result<TlsConnector> {
+    let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
+    let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
+    let config = crate::net::dangerously::client_config(versions, &alpn)
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS: {e}"), e))?;
+    Ok(TlsConnector::from(config))
+}
+
+/// A failed open as plugins see it: a handshake rustls refused says why
+/// (for servers only the first-flight reader could see).
+fn explained(e: conn::OpenError) -> Error {
+    match e {
+        conn::OpenError::Handshake(_) => {
             let e = Error::from(e);
             let why = format!(
                 "{e} (plugin sockets speak TLS 1.2 and 1.3 with forward-secret suites only; ctx.tls still has \
                  what service detection read of the server's certificate chain)"
             );
-            Err(Error::new(e.kind(), why))
+            Error::new(e.kind(), why)
         }
-        Err(e) => Err(e.into()),
+        e => e.into(),
     }
+}
+
+/// `sock:starttls()`: the protocol's exchange in the clear on `tcp`, then
+/// a TLS handshake, by `until`. Returns the TLS connection and its facts,
+/// and how many bytes the exchange read (charged to the run either way).
+pub(crate) async fn starttls(
+    mut tcp: tokio::net::TcpStream,
+    proto: crate::net::starttls::Starttls,
+    until: Instant,
+) -> (Result<(Conn, TlsInfo)>, usize) {
+    let ip = match tcp.peer_addr() {
+        Ok(a) => a.ip(),
+        Err(e) => return (Err(Error::with_source(ErrorKind::Io, "socket is closed", e)), 0),
+    };
+    let (upgraded, read) = proto.upgrade_counted(&mut tcp, &ip.to_string(), until).await;
+    if let Err(e) = upgraded {
+        return (Err(Error::with_source(ErrorKind::Protocol, e.to_string(), e)), read);
+    }
+    let opened = async {
+        // No ALPN: mail servers (Exim) refuse a protocol they do not speak.
+        let connector = connector(&TlsOptions { alpn: Some(Vec::new()), ..TlsOptions::default() })?;
+        let (conn, mut info) = conn::handshake(tcp, ip, &connector, until).await.map_err(explained)?;
+        info.starttls = Some(proto.name().to_string());
+        Ok((conn, info))
+    };
+    (opened.await, read)
 }
 
 /// One plugin socket: the connection and bytes read past a `recv_until` match.

@@ -34,6 +34,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{ServiceMethod, TlsInfo};
 use crate::net::conn::{self, Conn, OpenError};
 use crate::net::hello;
+use crate::net::starttls::Starttls;
 
 /// Most bytes of a response kept as the banner.
 pub const BANNER_MAX: usize = 512;
@@ -208,7 +209,7 @@ impl Detector {
                 out.error = Some(DetectError::Io(t));
             }
         }
-        out.tunnel |= out.tls.is_some();
+        out.tunnel |= out.tls.as_ref().is_some_and(|t| t.starttls.is_none());
         if out.identity.is_none() {
             if let Some(soft) = run.soft {
                 out.identity = Some(soft);
@@ -263,23 +264,56 @@ impl Run<'_> {
                 Err(e) => self.tls_error = Some(e.to_string()),
             }
         }
-        if self.probes(false, None, buf).await {
-            match self.open(true).await {
-                Ok(conn) => {
-                    self.probes(true, Some(conn), buf).await;
+        if !self.probes(false, None, buf).await {
+            self.starttls().await;
+            return;
+        }
+        match self.open(true).await {
+            Ok(conn) => {
+                self.probes(true, Some(conn), buf).await;
+            }
+            Err(e) => {
+                let handshake = matches!(e, OpenError::Handshake(_));
+                self.tls_error = Some(e.to_string());
+                // It answered like TLS: its chain if rustls refused it.
+                if handshake {
+                    self.legacy().await;
                 }
-                Err(e) => {
-                    let handshake = matches!(e, OpenError::Handshake(_));
-                    self.tls_error = Some(e.to_string());
-                    // It answered like TLS: its chain if rustls refused it.
-                    if handshake {
-                        self.legacy().await;
-                    }
-                    if self.out.identity.is_none() && self.soft.is_none() {
-                        self.soft = Some(Identity { service: "ssl".into(), ..Default::default() });
-                    }
+                if self.out.identity.is_none() && self.soft.is_none() {
+                    self.soft = Some(Identity { service: "ssl".into(), ..Default::default() });
                 }
             }
+        }
+    }
+
+    /// A service that upgrades to TLS in the clear (mail, LDAP, databases,
+    /// XMPP, news): its chain through STARTTLS on a fresh connection, by
+    /// rustls or, if it refuses the server, the first-flight reader. A
+    /// server that does not offer STARTTLS, or whose TLS fails, keeps the
+    /// service found in the clear and no `tls`.
+    async fn starttls(&mut self) {
+        let found = self.out.identity.as_ref().or(self.soft.as_ref());
+        let Some(proto) = found.and_then(|id| Starttls::parse(&id.service)) else { return };
+        if self.out.tls.is_some() {
+            return;
+        }
+        let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
+        let addr = self.addr;
+        let host = addr.ip().to_string();
+        let upgraded = || async {
+            let mut tcp = conn::tcp_for_hello(addr, until).await?;
+            proto.upgrade(&mut tcp, &host, until).await.map_err(|e| hello::HelloError::Malformed(e.to_string()))?;
+            Ok::<_, hello::HelloError>(tcp)
+        };
+        let Ok(tcp) = upgraded().await else { return };
+        let info = match conn::handshake(tcp, addr.ip(), &self.det.tls_no_alpn, until).await {
+            Ok((_, info)) => Some(info),
+            Err(OpenError::Handshake(_)) => hello::legacy_chain(upgraded, None, until).await.ok(),
+            Err(_) => None,
+        };
+        if let Some(mut info) = info {
+            info.starttls = Some(proto.name().to_string());
+            self.out.tls = Some(info);
         }
     }
 

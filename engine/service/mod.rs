@@ -88,7 +88,10 @@ pub fn to_service(ctx: &Ctx, open: OpenPort, d: Detection) -> (Option<Event>, Se
         s.method = d.method.unwrap_or(ServiceMethod::Probed);
     }
     // A TLS session means TLS, whatever the service inside turned out to be.
-    s.tunnel = (d.tunnel || d.tls.is_some()).then_some(Tunnel::Ssl);
+    s.tunnel = match &d.tls {
+        Some(t) if t.starttls.is_some() => Some(Tunnel::Starttls),
+        _ => (d.tunnel || d.tls.is_some()).then_some(Tunnel::Ssl),
+    };
     s.probe = d.probe;
     s.banner = d.banner;
     s.tls = d.tls.map(Box::new);

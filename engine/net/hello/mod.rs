@@ -227,6 +227,7 @@ pub fn info(f: &Flight, path: &str) -> TlsInfo {
         version: version_name(f.version),
         cipher: suite_name(f.suite),
         alpn: f.alpn.clone(),
+        starttls: None,
         kx,
         group,
         kx_bits,

@@ -381,6 +381,8 @@ pub(crate) struct TlsSession {
     pub ja3s: String,
     #[serde(default)]
     pub ja4s: String,
+    #[serde(default)]
+    pub starttls: Option<String>,
 }
 
 impl TlsSession {
@@ -392,6 +394,7 @@ impl TlsSession {
             kx_bits: t.kx_bits,
             ja3s: t.ja3s.clone(),
             ja4s: t.ja4s.clone(),
+            starttls: t.starttls.clone(),
         }
     }
 }

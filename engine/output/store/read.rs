@@ -236,7 +236,7 @@ impl Db {
                 device: r.opt(),
                 cpe: Vec::new(),
             };
-            ev.tunnel = r.opt().map(|_| Tunnel::Ssl);
+            ev.tunnel = r.opt().and_then(|t| Tunnel::parse(&t));
             ev.method = match r.text().as_str() {
                 "probed" => ServiceMethod::Probed,
                 "soft" => ServiceMethod::Soft,
@@ -261,6 +261,7 @@ impl Db {
                     kx_bits: session.kx_bits,
                     ja3s: session.ja3s,
                     ja4s: session.ja4s,
+                    starttls: session.starttls,
                     chain,
                     der: Vec::new(),
                 }));
@@ -410,7 +411,7 @@ impl Diff {
 
 /// `service product version (info)` of a service event.
 fn identity(s: &Service) -> String {
-    let mut words = vec![format!("{}{}", if s.tunnel.is_some() { "ssl/" } else { "" }, s.id.service)];
+    let mut words = vec![format!("{}{}", if s.tunnel == Some(Tunnel::Ssl) { "ssl/" } else { "" }, s.id.service)];
     words.extend([&s.id.product, &s.id.version].into_iter().filter_map(Clone::clone));
     if let Some(info) = &s.id.info {
         words.push(format!("({info})"));
