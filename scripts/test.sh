@@ -23,6 +23,7 @@ test -x /usr/bin/python3 || missing+=(python3)         # tests/hostile/*.py serv
 command -v ndiff >/dev/null || missing+=(ndiff)
 command -v xmllint >/dev/null || missing+=(libxml2-utils)
 command -v minisign >/dev/null || missing+=(minisign) # checks pack.sig files both ways (tests/packs.rs)
+command -v sslscan >/dev/null || missing+=(sslscan)   # ssl-enum-ciphers is compared with it (tests/tls.rs)
 if [ ${#missing[@]} -gt 0 ]; then
     apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
     DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2

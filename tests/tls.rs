@@ -159,3 +159,126 @@ fn plugins_upgrade_their_sockets_with_starttls() {
     assert_eq!(f["title"], "starttls failed", "{f}");
     assert!(f["data"]["error"].as_str().unwrap().contains("no STARTTLS for \"http\""), "{f}");
 }
+
+/// Accepted suites per version, as sslscan (Debian's) reports them:
+/// version name to IANA suite names, in sslscan's order.
+fn sslscan(target: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let out = crate::util::in_lab("sslscan")
+        .args(["--xml=-", "--no-colour", "--no-heartbleed", "--no-renegotiation", "--no-compression", "--no-fallback"])
+        .arg(format!("{target}:443"))
+        .output()
+        .expect("sslscan runs (scripts/test.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut map: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for line in text.lines().filter(|l| l.trim_start().starts_with("<cipher ")) {
+        let attr = |name: &str| {
+            let at =
+                line.find(&format!(" {name}=\"")).unwrap_or_else(|| panic!("no {name} in {line}")) + name.len() + 3;
+            line[at..].split('"').next().unwrap().to_string()
+        };
+        let id = u16::from_str_radix(attr("id").trim_start_matches("0x"), 16).unwrap();
+        map.entry(attr("sslversion")).or_default().push(moonscan::net::hello::suite_name(id));
+    }
+    map
+}
+
+/// The ssl-enum-ciphers finding of each address: version to suite names in order.
+fn enumerated(evs: &[Value]) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
+    let mut all: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> =
+        Default::default();
+    for f in
+        of_type(evs, "finding").into_iter().filter(|f| f["plugin"] == "ssl-enum-ciphers" && f["severity"] == "info")
+    {
+        let per = all.entry(f["ip"].as_str().unwrap().to_string()).or_default();
+        for (version, v) in f["data"].as_object().unwrap() {
+            if let Some(ciphers) = v["ciphers"].as_array() {
+                per.insert(version.clone(), ciphers.iter().map(|c| c["name"].as_str().unwrap().to_string()).collect());
+            }
+        }
+    }
+    all
+}
+
+#[test]
+fn ssl_enum_ciphers_finds_what_sslscan_finds() {
+    let _lab = lab();
+    let targets = [TARGET, "198.18.0.7", "198.18.0.8", "198.18.0.9", "198.18.0.10", "198.18.0.11"];
+    let mut args = vec!["-sV", "-n", "-Pn", "-p", "443", "--script", "ssl-enum-ciphers"];
+    args.extend(targets);
+    let (out, evs) = lab_scan(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ours = enumerated(&evs);
+    for t in targets {
+        let theirs = sslscan(t);
+        assert!(!theirs.is_empty(), "sslscan found nothing on {t}");
+        let mine = ours.get(t).unwrap_or_else(|| panic!("no ssl-enum-ciphers finding for {t}"));
+        assert_eq!(mine.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "{t}: versions");
+        for (version, suites) in &theirs {
+            let (mut a, mut b) = (mine[version].clone(), suites.clone());
+            // Where the server imposes its order, the order too.
+            let server_order = of_type(&evs, "finding").iter().any(|f| {
+                f["ip"] == t && f["plugin"] == "ssl-enum-ciphers" && f["data"][version]["cipher preference"] == "server"
+            });
+            if server_order {
+                assert_eq!(a, b, "{t} {version}: suites in the server's order");
+            }
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{t} {version}: suites");
+        }
+    }
+}
+
+/// The titles of one address's findings from one plugin.
+fn titles(evs: &[Value], ip: &str, plugin: &str) -> Vec<String> {
+    of_type(evs, "finding")
+        .into_iter()
+        .filter(|f| f["ip"] == ip && f["plugin"] == plugin && f["severity"] != "info")
+        .map(|f| f["title"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn weak_tls_configurations_trip_findings_and_a_sound_one_stays_quiet() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&[
+        "-sV",
+        "-n",
+        "-Pn",
+        "-p",
+        "443",
+        "--script",
+        "ssl-enum-ciphers",
+        "--script-args",
+        "ssl-enum-ciphers.hostname=www.lab.moonscan.test",
+        TARGET,
+        "198.18.0.7",
+        "198.18.0.9",
+        "198.18.0.10",
+        "198.18.0.11",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let has = |ip: &str, title: &str| {
+        let t = titles(&evs, ip, "ssl-enum-ciphers");
+        assert!(t.iter().any(|x| x.starts_with(title)), "{ip}: no {title:?} in {t:?}");
+    };
+    // The lab's nginx: only its self-signed certificate, no weak protocol or suite.
+    assert_eq!(titles(&evs, TARGET, "ssl-enum-ciphers"), ["Self-signed certificate"]);
+    has("198.18.0.7", "TLSv1.0 is enabled");
+    has("198.18.0.7", "CBC cipher suites with TLS 1.0 or older only");
+    has("198.18.0.7", "Neither TLS 1.2 nor TLS 1.3 is accepted");
+    has("198.18.0.9", "No forward secrecy");
+    has("198.18.0.9", "NULL (unencrypted) cipher suites accepted");
+    has("198.18.0.10", "Key exchange under 2048 bits");
+    has("198.18.0.10", "Anonymous (unauthenticated) cipher suites accepted");
+    has("198.18.0.11", "TLSv1.1 is enabled");
+    // Grades: nginx's least strength A; NULL suites F.
+    let least = |ip: &str| {
+        of_type(&evs, "finding")
+            .into_iter()
+            .find(|f| f["ip"] == ip && f["plugin"] == "ssl-enum-ciphers" && f["severity"] == "info")
+            .map(|f| f["data"]["least strength"].as_str().unwrap().to_string())
+    };
+    assert_eq!(least(TARGET).as_deref(), Some("A"));
+    assert_eq!(least("198.18.0.11").as_deref(), Some("F"));
+}

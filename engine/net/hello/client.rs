@@ -122,7 +122,10 @@ impl ClientHello {
         put_ext(&mut ext, 23, &[]);
         put_ext(&mut ext, 35, &[]);
         if self.version >= TLS13 {
-            let versions: Vec<u16> = [TLS13, TLS12, TLS11, TLS10].to_vec();
+            // Only TLS 1.3 suites: a hello for TLS 1.3 alone (enumeration).
+            let only13 =
+                self.suites.iter().all(|&s| TlsCipherSuite::from_id(s).is_some_and(|s| s.kx == TlsCipherKx::Tls13));
+            let versions: Vec<u16> = if only13 { vec![TLS13] } else { vec![TLS13, TLS12, TLS11, TLS10] };
             let mut sv = vec![(versions.len() * 2) as u8];
             for v in versions {
                 sv.extend_from_slice(&v.to_be_bytes());

@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod client;
+pub mod enumerate;
 pub mod flight;
 
 use std::fmt::Write as _;

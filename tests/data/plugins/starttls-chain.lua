@@ -12,7 +12,7 @@ return {
       ctx:finding{ title = "connect failed", data = { error = err } }
       return
     end
-    local ok, why = sock:starttls(ctx.args and ctx.args.proto)
+    local ok, why = sock:starttls(ctx.args["starttls-chain.proto"])
     if not ok then
       ctx:finding{ title = "starttls failed", data = { error = why } }
       return

@@ -1,0 +1,215 @@
+//! Which protocol versions and suites a server accepts, in its order of
+//! preference, from ClientHellos and ServerHellos alone (as nmap's
+//! ssl-enum-ciphers, sslscan and testssl.sh do it, never a full handshake).
+//!
+//! In: a way to open a connection ready for a ClientHello (TCP, or TCP
+//! upgraded by STARTTLS), a deadline and a cap on hellos. Out: an
+//! [`Enumeration`]. What always holds: at most [`Limits::hellos`]
+//! connections, [`Limits::parallel`] at a time, each bounded by the flight
+//! reader's limits and by the deadline; a server that misbehaves ends its
+//! version's enumeration with an error, never the rest.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures_util::stream::{self, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+
+use super::{exchange, info, suites_for, ClientHello, Flight, HelloError, SSL3, TLS10, TLS11, TLS12, TLS13};
+use crate::findings::TlsInfo;
+
+/// How far one enumeration may go.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Most connections (hellos) in all.
+    pub hellos: u32,
+    /// Most at once.
+    pub parallel: usize,
+    /// Longest one hello (connect, STARTTLS, flight) may take.
+    pub each: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { hellos: 1000, parallel: 6, each: std::time::Duration::from_secs(5) }
+    }
+}
+
+/// One suite a server accepted, with the key exchange it chose for it.
+#[derive(Clone, Debug)]
+pub struct Accepted {
+    pub suite: u16,
+    /// The session facts of that hello (kx, group, kx_bits, name, chain).
+    pub info: TlsInfo,
+}
+
+/// Whose order the server follows when offered several suites it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preference {
+    Server,
+    Client,
+    /// Fewer than two suites, or the check could not be made.
+    Indeterminate,
+}
+
+impl Preference {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preference::Server => "server",
+            Preference::Client => "client",
+            Preference::Indeterminate => "indeterminate",
+        }
+    }
+}
+
+/// What one protocol version showed.
+#[derive(Clone, Debug)]
+pub struct VersionResult {
+    pub version: u16,
+    /// Accepted suites, in the order the server chose them.
+    pub accepted: Vec<Accepted>,
+    pub preference: Preference,
+    /// Why the enumeration of this version stopped early, if it did.
+    pub error: Option<String>,
+}
+
+/// What a whole enumeration showed.
+#[derive(Clone, Debug, Default)]
+pub struct Enumeration {
+    /// The server answered an SSLv2 CLIENT-HELLO with a SERVER-HELLO.
+    pub sslv2: bool,
+    /// Versions with at least one accepted suite, newest first.
+    pub versions: Vec<VersionResult>,
+    /// Hellos sent.
+    pub hellos: u32,
+    /// The hello cap was reached: the result may be incomplete.
+    pub capped: bool,
+}
+
+/// The versions enumerated, newest first.
+pub const VERSIONS: [u16; 5] = [TLS13, TLS12, TLS11, TLS10, SSL3];
+
+/// Enumerates `versions` (newest first; see [`VERSIONS`]) and SSLv2.
+pub async fn enumerate<S, F, Fut>(
+    connect: F,
+    server_name: Option<&str>,
+    versions: &[u16],
+    until: Instant,
+    limits: Limits,
+) -> Enumeration
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<S, HelloError>>,
+{
+    let sent = AtomicU32::new(0);
+    let run = Run { connect: &connect, server_name, until, limits, sent: &sent };
+    let sslv2 = async { run.sslv2().await };
+    let each = stream::iter(versions.iter().copied()).map(|v| run.version(v)).buffered(limits.parallel.max(1));
+    let (sslv2, results) = futures_util::join!(sslv2, each.collect::<Vec<_>>());
+    let sent = sent.load(Ordering::Relaxed);
+    Enumeration {
+        sslv2,
+        versions: results.into_iter().filter(|r| !r.accepted.is_empty()).collect(),
+        hellos: sent.min(limits.hellos),
+        capped: sent > limits.hellos,
+    }
+}
+
+struct Run<'a, F> {
+    connect: &'a F,
+    server_name: Option<&'a str>,
+    until: Instant,
+    limits: Limits,
+    sent: &'a AtomicU32,
+}
+
+impl<S, F, Fut> Run<'_, F>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<S, HelloError>>,
+{
+    /// One hello offering `suites` at `version`, if the cap allows it.
+    async fn hello(&self, version: u16, suites: Vec<u16>) -> Result<Flight, HelloError> {
+        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.hellos {
+            return Err(HelloError::Malformed(format!("the cap of {} hellos was reached", self.limits.hellos)));
+        }
+        let hello = ClientHello {
+            version,
+            suites,
+            server_name: self.server_name.filter(|n| n.parse::<std::net::IpAddr>().is_err()).map(str::to_string),
+            alpn: Vec::new(),
+        };
+        let until = (Instant::now() + self.limits.each).min(self.until);
+        let mut io = tokio::time::timeout_at(until, (self.connect)()).await.map_err(|_| HelloError::Timeout)??;
+        exchange(&mut io, &hello, until).await
+    }
+
+    /// Takes away the suite the server chose until it refuses the rest.
+    async fn version(&self, version: u16) -> VersionResult {
+        let mut left = suites_for(version);
+        let mut out =
+            VersionResult { version, accepted: Vec::new(), preference: Preference::Indeterminate, error: None };
+        while !left.is_empty() {
+            match self.hello(version, left.clone()).await {
+                // A lower version in answer: this one is not spoken.
+                Ok(f) if f.version != version => break,
+                Ok(f) => {
+                    left.retain(|&s| s != f.suite);
+                    out.accepted.push(Accepted { suite: f.suite, info: info(&f, "hello") });
+                }
+                Err(e) if e.refused() || matches!(e, HelloError::NotTls | HelloError::Sslv2) => break,
+                Err(e) => {
+                    if !out.accepted.is_empty() {
+                        out.error = Some(e.to_string());
+                    }
+                    break;
+                }
+            }
+        }
+        // Whose order: offer the first two found, the server's first last.
+        if let [first, second, ..] = &out.accepted[..] {
+            out.preference = match self.hello(version, vec![second.suite, first.suite]).await {
+                Ok(f) if f.suite == first.suite => Preference::Server,
+                Ok(f) if f.suite == second.suite => Preference::Client,
+                _ => Preference::Indeterminate,
+            };
+        }
+        out
+    }
+
+    /// An SSLv2 CLIENT-HELLO with its seven suites.
+    async fn sslv2(&self) -> bool {
+        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.hellos {
+            return false;
+        }
+        let until = (Instant::now() + self.limits.each).min(self.until);
+        let Ok(Ok(mut io)) = tokio::time::timeout_at(until, (self.connect)()).await else { return false };
+        let work = async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            io.write_all(&sslv2_client_hello()).await.ok()?;
+            let mut head = [0u8; 3];
+            io.read_exact(&mut head).await.ok()?;
+            // A two-byte header with the high bit, then SERVER-HELLO (4).
+            Some(head[0] & 0x80 != 0 && head[2] == 4)
+        };
+        tokio::time::timeout_at(until, work).await.ok().flatten().unwrap_or(false)
+    }
+}
+
+fn sslv2_client_hello() -> Vec<u8> {
+    const SPECS: [[u8; 3]; 7] =
+        [[1, 0, 0x80], [2, 0, 0x80], [3, 0, 0x80], [4, 0, 0x80], [5, 0, 0x80], [6, 0, 0x40], [7, 0, 0xc0]];
+    let mut body = vec![1, 0, 2];
+    body.extend_from_slice(&((SPECS.len() * 3) as u16).to_be_bytes());
+    body.extend_from_slice(&[0, 0, 0, 16]);
+    for s in SPECS {
+        body.extend_from_slice(&s);
+    }
+    body.extend_from_slice(&[0x5a; 16]);
+    let mut out = vec![0x80 | (body.len() >> 8) as u8, body.len() as u8];
+    out.extend(body);
+    out
+}
