@@ -95,6 +95,8 @@ return {
     if not found then
       return nil, err
     end
+    local first = found.tls or ctx.tls
+    local cert_bits = first and first.chain and first.chain[1] and first.chain[1].key_bits or 0
     local out, least = {}, nil
     local names, cbc_only_tls10, fs, modern = {}, true, false, false
     local weak = { null = {}, anon = {}, export = {}, rc4 = {}, des = {}, tripledes = {}, small_kx = {} }
@@ -125,7 +127,11 @@ return {
         if s.enc == "des" then note("des", "Insecure cipher DES") end
         if s.enc == "tripledes" then note("tripledes", "64-bit block cipher 3DES vulnerable to SWEET32 attack") end
         if (s.kx == "dhe" or s.kx == "dh" or s.kx == "rsa") and (s.kx_bits or 0) > 0 and s.kx_bits < 2048 then
-          note("small_kx", "Key exchange (" .. kex_info(s) .. ") of lower strength than certificate key")
+          if s.kx ~= "rsa" and s.kx_bits < cert_bits then
+            note("small_kx", "Key exchange (" .. kex_info(s) .. ") of lower strength than certificate key")
+          else
+            note("small_kx", "Weak key exchange (" .. kex_info(s) .. ")")
+          end
         end
       end
       local w = {}

@@ -282,3 +282,82 @@ fn weak_tls_configurations_trip_findings_and_a_sound_one_stays_quiet() {
     assert_eq!(least(TARGET).as_deref(), Some("A"));
     assert_eq!(least("198.18.0.11").as_deref(), Some("F"));
 }
+
+#[test]
+fn findings_for_what_no_library_still_serves_trip_on_a_simulated_server() {
+    let _lab = lab();
+    // SSLv2, SSLv3, TLS 1.0; RC4, DES, 3DES, export; an expired SHA-1 RSA
+    // 1024 leaf followed by an unrelated certificate (tests/hostile/).
+    let _sim = Hostile::start("tls_legacy_sim.py", 8443, &[]);
+    let (out, evs) = lab_scan(&[
+        "-sV",
+        "-n",
+        "-Pn",
+        "-p",
+        "8443",
+        "--script",
+        "ssl-enum-ciphers",
+        "--script-args",
+        "ssl-enum-ciphers.hostname=www.example.com",
+        HOSTILE_IP,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let got = titles(&evs, HOSTILE_IP, "ssl-enum-ciphers");
+    for want in [
+        "SSLv2 is enabled",
+        "SSLv3 is enabled",
+        "TLSv1.0 is enabled",
+        "Export-grade cipher suites accepted",
+        "RC4 cipher suites accepted",
+        "DES cipher suites accepted",
+        "3DES cipher suites accepted",
+        "Key exchange under 2048 bits",
+        "CBC cipher suites with TLS 1.0 or older only",
+        "No forward secrecy",
+        "Neither TLS 1.2 nor TLS 1.3 is accepted",
+        "Certificate rsa key of 1024 bits",
+        "Certificate signed with SHA-1",
+        "Certificate expired on 2016-01-01T00:00:00Z",
+        "Certificate chain is broken",
+        "Certificate does not match host name www.example.com",
+    ] {
+        assert!(got.iter().any(|t| t.starts_with(want)), "no {want:?} in {got:?}");
+    }
+    // The server's order, and grades: RC4 at most C, export F.
+    let info = of_type(&evs, "finding")
+        .into_iter()
+        .find(|f| f["plugin"] == "ssl-enum-ciphers" && f["severity"] == "info")
+        .unwrap();
+    let v = &info["data"]["SSLv3"];
+    assert_eq!(v["cipher preference"], "server", "{v}");
+    let grades: Vec<(&str, &str)> = v["ciphers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["strength"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        grades,
+        [
+            ("TLS_RSA_WITH_RC4_128_SHA", "C"),
+            ("TLS_RSA_WITH_3DES_EDE_CBC_SHA", "D"),
+            ("TLS_RSA_WITH_DES_CBC_SHA", "D"),
+            ("TLS_RSA_EXPORT_WITH_RC4_40_MD5", "F")
+        ]
+    );
+    assert_eq!(info["data"]["least strength"], "F");
+    // The right name stays quiet.
+    let (_, evs) = lab_scan(&[
+        "-sV",
+        "-n",
+        "-Pn",
+        "-p",
+        "443",
+        "--script",
+        "ssl-enum-ciphers",
+        "--script-args",
+        "ssl-enum-ciphers.hostname=www.lab.moonscan.test",
+        TARGET,
+    ]);
+    assert!(!titles(&evs, TARGET, "ssl-enum-ciphers").iter().any(|t| t.contains("host name")));
+}
