@@ -71,17 +71,25 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
         let (cfg, guard, ports, ctx) = (cfg.clone(), guard.clone(), ports.clone(), ctx.clone());
         let (cut, skipped, scan_output) = (cut.clone(), skipped.clone(), scan_output.clone());
         workers.push(rt.spawn(async move {
-            let mut vm = match Vm::new(&cfg.plugins, &cfg.budgets, guard, &cfg.args, scan_output) {
-                Ok(vm) => vm,
-                Err(e) => {
-                    let message = format!("cannot start a plugin VM: {e}");
-                    return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
-                }
-            };
-            vm.cut_by(cut.clone());
+            // Made at the first port this worker takes: a scan with few open
+            // ports does not pay for VMs it never uses.
+            let mut made: Option<Vm> = None;
             loop {
                 let next = ports.lock().await.recv().await;
                 let Some(info) = next else { break };
+                let vm = match &mut made {
+                    Some(vm) => vm,
+                    None => match Vm::new(&cfg.plugins, &cfg.budgets, guard.clone(), &cfg.args, scan_output.clone()) {
+                        Ok(mut vm) => {
+                            vm.cut_by(cut.clone());
+                            made.insert(vm)
+                        }
+                        Err(e) => {
+                            let message = format!("cannot start a plugin VM: {e}");
+                            return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
+                        }
+                    },
+                };
                 if cut.is_set() {
                     // Keep taking ports so the stage before never blocks.
                     skipped.fetch_add(1, Ordering::Relaxed);

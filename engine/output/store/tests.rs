@@ -511,9 +511,12 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
     let path = dir.path().join("v1.db");
     let path = path.to_str().unwrap();
     {
-        // Schema version 1: scans had no settings column.
+        // Schema version 1: scans had no settings column (nor services a
+        // tls_session column, which came with version 3).
         let conn = rusqlite::Connection::open(path).unwrap();
-        conn.execute_batch(&schema::sqlite().replace(",\n    settings TEXT", "")).unwrap();
+        let v1 = schema::sqlite().replace(",\n    settings TEXT", "").replace("\n    tls_session TEXT,", "");
+        assert!(!v1.contains("tls_session"));
+        conn.execute_batch(&v1).unwrap();
         conn.execute("INSERT INTO schema_version (version) VALUES (1)", []).unwrap();
         conn.execute(
             "INSERT INTO scans (id, started, args, scan_type, seed) VALUES ('old', '2026-01-01T00:00:00Z', '[]', 'syn', '1')",
