@@ -41,6 +41,15 @@
 #            198.18.2.0/24, where 8 hosts are up, on moonscan's top 1000
 #            ports given to both: moonscan vs nmap -T3 default (target:
 #            moonscan/nmap <= 0.5, the same hosts and open ports)
+#   sslenum  --script ssl-enum-ciphers on the lab's nginx 443 (198.18.0.2) and
+#            the legacy TLS servers (198.18.0.7, .9, .10, .11): moonscan vs
+#            sslscan and nmap --script ssl-enum-ciphers (hyperfine), and
+#            testssl.sh -p -e (timed once: it takes minutes); whether each
+#            finds the same versions and suites as moonscan
+#            (target: moonscan <= 0.2x the fastest of them)
+#   tlssv    -sV -p 443 over 198.19.0.0/19 (8,192 TLS ports): certificates
+#            read per second and peak RSS, against BASELINE=PATH if given
+#            (an older moonscan: the figure before this build)
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
@@ -49,7 +58,7 @@
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover sslenum tlssv (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -62,7 +71,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$REPO/target/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover sslenum tlssv)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -75,6 +84,8 @@ install() {
     command -v nmap >/dev/null || missing+=(nmap)
     command -v masscan >/dev/null || missing+=(masscan)
     command -v zmap >/dev/null || missing+=(zmap)
+    command -v sslscan >/dev/null || missing+=(sslscan)
+    command -v testssl >/dev/null || missing+=(testssl.sh)
     test -x /usr/bin/time || missing+=(time)
     [ ${#missing[@]} -eq 0 ] && return 0
     apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
@@ -632,6 +643,108 @@ print(f"  hosts up: moonscan {len(mh)}, nmap {len(nh)}; open ports: moonscan {le
 PY
     echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
     bench discover "nmap=0.5" moonscan "${ms[*]}" nmap "${nm[*]}"
+}
+
+job_sslenum() {
+    local t ok=0 fastest
+    echo "== ssl-enum-ciphers: moonscan vs sslscan, nmap --script ssl-enum-ciphers, testssl.sh (target: <= 0.2x the fastest)"
+    for t in 198.18.0.2 198.18.0.7 198.18.0.9 198.18.0.10 198.18.0.11; do
+        echo "-- $t:443"
+        local ms=("$MS" -sT -n -Pn -p 443 --script ssl-enum-ciphers "$t")
+        local nm=(nmap -n -Pn -p 443 --script ssl-enum-ciphers "$t")
+        local ss=(sslscan --no-colour --no-heartbleed --no-renegotiation --no-compression --no-fallback --no-groups "$t:443")
+        attempt sslenum moonscan "$OUT/sslenum.$t.ndjson" "${ms[@]}" -oJ - || ok=1
+        attempt sslenum sslscan "$OUT/sslenum.$t.sslscan.xml" "${ss[@]}" --xml=- || ok=1
+        attempt sslenum nmap "$OUT/sslenum.$t.nmap.xml" "${nm[@]}" -oX - || ok=1
+        local start end
+        start=$(date +%s.%N)
+        in_lab testssl --quiet --color 0 --warnings off -p -e --jsonfile "$OUT/sslenum.$t.testssl.json" "$t:443" \
+            >"$OUT/sslenum.$t.testssl.txt" 2>&1 || true
+        end=$(date +%s.%N)
+        # The same sets? By IANA name against nmap; by count per version
+        # against sslscan and testssl.sh (they print ids and OpenSSL names;
+        # tests/tls.rs compares sslscan's ids with moonscan's names exactly).
+        python3 - "$OUT/sslenum.$t.ndjson" "$OUT/sslenum.$t.sslscan.xml" "$OUT/sslenum.$t.nmap.xml" "$OUT/sslenum.$t.testssl.json" <<'PY'
+import json, re, sys, xml.etree.ElementTree as ET
+ms, ss, nm, ts = sys.argv[1:5]
+mine = {}
+for line in open(ms):
+    e = json.loads(line)
+    if e.get("type") == "finding" and e.get("plugin") == "ssl-enum-ciphers" and e.get("severity") == "info":
+        for v, d in e["data"].items():
+            if isinstance(d, dict):
+                for c in d.get("ciphers") or []:
+                    mine.setdefault(v, set()).add(c["name"])
+nmap = {}
+try:
+    for s in ET.parse(nm).getroot().iter("script"):
+        if s.get("id") == "ssl-enum-ciphers":
+            for v in s.findall("table"):
+                for cs in v.findall("table[@key='ciphers']"):
+                    for c in cs.findall("table"):
+                        nmap.setdefault(v.get("key"), set()).add(c.find("elem[@key='name']").text)
+except Exception as e:
+    print(f"  nmap output unreadable: {e}")
+ssl = {}
+for c in ET.parse(ss).getroot().iter("cipher"):
+    ssl.setdefault(c.get("sslversion"), set()).add(int(c.get("id"), 16))
+def count(d):
+    return ", ".join(f"{v} {len(s)}" for v, s in sorted(d.items())) or "none"
+tssl = {}
+try:
+    names = {"ssl3": "SSLv3", "tls1": "TLSv1.0", "tls1_1": "TLSv1.1", "tls1_2": "TLSv1.2", "tls1_3": "TLSv1.3"}
+    for f in json.load(open(ts)):
+        m = re.match(r"cipher-(ssl3|tls1(?:_[123])?)_x([0-9a-f]+)$", f.get("id", ""))
+        if m and "not offered" not in f.get("finding", ""):
+            tssl.setdefault(names[m.group(1)], set()).add(int(m.group(2), 16))
+except Exception as e:
+    print(f"  testssl.sh output unreadable: {e}")
+print(f"  suites: moonscan {count(mine)}; sslscan {count(ssl)}; nmap {count(nmap)}; testssl.sh {count(tssl)}")
+same_nmap = mine == nmap
+same_ssl = {v: len(s) for v, s in mine.items()} == {v: len(s) for v, s in ssl.items()}
+same_tssl = {v: len(s) for v, s in mine.items()} == {v: len(s) for v, s in tssl.items()}
+print(f"  same versions and suites as nmap: {'yes' if same_nmap else 'NO'}; as sslscan: {'yes' if same_ssl else 'NO'}; as testssl.sh: {'yes' if same_tssl else 'NO'}")
+if not same_nmap:
+    for v in sorted(set(mine) | set(nmap)):
+        a, b = mine.get(v, set()), nmap.get(v, set())
+        if a != b:
+            print(f"    {v}: only moonscan {sorted(a - b)}; only nmap {sorted(b - a)}")
+PY
+        echo "  testssl.sh -p -e: $(echo "$end - $start" | bc | awk '{printf "%.2f", $1}') s (timed once)"
+        bench "sslenum.$t" "" moonscan "${ms[*]}" sslscan "${ss[*]}" nmap "${nm[*]}"
+        fastest=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results']; m=r[0]['median']; f=min(x['median'] for x in r[1:]); print(f'  moonscan / fastest other: {m/f:.2f}x (target <= 0.20: ' + ('met' if m/f <= 0.2 else 'MISSED') + ')')" "$OUT/sslenum.$t.json")
+        echo "$fastest"
+    done
+    return "$ok"
+}
+
+job_tlssv() {
+    local net=198.19.0.0/19
+    echo "== -sV on $net x 443 (8,192 TLS ports): certificates read per second, peak RSS"
+    local bins=("$MS")
+    [ -n "${BASELINE:-}" ] && bins+=("$BASELINE")
+    local b
+    for b in "${bins[@]}"; do
+        in_lab /usr/bin/time -v "$b" -sV -n -Pn -p 443 "$net" -oJ "$OUT/tlssv.ndjson" >/dev/null 2>"$OUT/tlssv.time"
+        python3 - "$b" "$OUT/tlssv.ndjson" "$OUT/tlssv.time" <<'PY'
+import json, re, sys
+name, nd, tm = sys.argv[1:4]
+certs = services = 0
+end = {}
+for line in open(nd):
+    e = json.loads(line)
+    if e["type"] == "service":
+        services += 1
+        if (e.get("tls") or {}).get("chain"):
+            certs += 1
+    elif e["type"] == "scan_end":
+        end = e
+t = open(tm).read()
+rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
+el = end.get("elapsed", 0) or 1
+print(f"  {name}: {certs} certificates of {services} services in {el:.2f} s = {certs / el:.0f} certificates/s, peak RSS {rss:.1f} MB, errors {end.get('errors')}")
+PY
+    done
 }
 
 job_baseline() {

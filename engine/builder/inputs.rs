@@ -99,7 +99,11 @@ impl ScanBuilder {
 /// core) and the installed packs' plugins, compiled from the bytes their
 /// verification checked.
 pub fn available_plugins(plugin_dir: &Path, packs: Vec<crate::packs::InstalledPack>) -> Result<Vec<Plugin>> {
-    let mut plugins = if plugin_dir.is_dir() { crate::plugins::load_pack_dir(plugin_dir)? } else { Vec::new() };
+    // Metadata cached as for installed packs: a scan runs only the plugins
+    // it selects, not every file of the folder to read its table.
+    let cache = crate::packs::meta_cache_dir(&crate::packs::data_dir());
+    let mut plugins =
+        if plugin_dir.is_dir() { crate::plugins::load_pack_dir_cached(plugin_dir, Some(&cache))? } else { Vec::new() };
     for pack in packs {
         for p in pack.plugins {
             crate::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;

@@ -195,17 +195,27 @@ fn syntax(e: &mlua::Error) -> String {
 
 /// Loads every `*.lua` file of a folder (not its subfolders), in name order.
 pub fn load_dir(dir: &Path) -> Result<Vec<Plugin>> {
+    load_dir_cached(dir, None)
+}
+
+fn load_dir_cached(dir: &Path, cache: Option<&Path>) -> Result<Vec<Plugin>> {
+    let mut out: Vec<Plugin> = Vec::new();
+    for f in lua_files(dir)? {
+        let bytes = crate::files::read_capped(&f, MAX_FILE, "plugin")?;
+        add_unique(&mut out, load_source_cached(&bytes, &f, cache)?)?;
+    }
+    Ok(out)
+}
+
+/// The `*.lua` files of a folder (not its subfolders), in name order.
+fn lua_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| bad(dir, e))?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "lua") && p.is_file())
         .collect();
     files.sort();
-    let mut out: Vec<Plugin> = Vec::new();
-    for f in files {
-        add_unique(&mut out, load_file(&f)?)?;
-    }
-    Ok(out)
+    Ok(files)
 }
 
 /// The plugins of a plugin folder. A folder with a pack.yaml (plugins/ is
@@ -213,6 +223,13 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Plugin>> {
 /// with its sha256, and match it. A folder without one gives plugins of no
 /// pack.
 pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
+    load_pack_dir_cached(dir, None)
+}
+
+/// [`load_pack_dir`], with metadata cached in `cache` as for installed
+/// packs (see [`load_source_cached`]): each file is read, checked and
+/// compiled once, and run only if its source is new.
+pub fn load_pack_dir_cached(dir: &Path, cache: Option<&Path>) -> Result<Vec<Plugin>> {
     #[derive(serde::Deserialize)]
     struct Entry {
         file: String,
@@ -226,26 +243,26 @@ pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
     }
     let manifest_path = dir.join("pack.yaml");
     if !manifest_path.exists() {
-        return load_dir(dir);
+        return load_dir_cached(dir, cache);
     }
     let text = crate::files::read_text_capped(&manifest_path, 64 * 1024, "pack manifest")?;
     let m: Manifest = serde_yaml::from_str(&text).map_err(|e| bad(&manifest_path, e))?;
     let mut out = Vec::new();
-    for p in load_dir(dir)? {
-        let file = p.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    for path in lua_files(dir)? {
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let Some(entry) = m.plugins.iter().find(|e| e.file == file) else {
-            return Err(bad(&p.path, format!("is not listed in {} (pack {})", manifest_path.display(), m.name)));
+            return Err(bad(&path, format!("is not listed in {} (pack {})", manifest_path.display(), m.name)));
         };
-        let bytes = crate::files::read_capped(&p.path, MAX_FILE, "plugin")?;
+        let bytes = crate::files::read_capped(&path, MAX_FILE, "plugin")?;
         let hash: String = {
             use sha2::Digest;
             sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
         };
         if !hash.eq_ignore_ascii_case(entry.sha256.trim()) {
-            return Err(bad(&p.path, format!("does not match its sha256 in {}", manifest_path.display())));
+            return Err(bad(&path, format!("does not match its sha256 in {}", manifest_path.display())));
         }
         // Compiled from the bytes just checked.
-        out.push(load_source(&bytes, &p.path)?.in_pack(&m.name, true));
+        add_unique(&mut out, load_source_cached(&bytes, &path, cache)?.in_pack(&m.name, true))?;
     }
     Ok(out)
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::budget::{Budgets, OutputAllowance};
 use super::host::{RunOutput, Vm};
 use super::net::Guard;
-use super::{load_source, Plugin};
+use super::{load_pack_dir, load_pack_dir_cached, load_source, Plugin};
 use crate::findings::{ErrorKind, Proto, Service, Severity};
 
 fn plugin(src: &str) -> Plugin {
@@ -509,4 +509,31 @@ fn a_description_too_long_for_the_metadata_cache_is_refused() {
     );
     let e = load_source(src.as_bytes(), Path::new("x.lua")).unwrap_err().to_string();
     assert!(e.contains("longer than 2000 bytes"), "{e}");
+}
+
+#[test]
+fn a_pack_folder_reads_metadata_from_the_cache_once_stored() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let src = "return { id = 'cached', description = 'from the file', categories = {'safe'}, ports = {80}, run = function() end }";
+    let hash: String = sha2::Sha256::digest(src.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    std::fs::write(dir.path().join("cached.lua"), src).unwrap();
+    std::fs::write(
+        dir.path().join("pack.yaml"),
+        format!("name: t\nversion: 0.1.0\nplugins:\n  - file: cached.lua\n    sha256: {hash}\n"),
+    )
+    .unwrap();
+    let first = load_pack_dir_cached(dir.path(), Some(cache.path())).unwrap();
+    assert_eq!(first[0].description, "from the file");
+    // The entry is written, and the next load reads it instead of running the file.
+    let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let text = std::fs::read_to_string(&entries[0]).unwrap().replace("from the file", "from the cache");
+    std::fs::write(&entries[0], text).unwrap();
+    let second = load_pack_dir_cached(dir.path(), Some(cache.path())).unwrap();
+    assert_eq!(second[0].description, "from the cache");
+    assert_eq!(second[0].pack.as_deref(), Some("t"));
+    // Without a cache, the file is run again.
+    assert_eq!(load_pack_dir(dir.path()).unwrap()[0].description, "from the file");
 }
