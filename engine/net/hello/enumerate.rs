@@ -117,6 +117,14 @@ where
     }
 }
 
+/// Why a drain stopped.
+enum Stop {
+    /// The server refused what was left: every accepted suite is found.
+    Refused,
+    /// Something else (time-out, malformed reply): what was found is kept.
+    Failed(String),
+}
+
 struct Run<'a, F> {
     connect: &'a F,
     server_name: Option<&'a str>,
@@ -147,28 +155,15 @@ where
         exchange(&mut io, &hello, until).await
     }
 
-    /// Takes away the suite the server chose until it refuses the rest.
+    /// Takes away the suite the server chose until it refuses the rest:
+    /// two suites, then whose order it follows; a server that follows the
+    /// client's has the rest found in parallel (the order is ours anyway),
+    /// one that imposes its own, one hello after another.
     async fn version(&self, version: u16) -> VersionResult {
         let mut left = suites_for(version);
         let mut out =
             VersionResult { version, accepted: Vec::new(), preference: Preference::Indeterminate, error: None };
-        while !left.is_empty() {
-            match self.hello(version, left.clone()).await {
-                // A lower version in answer: this one is not spoken.
-                Ok(f) if f.version != version => break,
-                Ok(f) => {
-                    left.retain(|&s| s != f.suite);
-                    out.accepted.push(Accepted { suite: f.suite, info: info(&f, "hello") });
-                }
-                Err(e) if e.refused() || matches!(e, HelloError::NotTls | HelloError::Sslv2) => break,
-                Err(e) => {
-                    if !out.accepted.is_empty() {
-                        out.error = Some(e.to_string());
-                    }
-                    break;
-                }
-            }
-        }
+        let stopped = self.drain(version, &mut left, &mut out.accepted, Some(2)).await;
         // Whose order: offer the first two found, the server's first last.
         if let [first, second, ..] = &out.accepted[..] {
             out.preference = match self.hello(version, vec![second.suite, first.suite]).await {
@@ -177,7 +172,72 @@ where
                 _ => Preference::Indeterminate,
             };
         }
+        let stopped = match stopped {
+            Some(stop) => stop,
+            None if out.preference == Preference::Client && self.limits.parallel > 1 => {
+                // Dealt round-robin, so accepted suites spread over the parts.
+                let parts = self.limits.parallel.min(left.len()).max(1);
+                let mut split: Vec<Vec<u16>> = vec![Vec::new(); parts];
+                for (i, s) in left.iter().enumerate() {
+                    split[i % parts].push(*s);
+                }
+                let found = futures_util::future::join_all(split.into_iter().map(|mut part| async move {
+                    let mut got = Vec::new();
+                    let stop = self.drain(version, &mut part, &mut got, None).await;
+                    (got, stop)
+                }))
+                .await;
+                let mut stop = Stop::Refused;
+                for (got, s) in found {
+                    out.accepted.extend(got);
+                    if let Some(Stop::Failed(e)) = s {
+                        stop = Stop::Failed(e);
+                    }
+                }
+                // The client's order: the order offered.
+                let rank = |id: u16| left.iter().position(|&s| s == id).unwrap_or(usize::MAX);
+                out.accepted[2..].sort_by_key(|a| rank(a.suite));
+                stop
+            }
+            None => self.drain(version, &mut left, &mut out.accepted, None).await.unwrap_or(Stop::Refused),
+        };
+        if let Stop::Failed(e) = stopped {
+            if !out.accepted.is_empty() {
+                out.error = Some(e);
+            }
+        }
         out
+    }
+
+    /// Offers `left` again and again, taking away each suite the server
+    /// chooses, until it refuses (Some), or `most` were found (None).
+    async fn drain(
+        &self,
+        version: u16,
+        left: &mut Vec<u16>,
+        accepted: &mut Vec<Accepted>,
+        most: Option<usize>,
+    ) -> Option<Stop> {
+        let mut found = 0;
+        while !left.is_empty() {
+            if most.is_some_and(|m| found >= m) {
+                return None;
+            }
+            match self.hello(version, left.clone()).await {
+                // A lower version in answer: this one is not spoken.
+                Ok(f) if f.version != version => return Some(Stop::Refused),
+                Ok(f) => {
+                    left.retain(|&s| s != f.suite);
+                    accepted.push(Accepted { suite: f.suite, info: info(&f, "hello") });
+                    found += 1;
+                }
+                Err(e) if e.refused() || matches!(e, HelloError::NotTls | HelloError::Sslv2) => {
+                    return Some(Stop::Refused)
+                }
+                Err(e) => return Some(Stop::Failed(e.to_string())),
+            }
+        }
+        Some(Stop::Refused)
     }
 
     /// An SSLv2 CLIENT-HELLO with its seven suites.
