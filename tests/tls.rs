@@ -229,6 +229,14 @@ fn ssl_enum_ciphers_finds_what_sslscan_finds() {
     }
 }
 
+/// -sV and ssl-enum-ciphers on `port` of `targets`, the plugin told `hostname`.
+fn enum_scan(port: &str, hostname: &str, targets: &[&str]) -> (std::process::Output, Vec<Value>) {
+    let name = format!("ssl-enum-ciphers.hostname={hostname}");
+    let mut args = vec!["-sV", "-n", "-Pn", "-p", port, "--script", "ssl-enum-ciphers", "--script-args", &name];
+    args.extend(targets);
+    lab_scan(&args)
+}
+
 /// The titles of one address's findings from one plugin.
 fn titles(evs: &[Value], ip: &str, plugin: &str) -> Vec<String> {
     of_type(evs, "finding")
@@ -241,22 +249,8 @@ fn titles(evs: &[Value], ip: &str, plugin: &str) -> Vec<String> {
 #[test]
 fn weak_tls_configurations_trip_findings_and_a_sound_one_stays_quiet() {
     let _lab = lab();
-    let (out, evs) = lab_scan(&[
-        "-sV",
-        "-n",
-        "-Pn",
-        "-p",
-        "443",
-        "--script",
-        "ssl-enum-ciphers",
-        "--script-args",
-        "ssl-enum-ciphers.hostname=www.lab.moonscan.test",
-        TARGET,
-        "198.18.0.7",
-        "198.18.0.9",
-        "198.18.0.10",
-        "198.18.0.11",
-    ]);
+    let (out, evs) =
+        enum_scan("443", "www.lab.moonscan.test", &[TARGET, "198.18.0.7", "198.18.0.9", "198.18.0.10", "198.18.0.11"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let has = |ip: &str, title: &str| {
         let t = titles(&evs, ip, "ssl-enum-ciphers");
@@ -289,18 +283,7 @@ fn findings_for_what_no_library_still_serves_trip_on_a_simulated_server() {
     // SSLv2, SSLv3, TLS 1.0; RC4, DES, 3DES, export; an expired SHA-1 RSA
     // 1024 leaf followed by an unrelated certificate (tests/hostile/).
     let _sim = Hostile::start("tls_legacy_sim.py", 8443, &[]);
-    let (out, evs) = lab_scan(&[
-        "-sV",
-        "-n",
-        "-Pn",
-        "-p",
-        "8443",
-        "--script",
-        "ssl-enum-ciphers",
-        "--script-args",
-        "ssl-enum-ciphers.hostname=www.example.com",
-        HOSTILE_IP,
-    ]);
+    let (out, evs) = enum_scan("8443", "www.example.com", &[HOSTILE_IP]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let got = titles(&evs, HOSTILE_IP, "ssl-enum-ciphers");
     for want in [
@@ -347,17 +330,6 @@ fn findings_for_what_no_library_still_serves_trip_on_a_simulated_server() {
     );
     assert_eq!(info["data"]["least strength"], "F");
     // The right name stays quiet.
-    let (_, evs) = lab_scan(&[
-        "-sV",
-        "-n",
-        "-Pn",
-        "-p",
-        "443",
-        "--script",
-        "ssl-enum-ciphers",
-        "--script-args",
-        "ssl-enum-ciphers.hostname=www.lab.moonscan.test",
-        TARGET,
-    ]);
+    let (_, evs) = enum_scan("443", "www.lab.moonscan.test", &[TARGET]);
     assert!(!titles(&evs, TARGET, "ssl-enum-ciphers").iter().any(|t| t.contains("host name")));
 }
