@@ -13,9 +13,13 @@
 -- least strength is the worst grade of any suite.
 local TLS_PORTS = { 443, 465, 563, 636, 853, 989, 990, 992, 993, 994, 995, 4443, 5061, 8443, 9443 }
 
--- Elliptic-curve bits to RSA-equivalent bits (NIST SP 800-57).
+-- Elliptic-curve bits to RSA-equivalent bits (NIST SP 800-57); nil when
+-- the size is unknown (explicit curves, groups moonscan does not know).
 local function rsa_equivalent(suite)
   local bits = suite.kx_bits or 0
+  if bits == 0 then
+    return nil
+  end
   if suite.group and not suite.group:find("^ffdhe") then
     if bits >= 512 then return 15360 end
     if bits >= 384 then return 7680 end
@@ -33,7 +37,8 @@ local function grade(suite)
   end
   local kex = rsa_equivalent(suite)
   local kx_score
-  if kex == 0 then kx_score = 0
+  if kex == nil then kx_score = 80 -- unknown size: neither credited nor blamed
+  elseif kex == 0 then kx_score = 0
   elseif kex < 512 then kx_score = 20
   elseif kex < 1024 then kx_score = 40
   elseif kex < 2048 then kx_score = 80
@@ -96,7 +101,10 @@ return {
       return nil, err
     end
     local first = found.tls or ctx.tls
-    local cert_bits = first and first.chain and first.chain[1] and first.chain[1].key_bits or 0
+    local cert = first and first.chain and first.chain[1]
+    local cert_bits = cert and cert.key_bits or 0
+    -- DH and RSA sizes compare with RSA and DSA keys only (EC bits are not alike).
+    local cert_rsa = cert ~= nil and (cert.key_type == "rsa" or cert.key_type == "dsa")
     local out, least = {}, nil
     local names, cbc_only_tls10, fs, modern = {}, true, false, false
     local weak = { null = {}, anon = {}, export = {}, rc4 = {}, des = {}, tripledes = {}, small_kx = {} }
@@ -127,7 +135,7 @@ return {
         if s.enc == "des" then note("des", "Insecure cipher DES") end
         if s.enc == "tripledes" then note("tripledes", "64-bit block cipher 3DES vulnerable to SWEET32 attack") end
         if (s.kx == "dhe" or s.kx == "dh" or s.kx == "rsa") and (s.kx_bits or 0) > 0 and s.kx_bits < 2048 then
-          if s.kx ~= "rsa" and s.kx_bits < cert_bits then
+          if s.kx ~= "rsa" and cert_rsa and s.kx_bits < cert_bits then
             note("small_kx", "Key exchange (" .. kex_info(s) .. ") of lower strength than certificate key")
           else
             note("small_kx", "Weak key exchange (" .. kex_info(s) .. ")")
@@ -230,6 +238,8 @@ return {
         local want = string.lower(name)
         local matched = false
         for _, san in ipairs(leaf.san or {}) do
+          local ip = string.lower(san):match("^ip:(.+)$")
+          if ip and ip == want then matched = true end
           local dns = string.lower(san):match("^dns:(.+)$")
           if dns then
             if dns == want then matched = true end

@@ -333,3 +333,42 @@ fn findings_for_what_no_library_still_serves_trip_on_a_simulated_server() {
     let (_, evs) = enum_scan("443", "www.lab.moonscan.test", &[TARGET]);
     assert!(!titles(&evs, TARGET, "ssl-enum-ciphers").iter().any(|t| t.contains("host name")));
 }
+
+#[test]
+fn tls_enum_runs_once_per_run_within_the_read_budget() {
+    let _lab = lab();
+    let plugin = crate::util::repo().join("tests/data/plugins/tls-enum-limits.lua");
+    let call = |evs: &[Value], n: &str| {
+        of_type(evs, "finding")
+            .into_iter()
+            .find(|f| f["title"] == n)
+            .unwrap_or_else(|| panic!("no {n}: {evs:#?}"))
+            .clone()
+    };
+    let (_, evs) = lab_scan(&["-n", "-Pn", "-p", "443", "--script", plugin.to_str().unwrap(), TARGET]);
+    let (first, second) = (call(&evs, "call 1"), call(&evs, "call 2"));
+    assert_eq!((first["data"]["ok"].as_bool(), first["data"]["versions"].as_u64()), (Some(true), Some(1)), "{first}");
+    assert_eq!(second["data"]["ok"], false, "{second}");
+    assert!(second["data"]["err"].as_str().unwrap().contains("once per run"), "{second}");
+    // A read budget of 20 kB (the enumeration reads some 40 kB): no hello
+    // starts past it, and the run is stopped for reading more than it.
+    let (out, evs) = lab_scan(&[
+        "-n",
+        "-Pn",
+        "-p",
+        "443",
+        "--script",
+        plugin.to_str().unwrap(),
+        "--script-max-read",
+        "20000",
+        TARGET,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let errors = of_type(&evs, "error");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(
+        (errors[0]["kind"].as_str(), errors[0]["message"].as_str()),
+        (Some("budget"), Some("read more than 20000 bytes"))
+    );
+    assert!(of_type(&evs, "finding").is_empty());
+}

@@ -76,7 +76,7 @@ impl Starttls {
     /// A protocol by its name (nmap's service names and a few aliases).
     pub fn parse(name: &str) -> Option<Starttls> {
         Some(match name.to_ascii_lowercase().as_str() {
-            "smtp" | "submission" | "smtps" => Starttls::Smtp,
+            "smtp" | "submission" => Starttls::Smtp,
             "lmtp" => Starttls::Lmtp,
             "imap" => Starttls::Imap,
             "pop3" => Starttls::Pop3,
@@ -234,7 +234,9 @@ impl Starttls {
                     xml_escape(host)
                 );
                 send(io, open.as_bytes()).await?;
-                let features = r.until(io, &["</stream:features>", "<stream:features/>"]).await?;
+                // With the stream prefix or a default namespace.
+                let features =
+                    r.until(io, &["</stream:features>", "<stream:features/>", "</features>", "<features/>"]).await?;
                 if !features.contains("<starttls") {
                     return Err(StarttlsError::Refused("the server does not offer STARTTLS".into()));
                 }

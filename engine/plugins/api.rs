@@ -230,11 +230,14 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         })?,
     )?;
 
-    // ---- ctx:tls_enum{port=, starttls=, versions=} ----
+    // ---- ctx:tls_enum{port=, starttls=, versions=, timeout=} ----
     // The versions and suites the server accepts, from ClientHellos and
-    // ServerHellos only (engine/net/hello/enumerate.rs). Counts as one
-    // socket of the budget; its own hellos are capped (1000, 6 at a time,
-    // 5 s each) and it ends by the run's deadline.
+    // ServerHellos only (engine/net/hello/enumerate.rs). Once per run; it
+    // counts as one socket of the budget, its own hellos are capped (1000,
+    // 90 through MySQL, whose servers block a host after 100 broken
+    // handshakes; 6 at a time; `timeout` each), what they read is charged
+    // to the run's read budget (no hello starts past it), and it ends by
+    // the run's deadline.
     let h = host.clone();
     methods.raw_set(
         "tls_enum",
@@ -275,9 +278,24 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                         versions.push(v);
                     }
                 }
+                versions.dedup();
+                let again = with_run(&h.cur, |r| {
+                    r.tls_enums += 1;
+                    r.tls_enums > 1
+                })?;
+                if again {
+                    return failed(Error::new(ErrorKind::Budget, "ctx:tls_enum: once per run"));
+                }
                 let (ip, port) = match h.admit(&req) {
                     Ok(to) => to,
                     Err(e) => return failed(e),
+                };
+                let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
+                let limits = crate::net::hello::enumerate::Limits {
+                    hellos: if starttls == Some(crate::net::starttls::Starttls::Mysql) { 90 } else { 1000 },
+                    each: req.timeout,
+                    read_bytes: read_left,
+                    ..Default::default()
                 };
                 let addr = std::net::SocketAddr::new(ip, port);
                 let until = h.meter.deadline();
@@ -297,7 +315,6 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                             Ok::<_, crate::net::hello::HelloError>(tcp)
                         }
                     };
-                    let limits = crate::net::hello::enumerate::Limits::default();
                     crate::net::hello::enumerate::enumerate(connect, None, &versions, until, limits).await
                 });
                 // Aborted if the run ends first (budget, stop).
@@ -307,6 +324,9 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                     Err(e) => return failed(Error::new(ErrorKind::Io, format!("ctx:tls_enum: {e}"))),
                 };
                 drop(guard);
+                if !h.charge(usize::try_from(found.read).unwrap_or(usize::MAX)) {
+                    return failed(read_budget(&h.budgets));
+                }
                 Ok((Value::Table(enumeration_table(&lua, &found)?), Value::Nil))
             }
         })?,

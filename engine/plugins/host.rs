@@ -61,6 +61,8 @@ pub struct RunOutput {
 pub(super) struct RunCtx {
     pub(super) info: Arc<Service>,
     pub(super) sockets: u32,
+    /// `ctx:tls_enum` calls (one per run).
+    pub(super) tls_enums: u32,
     pub(super) read: u64,
     /// Bytes of findings this run may still report.
     pub(super) output_left: u64,
@@ -368,6 +370,7 @@ impl Vm {
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunCtx {
             info: info.clone(),
             sockets: 0,
+            tls_enums: 0,
             read: 0,
             output_left: self.budgets.output,
             out: RunOutput::default(),

@@ -264,7 +264,9 @@ impl Run<'_> {
                 Err(e) => self.tls_error = Some(e.to_string()),
             }
         }
-        if !self.probes(false, None, buf).await {
+        // A port already known as TLS (its chain read from its first
+        // flight) is not handed to rustls again.
+        if !self.probes(false, None, buf).await || self.client_first {
             self.starttls().await;
             return;
         }

@@ -73,7 +73,13 @@ impl ClientHello {
         body.extend_from_slice(&[1, 0]);
         // SSLv3 had no extensions; a server of that age may choke on them.
         if self.version > SSL3 {
-            let ext = self.extensions();
+            let mut ext = self.extensions();
+            // RFC 7685 padding: some servers (F5) hang on a ClientHello of
+            // 256 to 511 bytes; pad it to 512.
+            let message = 4 + body.len() + 2 + ext.len();
+            if (256..512).contains(&message) {
+                put_ext(&mut ext, 21, &vec![0; (512 - message).saturating_sub(4)]);
+            }
             put_u16(&mut body, ext.len() as u16);
             body.extend_from_slice(&ext);
         }

@@ -10,10 +10,11 @@
 //! version's enumeration with an error, never the rest.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
 
-use futures_util::stream::{self, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use super::{exchange, info, suites_for, ClientHello, Flight, HelloError, SSL3, TLS10, TLS11, TLS12, TLS13};
@@ -28,11 +29,13 @@ pub struct Limits {
     pub parallel: usize,
     /// Longest one hello (connect, STARTTLS, flight) may take.
     pub each: std::time::Duration,
+    /// Most bytes read from the server in all; no hello starts past it.
+    pub read_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { hellos: 1000, parallel: 6, each: std::time::Duration::from_secs(5) }
+        Limits { hellos: 1000, parallel: 6, each: std::time::Duration::from_secs(5), read_bytes: u64::MAX }
     }
 }
 
@@ -83,8 +86,10 @@ pub struct Enumeration {
     pub versions: Vec<VersionResult>,
     /// Hellos sent.
     pub hellos: u32,
-    /// The hello cap was reached: the result may be incomplete.
+    /// The hello cap or the read limit was reached: the result may be incomplete.
     pub capped: bool,
+    /// Bytes read from the server in all (STARTTLS exchanges included).
+    pub read: u64,
 }
 
 /// The versions enumerated, newest first.
@@ -103,17 +108,65 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<S, HelloError>>,
 {
-    let sent = AtomicU32::new(0);
-    let run = Run { connect: &connect, server_name, until, limits, sent: &sent };
+    let (sent, read, chain_kept) = (AtomicU32::new(0), AtomicU64::new(0), AtomicBool::new(false));
+    let at_once = tokio::sync::Semaphore::new(limits.parallel.max(1));
+    let run = Run {
+        connect: &connect,
+        server_name,
+        until,
+        limits,
+        sent: &sent,
+        read: &read,
+        chain_kept: &chain_kept,
+        at_once: &at_once,
+    };
+    let mut unique: Vec<u16> = Vec::new();
+    for &v in versions {
+        if !unique.contains(&v) {
+            unique.push(v);
+        }
+    }
     let sslv2 = async { run.sslv2().await };
-    let each = stream::iter(versions.iter().copied()).map(|v| run.version(v)).buffered(limits.parallel.max(1));
-    let (sslv2, results) = futures_util::join!(sslv2, each.collect::<Vec<_>>());
+    // Every version at once; the semaphore keeps `parallel` hellos in flight.
+    let each = futures_util::future::join_all(unique.iter().map(|&v| run.version(v)));
+    let (sslv2, results) = futures_util::join!(sslv2, each);
     let sent = sent.load(Ordering::Relaxed);
+    let read = read.load(Ordering::Relaxed);
     Enumeration {
         sslv2,
         versions: results.into_iter().filter(|r| !r.accepted.is_empty()).collect(),
         hellos: sent.min(limits.hellos),
-        capped: sent > limits.hellos,
+        capped: sent > limits.hellos || read > limits.read_bytes,
+        read,
+    }
+}
+
+/// A stream that adds what it reads to a shared count.
+struct Counted<'a, S> {
+    io: S,
+    read: &'a AtomicU64,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<'_, S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        self.read.fetch_add((buf.filled().len() - before) as u64, Ordering::Relaxed);
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<'_, S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -131,6 +184,10 @@ struct Run<'a, F> {
     until: Instant,
     limits: Limits,
     sent: &'a AtomicU32,
+    read: &'a AtomicU64,
+    /// A certificate chain is kept (with the first suite that showed one).
+    chain_kept: &'a AtomicBool,
+    at_once: &'a tokio::sync::Semaphore,
 }
 
 impl<S, F, Fut> Run<'_, F>
@@ -141,8 +198,12 @@ where
 {
     /// One hello offering `suites` at `version`, if the cap allows it.
     async fn hello(&self, version: u16, suites: Vec<u16>) -> Result<Flight, HelloError> {
+        let _slot = self.at_once.acquire().await.map_err(|_| HelloError::Closed)?;
         if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.hellos {
             return Err(HelloError::Malformed(format!("the cap of {} hellos was reached", self.limits.hellos)));
+        }
+        if self.read.load(Ordering::Relaxed) > self.limits.read_bytes {
+            return Err(HelloError::Malformed(format!("more than {} bytes read", self.limits.read_bytes)));
         }
         let hello = ClientHello {
             version,
@@ -151,8 +212,8 @@ where
             alpn: Vec::new(),
         };
         let until = (Instant::now() + self.limits.each).min(self.until);
-        let mut io = tokio::time::timeout_at(until, (self.connect)()).await.map_err(|_| HelloError::Timeout)??;
-        exchange(&mut io, &hello, until).await
+        let io = tokio::time::timeout_at(until, (self.connect)()).await.map_err(|_| HelloError::Timeout)??;
+        exchange(&mut Counted { io, read: self.read }, &hello, until).await
     }
 
     /// Takes away the suite the server chose until it refuses the rest:
@@ -167,8 +228,8 @@ where
         // Whose order: offer the first two found, the server's first last.
         if let [first, second, ..] = &out.accepted[..] {
             out.preference = match self.hello(version, vec![second.suite, first.suite]).await {
-                Ok(f) if f.suite == first.suite => Preference::Server,
-                Ok(f) if f.suite == second.suite => Preference::Client,
+                Ok(f) if f.version == version && f.suite == first.suite => Preference::Server,
+                Ok(f) if f.version == version && f.suite == second.suite => Preference::Client,
                 _ => Preference::Indeterminate,
             };
         }
@@ -228,7 +289,14 @@ where
                 Ok(f) if f.version != version => return Some(Stop::Refused),
                 Ok(f) => {
                     left.retain(|&s| s != f.suite);
-                    accepted.push(Accepted { suite: f.suite, info: info(&f, "hello") });
+                    let mut info = info(&f, "hello");
+                    // One chain is enough (every suite gets the same one):
+                    // memory stays one flight's, whatever the server sends.
+                    if info.chain.is_empty() || self.chain_kept.swap(true, Ordering::Relaxed) {
+                        info.chain = Vec::new();
+                        info.der = Vec::new();
+                    }
+                    accepted.push(Accepted { suite: f.suite, info });
                     found += 1;
                 }
                 Err(e) if e.refused() || matches!(e, HelloError::NotTls | HelloError::Sslv2) => {
@@ -242,11 +310,13 @@ where
 
     /// An SSLv2 CLIENT-HELLO with its seven suites.
     async fn sslv2(&self) -> bool {
+        let Ok(_slot) = self.at_once.acquire().await else { return false };
         if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.hellos {
             return false;
         }
         let until = (Instant::now() + self.limits.each).min(self.until);
-        let Ok(Ok(mut io)) = tokio::time::timeout_at(until, (self.connect)()).await else { return false };
+        let Ok(Ok(io)) = tokio::time::timeout_at(until, (self.connect)()).await else { return false };
+        let mut io = Counted { io, read: self.read };
         let work = async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             io.write_all(&sslv2_client_hello()).await.ok()?;

@@ -239,7 +239,7 @@ impl FlightReader {
 /// A ServerHello message's body as a flight of its own (no chain yet).
 pub fn server_hello(body: &[u8]) -> Result<Flight, HelloError> {
     let unreadable = || HelloError::Malformed("an unreadable ServerHello".into());
-    let (_, sh) = parse_tls_handshake_server_hello(body).map_err(|_| unreadable())?;
+    let (rest, sh) = parse_tls_handshake_server_hello(body).map_err(|_| unreadable())?;
     let mut f = Flight {
         legacy_version: sh.version.0,
         version: sh.version.0,
@@ -248,7 +248,13 @@ pub fn server_hello(body: &[u8]) -> Result<Flight, HelloError> {
         retry: sh.random == RETRY_RANDOM,
         ..Flight::default()
     };
-    let mut ext = sh.ext.unwrap_or_default();
+    // tls-parser reads no extensions after an SSLv3 hello; servers send
+    // renegotiation_info there all the same.
+    let ssl3_ext = || {
+        let n = usize::from(u16::from_be_bytes([*rest.first()?, *rest.get(1)?]));
+        rest.get(2..2 + n)
+    };
+    let mut ext = sh.ext.or_else(|| if sh.version.0 == 0x0300 { ssl3_ext() } else { None }).unwrap_or_default();
     while !ext.is_empty() {
         if ext.len() < 4 {
             return Err(unreadable());

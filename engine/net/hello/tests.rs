@@ -297,3 +297,26 @@ fn bits_ignore_leading_zeros() {
     assert_eq!(bits(&[0x80, 0]), 16);
     assert_eq!(bits(&[0, 0x7f, 0xff]), 15);
 }
+
+#[test]
+fn hellos_of_256_to_511_bytes_are_padded_to_512() {
+    for n in 0..120 {
+        let hello =
+            ClientHello { version: TLS12, suites: suites_for(TLS12)[..n].to_vec(), server_name: None, alpn: vec![] };
+        let bytes = hello.to_bytes();
+        let message = bytes.len() - 5;
+        assert!(!(256..512).contains(&message), "{n} suites: a {message}-byte ClientHello");
+    }
+}
+
+#[test]
+fn an_sslv3_server_hello_keeps_its_extensions() {
+    // tls-parser reads none after an SSLv3 hello: they are read here.
+    let mut body = server_hello(SSL3, 0x0005, &[(0xff01, vec![0])]);
+    let f = super::flight::server_hello(&body).unwrap();
+    assert_eq!((f.version, f.extensions.clone()), (SSL3, vec![0xff01]));
+    assert!(ja4s(&f).starts_with("ts3"), "{}", ja4s(&f));
+    // A truncated block is no extension, not a panic.
+    body.truncate(body.len() - 3);
+    assert!(super::flight::server_hello(&body).unwrap().extensions.is_empty());
+}
