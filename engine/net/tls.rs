@@ -25,10 +25,10 @@ pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&super::hello
         Some(v) => format!("{v:?}"),
         None => String::new(),
     };
-    let cipher = conn
-        .negotiated_cipher_suite()
-        .map(|s| s.suite().as_str().map_or_else(|| format!("{:?}", s.suite()), str::to_string))
-        .unwrap_or_default();
+    // IANA's name, as the first-flight reader gives it (rustls calls TLS
+    // 1.3's suites TLS13_*).
+    let cipher =
+        conn.negotiated_cipher_suite().map(|s| super::hello::suite_name(u16::from(s.suite()))).unwrap_or_default();
     let alpn = conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
     let der: Vec<Vec<u8>> = conn.peer_certificates().unwrap_or_default().iter().map(|c| c.to_vec()).collect();
     // rustls negotiates only ECDHE (TLS 1.2) and (EC)DHE groups (TLS 1.3).

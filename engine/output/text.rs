@@ -91,7 +91,20 @@ impl<W: Write + Send> Sink for Text<W> {
                 }
                 writeln!(o)?;
                 if let Some(tls) = &s.tls {
-                    write!(o, "  TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
+                    if let Some(p) = &tls.starttls {
+                        write!(o, "  TLS (STARTTLS {}): {} {}", screen(p), screen(&tls.version), screen(&tls.cipher))?;
+                    } else {
+                        write!(o, "  TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
+                    }
+                    // The key exchange as nmap's ssl-enum-ciphers shows it.
+                    match (&tls.group, tls.kx_bits) {
+                        (Some(g), _) => write!(o, " ({})", screen(g))?,
+                        (None, bits) if bits > 0 && !tls.kx.is_empty() => write!(o, " ({} {bits})", screen(&tls.kx))?,
+                        _ => {}
+                    }
+                    if tls.path == "hello" {
+                        write!(o, ", first flight only")?;
+                    }
                     if let Some(alpn) = &tls.alpn {
                         write!(o, ", ALPN {}", screen(alpn))?;
                     }
