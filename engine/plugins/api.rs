@@ -1,5 +1,7 @@
-//! The `ctx` API plugins run against, and the `re` and `hash` modules:
-//! findings and log lines, guarded sockets, the HTTP client, TLS details.
+//! The `ctx` API plugins run against: findings and log lines, guarded
+//! connections, the HTTP client, SSH and TLS details (their sockets are in
+//! [`super::socket`], `ctx:tls_enum` in [`super::tls_enum`], the `re` and
+//! `hash` modules in [`super::libs`]).
 //!
 //! In: a plugin's calls, during a run ([`super::host`] sets the run up).
 //! Out: values for the plugin, and the run's findings, logs and refusals.
@@ -12,15 +14,16 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mlua::{Lua, MultiValue, Table, UserData, UserDataMethods, Value};
+use mlua::{Lua, MultiValue, Table, Value};
 
 use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
 use super::host::{with_run, Current, Finding};
+use super::libs::PatternCache;
 use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
+use super::socket::LuaSocket;
 use super::value::{from_json, unknown_keys, ConvertError};
 use crate::error::{Error, ErrorKind};
 use crate::findings::{Severity, TlsInfo};
-use crate::pattern::Bounded;
 
 /// Most findings and log lines one run may report.
 const MAX_FINDINGS: usize = 64;
@@ -33,11 +36,6 @@ const MAX_HOST: usize = 64;
 const SOCKET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most bytes an HTTP response may have.
 const MAX_HTTP: usize = 1 << 20;
-/// Longest subject `re.*` searches: with the compiled-size limit of the
-/// patterns, one call costs at most a few milliseconds.
-pub(super) const MAX_RE_SUBJECT: usize = 1 << 20;
-/// Longest input `hash.*` takes (a few milliseconds of hashing).
-pub(super) const MAX_HASH_INPUT: usize = 4 << 20;
 
 /// Refuses a table with a key outside `allowed`, naming the keys.
 pub(super) fn known_keys(t: &Table, allowed: &[&str], what: &str) -> mlua::Result<()> {
@@ -91,61 +89,6 @@ pub(super) fn tls_table(lua: &Lua, tls: &TlsInfo) -> mlua::Result<Table> {
         if let Ok(Value::Table(c)) = chain.raw_get::<Value>(i + 1) {
             c.raw_set("pem", pem(der))?;
         }
-    }
-    Ok(t)
-}
-
-/// Aborts a task when dropped (a run that ends stops its enumeration).
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// `ctx:tls_enum`'s result: `sslv2`, `hellos`, `capped`, `versions` (newest
-/// first: `name`, `preference`, `error`, `suites` in the server's order with
-/// `name`, `id`, `kx`, `group`, `kx_bits`, `au`, `enc`, `enc_bits`, `mode`,
-/// `mac`, `export`) and `tls`, the session facts and
-/// chain of the first hello that carried a certificate.
-fn enumeration_table(lua: &Lua, e: &crate::net::hello::enumerate::Enumeration) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    t.raw_set("sslv2", e.sslv2)?;
-    t.raw_set("hellos", e.hellos)?;
-    t.raw_set("capped", e.capped)?;
-    let versions = lua.create_table()?;
-    for v in &e.versions {
-        let vt = lua.create_table()?;
-        vt.raw_set("name", crate::net::hello::version_name(v.version))?;
-        vt.raw_set("preference", v.preference.as_str())?;
-        vt.raw_set("error", v.error.clone())?;
-        let suites = lua.create_table()?;
-        for a in &v.accepted {
-            let st = lua.create_table()?;
-            st.raw_set("name", a.info.cipher.clone())?;
-            st.raw_set("id", a.suite)?;
-            st.raw_set("kx", a.info.kx.clone())?;
-            st.raw_set("group", a.info.group.clone())?;
-            st.raw_set("kx_bits", a.info.kx_bits)?;
-            if let Some(c) = tls_parser::TlsCipherSuite::from_id(a.suite) {
-                let lower = |d: String| d.to_ascii_lowercase();
-                st.raw_set("au", lower(format!("{:?}", c.au)))?;
-                st.raw_set("enc", lower(format!("{:?}", c.enc)))?;
-                st.raw_set("enc_bits", c.enc_size)?;
-                st.raw_set("mode", lower(format!("{:?}", c.enc_mode)))?;
-                st.raw_set("mac", lower(format!("{:?}", c.mac)))?;
-                st.raw_set("export", c.name.contains("EXPORT"))?;
-            }
-            suites.raw_push(st)?;
-        }
-        vt.raw_set("suites", suites)?;
-        versions.raw_push(vt)?;
-    }
-    t.raw_set("versions", versions)?;
-    let with_chain = e.versions.iter().flat_map(|v| &v.accepted).find(|a| !a.info.chain.is_empty());
-    if let Some(a) = with_chain {
-        t.raw_set("tls", tls_table(lua, &a.info)?)?;
     }
     Ok(t)
 }
@@ -230,105 +173,12 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         })?,
     )?;
 
-    // ---- ctx:tls_enum{port=, starttls=, versions=, timeout=} ----
-    // The versions and suites the server accepts, from ClientHellos and
-    // ServerHellos only (engine/net/hello/enumerate.rs). Once per run; it
-    // counts as one socket of the budget, its own hellos are capped (1000,
-    // 90 through MySQL, whose servers block a host after 100 broken
-    // handshakes; 6 at a time; `timeout` each), what they read is charged
-    // to the run's read budget (no hello starts past it), and it ends by
-    // the run's deadline.
+    // ctx:tls_enum{port=, starttls=, versions=, timeout=} (engine/plugins/tls_enum.rs).
     let h = host.clone();
     methods.raw_set(
         "tls_enum",
         lua.create_async_function(move |lua, (_ctx, opts): (Value, Option<Table>)| {
-            let h = h.clone();
-            async move {
-                let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
-                let keys = ["host", "port", "timeout", "starttls", "versions"];
-                let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:tls_enum")?;
-                req.tls = None;
-                let get = |k: &str| opts.as_ref().map_or(Ok(Value::Nil), |o| o.raw_get::<Value>(k));
-                let starttls = match get("starttls")? {
-                    Value::Nil => None,
-                    Value::String(s) => match crate::net::starttls::Starttls::parse(&s.to_string_lossy()) {
-                        Some(p) => Some(p),
-                        None => {
-                            return Err(mlua::Error::runtime(format!(
-                                "ctx:tls_enum: no STARTTLS for {:?}",
-                                s.to_string_lossy()
-                            )))
-                        }
-                    },
-                    other => {
-                        return Err(mlua::Error::runtime(format!(
-                            "ctx:tls_enum: starttls must be a protocol name, not {other:?}"
-                        )))
-                    }
-                };
-                let mut versions = crate::net::hello::enumerate::VERSIONS.to_vec();
-                if let Value::Table(list) = get("versions")? {
-                    versions.clear();
-                    for name in list.sequence_values::<String>() {
-                        let name = name?;
-                        let v = crate::net::hello::enumerate::VERSIONS
-                            .into_iter()
-                            .find(|&v| crate::net::hello::version_name(v) == name)
-                            .ok_or_else(|| mlua::Error::runtime(format!("ctx:tls_enum: unknown version {name:?}")))?;
-                        versions.push(v);
-                    }
-                }
-                versions.dedup();
-                let again = with_run(&h.cur, |r| {
-                    r.tls_enums += 1;
-                    r.tls_enums > 1
-                })?;
-                if again {
-                    return failed(Error::new(ErrorKind::Budget, "ctx:tls_enum: once per run"));
-                }
-                let (ip, port) = match h.admit(&req) {
-                    Ok(to) => to,
-                    Err(e) => return failed(e),
-                };
-                let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
-                let limits = crate::net::hello::enumerate::Limits {
-                    hellos: if starttls == Some(crate::net::starttls::Starttls::Mysql) { 90 } else { 1000 },
-                    each: req.timeout,
-                    read_bytes: read_left,
-                    ..Default::default()
-                };
-                let addr = std::net::SocketAddr::new(ip, port);
-                let until = h.meter.deadline();
-                let host_name = ip.to_string();
-                // A task of its own: its many connections are polled by the
-                // runtime directly, not through the Lua coroutine.
-                let task = tokio::spawn(async move {
-                    let connect = || {
-                        let host_name = host_name.clone();
-                        async move {
-                            let mut tcp = crate::net::conn::tcp_for_hello(addr, until).await?;
-                            if let Some(p) = starttls {
-                                p.upgrade(&mut tcp, &host_name, until)
-                                    .await
-                                    .map_err(|e| crate::net::hello::HelloError::Malformed(e.to_string()))?;
-                            }
-                            Ok::<_, crate::net::hello::HelloError>(tcp)
-                        }
-                    };
-                    crate::net::hello::enumerate::enumerate(connect, None, &versions, until, limits).await
-                });
-                // Aborted if the run ends first (budget, stop).
-                let guard = AbortOnDrop(task.abort_handle());
-                let found = match task.await {
-                    Ok(found) => found,
-                    Err(e) => return failed(Error::new(ErrorKind::Io, format!("ctx:tls_enum: {e}"))),
-                };
-                drop(guard);
-                if !h.charge(usize::try_from(found.read).unwrap_or(usize::MAX)) {
-                    return failed(read_budget(&h.budgets));
-                }
-                Ok((Value::Table(enumeration_table(&lua, &found)?), Value::Nil))
-            }
+            super::tls_enum::tls_enum(lua, h.clone(), opts)
         })?,
     )?;
 
@@ -432,11 +282,11 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
 }
 
 /// `ctx:connect{port=, host=, tls=, timeout=}`.
-struct ConnectRequest {
+pub(super) struct ConnectRequest {
     host: Option<String>,
     port: Option<u16>,
-    tls: Option<TlsOptions>,
-    timeout: Duration,
+    pub(super) tls: Option<TlsOptions>,
+    pub(super) timeout: Duration,
 }
 
 impl ConnectRequest {
@@ -447,7 +297,7 @@ impl ConnectRequest {
     }
 
     /// As [`ConnectRequest::from_lua`], for a table that may also hold `allowed` keys.
-    fn from_lua_keys(opts: Option<&Table>, allowed: &[&str], what: &str) -> mlua::Result<ConnectRequest> {
+    pub(super) fn from_lua_keys(opts: Option<&Table>, allowed: &[&str], what: &str) -> mlua::Result<ConnectRequest> {
         let mut req = ConnectRequest { host: None, port: None, tls: None, timeout: SOCKET_TIMEOUT };
         let Some(o) = opts else { return Ok(req) };
         known_keys(o, allowed, what)?;
@@ -526,7 +376,7 @@ pub(super) struct Host {
 
 impl Host {
     /// The one way a plugin opens a connection: guard, socket budget, deadline.
-    async fn open_socket(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
+    pub(super) async fn open_socket(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
         let (ip, port) = self.admit(req)?;
         let cur = &self.cur;
         let until = tokio::time::Instant::now() + req.timeout;
@@ -543,7 +393,7 @@ impl Host {
 
     /// Where a connection may go: the address and port asked for, if the
     /// guard allows them and the socket budget has one more.
-    fn admit(&self, req: &ConnectRequest) -> crate::Result<(IpAddr, u16)> {
+    pub(super) fn admit(&self, req: &ConnectRequest) -> crate::Result<(IpAddr, u16)> {
         let (cur, meter, guard, b) = (&self.cur, &self.meter, &self.guard, &self.budgets);
         let info = with_run(cur, |r| r.info.clone()).map_err(no_run)?;
         let ip: IpAddr = match &req.host {
@@ -581,7 +431,7 @@ impl Host {
     }
 
     /// Charges `n` bytes read to the run; false once the budget is spent.
-    fn charge(&self, n: usize) -> bool {
+    pub(super) fn charge(&self, n: usize) -> bool {
         let over = with_run(&self.cur, |r| {
             r.read += n as u64;
             r.read > self.budgets.read_bytes
@@ -613,163 +463,16 @@ fn no_run(e: mlua::Error) -> Error {
 }
 
 /// The error of a run past its read budget.
-fn read_budget(b: &Budgets) -> Error {
+pub(super) fn read_budget(b: &Budgets) -> Error {
     Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: read more than {} bytes", b.read_bytes))
 }
 
-fn closed() -> Error {
+pub(super) fn closed() -> Error {
     Error::new(ErrorKind::Io, "socket is closed")
 }
 
-fn timed_out(what: &str) -> Error {
+pub(super) fn timed_out(what: &str) -> Error {
     Error::new(ErrorKind::Timeout, what.to_string())
-}
-
-struct LuaSocket {
-    sock: SharedSocket,
-    host: Host,
-}
-
-impl LuaSocket {
-    /// Reads once into `pending` (at most `max` bytes); Ok(0) at end of stream.
-    async fn fill(&self, s: &mut Socket, max: usize) -> crate::Result<usize> {
-        let timeout = s.timeout;
-        let conn = s.conn.as_mut().ok_or_else(closed)?;
-        let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
-        let n = match tokio::time::timeout(timeout, conn.read(&mut buf)).await {
-            Err(_) => return Err(timed_out("timeout")),
-            Ok(r) => r?,
-        };
-        if !self.host.charge(n) {
-            s.conn = None;
-            return Err(read_budget(&self.host.budgets));
-        }
-        s.pending.extend_from_slice(&buf[..n]);
-        Ok(n)
-    }
-}
-
-fn lua_result(lua: &Lua, r: crate::Result<Vec<u8>>) -> mlua::Result<(Value, Value)> {
-    Ok(match r {
-        Ok(data) => (Value::String(lua.create_string(&data)?), Value::Nil),
-        Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),
-    })
-}
-
-impl UserData for LuaSocket {
-    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
-        methods.add_async_method("send", |lua, this, data: mlua::String| async move {
-            let mut s = this.sock.lock().await;
-            let timeout = s.timeout;
-            let r = match s.conn.as_mut() {
-                None => Err(closed()),
-                Some(conn) => match tokio::time::timeout(timeout, conn.send(&data.as_bytes())).await {
-                    Err(_) => Err(timed_out("timeout")),
-                    Ok(r) => r.map_err(Error::from),
-                },
-            };
-            match r {
-                Ok(()) => Ok((Value::Boolean(true), Value::Nil)),
-                Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
-            }
-        });
-        methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
-            let max = max.unwrap_or(4096).clamp(1, net::MAX_RECV);
-            let mut s = this.sock.lock().await;
-            if s.pending.is_empty() {
-                match this.fill(&mut s, max).await {
-                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
-                    Ok(_) => {}
-                    Err(e) => return lua_result(&lua, Err(e)),
-                }
-            }
-            let n = s.pending.len().min(max);
-            let data: Vec<u8> = s.pending.drain(..n).collect();
-            lua_result(&lua, Ok(data))
-        });
-        methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
-            let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
-            let re = this.host.patterns.get(&pattern)?;
-            let mut s = this.sock.lock().await;
-            loop {
-                let limit = s.pending.len().min(max);
-                let found = re.find(&s.pending[..limit]).map_err(re_error)?.map(|m| m.end);
-                if let Some(end) = found {
-                    let data: Vec<u8> = s.pending.drain(..end).collect();
-                    return lua_result(&lua, Ok(data));
-                }
-                if s.pending.len() >= max {
-                    return lua_result(
-                        &lua,
-                        Err(Error::new(ErrorKind::Protocol, format!("no match in the first {max} bytes"))),
-                    );
-                }
-                let want = max - s.pending.len();
-                match this.fill(&mut s, want).await {
-                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
-                    Ok(_) => {}
-                    Err(e) => return lua_result(&lua, Err(e)),
-                }
-            }
-        });
-        // sock:starttls([protocol]): the STARTTLS exchange of `protocol`
-        // (default: the service's name), then TLS on the same connection.
-        methods.add_async_method("starttls", |lua, this, proto: Option<String>| async move {
-            use crate::net::starttls::Starttls;
-            let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
-            let name = match proto {
-                Some(p) => p,
-                None => with_run(&this.host.cur, |r| r.info.id.service.clone())?,
-            };
-            let Some(proto) = Starttls::parse(&name) else {
-                let known = Starttls::NAMES.join(", ");
-                return failed(Error::new(
-                    ErrorKind::Config,
-                    format!("sock:starttls: no STARTTLS for {name:?} (one of {known})"),
-                ));
-            };
-            let mut s = this.sock.lock().await;
-            if !s.pending.is_empty() {
-                return failed(Error::new(
-                    ErrorKind::Protocol,
-                    "sock:starttls: bytes were already read; call it first",
-                ));
-            }
-            let tcp = match s.conn.take() {
-                Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
-                other => {
-                    let inside = other.is_some();
-                    s.conn = other;
-                    let why = if inside { "the socket already speaks TLS" } else { "socket is closed" };
-                    return failed(Error::new(ErrorKind::Protocol, format!("sock:starttls: {why}")));
-                }
-            };
-            let until = tokio::time::Instant::now() + s.timeout;
-            let (opened, read) = net::starttls(tcp, proto, until).await;
-            if !this.host.charge(read) {
-                return failed(read_budget(&this.host.budgets));
-            }
-            match opened {
-                Ok((conn, info)) => {
-                    s.conn = Some(conn);
-                    s.tls = Some(info);
-                    Ok((Value::Boolean(true), Value::Nil))
-                }
-                Err(e) => failed(e),
-            }
-        });
-        methods.add_async_method("close", |_, this, ()| async move {
-            this.sock.lock().await.conn = None;
-            Ok(true)
-        });
-        methods.add_async_method("tls", |lua, this, ()| async move {
-            let s = this.sock.lock().await;
-            match &s.tls {
-                Some(t) => Ok(Value::Table(tls_table(&lua, t)?)),
-                None => Ok(Value::Nil),
-            }
-        });
-    }
 }
 
 enum HttpError {
@@ -879,135 +582,5 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
     t.raw_set("headers", h)?;
     t.raw_set("header_list", list)?;
     t.raw_set("body", lua.create_string(&resp.body)?)?;
-    Ok(t)
-}
-
-/// `re.match(s, pattern)`, `re.find(s, pattern)`, `re.captures(s, pattern)`,
-/// `re.gsub`-free by design: the regex crate's syntax on bytes, each
-/// search of bounded cost ([`crate::pattern::Bounded`]).
-pub(super) fn regex_module(lua: &Lua, cache: &Arc<PatternCache>) -> mlua::Result<Table> {
-    let t = lua.create_table()?;
-    let (c1, c2, c3) = (cache.clone(), cache.clone(), cache.clone());
-    t.raw_set(
-        "match",
-        lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(c1.get(&p)?.find(subject(&s.as_bytes(), "re.match")?).map_err(re_error)?.is_some())
-        })?,
-    )?;
-    t.raw_set(
-        "find",
-        lua.create_function(move |_, (s, p): (mlua::String, String)| {
-            Ok(match c2.get(&p)?.find(subject(&s.as_bytes(), "re.find")?).map_err(re_error)? {
-                Some(m) => (Some(m.start + 1), Some(m.end)),
-                None => (None, None),
-            })
-        })?,
-    )?;
-    t.raw_set(
-        "captures",
-        lua.create_function(move |lua, (s, p): (mlua::String, String)| {
-            let re = c3.get(&p)?;
-            let bytes = s.as_bytes();
-            let bytes = subject(&bytes, "re.captures")?;
-            let Some(groups) = re.captures(bytes).map_err(re_error)? else { return Ok(Value::Nil) };
-            let out = lua.create_table()?;
-            for (i, name, span) in groups {
-                let v = lua.create_string(&bytes[span])?;
-                out.raw_set(i, v.clone())?;
-                if let Some(name) = name {
-                    out.raw_set(name, v)?;
-                }
-            }
-            Ok(Value::Table(out))
-        })?,
-    )?;
-    Ok(t)
-}
-
-fn re_error(e: crate::Error) -> mlua::Error {
-    mlua::Error::runtime(format!("re: {e}"))
-}
-
-/// The input of a host call, refused past `max` bytes so that one call
-/// cannot hold the thread for long.
-fn capped<'a>(s: &'a [u8], max: usize, what: &str) -> mlua::Result<&'a [u8]> {
-    if s.len() > max {
-        return Err(mlua::Error::runtime(format!(
-            "{what}: the string is {} bytes; it takes at most {max} (a part: string.sub)",
-            s.len()
-        )));
-    }
-    Ok(s)
-}
-
-/// The subject of a `re.*` call, at most [`MAX_RE_SUBJECT`] bytes.
-fn subject<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
-    capped(s, MAX_RE_SUBJECT, what)
-}
-
-/// Compiled patterns of one VM, so a pattern used in a loop is compiled once.
-#[derive(Default)]
-pub(super) struct PatternCache(std::sync::Mutex<std::collections::HashMap<String, Arc<Bounded>>>);
-
-/// Compiled size (and lazy-DFA cache) one plugin pattern may take.
-pub(super) const PATTERN_LIMIT: usize = 256 * 1024;
-
-impl PatternCache {
-    /// Patterns kept per VM: with [`PATTERN_LIMIT`], at most 8 MiB.
-    const MAX: usize = 16;
-
-    pub(super) fn get(&self, p: &str) -> mlua::Result<Arc<Bounded>> {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(re) = m.get(p) {
-            return Ok(re.clone());
-        }
-        let re = Bounded::new(p, PATTERN_LIMIT).map_err(re_error)?;
-        let re = Arc::new(re);
-        if m.len() >= Self::MAX {
-            m.clear();
-        }
-        m.insert(p.to_string(), re.clone());
-        Ok(re)
-    }
-}
-
-/// The input of a `hash.*` call, at most [`MAX_HASH_INPUT`] bytes.
-fn hash_input<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
-    capped(s, MAX_HASH_INPUT, what)
-}
-
-/// `hash.sha256(s)`, `hash.md5(s)` (hex), `hash.base64(s)`, `hash.unbase64(s)`.
-pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
-    use base64::Engine;
-    use md5::Digest as _;
-    let t = lua.create_table()?;
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    t.raw_set(
-        "sha256",
-        lua.create_function(move |_, s: mlua::String| {
-            Ok(hex(&sha2::Sha256::digest(hash_input(&s.as_bytes(), "hash.sha256")?)))
-        })?,
-    )?;
-    t.raw_set(
-        "md5",
-        lua.create_function(move |_, s: mlua::String| {
-            Ok(hex(&md5::Md5::digest(hash_input(&s.as_bytes(), "hash.md5")?)))
-        })?,
-    )?;
-    t.raw_set(
-        "base64",
-        lua.create_function(|_, s: mlua::String| {
-            Ok(base64::engine::general_purpose::STANDARD.encode(hash_input(&s.as_bytes(), "hash.base64")?))
-        })?,
-    )?;
-    t.raw_set(
-        "unbase64",
-        lua.create_function(|lua, s: mlua::String| {
-            match base64::engine::general_purpose::STANDARD.decode(hash_input(&s.as_bytes(), "hash.unbase64")?) {
-                Ok(b) => Ok(Value::String(lua.create_string(b)?)),
-                Err(_) => Ok(Value::Nil),
-            }
-        })?,
-    )?;
     Ok(t)
 }

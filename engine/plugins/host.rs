@@ -28,10 +28,9 @@ use std::time::{Duration, Instant};
 use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use serde_json::Value as Json;
 
-use super::api::{
-    ctx_methods, hash_module, log_line, regex_module, tls_table, Host, PatternCache, MAX_LOGS, MAX_LOG_LINE,
-};
+use super::api::{ctx_methods, log_line, tls_table, Host, MAX_LOGS, MAX_LOG_LINE};
 use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip};
+use super::libs::{hash_module, regex_module, PatternCache};
 use super::meta::{check_table, Meta};
 use super::net::{Guard, SharedSocket};
 use super::value::ConvertError;

@@ -25,11 +25,14 @@
 mod api;
 pub mod budget;
 pub mod host;
+mod libs;
 pub mod meta;
 pub mod net;
 pub mod select;
+mod socket;
 pub mod ssh;
 pub mod stage;
+mod tls_enum;
 pub mod value;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,251 @@
+//! What detection found on one port: the [`Service`] event with its
+//! [`Identity`], how it was found ([`ServiceMethod`], [`Tunnel`]), its
+//! banner as text ([`banner_text`]) and its TLS session and certificate
+//! chain ([`TlsInfo`], [`CertSummary`]).
+//!
+//! In: nothing; only types. Out: their NDJSON shape. What always holds:
+//! optional fields are left out rather than written as `null`; a banner's
+//! bytes survive the round trip through text.
+
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Proto, ScanId};
+
+/// How a service was identified, as nmap's XML `method` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceMethod {
+    /// A match rule matched a response.
+    Probed,
+    /// Only a soft match: the service is known, the product is not.
+    Soft,
+    /// Nothing matched; the service is the usual one for the port number.
+    Table,
+}
+
+/// The tunnel a service was found in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tunnel {
+    /// TLS from the first byte (`ssl/http`).
+    Ssl,
+    /// TLS after a STARTTLS exchange in the clear (the service keeps its name).
+    Starttls,
+}
+
+impl Tunnel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tunnel::Ssl => "ssl",
+            Tunnel::Starttls => "starttls",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tunnel> {
+        match s {
+            "ssl" => Some(Tunnel::Ssl),
+            "starttls" => Some(Tunnel::Starttls),
+            _ => None,
+        }
+    }
+}
+
+/// What a service says about itself: what a match rule gives (with `$1`
+/// templates in a rule, filled in in a result), and the heart of a
+/// [`Service`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// nmap's service name (`http`, `ssh`, ...); `unknown` when nothing matched.
+    pub service: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpe: Vec<String>,
+}
+
+/// What runs on an open port: what service detection found, or (without
+/// detection) what the port number suggests. The `service` event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Service {
+    pub scan_id: ScanId,
+    pub ip: IpAddr,
+    pub port: u16,
+    pub proto: Proto,
+    #[serde(flatten)]
+    pub id: Identity,
+    pub method: ServiceMethod,
+    /// `ssl` when the service was found inside TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<Tunnel>,
+    /// The probe whose response identified it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// What the service sent unprompted (its banner), raw; written with
+    /// non-printable bytes as `\xHH`.
+    #[serde(default, with = "banner_text", skip_serializing_if = "Vec::is_empty")]
+    pub banner: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Box<TlsInfo>>,
+    /// Seconds since the scan started.
+    pub t: f64,
+}
+
+impl Service {
+    /// A port known only by its number: the port table's service, or
+    /// `unknown`.
+    pub fn bare(scan_id: ScanId, ip: IpAddr, port: u16, proto: Proto) -> Service {
+        let service = crate::targets::ports::service_name(port, proto.as_str()).unwrap_or("unknown");
+        Service {
+            scan_id,
+            ip,
+            port,
+            proto,
+            id: Identity { service: service.to_string(), ..Identity::default() },
+            method: ServiceMethod::Table,
+            tunnel: None,
+            probe: None,
+            banner: Vec::new(),
+            tls: None,
+            t: 0.0,
+        }
+    }
+
+    /// The service name, unless nothing at all is known (`unknown`).
+    pub fn known_service(&self) -> Option<&str> {
+        (self.id.service != "unknown").then_some(self.id.service.as_str())
+    }
+}
+
+/// Banners as text: printable ASCII kept, `\` and every other byte as `\xHH`.
+pub mod banner_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn to_text(bytes: &[u8]) -> String {
+        let mut s = String::with_capacity(bytes.len());
+        for &b in bytes {
+            match b {
+                b'\\' => s.push_str("\\\\"),
+                b'\r' => s.push_str("\\r"),
+                b'\n' => s.push_str("\\n"),
+                b'\t' => s.push_str("\\t"),
+                0x20..=0x7e => s.push(b as char),
+                _ => s.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        s
+    }
+
+    /// The inverse of [`to_text`]; other text is taken as it is.
+    pub fn from_text(s: &str) -> Vec<u8> {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\' && i + 1 < b.len() {
+                let hex = |h: &[u8]| std::str::from_utf8(h).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match b[i + 1] {
+                    b'\\' => (out.push(b'\\'), i += 2),
+                    b'r' => (out.push(b'\r'), i += 2),
+                    b'n' => (out.push(b'\n'), i += 2),
+                    b't' => (out.push(b'\t'), i += 2),
+                    b'x' if i + 4 <= b.len() && hex(&b[i + 2..i + 4]).is_some() => {
+                        (out.push(hex(&b[i + 2..i + 4]).unwrap_or(0)), i += 4)
+                    }
+                    _ => (out.push(b'\\'), i += 1),
+                };
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&to_text(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        Ok(from_text(&String::deserialize(d)?))
+    }
+}
+
+/// A TLS session: what was negotiated and the whole certificate chain.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsInfo {
+    /// Which code read it: `rustls` (a whole handshake, one plugins can
+    /// talk through) or `hello` (the server's first flight only, for the
+    /// servers rustls refuses).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// `TLSv1.3`, `TLSv1.2`, `TLSv1.1`, `TLSv1.0`, `SSLv3`.
+    pub version: String,
+    /// IANA name of the cipher suite.
+    pub cipher: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpn: Option<String>,
+    /// The STARTTLS exchange that came first (`smtp`, `imap`, `ldap`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starttls: Option<String>,
+    /// Key exchange: `ecdhe`, `dhe`, `rsa`, `ecdh`, `dh`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kx: String,
+    /// The named group of the key exchange (`x25519`, `secp256r1`, `ffdhe2048`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The key exchange's size in bits (the group's, the DH prime's, or
+    /// for RSA key exchange the certificate key's).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub kx_bits: u32,
+    /// JA3S and JA4S of the ServerHello (empty when it could not be seen).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ja3s: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ja4s: String,
+    /// Leaf first, as the server sent it.
+    pub chain: Vec<CertSummary>,
+    /// The DER bytes of each certificate, in chain order (for plugins).
+    #[serde(skip)]
+    pub der: Vec<Vec<u8>>,
+}
+
+/// One certificate, as x509-parser reads it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CertSummary {
+    pub subject: String,
+    pub issuer: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub san: Vec<String>,
+    /// RFC 3339, UTC.
+    pub not_before: String,
+    pub not_after: String,
+    /// Hex, as encoded.
+    pub serial: String,
+    /// `rsa`, `ec`, `ed25519`, `dsa` or the algorithm's name.
+    pub key_type: String,
+    pub key_bits: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curve: Option<String>,
+    pub signature_algorithm: String,
+    pub self_signed: bool,
+    pub sha256: String,
+    /// Set when the certificate could not be parsed; then only `sha256` is meaningful.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}

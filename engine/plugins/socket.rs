@@ -1,0 +1,162 @@
+//! Plugin sockets as Lua sees them: `send`, `recv`, `recv_until`,
+//! `starttls`, `tls`, `close` on a connection [`Host::open_socket`] made.
+//!
+//! In: a plugin's calls on its socket. Out: data or `nil, err`. What always
+//! holds: every read has the socket's timeout and is charged to the run's
+//! read budget before the plugin sees it (the connection closes once it is
+//! spent); `recv` and `recv_until` return at most [`net::MAX_RECV`] bytes.
+
+use mlua::{Lua, UserData, UserDataMethods, Value};
+
+use super::api::{closed, read_budget, timed_out, tls_table, Host};
+use super::host::with_run;
+use super::libs::re_error;
+use super::net::{self, SharedSocket, Socket};
+use crate::error::{Error, ErrorKind};
+
+pub(super) struct LuaSocket {
+    pub(super) sock: SharedSocket,
+    pub(super) host: Host,
+}
+
+impl LuaSocket {
+    /// Reads once into `pending` (at most `max` bytes); Ok(0) at end of stream.
+    async fn fill(&self, s: &mut Socket, max: usize) -> crate::Result<usize> {
+        let timeout = s.timeout;
+        let conn = s.conn.as_mut().ok_or_else(closed)?;
+        let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
+        let n = match tokio::time::timeout(timeout, conn.read(&mut buf)).await {
+            Err(_) => return Err(timed_out("timeout")),
+            Ok(r) => r?,
+        };
+        if !self.host.charge(n) {
+            s.conn = None;
+            return Err(read_budget(&self.host.budgets));
+        }
+        s.pending.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+fn lua_result(lua: &Lua, r: crate::Result<Vec<u8>>) -> mlua::Result<(Value, Value)> {
+    Ok(match r {
+        Ok(data) => (Value::String(lua.create_string(&data)?), Value::Nil),
+        Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),
+    })
+}
+
+impl UserData for LuaSocket {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_async_method("send", |lua, this, data: mlua::String| async move {
+            let mut s = this.sock.lock().await;
+            let timeout = s.timeout;
+            let r = match s.conn.as_mut() {
+                None => Err(closed()),
+                Some(conn) => match tokio::time::timeout(timeout, conn.send(&data.as_bytes())).await {
+                    Err(_) => Err(timed_out("timeout")),
+                    Ok(r) => r.map_err(Error::from),
+                },
+            };
+            match r {
+                Ok(()) => Ok((Value::Boolean(true), Value::Nil)),
+                Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
+            }
+        });
+        methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
+            let max = max.unwrap_or(4096).clamp(1, net::MAX_RECV);
+            let mut s = this.sock.lock().await;
+            if s.pending.is_empty() {
+                match this.fill(&mut s, max).await {
+                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
+                    Ok(_) => {}
+                    Err(e) => return lua_result(&lua, Err(e)),
+                }
+            }
+            let n = s.pending.len().min(max);
+            let data: Vec<u8> = s.pending.drain(..n).collect();
+            lua_result(&lua, Ok(data))
+        });
+        methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
+            let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
+            let re = this.host.patterns.get(&pattern)?;
+            let mut s = this.sock.lock().await;
+            loop {
+                let limit = s.pending.len().min(max);
+                let found = re.find(&s.pending[..limit]).map_err(re_error)?.map(|m| m.end);
+                if let Some(end) = found {
+                    let data: Vec<u8> = s.pending.drain(..end).collect();
+                    return lua_result(&lua, Ok(data));
+                }
+                if s.pending.len() >= max {
+                    return lua_result(
+                        &lua,
+                        Err(Error::new(ErrorKind::Protocol, format!("no match in the first {max} bytes"))),
+                    );
+                }
+                let want = max - s.pending.len();
+                match this.fill(&mut s, want).await {
+                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
+                    Ok(_) => {}
+                    Err(e) => return lua_result(&lua, Err(e)),
+                }
+            }
+        });
+        // sock:starttls([protocol]): the STARTTLS exchange of `protocol`
+        // (default: the service's name), then TLS on the same connection.
+        methods.add_async_method("starttls", |lua, this, proto: Option<String>| async move {
+            use crate::net::starttls::Starttls;
+            let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+            let name = match proto {
+                Some(p) => p,
+                None => with_run(&this.host.cur, |r| r.info.id.service.clone())?,
+            };
+            let Some(proto) = Starttls::parse(&name) else {
+                let known = Starttls::NAMES.join(", ");
+                return failed(Error::new(
+                    ErrorKind::Config,
+                    format!("sock:starttls: no STARTTLS for {name:?} (one of {known})"),
+                ));
+            };
+            let mut s = this.sock.lock().await;
+            if !s.pending.is_empty() {
+                return failed(Error::new(
+                    ErrorKind::Protocol,
+                    "sock:starttls: bytes were already read; call it first",
+                ));
+            }
+            let tcp = match s.conn.take() {
+                Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
+                other => {
+                    let inside = other.is_some();
+                    s.conn = other;
+                    let why = if inside { "the socket already speaks TLS" } else { "socket is closed" };
+                    return failed(Error::new(ErrorKind::Protocol, format!("sock:starttls: {why}")));
+                }
+            };
+            let until = tokio::time::Instant::now() + s.timeout;
+            let (opened, read) = net::starttls(tcp, proto, until).await;
+            if !this.host.charge(read) {
+                return failed(read_budget(&this.host.budgets));
+            }
+            match opened {
+                Ok((conn, info)) => {
+                    s.conn = Some(conn);
+                    s.tls = Some(info);
+                    Ok((Value::Boolean(true), Value::Nil))
+                }
+                Err(e) => failed(e),
+            }
+        });
+        methods.add_async_method("close", |_, this, ()| async move {
+            this.sock.lock().await.conn = None;
+            Ok(true)
+        });
+        methods.add_async_method("tls", |lua, this, ()| async move {
+            let s = this.sock.lock().await;
+            match &s.tls {
+                Some(t) => Ok(Value::Table(tls_table(&lua, t)?)),
+                None => Ok(Value::Nil),
+            }
+        });
+    }
+}

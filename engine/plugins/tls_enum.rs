@@ -1,0 +1,153 @@
+//! `ctx:tls_enum`: the SSL/TLS versions and suites a server accepts, from
+//! ClientHellos and ServerHellos only ([`crate::net::hello::enumerate`]),
+//! as a Lua table.
+//!
+//! In: the plugin's options, during a run. Out: the table, or `nil, err`.
+//! What always holds: once per run; one socket of the budget through
+//! [`Host::admit`] (the guard); its own hellos are capped (1000, 90
+//! through MySQL, whose servers block a host after 100 broken handshakes;
+//! 6 at a time; `timeout` each); what they read is charged to the run's
+//! read budget, and no hello starts past it; it ends by the run's deadline.
+
+use mlua::{Lua, Table, Value};
+
+use super::api::{read_budget, tls_table, ConnectRequest, Host};
+use super::host::with_run;
+use crate::error::{Error, ErrorKind};
+
+/// `ctx:tls_enum{port=, starttls=, versions=, timeout=}`.
+pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+    let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+    let keys = ["host", "port", "timeout", "starttls", "versions"];
+    let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:tls_enum")?;
+    req.tls = None;
+    let get = |k: &str| opts.as_ref().map_or(Ok(Value::Nil), |o| o.raw_get::<Value>(k));
+    let starttls = match get("starttls")? {
+        Value::Nil => None,
+        Value::String(s) => match crate::net::starttls::Starttls::parse(&s.to_string_lossy()) {
+            Some(p) => Some(p),
+            None => {
+                return Err(mlua::Error::runtime(format!("ctx:tls_enum: no STARTTLS for {:?}", s.to_string_lossy())))
+            }
+        },
+        other => {
+            return Err(mlua::Error::runtime(format!("ctx:tls_enum: starttls must be a protocol name, not {other:?}")))
+        }
+    };
+    let mut versions = crate::net::hello::enumerate::VERSIONS.to_vec();
+    if let Value::Table(list) = get("versions")? {
+        versions.clear();
+        for name in list.sequence_values::<String>() {
+            let name = name?;
+            let v = crate::net::hello::enumerate::VERSIONS
+                .into_iter()
+                .find(|&v| crate::net::hello::version_name(v) == name)
+                .ok_or_else(|| mlua::Error::runtime(format!("ctx:tls_enum: unknown version {name:?}")))?;
+            versions.push(v);
+        }
+    }
+    let again = with_run(&h.cur, |r| {
+        r.tls_enums += 1;
+        r.tls_enums > 1
+    })?;
+    if again {
+        return failed(Error::new(ErrorKind::Budget, "ctx:tls_enum: once per run"));
+    }
+    let (ip, port) = match h.admit(&req) {
+        Ok(to) => to,
+        Err(e) => return failed(e),
+    };
+    let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
+    let limits = crate::net::hello::enumerate::Limits {
+        hellos: if starttls == Some(crate::net::starttls::Starttls::Mysql) { 90 } else { 1000 },
+        each: req.timeout,
+        read_bytes: read_left,
+        ..Default::default()
+    };
+    let addr = std::net::SocketAddr::new(ip, port);
+    let until = h.meter.deadline();
+    let host_name = ip.to_string();
+    // A task of its own: its many connections are polled by the
+    // runtime directly, not through the Lua coroutine.
+    let task = tokio::spawn(async move {
+        let connect = || {
+            let host_name = host_name.clone();
+            async move {
+                let mut tcp = crate::net::conn::tcp_for_hello(addr, until).await?;
+                if let Some(p) = starttls {
+                    p.upgrade(&mut tcp, &host_name, until)
+                        .await
+                        .map_err(|e| crate::net::hello::HelloError::Malformed(e.to_string()))?;
+                }
+                Ok::<_, crate::net::hello::HelloError>(tcp)
+            }
+        };
+        crate::net::hello::enumerate::enumerate(connect, None, &versions, until, limits).await
+    });
+    // Aborted if the run ends first (budget, stop).
+    let guard = AbortOnDrop(task.abort_handle());
+    let found = match task.await {
+        Ok(found) => found,
+        Err(e) => return failed(Error::new(ErrorKind::Io, format!("ctx:tls_enum: {e}"))),
+    };
+    drop(guard);
+    if !h.charge(usize::try_from(found.read).unwrap_or(usize::MAX)) {
+        return failed(read_budget(&h.budgets));
+    }
+    Ok((Value::Table(enumeration_table(&lua, &found)?), Value::Nil))
+}
+
+/// Aborts a task when dropped (a run that ends stops its enumeration).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// `ctx:tls_enum`'s result: `sslv2`, `hellos`, `capped`, `versions` (newest
+/// first: `name`, `preference`, `error`, `suites` in the server's order with
+/// `name`, `id`, `kx`, `group`, `kx_bits`, `au`, `enc`, `enc_bits`, `mode`,
+/// `mac`, `export`) and `tls`, the session facts and
+/// chain of the first hello that carried a certificate.
+fn enumeration_table(lua: &Lua, e: &crate::net::hello::enumerate::Enumeration) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("sslv2", e.sslv2)?;
+    t.raw_set("hellos", e.hellos)?;
+    t.raw_set("capped", e.capped)?;
+    let versions = lua.create_table()?;
+    for v in &e.versions {
+        let vt = lua.create_table()?;
+        vt.raw_set("name", crate::net::hello::version_name(v.version))?;
+        vt.raw_set("preference", v.preference.as_str())?;
+        vt.raw_set("error", v.error.clone())?;
+        let suites = lua.create_table()?;
+        for a in &v.accepted {
+            let st = lua.create_table()?;
+            st.raw_set("name", a.info.cipher.clone())?;
+            st.raw_set("id", a.suite)?;
+            st.raw_set("kx", a.info.kx.clone())?;
+            st.raw_set("group", a.info.group.clone())?;
+            st.raw_set("kx_bits", a.info.kx_bits)?;
+            if let Some(c) = tls_parser::TlsCipherSuite::from_id(a.suite) {
+                let lower = |d: String| d.to_ascii_lowercase();
+                st.raw_set("au", lower(format!("{:?}", c.au)))?;
+                st.raw_set("enc", lower(format!("{:?}", c.enc)))?;
+                st.raw_set("enc_bits", c.enc_size)?;
+                st.raw_set("mode", lower(format!("{:?}", c.enc_mode)))?;
+                st.raw_set("mac", lower(format!("{:?}", c.mac)))?;
+                st.raw_set("export", c.name.contains("EXPORT"))?;
+            }
+            suites.raw_push(st)?;
+        }
+        vt.raw_set("suites", suites)?;
+        versions.raw_push(vt)?;
+    }
+    t.raw_set("versions", versions)?;
+    let with_chain = e.versions.iter().flat_map(|v| &v.accepted).find(|a| !a.info.chain.is_empty());
+    if let Some(a) = with_chain {
+        t.raw_set("tls", tls_table(lua, &a.info)?)?;
+    }
+    Ok(t)
+}
