@@ -15,27 +15,70 @@ use super::hello::{self, Flight};
 /// A TCP connection, in the clear or inside TLS.
 pub(crate) enum Conn {
     Plain(TcpStream),
-    Tls(Box<TlsStream<Tapped>>),
+    Tls(Box<TlsStream<Watched<TcpStream, HelloTap>>>),
 }
 
-/// Most bytes [`Tapped`] keeps: a ServerHello longer than this gets no
+/// What a [`Watched`] stream shows the bytes read through it to.
+pub(crate) trait Watch {
+    fn saw(&mut self, data: &[u8]);
+}
+
+/// A stream that shows every byte read through it to a [`Watch`], and
+/// passes writes through.
+pub(crate) struct Watched<S, W> {
+    pub(crate) io: S,
+    pub(crate) watch: W,
+}
+
+impl<S: AsyncRead + Unpin, W: Watch + Unpin> AsyncRead for Watched<S, W> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.watch.saw(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin, W: Unpin> AsyncWrite for Watched<S, W> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Counts the bytes read.
+impl Watch for &std::sync::atomic::AtomicU64 {
+    fn saw(&mut self, data: &[u8]) {
+        self.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Most bytes [`HelloTap`] keeps: a ServerHello longer than this gets no
 /// fingerprint.
 const TAP_MAX: usize = 9 + 4096;
 
-/// A TCP stream that keeps a copy of the ServerHello rustls reads through
-/// it (for JA3S and JA4S, which rustls does not expose), then nothing more.
-pub(crate) struct Tapped {
-    io: TcpStream,
+/// Keeps a copy of the ServerHello rustls reads (for JA3S and JA4S, which
+/// rustls does not expose), then nothing more.
+#[derive(Default)]
+pub(crate) struct HelloTap {
     seen: Vec<u8>,
-    on: bool,
+    done: bool,
 }
 
-impl Tapped {
-    fn new(io: TcpStream) -> Tapped {
-        Tapped { io, seen: Vec::new(), on: true }
-    }
-
-    fn keep(&mut self, data: &[u8]) {
+impl Watch for HelloTap {
+    fn saw(&mut self, data: &[u8]) {
+        if self.done {
+            return;
+        }
         let room = TAP_MAX - self.seen.len();
         self.seen.extend_from_slice(&data[..data.len().min(room)]);
         if self.seen.len() < 9 {
@@ -47,46 +90,22 @@ impl Tapped {
         let len = (usize::from(s[6]) << 16) | (usize::from(s[7]) << 8) | usize::from(s[8]);
         if s[0] != 22 || s[5] != 2 || len + 4 > record || 9 + len > TAP_MAX {
             self.seen = Vec::new();
-            self.on = false;
+            self.done = true;
         } else if s.len() >= 9 + len {
             self.seen.truncate(9 + len);
-            self.on = false;
+            self.done = true;
         }
     }
+}
 
-    /// The ServerHello seen, if it was whole; stops keeping bytes.
+impl HelloTap {
+    /// The ServerHello seen, if it was whole; keeps nothing more.
     fn take_hello(&mut self) -> Option<Flight> {
-        self.on = false;
+        self.done = true;
         let seen = std::mem::take(&mut self.seen);
         let len = seen.len().checked_sub(9)?;
         let whole = len == (usize::from(seen[6]) << 16 | usize::from(seen[7]) << 8 | usize::from(seen[8]));
         whole.then(|| hello::flight::server_hello(&seen[9..]).ok()).flatten()
-    }
-}
-
-impl AsyncRead for Tapped {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if self.on && buf.filled().len() > before {
-            let this = &mut *self;
-            this.keep(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for Tapped {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -195,12 +214,13 @@ pub(crate) async fn handshake(
     until: tokio::time::Instant,
 ) -> Result<(Conn, crate::findings::TlsInfo), OpenError> {
     let name = rustls::pki_types::ServerName::IpAddress(ip.into());
-    let mut stream = tokio::time::timeout_at(until, connector.connect(name, Tapped::new(tcp)))
+    let tapped = Watched { io: tcp, watch: HelloTap::default() };
+    let mut stream = tokio::time::timeout_at(until, connector.connect(name, tapped))
         .await
         .map_err(|_| OpenError::HandshakeTimeout)?
         .map_err(OpenError::Handshake)?;
-    let (tap, session) = stream.get_mut();
-    let info = super::tls::session_info(session, tap.take_hello().as_ref());
+    let (tapped, session) = stream.get_mut();
+    let info = super::tls::session_info(session, tapped.watch.take_hello().as_ref());
     Ok((Conn::Tls(Box::new(stream)), info))
 }
 
@@ -224,4 +244,65 @@ pub async fn udp_socket(peer: std::net::IpAddr) -> std::io::Result<tokio::net::U
         std::net::IpAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
     };
     tokio::net::UdpSocket::bind((any, 0)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handshake record holding a ServerHello body of `len` bytes (TLS 1.2,
+    /// suite 0xc02f, extensions filling the rest).
+    fn hello_record(len: usize) -> Vec<u8> {
+        let mut body = vec![3, 3];
+        body.extend_from_slice(&[1; 32]);
+        body.extend_from_slice(&[0, 0xc0, 0x2f, 0]);
+        let ext_len = len - body.len() - 2;
+        body.extend_from_slice(&(ext_len as u16).to_be_bytes());
+        let mut left = ext_len;
+        while left >= 4 {
+            let n = (left - 4).min(1000);
+            body.extend_from_slice(&[0x10, 0x00]);
+            body.extend_from_slice(&(n as u16).to_be_bytes());
+            body.extend(std::iter::repeat_n(0, n));
+            left -= 4 + n;
+        }
+        body.extend(std::iter::repeat_n(0, left));
+        let mut hs = vec![2];
+        hs.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+        hs.extend(body);
+        let mut r = vec![22, 3, 3];
+        r.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+        r.extend(hs);
+        r
+    }
+
+    #[test]
+    fn the_tap_keeps_a_server_hello_in_any_split_and_nothing_after() {
+        let mut rec = hello_record(120);
+        rec.extend_from_slice(&[0xab; 3000]); // the Certificate that follows
+        let mut tap = HelloTap::default();
+        for piece in rec.chunks(7) {
+            tap.saw(piece);
+        }
+        assert_eq!(tap.seen.len(), 9 + 120, "only the ServerHello is kept");
+        let f = tap.take_hello().expect("a whole ServerHello");
+        assert_eq!(f.suite, 0xc02f);
+        assert!(tap.seen.is_empty());
+    }
+
+    #[test]
+    fn a_server_hello_past_the_tap_limit_is_dropped_not_kept() {
+        let rec = hello_record(TAP_MAX);
+        let mut tap = HelloTap::default();
+        for piece in rec.chunks(4096) {
+            tap.saw(piece);
+            assert!(tap.seen.len() <= TAP_MAX);
+        }
+        assert!(tap.seen.is_empty());
+        assert_eq!(tap.take_hello(), None);
+        // Not a handshake: nothing kept either.
+        let mut other = HelloTap::default();
+        other.saw(b"HTTP/1.1 400 Bad Request\r\n");
+        assert!(other.seen.is_empty() && other.take_hello().is_none());
+    }
 }

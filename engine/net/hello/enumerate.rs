@@ -10,15 +10,14 @@
 //! version's enumeration with an error, never the rest.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::{exchange, info, suites_for, ClientHello, Flight, HelloError, SSL3, TLS10, TLS11, TLS12, TLS13};
 use crate::findings::TlsInfo;
+use crate::net::conn::Watched;
 
 /// How far one enumeration may go.
 #[derive(Clone, Copy, Debug)]
@@ -141,35 +140,6 @@ where
     }
 }
 
-/// A stream that adds what it reads to a shared count.
-struct Counted<'a, S> {
-    io: S,
-    read: &'a AtomicU64,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Counted<'_, S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        self.read.fetch_add((buf.filled().len() - before) as u64, Ordering::Relaxed);
-        polled
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<'_, S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
 /// Why a drain stopped.
 enum Stop {
     /// The server refused what was left: every accepted suite is found.
@@ -199,11 +169,12 @@ where
     /// One hello offering `suites` at `version`, if the cap allows it.
     async fn hello(&self, version: u16, suites: Vec<u16>) -> Result<Flight, HelloError> {
         let _slot = self.at_once.acquire().await.map_err(|_| HelloError::Closed)?;
-        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.hellos {
-            return Err(HelloError::Malformed(format!("the cap of {} hellos was reached", self.limits.hellos)));
-        }
+        // Past the read limit, no hello is sent (nor counted).
         if self.read.load(Ordering::Relaxed) > self.limits.read_bytes {
             return Err(HelloError::Malformed(format!("more than {} bytes read", self.limits.read_bytes)));
+        }
+        if self.sent.fetch_add(1, Ordering::Relaxed) >= self.limits.hellos {
+            return Err(HelloError::Malformed(format!("the cap of {} hellos was reached", self.limits.hellos)));
         }
         let hello = ClientHello {
             version,
@@ -213,7 +184,7 @@ where
         };
         let until = (Instant::now() + self.limits.each).min(self.until);
         let io = tokio::time::timeout_at(until, (self.connect)()).await.map_err(|_| HelloError::Timeout)??;
-        exchange(&mut Counted { io, read: self.read }, &hello, until).await
+        exchange(&mut Watched { io, watch: self.read }, &hello, until).await
     }
 
     /// Takes away the suite the server chose until it refuses the rest:
@@ -316,7 +287,7 @@ where
         }
         let until = (Instant::now() + self.limits.each).min(self.until);
         let Ok(Ok(io)) = tokio::time::timeout_at(until, (self.connect)()).await else { return false };
-        let mut io = Counted { io, read: self.read };
+        let mut io = Watched { io, watch: self.read };
         let work = async {
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             io.write_all(&sslv2_client_hello()).await.ok()?;

@@ -320,3 +320,127 @@ fn an_sslv3_server_hello_keeps_its_extensions() {
     body.truncate(body.len() - 3);
     assert!(super::flight::server_hello(&body).unwrap().extensions.is_empty());
 }
+
+/// A duplex stream whose drop is counted (connections still open).
+struct Counted(tokio::io::DuplexStream, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// A server on the other end of a duplex stream: with `answer`, it takes
+/// every suite (the first offered, at the version offered, TLS 1.2 at
+/// most) and sends the lab chain; without, it never says a word.
+async fn fake_server(mut io: tokio::io::DuplexStream, answer: bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 20_000];
+    let Ok(n) = io.read(&mut buf).await else { return };
+    if !answer {
+        let _ = io.read(&mut buf).await;
+        return;
+    }
+    // Not a TLS record (an SSLv2 hello): hang up.
+    if n < 5 || buf[0] != 22 {
+        return;
+    }
+    let Ok((_, rec)) = tls_parser::parse_tls_plaintext(&buf[..n]) else { return };
+    let tls_parser::TlsMessage::Handshake(tls_parser::TlsMessageHandshake::ClientHello(ch)) = &rec.msg[0] else {
+        return;
+    };
+    let mut hs = message(2, &server_hello(ch.version.0.min(TLS12), ch.ciphers[0].0, &[]));
+    hs.extend(message(11, &certificate(&[&lab_der()])));
+    hs.extend(message(14, &[]));
+    let _ = io.write_all(&record(22, &hs)).await;
+    let _ = io.read(&mut buf).await;
+}
+
+/// Runs an enumeration against fake servers; returns it, the most
+/// connections open at once, and how long it took.
+async fn enumerate_fake(
+    answer: bool,
+    limits: enumerate::Limits,
+) -> (enumerate::Enumeration, usize, std::time::Duration) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (open, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let connect = || {
+        let (open, most) = (open.clone(), most.clone());
+        async move {
+            let (client, server) = tokio::io::duplex(1 << 16);
+            tokio::spawn(fake_server(server, answer));
+            let now = open.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            Ok::<_, HelloError>(Counted(client, open))
+        }
+    };
+    let started = tokio::time::Instant::now();
+    let until = started + std::time::Duration::from_secs(30);
+    let e = enumerate::enumerate(connect, None, &enumerate::VERSIONS, until, limits).await;
+    (e, most.load(Ordering::SeqCst), started.elapsed())
+}
+
+#[tokio::test]
+async fn enumeration_stays_within_its_hello_cap_and_parallelism() {
+    let limits = enumerate::Limits { hellos: 40, parallel: 3, ..Default::default() };
+    let (e, most, _) = enumerate_fake(true, limits).await;
+    assert!(e.capped, "a server that takes every suite needs more than 40 hellos");
+    assert_eq!(e.hellos, 40);
+    assert!(most <= 3, "{most} connections at once");
+    assert!(!e.versions.is_empty());
+    // One chain kept, whatever the number of suites.
+    let chains = e.versions.iter().flat_map(|v| &v.accepted).filter(|a| !a.info.der.is_empty()).count();
+    assert_eq!(chains, 1);
+}
+
+#[tokio::test]
+async fn enumeration_stops_at_its_read_limit() {
+    let limits = enumerate::Limits { read_bytes: 5_000, parallel: 1, ..Default::default() };
+    let (e, _, _) = enumerate_fake(true, limits).await;
+    // Each flight is about 1 kB: no hello starts once 5 kB are read.
+    assert!(e.capped);
+    assert!(e.read > 5_000 && e.read < 5_000 + 2_000, "{} bytes read", e.read);
+    assert!(e.hellos < 10, "{} hellos", e.hellos);
+}
+
+#[tokio::test]
+async fn a_silent_server_costs_each_hello_its_timeout_at_most() {
+    let limits = enumerate::Limits { each: std::time::Duration::from_millis(100), ..Default::default() };
+    let (e, _, took) = enumerate_fake(false, limits).await;
+    assert!(e.versions.is_empty() && !e.sslv2);
+    // Five versions and SSLv2, 6 at a time: one round of time-outs.
+    assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
+}
