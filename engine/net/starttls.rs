@@ -397,9 +397,25 @@ impl Replies {
             }
             _ => return Err(StarttlsError::Malformed("an LDAP length this reader does not take".into())),
         };
-        self.count(len)?;
+        self.exactly(io, len).await
+    }
+
+    /// `len` bytes, counted as they come; refused up front past REPLY_MAX.
+    async fn exactly<S: AsyncRead + Unpin>(&mut self, io: &mut S, len: usize) -> Result<Vec<u8>, StarttlsError> {
+        if self.taken + len > REPLY_MAX {
+            return Err(StarttlsError::Malformed(format!("more than {REPLY_MAX} bytes before TLS")));
+        }
         let mut body = vec![0u8; len];
-        io.read_exact(&mut body).await.map_err(StarttlsError::Io)?;
+        let mut got = 0;
+        while got < len {
+            match io.read(&mut body[got..]).await.map_err(StarttlsError::Io)? {
+                0 => return Err(StarttlsError::Malformed("the server closed the connection".into())),
+                n => {
+                    self.count(n)?;
+                    got += n;
+                }
+            }
+        }
         Ok(body)
     }
 
@@ -441,16 +457,12 @@ fn ldap_result(body: &[u8]) -> Result<(), StarttlsError> {
 
 /// One MySQL packet: 3-byte length, sequence, payload.
 async fn mysql_packet<S: AsyncRead + Unpin>(io: &mut S, r: &mut Replies) -> Result<Vec<u8>, StarttlsError> {
-    let mut head = [0u8; 4];
-    io.read_exact(&mut head).await.map_err(StarttlsError::Io)?;
+    let head = r.exactly(io, 4).await?;
     let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
     if len > REPLY_MAX {
         return Err(StarttlsError::Malformed(format!("a MySQL packet of {len} bytes")));
     }
-    r.count(4 + len)?;
-    let mut body = vec![0u8; len];
-    io.read_exact(&mut body).await.map_err(StarttlsError::Io)?;
-    Ok(body)
+    r.exactly(io, len).await
 }
 
 /// The capability flags of a MySQL handshake (protocol 10).

@@ -15,6 +15,10 @@ use super::api::{read_budget, tls_table, ConnectRequest, Host};
 use super::host::with_run;
 use crate::error::{Error, ErrorKind};
 
+/// Most hellos through MySQL's STARTTLS: its servers block a host after
+/// 100 handshakes broken off (`max_connect_errors`).
+const MYSQL_HELLOS: u32 = 90;
+
 /// `ctx:tls_enum{port=, starttls=, versions=, timeout=}`.
 pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
     let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
@@ -58,12 +62,11 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
         Err(e) => return failed(e),
     };
     let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
-    let limits = crate::net::hello::enumerate::Limits {
-        hellos: if starttls == Some(crate::net::starttls::Starttls::Mysql) { 90 } else { 1000 },
-        each: req.timeout,
-        read_bytes: read_left,
-        ..Default::default()
-    };
+    let mut limits =
+        crate::net::hello::enumerate::Limits { each: req.timeout, read_bytes: read_left, ..Default::default() };
+    if starttls == Some(crate::net::starttls::Starttls::Mysql) {
+        limits.hellos = MYSQL_HELLOS;
+    }
     let addr = std::net::SocketAddr::new(ip, port);
     let until = h.meter.deadline();
     let host_name = ip.to_string();

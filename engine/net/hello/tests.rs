@@ -444,3 +444,16 @@ async fn a_silent_server_costs_each_hello_its_timeout_at_most() {
     // Five versions and SSLv2, 6 at a time: one round of time-outs.
     assert!(took < std::time::Duration::from_secs(2), "took {took:?}");
 }
+
+#[test]
+fn a_hello_offers_at_most_suites_max() {
+    let many: Vec<u16> = (0..6000u16).collect();
+    let hello = ClientHello { version: TLS12, suites: many, server_name: None, alpn: vec![] };
+    let bytes = hello.to_bytes();
+    let (_, rec) = tls_parser::parse_tls_plaintext(&bytes).unwrap();
+    let tls_parser::TlsMessage::Handshake(tls_parser::TlsMessageHandshake::ClientHello(ch)) = &rec.msg[0] else {
+        panic!("not a hello")
+    };
+    // SUITES_MAX and the renegotiation SCSV.
+    assert_eq!(ch.ciphers.len(), client::SUITES_MAX + 1);
+}
