@@ -153,32 +153,17 @@ impl Starttls {
                 r.status_lines(io, "234").await?;
             }
             Starttls::Nntp => {
-                let greeting = r.line(io).await?;
-                if !(greeting.starts_with("200") || greeting.starts_with("201")) {
-                    return Err(StarttlsError::Refused(greeting));
-                }
+                r.line_starting(io, &["200", "201"]).await?;
                 send(io, b"STARTTLS\r\n").await?;
-                let reply = r.line(io).await?;
-                if !reply.starts_with("382") {
-                    return Err(StarttlsError::Refused(reply));
-                }
+                r.line_starting(io, &["382"]).await?;
             }
             Starttls::Pop3 => {
-                let greeting = r.line(io).await?;
-                if !greeting.starts_with("+OK") {
-                    return Err(StarttlsError::Refused(greeting));
-                }
+                r.line_starting(io, &["+OK"]).await?;
                 send(io, b"STLS\r\n").await?;
-                let reply = r.line(io).await?;
-                if !reply.starts_with("+OK") {
-                    return Err(StarttlsError::Refused(reply));
-                }
+                r.line_starting(io, &["+OK"]).await?;
             }
             Starttls::Imap => {
-                let greeting = r.line(io).await?;
-                if !greeting.starts_with("* OK") && !greeting.starts_with("* PREAUTH") {
-                    return Err(StarttlsError::Refused(greeting));
-                }
+                r.line_starting(io, &["* OK", "* PREAUTH"]).await?;
                 send(io, b"ms1 STARTTLS\r\n").await?;
                 // Untagged lines may come first.
                 loop {
@@ -346,6 +331,16 @@ impl Replies {
             line.pop();
         }
         Ok(String::from_utf8_lossy(&line).into_owned())
+    }
+
+    /// One line that starts with one of `wanted`, else the refusal it is.
+    async fn line_starting<S: AsyncRead + Unpin>(&mut self, io: &mut S, wanted: &[&str]) -> Result<(), StarttlsError> {
+        let line = self.line(io).await?;
+        if wanted.iter().any(|w| line.starts_with(w)) {
+            Ok(())
+        } else {
+            Err(StarttlsError::Refused(line))
+        }
     }
 
     /// A reply of `code` lines (`code-` continues, `code ` ends), as one text.

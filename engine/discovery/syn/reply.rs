@@ -321,20 +321,27 @@ fn icmp_v6(msg: &[u8], src: Ipv6Addr, dst: Ipv6Addr, ttl: u8) -> Option<Reply> {
 
 /// An ICMP echo, timestamp or mask reply (`msg`, its length checked).
 fn pong_reply(ping: Ping, src: IpAddr, dst: IpAddr, msg: &[u8], ttl: u8) -> Reply {
+    let (id, seq) = (u16::from_be_bytes([msg[4], msg[5]]), u16::from_be_bytes([msg[6], msg[7]]));
+    icmp_reply(Proto::Tcp, (src, 0), (dst, id), u32::from(seq), ttl, ping.reason())
+}
+
+/// A reply that came as ICMP: from `src`, to `dst` (addresses and ports),
+/// known by `seq`, with the reason the ICMP message gives.
+fn icmp_reply(proto: Proto, src: (IpAddr, u16), dst: (IpAddr, u16), seq: u32, ttl: u8, why: Reason) -> Reply {
     Reply {
-        proto: Proto::Tcp,
-        src,
-        dst,
-        sport: 0,
-        dport: u16::from_be_bytes([msg[4], msg[5]]),
-        seq: u32::from(u16::from_be_bytes([msg[6], msg[7]])),
+        proto,
+        src: src.0,
+        dst: dst.0,
+        sport: src.1,
+        dport: dst.1,
+        seq,
         ack: 0,
         mask: 0,
         data: (0, 0),
         flags: 0,
         ttl,
         window: 0,
-        icmp: Some(ping.reason()),
+        icmp: Some(why),
         relayed: false,
     }
 }
@@ -353,23 +360,9 @@ fn quoted_reply(
     why: Reason,
 ) -> Reply {
     let be16 = |i: usize| u16::from_be_bytes([head[i], head[i + 1]]);
-    Reply {
-        proto,
-        src: probe_dst,
-        dst: probe_src,
-        sport: be16(2),
-        dport: be16(0),
-        seq: match proto {
-            Proto::Tcp => u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
-            Proto::Udp => ip_id,
-        },
-        ack: 0,
-        mask: 0,
-        data: (0, 0),
-        flags: 0,
-        ttl,
-        window: 0,
-        icmp: Some(why),
-        relayed: false,
-    }
+    let seq = match proto {
+        Proto::Tcp => u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+        Proto::Udp => ip_id,
+    };
+    icmp_reply(proto, (probe_dst, be16(2)), (probe_src, be16(0)), seq, ttl, why)
 }
