@@ -25,7 +25,9 @@
 # TLS 1.2 with RSA key exchange only, on .10 TLS 1.2 with DHE and 1024-bit
 # parameters only, on .11 TLS 1.0-1.2 with NULL and anonymous suites only.
 # (Debian builds OpenSSL without RC4, DES, 3DES and export suites.)
-# Their other ports are the wildcard listeners above.
+# Their other ports are the wildcard listeners above. Every address of
+# 198.19.0.0/16 also answers on 10443 as the TLS 1.0-only server does (a
+# legacy port on many addresses); elsewhere 10443 is reset by the firewall.
 #
 # 198.18.0.5 carries some 30 more real Debian daemons (mail, directory, file,
 # database, chat, proxy, printing, VPN, monitoring, version control, message
@@ -69,6 +71,7 @@ PORTS=(22 80 443 6379)
 TARGET2=198.18.0.3
 FIREWALLED=198.18.0.6
 # Legacy TLS servers on 443 (address:protocols:ciphers[:dh for 1024-bit DHE]).
+LEGACY_WIDE_PORT=10443 # TLS 1.0 only, on every address of 198.19.0.0/16
 LEGACY_TLS=(
     "198.18.0.7:TLSv1:DEFAULT"
     "198.18.0.8:TLSv1.1:DEFAULT"
@@ -260,6 +263,8 @@ table inet mslab {
         # dnsmasq (udp/53 on $TARGET) listens on TCP 53 too: TCP sees it
         # closed, as with no listener, so $TARGET keeps its 4 TCP ports.
         ip daddr $TARGET tcp dport 53 reject with tcp reset
+        # The legacy TLS port on many addresses is for 198.19.0.0/16 only.
+        ip daddr != 198.19.0.0/16 tcp dport $LEGACY_WIDE_PORT reject with tcp reset
     }
     chain output {
         type filter hook output priority 0; policy accept;
@@ -341,6 +346,16 @@ legacy_tls_servers() {
     }
 EOF
     done
+    cat <<EOF
+    server {
+        listen $LEGACY_WIDE_PORT ssl backlog=65535;
+        ssl_protocols TLSv1;
+        ssl_ciphers "DEFAULT:@SECLEVEL=0";
+        ssl_certificate $STATE/tls.crt;
+        ssl_certificate_key $STATE/tls.key;
+        root $STATE/www;
+    }
+EOF
 }
 
 # The lab certificate as a daemon that drops privileges reads it:

@@ -62,6 +62,32 @@ fn legacy_servers_give_their_chain_under_sv() {
     assert!(of_type(&evs, "error").is_empty(), "{:?}", of_type(&evs, "error"));
 }
 
+/// A TLS 1.0-only server on a port no probe lists as TLS (10443 on every
+/// address of 198.19.0.0/16): what it answers a GET in the clear says it is
+/// HTTPS, so it is reported as TLS with its chain, never as cleartext.
+#[test]
+fn a_legacy_server_on_an_unlisted_port_is_reported_as_tls() {
+    let _lab = lab();
+    let (out, evs) = lab_scan(&["-sV", "-n", "-Pn", "-p", "10443", "198.19.4.0/30"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for i in 0..4 {
+        let ip = format!("198.19.4.{i}");
+        let s = service(&evs, &ip, 10443);
+        assert_eq!(
+            (s["service"].as_str(), s["tunnel"].as_str(), s["product"].as_str()),
+            (Some("http"), Some("ssl"), Some("nginx")),
+            "{ip}: {s}"
+        );
+        let tls = &s["tls"];
+        assert_eq!((tls["path"].as_str(), tls["version"].as_str()), (Some("hello"), Some("TLSv1.0")), "{tls}");
+        assert_eq!(tls["chain"][0]["subject"], "CN=lab.moonscan.test, O=moonscan lab");
+    }
+    // Elsewhere the port is closed (the lab's firewall resets it).
+    let (_, evs) = lab_scan(&["-sT", "-n", "-Pn", "-p", "10443", TARGET]);
+    let end = of_type(&evs, "scan_end")[0];
+    assert_eq!((end["open"].as_u64(), end["closed"].as_u64()), (Some(0), Some(1)), "{end}");
+}
+
 #[test]
 fn hostile_tls_servers_end_in_clear_errors_with_bounded_memory() {
     let _lab = lab();

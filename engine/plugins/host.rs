@@ -288,6 +288,13 @@ impl Vm {
         self.lua.used_memory()
     }
 
+    /// Plugin `p`'s chunk, compiled at its first use in the process.
+    fn plugin_chunk(&self, p: &Plugin) -> mlua::Result<Function> {
+        let bytecode =
+            p.code.bytecode().map_err(|e| mlua::Error::RuntimeError(format!("{}: {e}", p.path.display())))?;
+        self.instantiate(bytecode, &p.id)
+    }
+
     /// The plugin chunk as a function with a fresh global table.
     fn instantiate(&self, bytecode: &[u8], name: &str) -> mlua::Result<Function> {
         let env = self.lua.create_table()?;
@@ -318,7 +325,7 @@ impl Vm {
         };
         self.meter.start(budgets.wall, budgets.steps);
         let verdict = async {
-            let t: Table = self.instantiate(&p.bytecode, &p.id)?.call_async(()).await?;
+            let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
             let rule: Function = t.raw_get("portrule")?;
             rule.call_async::<Value>(self.port_table(info)?).await
         };
@@ -377,7 +384,7 @@ impl Vm {
         });
         self.meter.start(self.budgets.wall, self.budgets.steps);
         let call = async {
-            let t: Table = self.instantiate(&p.bytecode, &p.id)?.call_async(()).await?;
+            let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
             let run: Function = t.raw_get("run")?;
             let thread = self.lua.create_thread(run)?;
             self.meter.run_thread.store(thread.to_pointer() as usize, Ordering::Release);

@@ -73,8 +73,36 @@ pub struct Plugin {
     /// trusted: it runs only when selected by name, never by a category,
     /// a glob or `all`.
     pub trusted: bool,
-    /// Luau bytecode the host compiled from the file's text.
-    pub(crate) bytecode: Arc<[u8]>,
+    /// The file's text and, once a VM first needs it, its Luau bytecode.
+    pub(crate) code: Arc<Code>,
+}
+
+/// A plugin's checked text, compiled by the host at most once: when its
+/// metadata is not cached, or when a VM first runs it. A plugin that is
+/// never selected is never compiled.
+pub(crate) struct Code {
+    text: Box<[u8]>,
+    bytecode: std::sync::OnceLock<std::result::Result<Box<[u8]>, String>>,
+}
+
+impl Code {
+    fn new(text: &[u8]) -> Code {
+        Code { text: text.into(), bytecode: std::sync::OnceLock::new() }
+    }
+
+    /// The bytecode, compiled on first use; a syntax error says what it is.
+    pub(crate) fn bytecode(&self) -> std::result::Result<&[u8], &str> {
+        let compiled = self
+            .bytecode
+            .get_or_init(|| mlua::Compiler::new().compile(&self.text).map(Into::into).map_err(|e| syntax(&e)));
+        compiled.as_deref().map_err(String::as_str)
+    }
+}
+
+impl std::fmt::Debug for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Code").field("bytes", &self.text.len()).finish()
+    }
 }
 
 impl Plugin {
@@ -159,7 +187,7 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
     if bytes.first().is_some_and(|&b| b < 0x09 || b == 0x1b) || std::str::from_utf8(bytes).is_err() {
         return Err(bad(path, "not a text file (precompiled chunks are refused)"));
     }
-    let bytecode = mlua::Compiler::new().compile(bytes).map_err(|e| bad(path, syntax(&e)))?;
+    let code = Code::new(bytes);
     let cached = cache.and_then(|c| {
         let text = crate::files::read_capped(&meta_path(c, bytes), MAX_META, "plugin metadata").ok()?;
         // A cache entry is trusted no further than the checks it passed.
@@ -168,7 +196,7 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
     let fresh = cached.is_none();
     let meta = match cached {
         Some(m) => m,
-        None => host::inspect(&bytecode, path).map_err(|e| bad(path, e))?,
+        None => host::inspect(code.bytecode().map_err(|e| bad(path, e))?, path).map_err(|e| bad(path, e))?,
     };
     let plugin = Plugin {
         id: meta.id,
@@ -180,7 +208,7 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
         path: path.to_path_buf(),
         pack: None,
         trusted: true,
-        bytecode: bytecode.into(),
+        code: Arc::new(code),
     };
     if let (true, Some(c)) = (fresh, cache) {
         // A cache that cannot be written only costs the next load a run.

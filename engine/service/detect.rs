@@ -538,12 +538,23 @@ impl Run<'_> {
                 (outcome, len, open, Some(c))
             };
             match outcome {
-                Outcome::Hard(id) => {
+                Outcome::Hard(mut id) => {
+                    // nmap's `ssl/` services: what a TLS port answers a
+                    // probe sent in the clear (an HTTPS server's "plain HTTP
+                    // request" page). The identity holds, and the port is
+                    // TLS: its chain and what runs inside come next.
+                    let through_tls = match id.service.strip_prefix("ssl/") {
+                        Some(inner) => {
+                            id.service = inner.to_string();
+                            !tunnel
+                        }
+                        None => false,
+                    };
                     self.out.identity = Some(id);
                     self.out.method = Some(ServiceMethod::Probed);
                     self.out.probe = Some(probe.name.clone());
-                    self.out.tunnel = tunnel;
-                    return false;
+                    self.out.tunnel = tunnel || through_tls;
+                    return through_tls;
                 }
                 Outcome::LooksLikeTls => return true,
                 Outcome::Soft(id) => {

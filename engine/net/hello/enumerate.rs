@@ -187,51 +187,52 @@ where
         exchange(&mut Watched { io, watch: self.read }, &hello, until).await
     }
 
-    /// Takes away the suite the server chose until it refuses the rest:
-    /// two suites, then whose order it follows; a server that follows the
-    /// client's has the rest found in parallel (the order is ours anyway),
-    /// one that imposes its own, one hello after another.
+    /// Every suite `version` accepts, and in whose order. The first round
+    /// offers every suite twice at once, in our order and reversed: a server
+    /// that answers both with the same suite imposes its own order (or takes
+    /// one suite), and the rest is taken away one hello after another; one
+    /// that answers with two suites follows the client's, and the rest is
+    /// found in parallel (the order is ours anyway).
     async fn version(&self, version: u16) -> VersionResult {
-        let mut left = suites_for(version);
+        let ours = suites_for(version);
         let mut out =
             VersionResult { version, accepted: Vec::new(), preference: Preference::Indeterminate, error: None };
-        let stopped = self.drain(version, &mut left, &mut out.accepted, Some(2)).await;
-        // Whose order: offer the first two found, the server's first last.
-        if let [first, second, ..] = &out.accepted[..] {
-            out.preference = match self.hello(version, vec![second.suite, first.suite]).await {
-                Ok(f) if f.version == version && f.suite == first.suite => Preference::Server,
-                Ok(f) if f.version == version && f.suite == second.suite => Preference::Client,
-                _ => Preference::Indeterminate,
-            };
-        }
-        let stopped = match stopped {
-            Some(stop) => stop,
-            None if out.preference == Preference::Client && self.limits.parallel > 1 => {
-                // Dealt round-robin, so accepted suites spread over the parts.
-                let parts = self.limits.parallel.min(left.len()).max(1);
-                let mut split: Vec<Vec<u16>> = vec![Vec::new(); parts];
-                for (i, s) in left.iter().enumerate() {
-                    split[i % parts].push(*s);
+        let mut left = ours.clone();
+        let reversed: Vec<u16> = ours.iter().rev().copied().collect();
+        let (a, b) = futures_util::join!(self.hello(version, ours.clone()), self.hello(version, reversed));
+        let stopped = match self.take(version, a, &mut left, &mut out.accepted) {
+            Err(stop) => stop,
+            Ok(first) => match b {
+                Ok(f) if f.version == version && f.suite != first && left.contains(&f.suite) => {
+                    out.preference = Preference::Client;
+                    let _ = self.take(version, Ok(f), &mut left, &mut out.accepted);
+                    let stop = self.in_parallel(version, left, &mut out.accepted).await;
+                    let rank = |id: u16| ours.iter().position(|&s| s == id).unwrap_or(usize::MAX);
+                    out.accepted.sort_by_key(|a| rank(a.suite));
+                    stop
                 }
-                let found = futures_util::future::join_all(split.into_iter().map(|mut part| async move {
-                    let mut got = Vec::new();
-                    let stop = self.drain(version, &mut part, &mut got, None).await;
-                    (got, stop)
-                }))
-                .await;
-                let mut stop = Stop::Refused;
-                for (got, s) in found {
-                    out.accepted.extend(got);
-                    if let Some(Stop::Failed(e)) = s {
-                        stop = Stop::Failed(e);
+                Ok(f) if f.version == version && f.suite == first => {
+                    let stop = self.drain(version, &mut left, &mut out.accepted).await;
+                    if out.accepted.len() > 1 {
+                        out.preference = Preference::Server;
                     }
+                    stop
                 }
-                // The client's order: the order offered.
-                let rank = |id: u16| left.iter().position(|&s| s == id).unwrap_or(usize::MAX);
-                out.accepted[2..].sort_by_key(|a| rank(a.suite));
-                stop
-            }
-            None => self.drain(version, &mut left, &mut out.accepted, None).await.unwrap_or(Stop::Refused),
+                // The reversed hello failed: find the rest one by one, then
+                // offer the first two found, the server's first last.
+                _ => {
+                    let stop = self.drain(version, &mut left, &mut out.accepted).await;
+                    if let [first, second, ..] = &out.accepted[..] {
+                        let (a, b) = (first.suite, second.suite);
+                        out.preference = match self.hello(version, vec![b, a]).await {
+                            Ok(f) if f.version == version && f.suite == a => Preference::Server,
+                            Ok(f) if f.version == version && f.suite == b => Preference::Client,
+                            _ => Preference::Indeterminate,
+                        };
+                    }
+                    stop
+                }
+            },
         };
         if let Stop::Failed(e) = stopped {
             if !out.accepted.is_empty() {
@@ -241,42 +242,74 @@ where
         out
     }
 
-    /// Offers `left` again and again, taking away each suite the server
-    /// chooses, until it refuses (Some), or `most` were found (None).
-    async fn drain(
-        &self,
-        version: u16,
-        left: &mut Vec<u16>,
-        accepted: &mut Vec<Accepted>,
-        most: Option<usize>,
-    ) -> Option<Stop> {
-        let mut found = 0;
-        while !left.is_empty() {
-            if most.is_some_and(|m| found >= m) {
-                return None;
-            }
-            match self.hello(version, left.clone()).await {
-                // A lower version in answer: this one is not spoken.
-                Ok(f) if f.version != version => return Some(Stop::Refused),
-                Ok(f) => {
-                    left.retain(|&s| s != f.suite);
-                    let mut info = info(&f, "hello");
-                    // One chain is enough (every suite gets the same one):
-                    // memory stays one flight's, whatever the server sends.
-                    if info.chain.is_empty() || self.chain_kept.swap(true, Ordering::Relaxed) {
-                        info.chain = Vec::new();
-                        info.der = Vec::new();
-                    }
-                    accepted.push(Accepted { suite: f.suite, info });
-                    found += 1;
-                }
-                Err(e) if e.refused() || matches!(e, HelloError::NotTls | HelloError::Sslv2) => {
-                    return Some(Stop::Refused)
-                }
-                Err(e) => return Some(Stop::Failed(e.to_string())),
+    /// `left` dealt round-robin into `parallel` parts (so accepted suites
+    /// spread over them), each drained at once.
+    async fn in_parallel(&self, version: u16, left: Vec<u16>, accepted: &mut Vec<Accepted>) -> Stop {
+        let parts = self.limits.parallel.min(left.len()).max(1);
+        let mut split: Vec<Vec<u16>> = vec![Vec::new(); parts];
+        for (i, s) in left.iter().enumerate() {
+            split[i % parts].push(*s);
+        }
+        let found = futures_util::future::join_all(split.into_iter().map(|mut part| async move {
+            let mut got = Vec::new();
+            let stop = self.drain(version, &mut part, &mut got).await;
+            (got, stop)
+        }))
+        .await;
+        let mut stop = Stop::Refused;
+        for (got, s) in found {
+            accepted.extend(got);
+            if let Stop::Failed(e) = s {
+                stop = Stop::Failed(e);
             }
         }
-        Some(Stop::Refused)
+        stop
+    }
+
+    /// Offers `left` again and again, taking away each suite the server
+    /// chooses, until it refuses or something fails.
+    async fn drain(&self, version: u16, left: &mut Vec<u16>, accepted: &mut Vec<Accepted>) -> Stop {
+        while !left.is_empty() {
+            let answer = self.hello(version, left.clone()).await;
+            if let Err(stop) = self.take(version, answer, left, accepted) {
+                return stop;
+            }
+        }
+        Stop::Refused
+    }
+
+    /// What one hello at `version` showed: the suite the server chose
+    /// (taken from `left` and added to `accepted`), or why to stop.
+    fn take(
+        &self,
+        version: u16,
+        answer: Result<Flight, HelloError>,
+        left: &mut Vec<u16>,
+        accepted: &mut Vec<Accepted>,
+    ) -> Result<u16, Stop> {
+        match answer {
+            // A lower version in answer: this one is not spoken.
+            Ok(f) if f.version != version => Err(Stop::Refused),
+            Ok(mut f) => {
+                left.retain(|&s| s != f.suite);
+                // One chain is enough (every suite gets the same one):
+                // memory stays one flight's, whatever the server sends, and
+                // only the leaf is read again (for the key size of RSA kx).
+                let keep = !f.chain.is_empty() && !self.chain_kept.swap(true, Ordering::Relaxed);
+                if !keep {
+                    f.chain.truncate(1);
+                }
+                let mut info = info(&f, "hello");
+                if !keep {
+                    info.chain = Vec::new();
+                    info.der = Vec::new();
+                }
+                accepted.push(Accepted { suite: f.suite, info });
+                Ok(f.suite)
+            }
+            Err(e) if e.refused() || matches!(e, HelloError::NotTls | HelloError::Sslv2) => Err(Stop::Refused),
+            Err(e) => Err(Stop::Failed(e.to_string())),
+        }
     }
 
     /// An SSLv2 CLIENT-HELLO with its seven suites.

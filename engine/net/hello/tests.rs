@@ -457,3 +457,73 @@ fn a_hello_offers_at_most_suites_max() {
     // SUITES_MAX and the renegotiation SCSV.
     assert_eq!(ch.ciphers.len(), client::SUITES_MAX + 1);
 }
+
+/// A server that accepts `accepts` at TLS 1.2 only, choosing by its own
+/// order (that of `accepts`) or by the client's, and refuses anything else
+/// with a handshake_failure alert.
+async fn picky_server(mut io: tokio::io::DuplexStream, accepts: Vec<u16>, server_order: bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 20_000];
+    let Ok(n) = io.read(&mut buf).await else { return };
+    let Ok((_, rec)) = tls_parser::parse_tls_plaintext(&buf[..n]) else { return };
+    let tls_parser::TlsMessage::Handshake(tls_parser::TlsMessageHandshake::ClientHello(ch)) = &rec.msg[0] else {
+        return;
+    };
+    let offered: Vec<u16> = ch.ciphers.iter().map(|c| c.0).collect();
+    let chosen = if ch.version.0 != TLS12 {
+        None
+    } else if server_order {
+        accepts.iter().find(|s| offered.contains(s)).copied()
+    } else {
+        offered.iter().find(|s| accepts.contains(s)).copied()
+    };
+    let reply = match chosen {
+        Some(suite) => {
+            let mut hs = message(2, &server_hello(TLS12, suite, &[]));
+            hs.extend(message(11, &certificate(&[&lab_der()])));
+            hs.extend(message(14, &[]));
+            record(22, &hs)
+        }
+        None => record(21, &[2, 40]),
+    };
+    let _ = io.write_all(&reply).await;
+    let _ = io.read(&mut buf).await;
+}
+
+async fn enumerate_picky(accepts: &[u16], server_order: bool) -> enumerate::Enumeration {
+    let connect = || {
+        let accepts = accepts.to_vec();
+        async move {
+            let (client, server) = tokio::io::duplex(1 << 16);
+            tokio::spawn(picky_server(server, accepts, server_order));
+            Ok::<_, HelloError>(client)
+        }
+    };
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    enumerate::enumerate(connect, None, &enumerate::VERSIONS, until, enumerate::Limits::default()).await
+}
+
+#[tokio::test]
+async fn suites_come_in_the_order_of_whoever_chooses() {
+    let ours = client::suites_for(TLS12);
+    let accepts = vec![ours[40], ours[3], ours[17], ours[25], ours[9]];
+    let by_client = vec![ours[3], ours[9], ours[17], ours[25], ours[40]];
+    for (server_order, want, preference) in
+        [(true, &accepts, enumerate::Preference::Server), (false, &by_client, enumerate::Preference::Client)]
+    {
+        let e = enumerate_picky(&accepts, server_order).await;
+        assert_eq!(e.versions.len(), 1, "TLS 1.2 only");
+        let v = &e.versions[0];
+        let got: Vec<u16> = v.accepted.iter().map(|a| a.suite).collect();
+        assert_eq!(&got, want, "server order: {server_order}");
+        assert_eq!(v.preference, preference);
+        assert!(v.error.is_none() && !e.capped);
+        // SSLv2, two first hellos for each of the five versions, one per
+        // suite found after the first two, one refusal per part drained.
+        assert!(e.hellos <= 1 + 10 + 3 + 6, "{} hellos", e.hellos);
+    }
+    // One suite: nobody's order.
+    let e = enumerate_picky(&[ours[7]], true).await;
+    assert_eq!(e.versions[0].accepted.len(), 1);
+    assert_eq!(e.versions[0].preference, enumerate::Preference::Indeterminate);
+}
