@@ -18,7 +18,10 @@ async fn main() -> moonscan::Result<()> {
     while let Some(event) = scan.next_event().await {
         match event {
             Event::Service(s) => println!("{}:{} {} {}", s.ip, s.port, s.id.service, s.id.product.unwrap_or_default()),
-            Event::Finding(f) => println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.title),
+            // A script result by its text, a finding by its title.
+            Event::Finding(f) => {
+                println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.output.as_deref().unwrap_or(&f.title))
+            }
             _ => {}
         }
     }

@@ -1,6 +1,7 @@
 -- http-server-header: the Server header a web server sends, as nmap's
--- http-server-header reports it. HEAD / first; GET / when HEAD fails or
--- the answer has no Server header (some servers answer HEAD differently).
+-- http-server-header reports it (a list of values and their text). HEAD /
+-- first; GET / when HEAD fails or the answer has no Server header (some
+-- servers answer HEAD differently).
 
 local MAX_VALUE = 300
 
@@ -27,10 +28,6 @@ return {
       return nil, string.format("no Server header (%s / answered %d)", method, resp.status)
     end
     server = string.sub(server, 1, MAX_VALUE)
-    ctx:finding{
-      severity = "info",
-      title = "Server: " .. server,
-      data = { server = server, status = resp.status, method = method, tls = tls },
-    }
+    return { server }, server == "" and "<empty>" or server
   end,
 }

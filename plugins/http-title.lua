@@ -1,5 +1,6 @@
--- http-title: the title of a web server's default page, following one
--- redirect on the same host as nmap's http-title does.
+-- http-title: the title of a web server's default page, as nmap's
+-- http-title reports it (table { title, redirect_url } and its text),
+-- following one redirect on the same host.
 return {
   id = "http-title",
   description = "Shows the title of a web server's default page.",
@@ -11,26 +12,31 @@ return {
     if not resp then
       return nil, err
     end
-    local data = { status = resp.status }
+    local result = {}
     local location = resp.headers["location"]
     if resp.status >= 300 and resp.status < 400 and location then
-      data.redirect = location
       local path = location:match("^https?://[^/]+(/.*)$") or (location:sub(1, 1) == "/" and location) or nil
-      if path then
-        local again = ctx.http:get(path)
-        if again then
-          resp = again
-        end
+      local again = path and ctx.http:get(path)
+      if not again then
+        return { redirect_url = location }, "Did not follow redirect to " .. location
       end
+      resp, result.redirect_url = again, location
     end
     local title = resp.body:match("<[Tt][Ii][Tt][Ll][Ee][^>]*>([^<]*)</[Tt][Ii][Tt][Ll][Ee]>")
-    if title then
-      title = title:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
-      data.title = title
-      ctx:finding{ severity = "info", title = title, data = data }
+    local text
+    if title and title ~= "" then
+      result.title = title
+      text = title:gsub("[\n\r\t]", "")
+      if #text > 65 then
+        text = text:sub(1, 62) .. "..."
+      end
     else
-      data.title = nil
-      ctx:finding{ severity = "info", title = "Site doesn't have a title", data = data }
+      local ctype = resp.headers["content-type"]
+      text = ctype and ("Site doesn't have a title (" .. ctype .. ").") or "Site doesn't have a title."
     end
+    if result.redirect_url then
+      text = text .. "\nRequested resource was " .. result.redirect_url
+    end
+    return result, text
   end,
 }

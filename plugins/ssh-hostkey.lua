@@ -236,14 +236,14 @@ local function describe(kind, blob)
   if ktype ~= kind.blob then
     return nil, ("asked for %s, got a %s key"):format(kind.blob, ktype)
   end
-  local b64 = hash.base64(blob)
+  -- nmap's entry: the key's type, its size (as text), the MD5 of the
+  -- blob in plain hex, and the blob in base64.
   return {
-    type = kind.name,
-    bits = bits,
-    fingerprint_md5 = hash.md5(blob):gsub("(%x%x)", "%1:"):sub(1, -2),
-    fingerprint_sha256 = "SHA256:" .. hash.base64(unhex(hash.sha256(blob))):gsub("=+$", ""),
-    key = ktype .. " " .. b64,
-  }
+    type = ktype,
+    bits = tostring(bits),
+    fingerprint = hash.md5(blob),
+    key = hash.base64(blob),
+  }, kind.name
 end
 
 -- One connection: returns the server's host key algorithms and, when
@@ -327,7 +327,7 @@ end
 
 return {
   id = "ssh-hostkey",
-  description = "Shows the SSH server's host keys: type, size, MD5 and SHA256 fingerprints and the key.",
+  description = "Shows the SSH server's host keys as nmap's ssh-hostkey does: type, size, MD5 fingerprint and the key.",
   categories = { "default", "discovery", "safe" },
   ports = { 22 },
   services = { "ssh" },
@@ -342,11 +342,11 @@ return {
         return
       end
       if r.blob then
-        local k, why = describe(r.kind, r.blob)
+        local k, name = describe(r.kind, r.blob)
         if k then
-          keys[#keys + 1] = { pos = table.find(KINDS, r.kind), key = k }
+          keys[#keys + 1] = { pos = table.find(KINDS, r.kind), key = k, name = name }
         else
-          errors[#errors + 1] = why
+          errors[#errors + 1] = name
         end
       end
     end
@@ -376,10 +376,12 @@ return {
     table.sort(keys, function(a, b)
       return a.pos < b.pos
     end)
-    local list = {}
+    -- nmap's table (one entry per key) and text ("bits md5 (KIND)" lines).
+    local list, lines = {}, {}
     for _, k in ipairs(keys) do
       list[#list + 1] = k.key
+      lines[#lines + 1] = ("\n  %s %s (%s)"):format(k.key.bits, k.key.fingerprint, k.name)
     end
-    ctx:finding({ severity = "info", title = "SSH host keys", data = { keys = list } })
+    return list, table.concat(lines)
   end,
 }

@@ -1,4 +1,5 @@
--- ssl-cert: the server's whole certificate chain, and what is wrong with it.
+-- ssl-cert: the server's certificate as nmap's ssl-cert shows it (its table
+-- and text), and findings for what is wrong with it.
 -- Uses the chain service detection kept (ctx.tls); without -sV it does its
 -- own TLS handshake on the usual TLS ports.
 local TLS_PORTS = { 443, 465, 563, 636, 853, 989, 990, 992, 993, 994, 995, 4443, 5061, 8443, 9443 }
@@ -7,21 +8,60 @@ local function now_rfc3339(offset_days)
   return os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + (offset_days or 0) * 86400)
 end
 
-local function summary(c)
-  return {
-    subject = c.subject,
-    issuer = c.issuer,
-    san = c.san,
-    not_before = c.not_before,
-    not_after = c.not_after,
-    serial = c.serial,
-    key_type = c.key_type,
-    key_bits = c.key_bits,
-    curve = c.curve,
-    signature_algorithm = c.signature_algorithm,
-    sha256 = c.sha256,
-    self_signed = c.self_signed,
+-- nmap's name line: the usual attributes, in nmap's order, as k=v/k=v.
+local function name_line(fields)
+  local parts = {}
+  for _, k in ipairs({ "commonName", "organizationName", "stateOrProvinceName", "countryName" }) do
+    if fields[k] then
+      parts[#parts + 1] = k .. "=" .. fields[k]
+    end
+  end
+  return table.concat(parts, "/")
+end
+
+-- A certificate date as nmap writes it: no zone.
+local function nmap_date(d)
+  return (d or ""):gsub("Z$", "")
+end
+
+-- nmap's ssl-cert table and text for the leaf; the text grows with the
+-- verbosity as nmap's (a plugin named in --script gets one more level).
+local function nmap_result(leaf, verbosity)
+  local result = {
+    subject = leaf.subject_fields,
+    issuer = leaf.issuer_fields,
+    pubkey = leaf.pubkey,
+    sig_algo = leaf.sig_algo,
+    validity = { notBefore = nmap_date(leaf.not_before), notAfter = nmap_date(leaf.not_after) },
+    md5 = leaf.md5,
+    sha1 = leaf.sha1,
+    pem = leaf.pem,
   }
+  if leaf.extensions and #leaf.extensions > 0 then
+    result.extensions = leaf.extensions
+  end
+  local lines = { "Subject: " .. name_line(leaf.subject_fields or {}) }
+  for _, e in ipairs(leaf.extensions or {}) do
+    if e.name == "X509v3 Subject Alternative Name" then
+      lines[#lines + 1] = "Subject Alternative Name: " .. e.value
+    end
+  end
+  if verbosity > 0 then
+    lines[#lines + 1] = "Issuer: " .. name_line(leaf.issuer_fields or {})
+    lines[#lines + 1] = "Public Key type: " .. tostring(leaf.pubkey and leaf.pubkey.type)
+    lines[#lines + 1] = "Public Key bits: " .. tostring(leaf.pubkey and leaf.pubkey.bits)
+    lines[#lines + 1] = "Signature Algorithm: " .. tostring(leaf.sig_algo)
+  end
+  lines[#lines + 1] = "Not valid before: " .. result.validity.notBefore
+  lines[#lines + 1] = "Not valid after:  " .. result.validity.notAfter
+  if verbosity > 0 then
+    lines[#lines + 1] = "MD5:   " .. tostring(leaf.md5)
+    lines[#lines + 1] = "SHA-1: " .. tostring(leaf.sha1)
+  end
+  if verbosity > 1 then
+    lines[#lines + 1] = leaf.pem
+  end
+  return result, table.concat(lines, "\n")
 end
 
 return {
@@ -50,17 +90,6 @@ return {
       ctx:finding{ severity = "medium", title = "Certificate cannot be parsed", data = { error = leaf.error, sha256 = leaf.sha256 } }
       return
     end
-    local chain = {}
-    for i, c in ipairs(tls.chain) do
-      if i > 1 then
-        chain[#chain + 1] = { subject = c.subject, issuer = c.issuer, not_after = c.not_after, sha256 = c.sha256 }
-      end
-    end
-    local data = summary(leaf)
-    data.chain_length = #tls.chain
-    data.chain = chain
-    ctx:finding{ severity = "info", title = "Subject: " .. leaf.subject, data = data }
-
     local now = now_rfc3339(0)
     if leaf.not_after < now then
       ctx:finding{ severity = "high", title = "Certificate expired on " .. leaf.not_after, data = { not_after = leaf.not_after } }
@@ -80,5 +109,6 @@ return {
     if sig:find("md5", 1, true) or sig:find("sha1", 1, true) then
       ctx:finding{ severity = "medium", title = "Weak signature algorithm " .. leaf.signature_algorithm, data = { signature_algorithm = leaf.signature_algorithm } }
     end
+    return nmap_result(leaf, ctx.verbosity or 0)
   end,
 }

@@ -348,53 +348,45 @@ facts() { # moonscan|nmap file
 import json, re, sys, xml.etree.ElementTree as ET
 tool, path = sys.argv[1], sys.argv[2]
 facts = set()
+# Both tools' script results as nmap writes them: the same parsing of each
+# script's output text.
+def script_facts(sid, p, out):
+    if sid == "ssh-hostkey":
+        for l in out.strip().splitlines():
+            m = re.match(r"\s*(\d+) ([0-9a-f:]+) \((\w+)\)", l)
+            if m:
+                facts.add(f"ssh-hostkey {p}: {m.group(1)} {m.group(2).replace(':', '')} ({m.group(3)})")
+    elif sid == "http-title":
+        facts.add(f"http-title {p}: {out.strip()}")
+    elif sid == "http-server-header":
+        facts.add(f"http-server-header {p}: {out.strip()}")
+    elif sid == "ssl-cert":
+        m = re.search(r"commonName=([^/\n]+)", out)
+        facts.add(f"ssl-cert {p}: subject CN {m.group(1)}")
+        m = re.search(r"Subject Alternative Name: (.*)", out)
+        if m:
+            facts.add(f"ssl-cert {p}: SAN {m.group(1).strip()}")
+        nb = re.search(r"Not valid before: *(\S+)", out).group(1)
+        facts.add(f"ssl-cert {p}: not before {nb}")
+        na = re.search(r"Not valid after: *(\S+)", out).group(1)
+        facts.add(f"ssl-cert {p}: not after {na}")
+    elif sid == "tls-alpn":
+        facts.add(f"tls-alpn {p}: {', '.join(l.strip() for l in out.strip().splitlines())}")
 if tool == "moonscan":
     for line in open(path):
         e = json.loads(line)
         if e["type"] != "finding":
             continue
         p, d = e["port"], e.get("data") or {}
-        if e["plugin"] == "ssh-hostkey":
-            for k in d.get("keys", []):
-                facts.add(f"ssh-hostkey {p}: {k['bits']} {k['fingerprint_md5'].replace(':', '')} ({k['type']})")
-        elif e["plugin"] == "http-title" and "title" in d:
-            facts.add(f"http-title {p}: {d['title']}")
-        elif e["plugin"] == "http-server-header" and d.get("server"):
-            facts.add(f"http-server-header {p}: {d['server']}")
-        elif e["plugin"] == "ssl-cert" and e["severity"] == "info":
-            facts.add(f"ssl-cert {p}: subject CN {re.search(r'CN=([^,]+)', d['subject']).group(1)}")
-            facts.add(f"ssl-cert {p}: SAN {', '.join(d.get('san', []))}")
-            facts.add(f"ssl-cert {p}: not before {d['not_before'].rstrip('Z')}")
-            facts.add(f"ssl-cert {p}: not after {d['not_after'].rstrip('Z')}")
+        if "output" in e:
+            script_facts(e["plugin"], p, e["output"])
         elif e["plugin"] == "tls-versions-and-alpn" and "alpn" in d:
             facts.add(f"tls-alpn {p}: {', '.join(d['alpn'])}")
 else:
     for port in ET.parse(path).iter("port"):
         p = port.get("portid")
         for s in port.iter("script"):
-            out = s.get("output", "")
-            sid = s.get("id")
-            if sid == "ssh-hostkey":
-                for l in out.strip().splitlines():
-                    m = re.match(r"\s*(\d+) ([0-9a-f:]+) \((\w+)\)", l)
-                    if m:
-                        facts.add(f"ssh-hostkey {p}: {m.group(1)} {m.group(2).replace(':', '')} ({m.group(3)})")
-            elif sid == "http-title":
-                facts.add(f"http-title {p}: {out.strip()}")
-            elif sid == "http-server-header":
-                facts.add(f"http-server-header {p}: {out.strip()}")
-            elif sid == "ssl-cert":
-                m = re.search(r"commonName=([^/\n]+)", out)
-                facts.add(f"ssl-cert {p}: subject CN {m.group(1)}")
-                m = re.search(r"Subject Alternative Name: (.*)", out)
-                if m:
-                    facts.add(f"ssl-cert {p}: SAN {m.group(1).strip()}")
-                nb = re.search(r"Not valid before: *(\S+)", out).group(1)
-                facts.add(f"ssl-cert {p}: not before {nb}")
-                na = re.search(r"Not valid after: *(\S+)", out).group(1)
-                facts.add(f"ssl-cert {p}: not after {na}")
-            elif sid == "tls-alpn":
-                facts.add(f"tls-alpn {p}: {', '.join(l.strip() for l in out.strip().splitlines())}")
+            script_facts(s.get("id"), p, s.get("output", ""))
 for f in sorted(facts):
     print(f)
 PY

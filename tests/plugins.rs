@@ -16,7 +16,8 @@ fn by_plugin(evs: &[Value]) -> BTreeMap<(u64, String), (Vec<String>, Vec<String>
         let entry = m.entry((port, plugin.to_string())).or_default();
         match e["type"].as_str() {
             Some("error") => entry.0.push(e["kind"].as_str().unwrap_or("").to_string()),
-            Some("finding") => entry.1.push(e["title"].as_str().unwrap_or("").to_string()),
+            // A script result by its text, a finding by its title.
+            Some("finding") => entry.1.push(e["output"].as_str().or(e["title"].as_str()).unwrap_or("").to_string()),
             _ => {}
         }
     }
@@ -130,7 +131,18 @@ fn default_plugins_run_with_sc() {
     let m = by_plugin(&evs);
     assert_eq!(m[&(80, "http-title".to_string())].1, ["moonscan lab"]);
     let cert = &m[&(443, "ssl-cert".to_string())].1;
-    assert!(cert.contains(&"Subject: CN=lab.moonscan.test, O=moonscan lab".to_string()), "{cert:?}");
+    // nmap's text for ssl-cert, then the findings.
+    assert!(
+        cert.contains(
+            &"Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n\
+              Subject Alternative Name: DNS:lab.moonscan.test, DNS:www.lab.moonscan.test"
+                .to_string()
+        ) || cert.iter().any(|c| c.starts_with(
+            "Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n\
+             Subject Alternative Name: DNS:lab.moonscan.test, DNS:www.lab.moonscan.test\nNot valid before: "
+        )),
+        "{cert:?}"
+    );
     assert!(cert.contains(&"Self-signed certificate".to_string()), "{cert:?}");
     assert!(!m.contains_key(&(80, "ssl-cert".to_string())), "ssl-cert runs on TLS ports only");
     let tls = evs.iter().find(|e| e["plugin"] == "tls-versions-and-alpn" && e["severity"] == "info").unwrap();
@@ -152,7 +164,8 @@ fn text_output_shows_findings_under_their_port() {
         .output()
         .unwrap();
     let text = stdout(&out);
-    assert!(text.contains("| http-title on 80/tcp on 198.18.0.2 [info]: moonscan lab"), "{text}");
+    // A script result: its text, as nmap's http-title prints it.
+    assert!(text.contains("| http-title on 80/tcp on 198.18.0.2: moonscan lab"), "{text}");
     assert!(text.contains("1 findings"), "{text}");
 }
 
@@ -212,9 +225,22 @@ fn plugins_test_runs_offline_against_a_recorded_chain() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let evs = crate::util::events(&stdout(&o));
     let titles: Vec<&str> = of_type(&evs, "finding").iter().map(|e| e["title"].as_str().unwrap()).collect();
-    assert_eq!(titles, ["Subject: CN=lab.moonscan.test, O=moonscan lab", "Self-signed certificate"]);
-    let data = &of_type(&evs, "finding")[0]["data"];
-    assert_eq!(data["san"], serde_json::json!(["DNS:lab.moonscan.test", "DNS:www.lab.moonscan.test"]));
+    assert_eq!(titles, ["Self-signed certificate", "ssl-cert"]);
+    // The result: nmap's ssl-cert table and text (named, so one level more verbose).
+    let result = &of_type(&evs, "finding")[1];
+    let data = &result["data"];
+    assert_eq!(
+        data["subject"],
+        serde_json::json!({"commonName": "lab.moonscan.test", "organizationName": "moonscan lab"})
+    );
+    assert_eq!(data["pubkey"]["type"], "rsa");
+    assert_eq!(data["pubkey"]["bits"], 2048);
+    let san = data["extensions"].as_array().unwrap().iter().find(|e| e["name"] == "X509v3 Subject Alternative Name");
+    assert_eq!(san.unwrap()["value"], "DNS:lab.moonscan.test, DNS:www.lab.moonscan.test");
+    assert!(data["pem"].as_str().unwrap().starts_with("-----BEGIN CERTIFICATE-----\n"));
+    let text = result["output"].as_str().unwrap();
+    assert!(text.starts_with("Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n"), "{text}");
+    assert!(text.contains("\nPublic Key bits: 2048\n") && text.contains("\nSHA-1: "), "{text}");
     // A plugin that needs the network gets a clean refusal offline.
     let title = repo().join("plugins/http-title.lua");
     let o = run(&["plugins", "test", title.to_str().unwrap(), "--port", "80", "--json"]);

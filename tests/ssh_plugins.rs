@@ -22,7 +22,6 @@ struct Expected {
     bits: u64,
     /// RSA, ECDSA, ED25519.
     kind: String,
-    sha256: String,
     /// Colon hex, without ssh-keygen's "MD5:".
     md5: String,
 }
@@ -45,11 +44,11 @@ fn fingerprint_line(line: &str) -> (u64, String, String) {
 fn expected(pub_file: &Path) -> Expected {
     let text = std::fs::read_to_string(pub_file).unwrap();
     let key = text.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-    let (bits, sha256, kind) = fingerprint_line(&keygen(&["-l"], pub_file));
+    let (bits, _, kind) = fingerprint_line(&keygen(&["-l"], pub_file));
     let (md5_bits, md5, md5_kind) = fingerprint_line(&keygen(&["-l", "-E", "md5"], pub_file));
     assert_eq!((md5_bits, &md5_kind), (bits, &kind));
     let md5 = md5.strip_prefix("MD5:").unwrap_or_else(|| panic!("{md5:?}")).to_string();
-    Expected { key, bits, kind, sha256, md5 }
+    Expected { key, bits, kind, md5 }
 }
 
 fn lab_pub_files() -> Vec<PathBuf> {
@@ -70,25 +69,31 @@ fn from<'a>(evs: &'a [Value], plugin: &str) -> Vec<&'a Value> {
     of_type(evs, "finding").into_iter().filter(|f| f["plugin"] == plugin).collect()
 }
 
-/// Checks the one ssh-hostkey finding against the keys of these .pub files.
+/// Checks the one ssh-hostkey result against the keys of these .pub files:
+/// nmap's table (type, bits as text, MD5 in plain hex, the blob in base64)
+/// and nmap's text, one "bits md5 (KIND)" line a key.
 fn check_host_keys(evs: &[Value], pub_files: &[PathBuf]) {
     let found = from(evs, "ssh-hostkey");
-    assert_eq!(found.len(), 1, "one ssh-hostkey finding: {evs:#?}");
+    assert_eq!(found.len(), 1, "one ssh-hostkey result: {evs:#?}");
     let f = found[0];
     assert_eq!(f["severity"], "info");
-    assert_eq!(f["title"], "SSH host keys");
-    let keys = f["data"]["keys"].as_array().unwrap_or_else(|| panic!("data.keys: {f}"));
+    assert_eq!(f["title"], "ssh-hostkey");
+    let keys = f["data"].as_array().unwrap_or_else(|| panic!("data: {f}"));
     assert_eq!(keys.len(), pub_files.len(), "one entry per host key: {keys:#?}");
+    let text = f["output"].as_str().unwrap_or_default();
+    assert_eq!(text.lines().count(), pub_files.len() + 1, "{text:?}");
     for file in pub_files {
         let want = expected(file);
+        let (kind, blob) = want.key.split_once(' ').unwrap();
         let got = keys
             .iter()
-            .find(|k| k["key"] == want.key.as_str())
+            .find(|k| k["key"] == blob)
             .unwrap_or_else(|| panic!("no entry for {} ({want:?}) in {keys:#?}", file.display()));
-        assert_eq!(got["type"], want.kind.as_str(), "{}", file.display());
-        assert_eq!(got["bits"], want.bits, "{}", file.display());
-        assert_eq!(got["fingerprint_sha256"], want.sha256.as_str(), "{}", file.display());
-        assert_eq!(got["fingerprint_md5"], want.md5.as_str(), "{}", file.display());
+        let md5 = want.md5.replace(':', "");
+        assert_eq!(got["type"], kind, "{}", file.display());
+        assert_eq!(got["bits"], want.bits.to_string().as_str(), "{}", file.display());
+        assert_eq!(got["fingerprint"], md5.as_str(), "{}", file.display());
+        assert!(text.contains(&format!("\n  {} {md5} ({})", want.bits, want.kind)), "{text:?}");
     }
 }
 
@@ -102,13 +107,9 @@ fn ssh_hostkey_reports_every_lab_key_as_ssh_keygen_does() {
     assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
     check_host_keys(&evs, &pubs);
     // nmap's order: RSA, ECDSA, ED25519.
-    let kinds: Vec<&str> = from(&evs, "ssh-hostkey")[0]["data"]["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["type"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["RSA", "ECDSA", "ED25519"]);
+    let kinds: Vec<&str> =
+        from(&evs, "ssh-hostkey")[0]["data"].as_array().unwrap().iter().map(|k| k["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ssh-rsa", "ecdsa-sha2-nistp256", "ssh-ed25519"]);
 }
 
 #[test]

@@ -349,6 +349,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         severity: Severity::Low,
         title: nasty.into(),
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
+        output: Some(nasty.into()),
         t: 1.6,
     })));
     evs.push(Event::Error(ErrorEvent {

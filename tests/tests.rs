@@ -13,6 +13,7 @@ mod hardening;
 mod hosts;
 mod lab;
 mod loopback;
+mod nmap_layouts;
 mod outputs;
 mod packs;
 mod pipeline;

@@ -519,7 +519,8 @@ impl ScanBuilder {
                     return Err(usage("--script-parallelism must be at least 1"));
                 }
                 let (budgets, args) = (s.budgets.clone(), s.args.clone());
-                Some(Arc::new(PluginConfig { plugins: chosen, budgets, args, workers }))
+                let verbosity = self.verbosity;
+                Some(Arc::new(PluginConfig { plugins: chosen, budgets, args, workers, verbosity }))
             }
         };
         if let Some(r) = &self.resume {

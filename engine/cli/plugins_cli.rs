@@ -134,7 +134,9 @@ fn test(
     script_args: Option<String>,
     json: bool,
 ) -> moonscan::Result<u8> {
-    let plugin = plugins::load_file(file)?;
+    let mut plugin = plugins::load_file(file)?;
+    // Named on the command line: one level of verbosity, as in a scan.
+    plugin.named = true;
     let bad = |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, m);
     let banner = match (banner, banner_file) {
         (Some(text), _) => moonscan::service::probes::unescape(&text).map_err(|e| bad(format!("--banner: {e}")))?,

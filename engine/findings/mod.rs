@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::targets::ports::Proto;
 pub use service::{banner_text, CertSummary, Identity, Service, ServiceMethod, TlsInfo, Tunnel};
 
+pub mod script_text;
 mod service;
 
 /// The id every event of one scan carries (cheap to clone).
@@ -517,6 +518,11 @@ pub struct FindingEvent {
     pub title: String,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
+    /// Set on the plugin's script result (what `run` returned, titled with
+    /// the plugin's id): its output text as nmap prints a script's, given
+    /// by the plugin or rendered from `data` as NSE renders a table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
     /// Seconds since the scan started.
     pub t: f64,
 }

@@ -15,6 +15,7 @@ pub mod packet;
 pub mod route;
 pub mod starttls;
 pub mod tls;
+pub mod x509_fields;
 
 /// The soft open-file limit (1024 if it cannot be read).
 pub fn nofile_limit() -> u64 {

@@ -114,7 +114,7 @@ pub fn summarise(der: &[u8]) -> CertSummary {
     }
 }
 
-fn hex(bytes: &[u8], sep: &str) -> String {
+pub(crate) fn hex(bytes: &[u8], sep: &str) -> String {
     let mut s = String::with_capacity(bytes.len() * (2 + sep.len()));
     for (i, b) in bytes.iter().enumerate() {
         if i > 0 {
@@ -125,7 +125,7 @@ fn hex(bytes: &[u8], sep: &str) -> String {
     s
 }
 
-fn ip_text(b: &[u8]) -> String {
+pub(crate) fn ip_text(b: &[u8]) -> String {
     match b.len() {
         4 => std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string(),
         16 => std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap_or_default()).to_string(),

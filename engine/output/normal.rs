@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::report::{script_output, Collected, HostRec, Layout, Report};
+use super::report::{scripts, Collected, HostRec, Layout, Report};
 use super::screen::screen_text;
 use crate::findings::{HostState, PortState};
 
@@ -117,8 +117,8 @@ fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: b
             cells.push(cell(&p.full_version()));
         }
         rows.push(Row::Cells(cells));
-        for (id, findings) in &p.scripts {
-            rows.extend(script_lines(id, &script_output(findings)).into_iter().map(Row::Full));
+        for s in scripts(p) {
+            rows.extend(script_lines(&s.id, &s.text).into_iter().map(Row::Full));
         }
     }
     table(text, &rows);
@@ -257,10 +257,15 @@ Host is up.
 
 PORT    STATE  SERVICE  VERSION
 22/tcp  open   ssh      OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)
+| ssh-hostkey: 
+|_  256 a554a7d33ea2e0bb3358c39d677e3dfa (ED25519)
+|_moonscan-findings: [low] ssh-hostkey: SSH host key shared
 80/tcp  closed http
 443/tcp open   ssl/http nginx 1.22.1
 | http-headers: Missing X-Frame-Options header
-|_Server version disclosed
+|   header: X-Frame-Options
+| Server version disclosed
+|_  server: nginx/1.22.1
 |_http-title: moonscan lab
 Service Info: OS: Linux; CPE: cpe:/o:linux:linux_kernel
 

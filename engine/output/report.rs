@@ -134,6 +134,8 @@ pub struct Finding {
     pub title: String,
     pub severity: Severity,
     pub data: Value,
+    /// Set on a script result (see [`crate::findings::FindingEvent::output`]).
+    pub output: Option<String>,
 }
 
 impl Collected {
@@ -188,7 +190,12 @@ impl Collected {
                 self.port(s.ip, s.proto, s.port, s.t).service = Some(s.clone());
             }
             Event::Finding(f) => {
-                let finding = Finding { title: f.title.clone(), severity: f.severity, data: f.data.clone() };
+                let finding = Finding {
+                    title: f.title.clone(),
+                    severity: f.severity,
+                    data: f.data.clone(),
+                    output: f.output.clone(),
+                };
                 self.port(f.ip, f.proto, f.port, f.t).scripts.entry(f.plugin.clone()).or_default().push(finding);
             }
             Event::ScanEnd(e) => self.end = Some(e.clone()),
@@ -429,9 +436,69 @@ pub(super) fn method_conf(m: ServiceMethod) -> (&'static str, u8) {
     }
 }
 
-/// A script's output: its findings' titles, one a line.
-pub(super) fn script_output(findings: &[Finding]) -> String {
-    findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>().join("\n")
+/// What a port's scripts show, in plugin id order: a plugin that returned
+/// a result shows it (its text, and its data as nmap's structured output);
+/// one that only reported findings shows them (each title, with its data
+/// rendered below it as NSE renders a table).
+/// The findings of plugins that also returned a result come last, under
+/// [`FINDINGS_ID`], each `[severity] plugin: title`, so nmap's own keys stay
+/// as nmap's scripts write them.
+pub(super) fn scripts(p: &PortRec) -> Vec<Script<'_>> {
+    let mut out = Vec::new();
+    let mut extra = Vec::new();
+    for (id, findings) in &p.scripts {
+        match findings.iter().find(|f| f.output.is_some()) {
+            Some(result) => {
+                let text = result.output.clone().unwrap_or_default();
+                out.push(Script { id: id.clone(), text, shown: Shown::Result(&result.data) });
+                extra.extend(findings.iter().filter(|f| f.output.is_none()).map(|f| (id.as_str(), f)));
+            }
+            None => {
+                // Each title, its data below it as NSE renders a table.
+                let text = findings
+                    .iter()
+                    .map(|f| match &f.data {
+                        Value::Object(_) | Value::Array(_) => {
+                            format!("{}{}", f.title, crate::findings::script_text::render(&f.data))
+                        }
+                        _ => f.title.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                out.push(Script { id: id.clone(), text, shown: Shown::Findings(findings) });
+            }
+        }
+    }
+    if !extra.is_empty() {
+        let text = extra
+            .iter()
+            .map(|(id, f)| format!("[{}] {id}: {}", f.severity.as_str(), f.title))
+            .collect::<Vec<_>>()
+            .join("\n");
+        out.push(Script { id: FINDINGS_ID.to_string(), text, shown: Shown::Extra(extra) });
+    }
+    out
+}
+
+/// The script id under which findings beside a script result are shown.
+pub const FINDINGS_ID: &str = "moonscan-findings";
+
+/// One `<script>` of a port, or its `| id:` lines.
+pub(super) struct Script<'a> {
+    pub id: String,
+    /// nmap's `output` text.
+    pub text: String,
+    pub shown: Shown<'a>,
+}
+
+/// What a script element holds besides its text.
+pub(super) enum Shown<'a> {
+    /// A script result's data: nmap's structured output.
+    Result(&'a Value),
+    /// Findings of a plugin without a result, in moonscan's layout.
+    Findings(&'a [Finding]),
+    /// Findings beside results: (plugin, finding).
+    Extra(Vec<(&'a str, &'a Finding)>),
 }
 
 /// Sorted ports as nmap lists them: `1-1024,3306,8080-8081`.
@@ -549,8 +616,16 @@ pub(super) mod sample {
             severity: Severity::Info,
             title: title.into(),
             data,
+            output: None,
             t: 0.75,
         }))
+    }
+
+    /// A plugin's script result: `data` and its `output` text.
+    pub fn result(addr: &str, port: u16, plugin: &str, output: &str, data: serde_json::Value) -> Event {
+        let Event::Finding(mut f) = finding(addr, port, plugin, plugin, data) else { unreachable!() };
+        f.output = Some(output.into());
+        Event::Finding(f)
     }
 
     pub fn end(elapsed: f64, errors: u64) -> Event {
@@ -576,13 +651,21 @@ pub(super) mod sample {
             Event::Service(Box::new(https)),
             Event::Service(Box::new(ssh)),
             Event::Service(Box::new(odd)),
-            finding(
+            result("198.18.0.2", 443, "http-title", "moonscan lab", serde_json::json!({"title": "moonscan lab"})),
+            result(
                 "198.18.0.2",
-                443,
-                "http-title",
-                "moonscan lab",
-                serde_json::json!({"status": 200, "title": "moonscan lab"}),
+                22,
+                "ssh-hostkey",
+                "\n  256 a554a7d33ea2e0bb3358c39d677e3dfa (ED25519)",
+                serde_json::json!([{"type": "ssh-ed25519", "bits": "256", "fingerprint": "a554a7d33ea2e0bb3358c39d677e3dfa"}]),
             ),
+            {
+                let mut f = finding("198.18.0.2", 22, "ssh-hostkey", "SSH host key shared", serde_json::json!(null));
+                if let Event::Finding(f) = &mut f {
+                    f.severity = Severity::Low;
+                }
+                f
+            },
             finding(
                 "198.18.0.2",
                 443,

@@ -124,6 +124,11 @@ impl<W: Write + Send> Sink for Text<W> {
                 }
                 Ok(())
             }
+            // A script result: its text, as nmap prints it under a port.
+            Event::Finding(f) if f.output.is_some() => {
+                let text = screen(f.output.as_deref().unwrap_or_default()).replace('\n', "\n|");
+                writeln!(o, "| {} on {}/{} on {}: {text}", screen(&f.plugin), f.port, f.proto, f.ip)
+            }
             Event::Finding(f) => {
                 let (plugin, title) = (screen(&f.plugin), screen(&f.title));
                 write!(o, "| {plugin} on {}/{} on {} [{}]: {title}", f.port, f.proto, f.ip, f.severity)?;

@@ -50,7 +50,7 @@ use std::io::{self, Write};
 
 use serde_json::Value;
 
-use super::report::{ctime, method_conf, range_list, script_output, Collected, Layout, PortRec, Report};
+use super::report::{ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Shown};
 use crate::findings::HostState;
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
@@ -207,18 +207,49 @@ fn port_xml(doc: &mut String, p: &PortRec) {
             }
         }
     }
-    for (id, findings) in &p.scripts {
-        let _ = write!(doc, "<script id=\"{}\" output=\"{}\">", esc(id), esc(&script_output(findings)));
-        for f in findings {
-            doc.push_str("<table>\n");
-            let _ = writeln!(doc, "<elem key=\"title\">{}</elem>", esc(&f.title));
-            let _ = writeln!(doc, "<elem key=\"severity\">{}</elem>", esc(f.severity.as_str()));
-            value_xml(doc, Some("data"), &f.data, 0);
-            doc.push_str("</table>\n");
+    for s in scripts(p) {
+        let _ = write!(doc, "<script id=\"{}\" output=\"{}\">", esc(&s.id), esc(&s.text));
+        match s.shown {
+            // The script's own table is the <script> element: its entries
+            // are its children, as nmap writes a structured result.
+            Shown::Result(Value::Object(m)) => {
+                for (k, v) in m {
+                    value_xml(doc, Some(k), v, 1);
+                }
+            }
+            Shown::Result(Value::Array(a)) => {
+                for v in a {
+                    value_xml(doc, None, v, 1);
+                }
+            }
+            Shown::Result(_) => {}
+            Shown::Findings(findings) => {
+                for f in findings {
+                    finding_xml(doc, None, f);
+                }
+            }
+            Shown::Extra(list) => {
+                for (plugin, f) in list {
+                    finding_xml(doc, Some(plugin), f);
+                }
+            }
         }
         doc.push_str("</script>");
     }
     doc.push_str("</port>\n");
+}
+
+/// A finding in moonscan's layout: a key-less `<table>` with its plugin
+/// (beside results), title, severity and data.
+fn finding_xml(doc: &mut String, plugin: Option<&str>, f: &Finding) {
+    doc.push_str("<table>\n");
+    if let Some(plugin) = plugin {
+        let _ = writeln!(doc, "<elem key=\"plugin\">{}</elem>", esc(plugin));
+    }
+    let _ = writeln!(doc, "<elem key=\"title\">{}</elem>", esc(&f.title));
+    let _ = writeln!(doc, "<elem key=\"severity\">{}</elem>", esc(f.severity.as_str()));
+    value_xml(doc, Some("data"), &f.data, 0);
+    doc.push_str("</table>\n");
 }
 
 /// JSON as NSE's structured output: objects and arrays are `<table>`s (array
@@ -415,7 +446,7 @@ mod tests {
             "<port protocol=\"tcp\" portid=\"22\"><state state=\"open\" reason=\"syn-ack\" reason_ttl=\"64\"/>\
              <service name=\"ssh\" product=\"OpenSSH\" version=\"9.2p1 Debian 2+deb12u10\" extrainfo=\"protocol 2.0\" \
              ostype=\"Linux\" method=\"probed\" conf=\"10\"><cpe>cpe:/a:openbsd:openssh:9.2p1</cpe>\
-             <cpe>cpe:/o:linux:linux_kernel</cpe></service></port>"
+             <cpe>cpe:/o:linux:linux_kernel</cpe></service><script id=\"ssh-hostkey\""
         ));
         // A closed port without a service event gets the table's name.
         assert!(doc.contains(
@@ -434,11 +465,32 @@ mod tests {
     }
 
     #[test]
+    fn script_results_are_written_as_nmap_writes_structured_output() {
+        let doc = render(&scan());
+        // The result's table is the <script> element itself.
+        assert!(doc.contains(
+            "<script id=\"http-title\" output=\"moonscan lab\"><elem key=\"title\">moonscan lab</elem>\n</script>"
+        ));
+        assert!(doc.contains(
+            "<script id=\"ssh-hostkey\" output=\"&#xa;  256 a554a7d33ea2e0bb3358c39d677e3dfa (ED25519)\"><table>\n\
+             <elem key=\"bits\">256</elem>\n<elem key=\"fingerprint\">a554a7d33ea2e0bb3358c39d677e3dfa</elem>\n\
+             <elem key=\"type\">ssh-ed25519</elem>\n</table>\n</script>"
+        ));
+        // Findings beside a result come after the port's scripts, never inside nmap's keys.
+        assert!(doc.contains(
+            "<script id=\"moonscan-findings\" output=\"[low] ssh-hostkey: SSH host key shared\"><table>\n\
+             <elem key=\"plugin\">ssh-hostkey</elem>\n<elem key=\"title\">SSH host key shared</elem>\n\
+             <elem key=\"severity\">low</elem>\n</table>\n</script></port>"
+        ));
+    }
+
+    #[test]
     fn findings_of_one_plugin_make_one_script_with_a_table_each() {
         let doc = render(&scan());
         assert_eq!(doc.matches("<script id=\"http-headers\"").count(), 1);
         assert!(doc.contains(
-            "<script id=\"http-headers\" output=\"Missing X-Frame-Options header&#xa;Server version disclosed\"><table>\n\
+            "<script id=\"http-headers\" output=\"Missing X-Frame-Options header&#xa;  header: X-Frame-Options&#xa;\
+             Server version disclosed&#xa;  server: nginx/1.22.1\"><table>\n\
              <elem key=\"title\">Missing X-Frame-Options header</elem>\n<elem key=\"severity\">info</elem>\n\
              <table key=\"data\">\n<elem key=\"header\">X-Frame-Options</elem>\n</table>\n</table>\n<table>\n\
              <elem key=\"title\">Server version disclosed</elem>\n<elem key=\"severity\">info</elem>\n\

@@ -88,6 +88,12 @@ pub(super) fn tls_table(lua: &Lua, tls: &TlsInfo) -> mlua::Result<Table> {
     for (i, der) in tls.der.iter().enumerate() {
         if let Ok(Value::Table(c)) = chain.raw_get::<Value>(i + 1) {
             c.raw_set("pem", pem(der))?;
+            // nmap's view of it (subject_fields, pubkey, extensions, md5...).
+            if let Some(serde_json::Value::Object(fields)) = crate::net::x509_fields::fields(der) {
+                for (k, v) in fields {
+                    c.raw_set(k, from_json(lua, &v)?)?;
+                }
+            }
         }
     }
     Ok(t)
@@ -143,7 +149,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                     }
                     Err(e) => return Err(mlua::Error::runtime(format!("ctx:finding: data: {e}"))),
                 };
-                run.out.findings.push(Finding { severity, title, data });
+                run.out.findings.push(Finding { severity, title, data, output: None });
                 Ok(())
             })?
         })?,

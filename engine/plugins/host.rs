@@ -43,6 +43,8 @@ pub struct Finding {
     pub severity: Severity,
     pub title: String,
     pub data: Json,
+    /// The script result's output text (see [`crate::findings::FindingEvent::output`]).
+    pub output: Option<String>,
 }
 
 /// What one plugin run produced.
@@ -92,6 +94,7 @@ pub struct Vm {
     args: Table,
     plugins: Vec<Plugin>,
     budgets: Budgets,
+    verbosity: u8,
 }
 
 /// A Lua error as one line, without mlua's traceback.
@@ -276,7 +279,14 @@ impl Vm {
             args: args_table,
             plugins: Vec::new(),
             budgets: budgets.clone(),
+            verbosity: 0,
         })
+    }
+
+    /// The scan's `-v` level, as `ctx.verbosity` shows it (plus one for a
+    /// plugin selected by name, as NSE's `nmap.verbosity()`).
+    pub fn set_verbosity(&mut self, level: u8) {
+        self.verbosity = level;
     }
 
     pub fn plugins(&self) -> &[Plugin] {
@@ -352,8 +362,9 @@ impl Vm {
         Ok(t)
     }
 
-    fn ctx_table(&self, info: &Service) -> mlua::Result<Table> {
+    fn ctx_table(&self, p: &Plugin, info: &Service) -> mlua::Result<Table> {
         let t = self.lua.create_table()?;
+        t.raw_set("verbosity", self.verbosity.saturating_add(u8::from(p.named)))?;
         t.set_metatable(Some(self.ctx_methods.clone()))?;
         t.raw_set("ip", info.ip.to_string())?;
         t.raw_set("port", info.port)?;
@@ -388,7 +399,7 @@ impl Vm {
             let run: Function = t.raw_get("run")?;
             let thread = self.lua.create_thread(run)?;
             self.meter.run_thread.store(thread.to_pointer() as usize, Ordering::Release);
-            thread.into_async::<MultiValue>(self.ctx_table(&info)?)?.await
+            thread.into_async::<MultiValue>(self.ctx_table(p, &info)?)?.await
         };
         // The interrupt stops Lua code; this stops a run waiting on I/O, and
         // the cut stops either at once (Lua code runs only while polled).
@@ -448,7 +459,10 @@ fn memory_error(e: &mlua::Error) -> bool {
     }
 }
 
-/// What `run` returned: nothing, `nil, "why"` (logged), or data (a finding).
+/// What `run` returned: nothing, `nil, "why"` (logged), or the script's
+/// result, as an NSE script returns it: a table (its structured output,
+/// with the text NSE would render from it), a table and its text, or text
+/// alone. The result is a finding titled with the plugin's id.
 fn returned(
     values: MultiValue,
     id: &str,
@@ -467,9 +481,29 @@ fn returned(
             None
         }
         (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => None,
-        (Some(v), _) => match charge_output(&v, left, scan, meter) {
+        (Some(Value::String(text)), _) => {
+            let text = text.to_string_lossy();
+            if charge_text(text.len() as u64, left, scan).is_ok() {
+                let output = Some(text.to_string());
+                out.findings.push(Finding {
+                    severity: Severity::Info,
+                    title: id.to_string(),
+                    data: Json::Null,
+                    output,
+                });
+            }
+            None
+        }
+        (Some(v), text) => match charge_output(&v, left, scan, meter) {
             Ok(data) => {
-                out.findings.push(Finding { severity: Severity::Info, title: id.to_string(), data });
+                let text = match text {
+                    Some(Value::String(t)) => t.to_string_lossy().to_string(),
+                    _ => crate::findings::script_text::render(&data),
+                };
+                if charge_text(text.len() as u64, left, scan).is_ok() {
+                    let output = Some(text);
+                    out.findings.push(Finding { severity: Severity::Info, title: id.to_string(), data, output });
+                }
                 None
             }
             Err(ConvertError::TooLarge(_)) => None, // the meter says which budget tripped

@@ -73,6 +73,9 @@ pub struct Plugin {
     /// trusted: it runs only when selected by name, never by a category,
     /// a glob or `all`.
     pub trusted: bool,
+    /// Selected by its id, `pack:id` or path (not by a category or glob):
+    /// as in NSE, its runs see one more level of verbosity.
+    pub named: bool,
     /// The file's text and, once a VM first needs it, its Luau bytecode.
     pub(crate) code: Arc<Code>,
 }
@@ -208,6 +211,7 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
         path: path.to_path_buf(),
         pack: None,
         trusted: true,
+        named: false,
         code: Arc::new(code),
     };
     if let (true, Some(c)) = (fresh, cache) {
@@ -350,7 +354,8 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
             format!("--script: '{term}' did not match a category, plugin id or path"),
         ));
     }
-    for p in from_paths {
+    for mut p in from_paths {
+        p.named = true;
         add_unique(&mut chosen, p)?;
     }
     for p in available {
@@ -377,7 +382,9 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
             sel.names_exactly(&[&full]) && sel.selects_names(&[&full], &[])
         };
         if picked {
-            add_unique(&mut chosen, p.clone())?;
+            let mut p = p.clone();
+            p.named = sel.names_exactly(&n);
+            add_unique(&mut chosen, p)?;
         }
     }
     // One bare id from two packs is ambiguous unless each was named in full.

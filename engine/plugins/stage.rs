@@ -34,6 +34,8 @@ pub struct PluginConfig {
     pub args: BTreeMap<String, String>,
     /// VMs running at once.
     pub workers: usize,
+    /// The scan's `-v` level (`ctx.verbosity`, one more for a plugin named).
+    pub verbosity: u8,
 }
 
 /// How long plugin runs in flight may go on after the scan is stopped.
@@ -82,6 +84,7 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
                     None => match Vm::new(&cfg.plugins, &cfg.budgets, guard.clone(), &cfg.args, scan_output.clone()) {
                         Ok(mut vm) => {
                             vm.cut_by(cut.clone());
+                            vm.set_verbosity(cfg.verbosity);
                             made.insert(vm)
                         }
                         Err(e) => {
@@ -136,6 +139,7 @@ pub fn to_events(plugin: &str, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec
             severity: f.severity,
             title: f.title,
             data: f.data,
+            output: f.output,
             t: ctx.t(),
         })));
     }

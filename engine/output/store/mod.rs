@@ -301,6 +301,7 @@ impl Sink for Store {
                     Val::Text(f.severity.into()),
                     Val::Text(f.title.clone()),
                     if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
+                    Val::opt(&f.output),
                     Val::Real(f.t),
                     seq,
                 ];

@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 3;
+pub const VERSION: i64 = 4;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -103,6 +103,7 @@ CREATE TABLE IF NOT EXISTS findings (
     severity TEXT NOT NULL,
     title TEXT NOT NULL,
     data {json},
+    output TEXT,
     t {real} NOT NULL,
     seq {int} NOT NULL
 );
@@ -131,6 +132,10 @@ fn upgrades(from: i64) -> Vec<&'static str> {
         // Version 3: how the TLS session was read and what it negotiated
         // (path, kx, group, kx_bits, ja3s, ja4s), as JSON.
         out.push("ALTER TABLE services ADD COLUMN tls_session {json}");
+    }
+    if from < 4 {
+        // Version 4: a script result's output text (FindingEvent::output).
+        out.push("ALTER TABLE findings ADD COLUMN output TEXT");
     }
     out
 }
@@ -277,6 +282,7 @@ pub const FINDINGS: Table = Table {
         ("severity", Text),
         ("title", Text),
         ("data", Json),
+        ("output", Text),
         ("t", Real),
         ("seq", Int),
     ],

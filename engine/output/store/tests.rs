@@ -109,6 +109,7 @@ fn finding(addr: &str, p: u16, title: &str) -> Event {
         severity: Severity::High,
         title: title.into(),
         data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
+        output: Some("\n  version: 7.0.15".into()),
         t: 0.31,
     }))
 }
@@ -512,10 +513,14 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
     let path = path.to_str().unwrap();
     {
         // Schema version 1: scans had no settings column (nor services a
-        // tls_session column, which came with version 3).
+        // tls_session column, which came with version 3, nor findings an
+        // output column, version 4).
         let conn = rusqlite::Connection::open(path).unwrap();
-        let v1 = schema::sqlite().replace(",\n    settings TEXT", "").replace("\n    tls_session TEXT,", "");
-        assert!(!v1.contains("tls_session"));
+        let v1 = schema::sqlite()
+            .replace(",\n    settings TEXT", "")
+            .replace("\n    tls_session TEXT,", "")
+            .replace("\n    output TEXT,", "");
+        assert!(!v1.contains("tls_session") && !v1.contains("output"));
         conn.execute_batch(&v1).unwrap();
         conn.execute("INSERT INTO schema_version (version) VALUES (1)", []).unwrap();
         conn.execute(

@@ -1,0 +1,58 @@
+"""Compares the script results of two nmap XML files, nmap's and moonscan's,
+as nmap's consumers read them: python-libnmap's `elements` of each script
+nmap reported with an id in IDS, and nmap's XPath paths. Prints one line per
+difference and exits 1 if there is any; prints what was compared otherwise.
+
+usage: nmap_layouts.py NMAP_XML MOONSCAN_XML ID[,ID...]
+"""
+import sys
+import xml.etree.ElementTree as ET
+
+from libnmap.parser import NmapParser
+
+
+def scripts(path):
+    out = {}
+    for h in NmapParser.parse_fromfile(path).hosts:
+        for s in h.services:
+            for sc in s.scripts_results:
+                out[(h.address, s.port, sc["id"])] = sc
+    return out
+
+
+def xpath(path, query):
+    return sorted(e.text or "" for e in ET.parse(path).getroot().findall(query))
+
+
+nmap_xml, ms_xml, ids = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+theirs, mine = scripts(nmap_xml), scripts(ms_xml)
+problems, compared = [], 0
+for key, sc in sorted(theirs.items()):
+    if key[2] not in ids:
+        continue
+    compared += 1
+    got = mine.get(key)
+    if got is None:
+        problems.append(f"{key}: nmap has it, moonscan does not")
+        continue
+    want, have = sc.get("elements"), got.get("elements")
+    if key[2] == "ssh-hostkey":
+        # nmap 7.93 skips RSA keys of OpenSSH >= 8.8 (it looks for "ssh-rsa"
+        # in the server's list): every key nmap shows must be moonscan's.
+        missing = [k for k in want[None] if k not in have.get(None, [])]
+        if missing:
+            problems.append(f"{key}: keys nmap shows and moonscan lacks: {missing}")
+    elif want != have:
+        problems.append(f"{key}: elements differ:\n  nmap:     {want}\n  moonscan: {have}")
+    if key[2] != "ssh-hostkey" and sc["output"].strip() != got["output"].strip():
+        problems.append(f"{key}: output differs:\n  nmap:     {sc['output']!r}\n  moonscan: {got['output']!r}")
+# nmap's documented XPath for a certificate's expiry finds the same dates.
+q = ".//port/script[@id='ssl-cert']/table[@key='validity']/elem[@key='notAfter']"
+if "ssl-cert" in ids:
+    a, b = xpath(nmap_xml, q), xpath(ms_xml, q)
+    if not a or a != b:
+        problems.append(f"XPath {q}: nmap {a}, moonscan {b}")
+for p in problems:
+    print(p)
+print(f"compared {compared} script results")
+sys.exit(1 if problems or compared == 0 else 0)

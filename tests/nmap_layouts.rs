@@ -1,0 +1,42 @@
+//! Script results in nmap's layout: for the scripts moonscan runs under
+//! nmap's ids, python-libnmap reads the same `elements` (and nmap's XPath
+//! paths find the same values) in moonscan's -oX as in nmap's own -oX of
+//! the same lab ports, and the same output text.
+
+use std::process::Command;
+
+use crate::util::{bin, in_lab, lab, repo, stderr, stdout};
+
+/// The nmap script ids whose layout moonscan's core plugins follow.
+const NMAP_IDS: &str = "ssl-cert,ssh-hostkey,http-title,http-server-header";
+
+#[test]
+fn script_results_read_as_nmaps_for_the_same_ports() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let (theirs, mine) = (dir.path().join("nmap.xml"), dir.path().join("moonscan.xml"));
+    let targets = ["-p", "21,22,25,80,443,5432", "198.18.0.2", "198.18.0.3"];
+    let nmap = in_lab("nmap")
+        .args(["-n", "-Pn", "-sV", "--script", NMAP_IDS])
+        .args(targets)
+        .arg("-oX")
+        .arg(&theirs)
+        .output()
+        .expect("nmap runs in the lab (scripts/test.sh installs it)");
+    assert!(nmap.status.success(), "nmap: {}", stderr(&nmap));
+    let ms =
+        in_lab(bin()).args(["-n", "-Pn", "-sV", "--script", NMAP_IDS]).args(targets).arg("-oX").arg(&mine).output();
+    let ms = ms.expect("moonscan runs in the lab");
+    assert_eq!(ms.status.code(), Some(0), "{}", stderr(&ms));
+    let compare = Command::new("/usr/bin/python3")
+        .arg(repo().join("tests/nmap_layouts.py"))
+        .args([&theirs, &mine])
+        .arg(NMAP_IDS)
+        .output()
+        .expect("python3 runs (scripts/test.sh installs python3-libnmap)");
+    let said = stdout(&compare);
+    assert!(compare.status.success(), "{said}{}", stderr(&compare));
+    // ssl-cert on 443 (both hosts) and behind STARTTLS, ssh-hostkey, the HTTP pair.
+    let n: usize = said.trim().rsplit(' ').nth(2).and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(n >= 12, "{said}");
+}
