@@ -21,9 +21,13 @@ use moonscan::ScanHandle;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    let parsed = |argv: &[String]| match cli::parse(argv) {
-        Ok(a) => Ok(a),
-        Err(e) => {
+    let parsed = |argv: &[String]| {
+        // An nmap option moonscan does not support: one line, not clap's five.
+        if let Some(line) = cli::unsupported(argv) {
+            moonscan::tell!("{line}");
+            return Err(ExitCode::from(2));
+        }
+        cli::parse(argv).map_err(|e| {
             // clap quotes what was typed (or read from a resume file): screened.
             let text = e.render().to_string();
             let _ = if e.use_stderr() {
@@ -31,8 +35,8 @@ fn main() -> ExitCode {
             } else {
                 write!(output::Screened(io::stdout().lock()), "{text}")
             };
-            Err(ExitCode::from(if e.use_stderr() { 2 } else { 0 }))
-        }
+            ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+        })
     };
     let mut args = match parsed(&argv) {
         Ok(a) => a,
@@ -43,7 +47,12 @@ fn main() -> ExitCode {
         Some(cli::Command::Db(a)) => return ExitCode::from(cli::db::run(a)),
         Some(cli::Command::Pack(a)) => return ExitCode::from(cli::pack::run(a)),
         Some(cli::Command::Plugins(a)) => return ExitCode::from(cli::plugins_cli::run(a)),
+        Some(cli::Command::Completions { shell }) => return print_all(&cli::completions(shell)),
+        Some(cli::Command::Man) => return print_all(&cli::man()),
         None => {}
+    }
+    if let Some(expr) = &args.script_help {
+        return ExitCode::from(cli::plugins_cli::script_help(expr));
     }
     // `--resume FILE`: the interrupted scan's own command line, then its progress.
     let resumed = match &args.resume {
@@ -86,6 +95,18 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             moonscan::tell!("moonscan: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that went away early (`| head`) is fine.
+fn print_all(bytes: &[u8]) -> ExitCode {
+    match io::stdout().lock().write_all(bytes) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            moonscan::tell!("moonscan: {e}");
             ExitCode::from(1)
         }
     }

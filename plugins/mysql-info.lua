@@ -1,51 +1,47 @@
 -- mysql-info: the facts a MySQL or MariaDB server gives away in its
--- greeting (the protocol 10 handshake packet), as nmap's mysql-info
--- reports them: protocol, version, thread id, capability and status
--- flags, authentication plugin and salt length.
+-- greeting (the protocol 10 handshake packet), as nmap's mysql-info shows
+-- them: protocol, version, thread id, capability flags and names, status,
+-- salt and authentication plugin.
 --
 -- The greeting is what the server sends first, so service detection has
 -- usually kept it in ctx.banner; otherwise the plugin connects and reads
--- one packet (at most MAX_PACKET bytes). Nothing is ever sent.
+-- one packet (at most MAX_PACKET bytes). Nothing is ever sent. A greeting
+-- that is an error (a host the server refuses) is an info finding; nmap
+-- shows it ("MySQL Error") only at verbosity 2 and more, and so does the
+-- result here.
 
 local MAX_PACKET = 8192
 local MAX_READS = 64
 local TIMEOUT = 5000
 
--- Capability flags, bit by bit (MySQL's names).
+-- nmap's names of the capability flags (the lower 16 bits), bit by bit.
 local CAPABILITIES = {
-  "LONG_PASSWORD", "FOUND_ROWS", "LONG_FLAG", "CONNECT_WITH_DB",
-  "NO_SCHEMA", "COMPRESS", "ODBC", "LOCAL_FILES",
-  "IGNORE_SPACE", "PROTOCOL_41", "INTERACTIVE", "SSL",
-  "IGNORE_SIGPIPE", "TRANSACTIONS", "RESERVED", "SECURE_CONNECTION",
-  "MULTI_STATEMENTS", "MULTI_RESULTS", "PS_MULTI_RESULTS", "PLUGIN_AUTH",
-  "CONNECT_ATTRS", "PLUGIN_AUTH_LENENC_CLIENT_DATA", "CAN_HANDLE_EXPIRED_PASSWORDS", "SESSION_TRACK",
-  "DEPRECATE_EOF", "OPTIONAL_RESULTSET_METADATA", "ZSTD_COMPRESSION_ALGORITHM", "QUERY_ATTRIBUTES",
-  "MULTI_FACTOR_AUTHENTICATION", "CAPABILITY_EXTENSION", "SSL_VERIFY_SERVER_CERT", "REMEMBER_OPTIONS",
+  "LongPassword", "FoundRows", "LongColumnFlag", "ConnectWithDatabase",
+  "DontAllowDatabaseTableColumn", "SupportsCompression", "ODBCClient", "SupportsLoadDataLocal",
+  "IgnoreSpaceBeforeParenthesis", "Speaks41ProtocolNew", "InteractiveClient", "SwitchToSSLAfterHandshake",
+  "IgnoreSigpipes", "SupportsTransactions", "Speaks41ProtocolOld", "Support41Auth",
 }
--- MariaDB's extended capabilities (in the reserved bytes when bit 0 is clear).
-local MARIADB_CAPABILITIES = {
-  "MARIADB_CLIENT_PROGRESS", "MARIADB_CLIENT_COM_MULTI", "MARIADB_CLIENT_STMT_BULK_OPERATIONS",
-  "MARIADB_CLIENT_EXTENDED_METADATA", "MARIADB_CLIENT_CACHE_METADATA", "MARIADB_CLIENT_BULK_UNIT_RESULTS",
-}
-local STATUS = {
-  "IN_TRANS", "AUTOCOMMIT", "RESERVED_0x0004", "MORE_RESULTS_EXISTS",
-  "NO_GOOD_INDEX_USED", "NO_INDEX_USED", "CURSOR_EXISTS", "LAST_ROW_SENT",
-  "DB_DROPPED", "NO_BACKSLASH_ESCAPES", "METADATA_CHANGED", "QUERY_WAS_SLOW",
-  "PS_OUT_PARAMS", "IN_TRANS_READONLY", "SESSION_STATE_CHANGED",
+-- And of the upper 16 bits nmap knows ([sic]: "Statments").
+local EXT_CAPABILITIES = {
+  [1] = "SupportsMultipleStatments", [2] = "SupportsMultipleResults", [4] = "SupportsAuthPlugins",
 }
 
-local function flag_names(value, names)
-  local out = {}
-  for i, name in ipairs(names) do
-    if bit32.btest(value, bit32.lshift(1, i - 1)) then
+-- The names of the bits set in `value` (names[i] is bit i - 1), in bit order.
+local function flag_names(value, names, out)
+  out = out or {}
+  for i = 1, 16 do
+    local name = names[i]
+    if name and bit32.btest(value, bit32.lshift(1, i - 1)) then
       out[#out + 1] = name
     end
   end
   return out
 end
 
+-- Bytes as nmap prints and writes them: \xHH for all but printable ASCII,
+-- tab, CR and LF.
 local function printable(s)
-  return (string.gsub(s, "[^\32-\126]", function(c)
+  return (string.gsub(s, "[^\32-\126\t\r\n]", function(c)
     return string.format("\\x%02X", string.byte(c))
   end))
 end
@@ -63,23 +59,26 @@ local function payload_of(raw)
   return p, nil, seq, #p < len
 end
 
--- Decodes a greeting payload; errors (caught by pcall) on a cut-short one.
+-- Decodes a greeting payload as nmap's mysql library does; errors (caught
+-- by pcall) on a cut-short one.
 local function decode(p)
   local out = {}
   local proto = string.byte(p, 1)
   out.protocol = proto
   if proto == 0xff then
     local code = string.unpack("<I2", p, 2)
+    out.error_code = code
+    -- nmap's message: everything after the code, as sent.
+    out.message = printable(string.sub(p, 4, 303))
     local msg = string.sub(p, 4)
     if string.sub(msg, 1, 1) == "#" then
       msg = string.sub(msg, 7)
     end
-    out.error_code = code
     out.error = printable(string.sub(msg, 1, 300))
     return out
   end
-  if proto ~= 10 then
-    error("protocol version " .. proto .. " (only 10 is decoded)")
+  if proto ~= 10 and proto ~= 9 then
+    error("protocol version " .. proto .. " (only 9 and 10 are decoded)")
   end
   local version, pos = string.unpack("z", p, 2)
   if #version > 255 then
@@ -87,49 +86,60 @@ local function decode(p)
   end
   out.version = printable(version)
   out.thread_id, pos = string.unpack("<I4", p, pos)
-  local salt1 = string.sub(p, pos, pos + 7)
-  if #salt1 < 8 then
-    error("greeting cut short in the salt")
+  if proto ~= 10 then
+    return out
   end
-  pos += 9 -- 8 salt bytes and a filler byte
-  local caps
-  caps, pos = string.unpack("<I2", p, pos)
-  local salt_len = 8
-  if pos <= #p then
-    local charset, status, caps_hi, auth_len
-    charset, status, caps_hi, auth_len, pos = string.unpack("<BI2I2B", p, pos)
-    caps = bit32.bor(caps, bit32.lshift(caps_hi, 16))
-    out.charset = charset
-    out.status = status
-    out.status_flags = flag_names(status, STATUS)
-    if not bit32.btest(caps, 1) and pos + 9 <= #p then
-      -- MariaDB: 6 reserved bytes, then 4 bytes of extended capabilities.
-      local ext = string.unpack("<I4", p, pos + 6)
-      out.mariadb_capabilities = ext
-      out.mariadb_capability_flags = flag_names(ext, MARIADB_CAPABILITIES)
+  local salt
+  salt, out.capabilities, pos = string.unpack("<c8xI2", p, pos)
+  if pos < #p then
+    local charset, status, ext, auth_len, _reserved
+    charset, status, ext, auth_len, _reserved, pos = string.unpack("<BI2I2Bc10", p, pos)
+    out.charset, out.status, out.ext_capabilities = charset, status, ext
+    if bit32.btest(out.capabilities, 0x8000) then
+      local more
+      more, pos = string.unpack("c" .. (math.max(13, auth_len - 8) - 1) .. "x", p, pos)
+      salt ..= more
     end
-    pos += 10
-    if bit32.btest(caps, 0x8000) then
-      local n2 = math.max(13, auth_len - 8)
-      local salt2 = string.sub(p, pos, pos + n2 - 1)
-      pos += n2
-      if #salt2 < n2 then
-        salt_len = nil -- cut short: the length is unknown
-      else
-        -- The second part ends with a NUL that is not salt.
-        salt2 = (string.gsub(salt2, "%z$", ""))
-        salt_len = 8 + #salt2
-      end
-    end
-    if bit32.btest(caps, 0x80000) and pos <= #p then
-      local name = string.match(string.sub(p, pos), "^([^%z]*)")
-      out.auth_plugin = printable(string.sub(name, 1, 64))
+    if bit32.btest(ext, 0x8) then
+      out.auth_plugin = printable(string.sub((string.unpack("z", p, pos)), 1, 64))
     end
   end
-  out.capabilities = caps
-  out.capability_flags = flag_names(caps, CAPABILITIES)
-  out.salt_length = salt_len
+  out.salt = printable(salt)
   return out
+end
+
+-- nmap's mysql-info table and its text (Some Capabilities on one line).
+local function nmap_result(info)
+  local result = { Protocol = info.protocol, Version = info.version, ["Thread ID"] = info.thread_id }
+  local lines = {
+    "Protocol: " .. info.protocol,
+    "Version: " .. info.version,
+    "Thread ID: " .. info.thread_id,
+  }
+  if info.protocol == 10 then
+    result["Capabilities flags"] = info.capabilities
+    lines[#lines + 1] = "Capabilities flags: " .. info.capabilities
+    local caps = flag_names(info.capabilities, CAPABILITIES)
+    if info.ext_capabilities then
+      flag_names(info.ext_capabilities, EXT_CAPABILITIES, caps)
+    end
+    if #caps > 0 then
+      result["Some Capabilities"] = caps
+      lines[#lines + 1] = "Some Capabilities: " .. table.concat(caps, ", ")
+    end
+    if info.status then
+      local status = info.status == 2 and "Autocommit" or info.status
+      result.Status = status
+      lines[#lines + 1] = "Status: " .. status
+    end
+    result.Salt = info.salt
+    lines[#lines + 1] = "Salt: " .. info.salt
+    if info.auth_plugin then
+      result["Auth Plugin Name"] = info.auth_plugin
+      lines[#lines + 1] = "Auth Plugin Name: " .. info.auth_plugin
+    end
+  end
+  return result, "\n  " .. table.concat(lines, "\n  ")
 end
 
 local function read_exactly(sock, n)
@@ -171,7 +181,7 @@ end
 
 return {
   id = "mysql-info",
-  description = "Decodes a MySQL/MariaDB server greeting: version, thread id, capabilities, status, auth plugin.",
+  description = "Decodes a MySQL/MariaDB server greeting as nmap's mysql-info does: protocol, version, thread id, capabilities, status, salt, auth plugin.",
   categories = { "default", "discovery", "safe" },
   ports = { 3306 },
   services = { "mysql" },
@@ -206,11 +216,14 @@ return {
       end
       info = decoded
     end
-    info.source = source
-    info.sequence = seq
-    info.truncated = short or nil
-
     if info.error_code then
+      if (ctx.verbosity or 0) > 1 then
+        return { ["MySQL Error"] = info.message }, "\n  MySQL Error: " .. info.message
+      end
+      info.message = nil
+      info.source = source
+      info.sequence = seq
+      info.truncated = short or nil
       ctx:finding{
         severity = "info",
         title = string.format("MySQL error %d: %s", info.error_code, info.error),
@@ -218,20 +231,6 @@ return {
       }
       return
     end
-    local product = "MySQL"
-    local real = string.match(info.version, "^5%.5%.5%-(.*MariaDB.*)$")
-    if real then
-      product = "MariaDB"
-      info.mariadb_version = real
-    elseif string.find(info.version, "MariaDB", 1, true) then
-      product = "MariaDB"
-    end
-    info.product = product
-    ctx:finding{
-      severity = "info",
-      title = string.format("%s %s (protocol %d, thread %d)", product, real or info.version, info.protocol,
-        info.thread_id),
-      data = info,
-    }
+    return nmap_result(info)
   end,
 }

@@ -1,35 +1,34 @@
--- redis-info: what Redis says about itself to INFO, and whether it says
--- it without authentication.
+-- redis-info: what Redis says about itself, as nmap's redis-info shows it,
+-- and whether it says it without authentication.
 --
--- Sends the inline command INFO, reads the bulk reply ($<len>\r\n<len
--- bytes>\r\n, at most MAX_INFO bytes of it) and reports the server facts.
--- INFO answered without AUTH is a high finding: anyone who reaches the
--- port can read and write the data (and often more).
+-- Sends INFO (then CONFIG GET bind, PUBSUB CHANNELS, CLIENT LIST and
+-- CLUSTER NODES, as nmap does) in RESP, reads each reply within bounds and
+-- returns nmap's table: Version, Operating System, Architecture, Process
+-- ID, CPU, clients, memory and role (strings, in nmap's order), then the
+-- lists nmap adds when the server gives them. INFO answered without AUTH is
+-- a high finding: anyone who reaches the port can read and write the data
+-- (and often more).
 
-local MAX_INFO = 256 * 1024
+local MAX_BULK = 256 * 1024
+local MAX_ITEMS = 4096
 local MAX_READS = 256
 local TIMEOUT = 5000
 
--- The INFO fields reported, in this order, under these names.
+-- INFO fields nmap shows, in its order, under its names.
 local FIELDS = {
-  { "redis_version", "version" },
-  { "redis_mode", "mode" },
-  { "role", "role" },
-  { "os", "os" },
-  { "arch_bits", "arch_bits" },
-  { "process_id", "process_id" },
-  { "tcp_port", "tcp_port" },
-  { "uptime_in_seconds", "uptime_seconds" },
-  { "connected_clients", "connected_clients" },
-  { "connected_slaves", "connected_slaves" },
-  { "used_memory_human", "used_memory" },
-  { "executable", "executable" },
-  { "config_file", "config_file" },
+  { "redis_version", "Version" },
+  { "os", "Operating System" },
+  { "arch_bits", "Architecture" },
+  { "process_id", "Process ID" },
+  { "used_cpu_sys", "Used CPU (sys)" },
+  { "used_cpu_user", "Used CPU (user)" },
+  { "connected_clients", "Connected clients" },
+  { "connected_slaves", "Connected slaves" },
+  { "used_memory_human", "Used memory" },
+  { "role", "Role" },
 }
-local NUMERIC = { arch_bits = true, process_id = true, tcp_port = true, uptime_seconds = true,
-  connected_clients = true, connected_slaves = true }
 
--- Reads exactly n bytes (n <= MAX_INFO) in a bounded number of reads.
+-- Reads exactly n bytes in a bounded number of reads; nil, err, partial when short.
 local function read_exactly(sock, n)
   local parts, got = {}, 0
   for _ = 1, MAX_READS do
@@ -50,26 +49,245 @@ local function read_exactly(sock, n)
   return string.sub(all, 1, n)
 end
 
+-- One RESP reply: { kind = "+"|"-"|":"|"$"|"*", data = string or list }, or
+-- nil, err. A bulk string longer than MAX_BULK is cut (truncated = true).
+local function read_reply(sock, depth)
+  local head, err = sock:recv_until("\r\n", 1024)
+  if not head then
+    return nil, tostring(err)
+  end
+  head = string.gsub(head, "\r\n$", "")
+  local kind, rest = string.sub(head, 1, 1), string.sub(head, 2)
+  if kind == "+" or kind == "-" or kind == ":" then
+    return { kind = kind, data = rest }
+  end
+  local n = tonumber(string.match(rest, "^%-?%d+$"))
+  if kind == "$" and n then
+    if n < 0 then
+      return { kind = kind }
+    end
+    local want = math.min(n, MAX_BULK)
+    local body, berr, partial = read_exactly(sock, want)
+    if not body then
+      if not partial or partial == "" then
+        return nil, "reply cut short: " .. tostring(berr)
+      end
+      return { kind = kind, data = partial, truncated = true, length = n }
+    end
+    if n > MAX_BULK then
+      return { kind = kind, data = body, truncated = true, length = n }
+    end
+    read_exactly(sock, 2) -- the CRLF after the bulk
+    return { kind = kind, data = body, length = n }
+  end
+  if kind == "*" and n then
+    if n < 0 then
+      return { kind = kind }
+    end
+    if depth >= 2 or n > MAX_ITEMS then
+      return nil, "array too large or too deep"
+    end
+    local items = {}
+    for i = 1, n do
+      local r, rerr = read_reply(sock, depth + 1)
+      if not r then
+        return nil, rerr
+      end
+      items[i] = r.data
+    end
+    return { kind = kind, data = items }
+  end
+  return nil, "not a Redis reply: " .. string.sub(head, 1, 80)
+end
+
+-- Sends a command as a RESP array and reads its reply.
+local function command(sock, ...)
+  local args = { ... }
+  local parts = { "*" .. #args .. "\r\n" }
+  for _, a in ipairs(args) do
+    parts[#parts + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+  end
+  local ok, err = sock:send(table.concat(parts))
+  if not ok then
+    return nil, "send: " .. tostring(err)
+  end
+  return read_reply(sock, 0)
+end
+
 local function parse_info(text)
   local kv, count = {}, 0
   for line in string.gmatch(text, "[^\r\n]+") do
     count += 1
-    if count > 4096 then
+    if count > MAX_ITEMS then
       break
     end
-    if string.sub(line, 1, 1) ~= "#" then
-      local k, v = string.match(line, "^([%w_]+):(.*)$")
-      if k then
-        kv[k] = v
-      end
+    local k, v = string.match(line, "^([^:]*):(.*)$")
+    if k then
+      kv[k] = v
     end
   end
   return kv
 end
 
+-- Splits on every single space, as nmap's stringaux.strsplit(" ", s).
+local function split_spaces(s)
+  local out, from = {}, 1
+  while #out < MAX_ITEMS do
+    local at = string.find(s, " ", from, true)
+    if not at then
+      out[#out + 1] = string.sub(s, from)
+      break
+    end
+    out[#out + 1] = string.sub(s, from, at - 1)
+    from = at + 1
+  end
+  return out
+end
+
+-- An address as bytes for sorting (IPv4: 4 bytes, IPv6: 16), or nil.
+local function ip_key(ip)
+  local a, b, c, d = string.match(ip, "^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
+  if a then
+    a, b, c, d = tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+    if a > 255 or b > 255 or c > 255 or d > 255 then
+      return nil
+    end
+    return string.char(4, a, b, c, d)
+  end
+  if not string.find(ip, ":", 1, true) then
+    return nil
+  end
+  local head, tail = ip, nil
+  local dc = string.find(ip, "::", 1, true)
+  if dc then
+    head, tail = string.sub(ip, 1, dc - 1), string.sub(ip, dc + 2)
+  end
+  local function groups(s)
+    local g = {}
+    if s == "" then
+      return g
+    end
+    for part in string.gmatch(s .. ":", "([^:]*):") do
+      local v = tonumber(part, 16)
+      if not v or #part > 4 then
+        return nil
+      end
+      g[#g + 1] = v
+    end
+    return g
+  end
+  local h, t = groups(head), tail and groups(tail) or {}
+  if not h or not t or #h + #t > 8 or (not tail and #h ~= 8) then
+    return nil
+  end
+  local all = table.clone(h)
+  for _ = 1, 8 - #h - #t do
+    all[#all + 1] = 0
+  end
+  for _, v in ipairs(t) do
+    all[#all + 1] = v
+  end
+  return string.char(16) .. string.pack(">I2I2I2I2I2I2I2I2", table.unpack(all))
+end
+
+-- nmap's extra lists: name, command, and what it makes of the reply data.
+local function extras(verbosity)
+  return {
+    {
+      "Bind addresses", { "CONFIG", "GET", "bind" }, function(data)
+        if type(data) ~= "table" or data[1] ~= "bind" or type(data[2]) ~= "string" then
+          return nil
+        end
+        local list = split_spaces(data[2])
+        for i, ip in ipairs(list) do
+          if ip == "" then
+            list[i] = "0.0.0.0"
+          end
+        end
+        return list
+      end,
+    },
+    {
+      "Active channels", { "PUBSUB", "CHANNELS" }, function(data)
+        if type(data) ~= "table" then
+          return nil
+        end
+        local channels, omitted = {}, 0
+        local limit = verbosity <= 1 and 20 or nil
+        for _, channel in ipairs(data) do
+          if limit and #channels >= limit then
+            omitted += 1
+          else
+            channels[#channels + 1] = tostring(channel)
+          end
+        end
+        if omitted > 0 then
+          channels[#channels + 1] = ("(omitted %d item(s), use verbose mode -v to show them)"):format(omitted)
+        end
+        return #channels > 0 and channels or nil
+      end,
+    },
+    {
+      "Client connections", { "CLIENT", "LIST" }, function(data)
+        if type(data) ~= "string" then
+          return nil
+        end
+        local seen, keys = {}, {}
+        for line in string.gmatch(data, "[^\n]+") do
+          for token in string.gmatch(line, "%S+") do
+            local ip = string.match(token, "^addr=%[?([%x:.]+)%]?:%d+$")
+            local key = ip and ip_key(ip)
+            if key and not seen[key] then
+              seen[key] = ip
+              keys[#keys + 1] = key
+            end
+          end
+        end
+        table.sort(keys)
+        local out = {}
+        for _, k in ipairs(keys) do
+          out[#out + 1] = seen[k]
+        end
+        return #out > 0 and out or nil
+      end,
+    },
+    {
+      "Cluster nodes", { "CLUSTER", "NODES" }, function(data)
+        if type(data) ~= "string" then
+          return nil
+        end
+        local out = {}
+        for node in string.gmatch(data, "[^\n]+") do
+          local ipport, flags = string.match(node, "^%x+%s+([%x.:%[%]]+)@?%d*%s+(%S+)")
+          if ipport then
+            out[#out + 1] = ("%s (%s)"):format(ipport, flags)
+          end
+        end
+        return #out > 0 and out or nil
+      end,
+    },
+  }
+end
+
+-- NSE's text for an ordered list of { key, value } (a value is a string or a list).
+local function nse_text(entries)
+  local out = {}
+  for _, e in ipairs(entries) do
+    if type(e[2]) == "table" then
+      out[#out + 1] = "\n  " .. e[1] .. ": "
+      for _, v in ipairs(e[2]) do
+        out[#out + 1] = "\n    " .. v
+      end
+    else
+      out[#out + 1] = "\n  " .. e[1] .. ": " .. e[2]
+    end
+  end
+  return table.concat(out)
+end
+
 return {
   id = "redis-info",
-  description = "Reads Redis INFO (version, mode, role, OS, uptime, clients) and flags a Redis that needs no password.",
+  description = "Reads Redis INFO (version, OS, process, clients, memory, role) as nmap's redis-info does, and flags a Redis that needs no password.",
   categories = { "default", "discovery", "safe" },
   ports = { 6379 },
   services = { "redis" },
@@ -78,23 +296,15 @@ return {
     if not sock then
       return nil, "connect: " .. tostring(err)
     end
-    local ok, serr = sock:send("INFO\r\n")
-    if not ok then
-      sock:close()
-      return nil, "send: " .. tostring(serr)
-    end
-    local head, rerr = sock:recv_until("\r\n", 1024)
-    if not head then
+    local reply, rerr = command(sock, "INFO")
+    if not reply then
       sock:close()
       return nil, "no reply to INFO: " .. tostring(rerr)
     end
-    head = string.gsub(head, "\r\n$", "")
-    local kind = string.sub(head, 1, 1)
-
-    if kind == "-" then
+    if reply.kind == "-" then
       sock:close()
-      local message = string.sub(head, 2, 300)
-      if string.sub(message, 1, 6) == "NOAUTH" then
+      local message = string.sub(reply.data, 1, 300)
+      if string.sub(message, 1, 6) == "NOAUTH" or message == "ERR operation not permitted" then
         ctx:finding{
           severity = "info",
           title = "Redis requires authentication",
@@ -112,49 +322,57 @@ return {
       end
       return nil, "INFO refused: " .. message
     end
-    if kind ~= "$" then
+    if reply.kind ~= "$" or type(reply.data) ~= "string" then
       sock:close()
-      return nil, "not a Redis bulk reply: " .. string.sub(head, 1, 80)
-    end
-    local len = tonumber(string.match(head, "^%$(%d+)$"))
-    if not len then
-      sock:close()
-      return nil, "bad bulk length: " .. string.sub(head, 1, 80)
-    end
-    local truncated = len > MAX_INFO
-    local body, berr, partial = read_exactly(sock, math.min(len, MAX_INFO))
-    sock:close()
-    if not body then
-      if not partial or partial == "" then
-        return nil, "INFO reply cut short: " .. tostring(berr)
-      end
-      body, truncated = partial, true
+      return nil, "not a Redis bulk reply to INFO"
     end
 
-    local kv = parse_info(body)
-    local data = { info_bytes = len, truncated = truncated }
-    for _, f in ipairs(FIELDS) do
-      local v = kv[f[1]]
-      if v then
-        data[f[2]] = NUMERIC[f[2]] and tonumber(v) or v
-      end
-    end
-    if not data.version then
+    local kv = parse_info(reply.data)
+    if not kv.redis_version then
+      sock:close()
       return nil, "INFO reply without redis_version"
     end
-    ctx:finding{
-      severity = "info",
-      title = string.format("Redis %s (%s, %s)", data.version, data.mode or "?", data.role or "?"),
-      data = data,
-    }
     ctx:finding{
       severity = "high",
       title = "Redis answers without authentication",
       data = {
         command = "INFO",
-        version = data.version,
+        version = kv.redis_version,
         why = "anyone who reaches this port can read and change the data without a password",
       },
     }
+
+    -- nmap's table, and its text in nmap's order.
+    local result, entries = {}, {}
+    for _, f in ipairs(FIELDS) do
+      local v = kv[f[1]]
+      if v then
+        if f[1] == "arch_bits" then
+          v = v .. " bits"
+        end
+        result[f[2]] = v
+        entries[#entries + 1] = { f[2], v }
+      end
+    end
+    local verbosity = ctx.verbosity or 0
+    -- After a cut-short INFO the connection is out of step: no extras then.
+    for _, extra in ipairs(reply.truncated and {} or extras(verbosity)) do
+      local r = command(sock, table.unpack(extra[2]))
+      if not r then
+        break -- the connection is gone: no more answers
+      end
+      if r.kind ~= "-" then
+        local list = extra[3](r.data)
+        if list then
+          result[extra[1]] = list
+          entries[#entries + 1] = { extra[1], list }
+        end
+      end
+      if r.truncated then
+        break -- the rest of that reply was not read: the next would be out of step
+      end
+    end
+    sock:close()
+    return result, nse_text(entries)
   end,
 }

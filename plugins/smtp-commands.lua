@@ -1,11 +1,16 @@
--- smtp-commands: the SMTP extensions a mail server announces to EHLO, as
--- nmap's smtp-commands reports them. Reads the greeting, sends
--- EHLO moonscan.test (HELO when EHLO is refused), lists the 250- lines
--- after the first, then QUIT. Nothing is sent for delivery.
+-- smtp-commands: the SMTP extensions a mail server announces to EHLO and
+-- the commands it lists to HELP, as nmap's smtp-commands shows them.
+--
+-- Reads the greeting, sends EHLO <domain> (the smtp-commands.domain or
+-- smtp.domain script argument, else nmap's default "nmap.scanme.org", so
+-- the text reads as nmap's), then HELP, then QUIT. Nothing is sent for
+-- delivery. The text is nmap's: the EHLO reply without its "250-"
+-- prefixes, its lines joined by ", ", then "\n " and HELP's answer
+-- without its "214-" prefixes, on one line.
 
 local MAX_LINES = 128
 local MAX_LINE = 2048
-local TIMEOUT = 5000
+local TIMEOUT = 10000
 
 -- One SMTP reply: its code and lines ("250-..." ... "250 ..."), bounded.
 local function read_reply(sock)
@@ -42,63 +47,63 @@ local function command(sock, text)
   return read_reply(sock)
 end
 
+local function trim(s)
+  return (string.gsub(string.gsub(s, "^%s+", ""), "%s+$", ""))
+end
+
+-- nmap's cleaning of a reply: prefixes "CODE-"/"CODE " off each line,
+-- lines joined by `join`, runs of white space made one space.
+local function clean(lines, code, join)
+  local text = trim(table.concat(lines, "\n"))
+  local parts = {}
+  for line in string.gmatch(text .. "\n", "([^\n]*)\n") do
+    parts[#parts + 1] = (string.gsub(line, "^" .. code .. "[%-%s]+", ""))
+  end
+  return (string.gsub(table.concat(parts, join), "%s+", " "))
+end
+
 return {
   id = "smtp-commands",
-  description = "Lists the extensions an SMTP server announces in its EHLO reply.",
+  description = "Lists the extensions an SMTP server announces to EHLO and the commands it lists to HELP, as nmap's smtp-commands does.",
   categories = { "default", "discovery", "safe" },
+  args = { "smtp-commands.domain", "smtp.domain" },
   ports = { 25, 465, 587 },
   services = { "smtp", "smtps", "submission" },
   run = function(ctx)
     local tls = ctx.tunnel == "ssl" or (ctx.port == 465 and ctx.service ~= "smtp")
+    local domain = ctx.args["smtp-commands.domain"] or ctx.args["smtp.domain"] or "nmap.scanme.org"
     local sock, err = ctx:connect{ tls = tls, timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end
     local code, rerr, greeting = read_reply(sock)
-    if code ~= 220 then
+    if not code then
       sock:close()
-      return nil, "no 220 greeting: " .. (code and table.concat(greeting, " | ") or tostring(rerr))
+      return nil, "no greeting: " .. (#greeting > 0 and table.concat(greeting, " | ") or tostring(rerr))
     end
 
-    local verb = "EHLO"
     local lines
-    code, rerr, lines = command(sock, "EHLO moonscan.test")
+    code, rerr, lines = command(sock, "EHLO " .. domain)
     if code ~= 250 then
-      verb = "HELO"
-      code, rerr, lines = command(sock, "HELO moonscan.test")
+      if sock:send("QUIT\r\n") then
+        read_reply(sock)
+      end
+      sock:close()
+      if not code then
+        return nil, "EHLO: " .. tostring(rerr)
+      end
+      -- nmap's text when EHLO is refused.
+      return "SMTP: EHLO " .. table.concat(lines, "\r\n") .. "\r\n"
+    end
+    local result = { clean(lines, "250", ", ") }
+    local hcode, _, hlines = command(sock, "HELP")
+    if hcode == 211 or hcode == 214 then
+      result[#result + 1] = clean(hlines, "214", " ")
     end
     if sock:send("QUIT\r\n") then
       read_reply(sock)
     end
     sock:close()
-    if code ~= 250 then
-      return nil, "EHLO and HELO refused: " .. (code and table.concat(lines, " | ") or tostring(rerr))
-    end
-
-    -- The first line names the server; each later line is one extension.
-    local hostname = string.match(lines[1], "^250[ -](%S+)")
-    local extensions = {}
-    for i = 2, #lines do
-      local ext = string.match(lines[i], "^250[ -](.-)%s*$")
-      if ext and ext ~= "" then
-        extensions[#extensions + 1] = ext
-      end
-    end
-    local data = {
-      banner = table.concat(greeting, "\n"),
-      command = verb .. " moonscan.test",
-      hostname = hostname,
-      greeting = lines[1],
-      tls = tls,
-    }
-    if #extensions > 0 then
-      data.extensions = extensions
-    end
-    ctx:finding{
-      severity = "info",
-      title = #extensions > 0 and ("SMTP extensions: " .. table.concat(extensions, ", "))
-        or (verb .. " answered without extensions"),
-      data = data,
-    }
+    return table.concat(result, "\n ")
   end,
 }

@@ -7,6 +7,7 @@ return {
   id = "ssh-auth-methods",
   description = "Lists the authentication methods an SSH server offers a user (script arg ssh.user, default root).",
   categories = { "auth", "default", "safe" },
+  args = { "ssh.user" },
   ports = { 22 },
   services = { "ssh" },
   run = function(ctx)

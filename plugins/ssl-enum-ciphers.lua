@@ -90,6 +90,7 @@ return {
   id = "ssl-enum-ciphers",
   description = "Enumerates the SSL/TLS versions and cipher suites a server accepts, in its order of preference, grades each, and reports weak configurations.",
   categories = { "discovery", "intrusive" },
+  args = { "ssl-enum-ciphers.hostname", "tls.servername" },
   ports = TLS_PORTS,
   portrule = function(port)
     return port.tls == true or port.tunnel == "ssl" or port.tunnel == "starttls"

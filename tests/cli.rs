@@ -156,3 +156,98 @@ fn subcommands_are_listed_and_a_host_named_like_one_can_be_scanned() {
     let o = run(&["--resume", "x.resume", "198.18.0.2"]);
     assert_eq!(o.status.code(), Some(2), "--resume takes no other arguments");
 }
+
+/// The nmap command lines people type most, on this machine's loopback:
+/// each either runs (exit 0, a report on stdout) or answers in one line
+/// (exit 2, "moonscan: ..." on stderr), never clap's five-line error.
+#[test]
+fn the_most_used_nmap_command_lines_run_or_answer_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("scan");
+    let base = base.to_str().unwrap();
+    let list = dir.path().join("targets.txt");
+    std::fs::write(&list, "127.0.0.1\n").unwrap();
+    let list = list.to_str().unwrap();
+    let runs: &[&[&str]] = &[
+        &["127.0.0.1"],
+        &["-sV", "-p", "1-100", "127.0.0.1"],
+        &["-sC", "-sV", "-p", "1-100", "127.0.0.1"],
+        &["-sCV", "-p", "1-100", "127.0.0.1"],
+        &["-sVC", "-p", "1-100", "127.0.0.1"],
+        &["-p-", "127.0.0.1"],
+        &["-p", "22,80,443", "127.0.0.1"],
+        &["-sS", "-p", "22", "127.0.0.1"],
+        &["-sT", "-p", "22", "127.0.0.1"],
+        &["-sU", "-p", "53", "127.0.0.1"],
+        &["-sn", "127.0.0.1"],
+        &["-Pn", "-p", "22", "127.0.0.1"],
+        &["-F", "127.0.0.1"],
+        &["--top-ports", "100", "127.0.0.1"],
+        &["-T4", "-F", "127.0.0.1"],
+        &["-v", "-p", "22", "127.0.0.1"],
+        &["-vv", "-p", "22", "127.0.0.1"],
+        &["-d", "-p", "22", "127.0.0.1"],
+        &["-n", "--open", "--reason", "-p", "22", "127.0.0.1"],
+        &["-oA", base, "-p", "22", "127.0.0.1"],
+        &["-iL", list, "-p", "22"],
+        &["-6", "-p", "22", "::1"],
+        &["--script", "http-title", "-p", "80", "127.0.0.1"],
+        &["--script-help", "default"],
+        &["-sV", "--version-intensity", "5", "-p", "22", "127.0.0.1"],
+    ];
+    for args in runs {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!stdout(&out).is_empty(), "{args:?}: no report");
+    }
+    let answered: &[(&[&str], &str)] = &[
+        (
+            &["-A", "127.0.0.1"],
+            "-A (OS detection, version detection, scripts and traceroute) is not supported yet; -sV -sC",
+        ),
+        (&["-T4", "-A", "-v", "127.0.0.1"], "-A (OS detection"),
+        (&["-O", "127.0.0.1"], "-O (OS detection) is not supported yet"),
+        (&["-sV", "-O", "127.0.0.1"], "-O (OS detection) is not supported yet"),
+        (&["--traceroute", "127.0.0.1"], "--traceroute (traceroute) is not supported yet"),
+        (&["-f", "127.0.0.1"], "-f (packet fragmentation) is not supported yet"),
+        (&["-D", "RND:10", "127.0.0.1"], "-D (decoys) is not supported yet"),
+        (&["-oS", "x", "127.0.0.1"], "-oS (script kiddie output) is not supported yet"),
+        (&["--script", "vuln", "127.0.0.1"], "'vuln' did not match"),
+        (&["-sI", "zombie", "127.0.0.1"], "-sI (idle scan) is not supported yet"),
+        (&["--data-length=25", "127.0.0.1"], "--data-length (random payload padding) is not supported yet"),
+        (&["-PY22", "127.0.0.1"], "-PY (SCTP ping) is not supported yet"),
+    ];
+    for (args, says) in answered {
+        let out = run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("moonscan: ") && err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn man_page_completions_and_script_help_come_from_the_definitions() {
+    let man = run(&["man"]);
+    assert_eq!(man.status.code(), Some(0));
+    let page = stdout(&man);
+    assert!(page.contains(".TH moonscan 1") && page.contains("\\-\\-top\\-ports"), "{page}");
+    for (shell, marker) in [("bash", "_moonscan()"), ("zsh", "#compdef moonscan"), ("fish", "complete -c moonscan")] {
+        let o = run(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}");
+        let text = stdout(&o);
+        assert!(text.contains(marker) && text.contains("top-ports"), "{shell}: {text}");
+    }
+    let o = run(&["--script-help", "http-title"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = stdout(&o);
+    assert!(help.contains("\nhttp-title\nCategories: default discovery safe\n"), "{help}");
+    assert!(help.contains("  Shows the title of a web server's default page."), "{help}");
+    let o = run(&["--script-help", "no-such-plugin"]);
+    assert_eq!(o.status.code(), Some(2));
+    // --top-ports past the table says how many it has.
+    let o = run(&["-sT", "--top-ports", "100000", "-p", "1", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2), "-p and --top-ports together: {}", stderr(&o));
+    let o = run(&["-sT", "--top-ports", "100000", "127.0.0.1"]);
+    assert!(stderr(&o).contains("--top-ports 100000: the port table ranks "), "{}", stderr(&o));
+}

@@ -143,29 +143,27 @@ fn http_headers_lists_headers_and_flags_missing_hsts_on_tls_only() {
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "80,443", "--script", "http-headers", TARGET]);
     let hsts = "Missing Strict-Transport-Security header";
     for port in [80, 443] {
-        let list = titled(&evs, "http-headers", TARGET, port, "HTTP headers (200 OK)");
-        let headers = strings(&list["data"]["headers"]);
-        assert!(headers.contains(&"server: nginx/1.22.1"), "{headers:?}");
-        assert!(headers.contains(&"content-type: text/html"), "{headers:?}");
-        assert_eq!(list["data"]["tls"], port == 443);
+        // nmap's http-headers: text only, the header lines as sent, then the request type.
+        let list = titled(&evs, "http-headers", TARGET, port, "http-headers");
+        let text = list["output"].as_str().unwrap();
+        assert!(text.contains("\n  Server: nginx/1.22.1\n"), "{text:?}");
+        assert!(text.contains("\n  Content-Type: text/html\n"), "{text:?}");
+        assert!(text.ends_with("\n  \n  (Request type: HEAD)\n"), "{text:?}");
+        assert!(list["data"].is_null(), "{list}");
         for (title, severity) in [
             ("Missing Content-Security-Policy header", "low"),
             ("Missing X-Content-Type-Options header", "low"),
             ("Missing X-Frame-Options header", "low"),
-            ("Server version disclosed", "info"),
         ] {
             assert_eq!(titled(&evs, "http-headers", TARGET, port, title)["severity"], severity, "{title} on {port}");
         }
-        assert_eq!(
-            titled(&evs, "http-headers", TARGET, port, "Server version disclosed")["data"]["server"],
-            "nginx/1.22.1"
-        );
     }
     assert_eq!(titled(&evs, "http-headers", TARGET, 443, hsts)["severity"], "medium");
     let plain = findings(&evs, "http-headers", TARGET, 80);
     assert!(!plain.iter().any(|f| f["title"] == hsts), "no HSTS finding over plain HTTP: {plain:#?}");
-    assert_eq!(plain.len(), 5, "{plain:#?}");
-    assert_eq!(findings(&evs, "http-headers", TARGET, 443).len(), 6);
+    // The result and three missing headers; over TLS, HSTS too.
+    assert_eq!(plain.len(), 4, "{plain:#?}");
+    assert_eq!(findings(&evs, "http-headers", TARGET, 443).len(), 5);
 }
 
 #[test]
@@ -173,11 +171,13 @@ fn http_methods_reports_nginx_405_and_risky_methods_of_a_server_that_lists_them(
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "80,443", "--script", "http-methods", TARGET]);
     for port in [80, 443] {
+        // Named in --script: one level of verbosity, so nmap's table shows
+        // the supported methods (nginx's static pages: GET and HEAD).
         let all = findings(&evs, "http-methods", TARGET, port);
         assert_eq!(all.len(), 1, "{all:#?}");
-        assert_eq!(all[0]["title"], "OPTIONS / answered 405 Not Allowed without a method list");
-        assert_eq!(all[0]["severity"], "info");
-        assert_eq!(all[0]["data"]["status"], 405);
+        assert_eq!(all[0]["title"], "http-methods");
+        assert_eq!(all[0]["data"], serde_json::json!({"Supported Methods": ["GET", "HEAD"]}));
+        assert_eq!(all[0]["output"], "\n  Supported Methods: GET HEAD");
     }
     drop(_lab);
 
@@ -196,9 +196,10 @@ fn http_methods_reports_nginx_405_and_risky_methods_of_a_server_that_lists_them(
     let out = run(&["-sT", "-sV", "-n", "-p", &p, "--script", "http-methods", "127.0.0.1", "-oJ", "-"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let evs = events(&stdout(&out));
-    let info =
-        titled(&evs, "http-methods", "127.0.0.1", port, "Supported methods: GET, HEAD, OPTIONS, PUT, DELETE, TRACE");
-    assert_eq!(info["severity"], "info");
+    let result = titled(&evs, "http-methods", "127.0.0.1", port, "http-methods");
+    assert_eq!(strings(&result["data"]["Potentially risky methods"]), ["PUT", "DELETE", "TRACE"]);
+    let text = result["output"].as_str().unwrap();
+    assert!(text.ends_with("\n  Potentially risky methods: PUT DELETE TRACE"), "{text:?}");
     let risky = titled(&evs, "http-methods", "127.0.0.1", port, "Potentially risky methods: PUT, DELETE, TRACE");
     assert_eq!(risky["severity"], "medium");
     assert_eq!(strings(&risky["data"]["risky"]), ["PUT", "DELETE", "TRACE"]);
@@ -208,16 +209,16 @@ fn http_methods_reports_nginx_405_and_risky_methods_of_a_server_that_lists_them(
 fn redis_info_reads_the_lab_redis_and_flags_no_auth_as_high() {
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "6379", "--script", "redis-info", TARGET]);
-    let info = titled(&evs, "redis-info", TARGET, 6379, "Redis 7.0.15 (standalone, master)");
+    // nmap's redis-info table: strings under nmap's keys, and its text in nmap's order.
+    let info = titled(&evs, "redis-info", TARGET, 6379, "redis-info");
     let d = &info["data"];
-    assert_eq!(
-        (d["version"].as_str(), d["mode"].as_str(), d["role"].as_str()),
-        (Some("7.0.15"), Some("standalone"), Some("master"))
-    );
-    assert!(d["os"].as_str().unwrap().starts_with("Linux "), "{d}");
-    assert!(d["uptime_seconds"].as_u64().is_some(), "{d}");
-    assert!(d["connected_clients"].as_u64().unwrap() >= 1, "{d}");
-    assert_eq!(d["truncated"], false);
+    assert_eq!((d["Version"].as_str(), d["Role"].as_str()), (Some("7.0.15"), Some("master")), "{d}");
+    assert_eq!(d["Architecture"], "64 bits");
+    assert!(d["Operating System"].as_str().unwrap().starts_with("Linux "), "{d}");
+    assert!(d["Connected clients"].as_str().unwrap().parse::<u32>().unwrap() >= 1, "{d}");
+    assert_eq!(strings(&d["Client connections"]), ["198.18.0.1"]);
+    let text = info["output"].as_str().unwrap();
+    assert!(text.starts_with("\n  Version: 7.0.15\n  Operating System: Linux "), "{text:?}");
     let open = titled(&evs, "redis-info", TARGET, 6379, "Redis answers without authentication");
     assert_eq!(open["severity"], "high");
     assert_eq!(open["data"]["version"], "7.0.15");
@@ -244,6 +245,12 @@ fn ftp_anon_logs_in_to_the_lab_vsftpd() {
     assert_eq!(f["data"]["code"], 230);
     assert_eq!(f["data"]["banner"], "220 (vsFTPd 3.0.3)");
     assert_eq!(f["data"]["reply"], "230 Login successful.");
+    // nmap's text: the login line, then the listing (the lab's README).
+    let text = titled(&evs, "ftp-anon", TARGET2, 21, "ftp-anon")["output"].as_str().unwrap().to_string();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("Anonymous FTP login allowed (FTP code 230)"), "{text:?}");
+    let readme = lines.next().unwrap_or_default();
+    assert!(readme.starts_with("-rw-r--r--") && readme.ends_with(" README"), "{text:?}");
 }
 
 #[test]
@@ -252,17 +259,14 @@ fn smtp_commands_lists_exims_ehlo_extensions() {
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "25", "--script", "smtp-commands", TARGET2]);
     let all = findings(&evs, "smtp-commands", TARGET2, 25);
     assert_eq!(all.len(), 1, "{all:#?}");
-    let d = &all[0]["data"];
+    // nmap's text: the EHLO reply on one line, then what HELP lists.
+    // STARTTLS: the lab's Exim offers TLS (tests/tls.rs reads its chain).
+    assert_eq!(all[0]["title"], "smtp-commands");
     assert_eq!(
-        strings(&d["extensions"]),
-        // STARTTLS: the lab's Exim offers TLS (tests/tls.rs reads its chain).
-        ["SIZE 52428800", "8BITMIME", "PIPELINING", "PIPECONNECT", "CHUNKING", "STARTTLS", "SMTPUTF8", "HELP"],
-        "{d}"
+        all[0]["output"],
+        "lab.moonscan.test Hello nmap.scanme.org [198.18.0.1], SIZE 52428800, 8BITMIME, PIPELINING, PIPECONNECT, \
+         CHUNKING, STARTTLS, SMTPUTF8, HELP\n Commands supported: AUTH STARTTLS HELO EHLO MAIL RCPT DATA BDAT NOOP QUIT RSET HELP"
     );
-    assert_eq!(d["hostname"], "lab.moonscan.test");
-    assert_eq!(d["command"], "EHLO moonscan.test");
-    assert!(d["banner"].as_str().unwrap().starts_with("220 lab.moonscan.test ESMTP Exim 4.96 "), "{d}");
-    assert!(all[0]["title"].as_str().unwrap().starts_with("SMTP extensions: SIZE 52428800, 8BITMIME, PIPELINING"));
 }
 
 #[test]
@@ -273,46 +277,43 @@ fn mysql_info_decodes_recorded_greetings() {
     assert!(of_type(&evs, "error").is_empty(), "the banner is enough: no connection: {evs:#?}");
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:#?}");
-    assert_eq!(f[0]["title"], "MySQL 8.0.36 (protocol 10, thread 13)");
+    // nmap's mysql-info table (the lower 16 capability bits, nmap's names).
+    assert_eq!(f[0]["title"], "mysql-info");
     let d = &f[0]["data"];
     assert_eq!(
-        (d["protocol"].as_u64(), d["version"].as_str(), d["thread_id"].as_u64()),
+        (d["Protocol"].as_u64(), d["Version"].as_str(), d["Thread ID"].as_u64()),
         (Some(10), Some("8.0.36"), Some(13))
     );
-    assert_eq!(d["auth_plugin"], "caching_sha2_password");
-    assert_eq!(d["salt_length"], 20);
-    assert_eq!(d["capabilities"], 0xdfff_ffffu32);
-    let caps = strings(&d["capability_flags"]);
-    for c in ["LONG_PASSWORD", "PROTOCOL_41", "SSL", "SECURE_CONNECTION", "PLUGIN_AUTH", "DEPRECATE_EOF"] {
+    assert_eq!(d["Auth Plugin Name"], "caching_sha2_password");
+    assert_eq!(d["Capabilities flags"], 65535);
+    let caps = strings(&d["Some Capabilities"]);
+    for c in
+        ["LongPassword", "Speaks41ProtocolNew", "SwitchToSSLAfterHandshake", "Support41Auth", "SupportsAuthPlugins"]
+    {
         assert!(caps.contains(&c), "{c} missing from {caps:?}");
     }
-    assert!(!caps.contains(&"CAPABILITY_EXTENSION"), "bit 29 is clear: {caps:?}");
-    assert_eq!(d["status"], 2);
-    assert_eq!(strings(&d["status_flags"]), ["AUTOCOMMIT"]);
+    assert_eq!(d["Status"], "Autocommit");
+    assert!(d["Salt"].as_str().is_some_and(|s| s.len() >= 20), "{d}");
+    let text = f[0]["output"].as_str().unwrap();
+    assert!(
+        text.starts_with("\n  Protocol: 10\n  Version: 8.0.36\n  Thread ID: 13\n  Capabilities flags: 65535\n"),
+        "{text:?}"
+    );
+    assert!(text.contains("\n  Some Capabilities: ") && text.contains("\n  Status: Autocommit\n"), "{text:?}");
 
     let (code, evs) =
         offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("mysql-mariadb.bin")]);
     assert_eq!(code, Some(0), "{evs:#?}");
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:#?}");
-    assert_eq!(f[0]["title"], "MariaDB 10.11.6-MariaDB-0+deb12u1 (protocol 10, thread 31)");
+    assert_eq!(f[0]["title"], "mysql-info");
     let d = &f[0]["data"];
-    assert_eq!(d["version"], "5.5.5-10.11.6-MariaDB-0+deb12u1");
-    assert_eq!(d["product"], "MariaDB");
-    assert_eq!(d["auth_plugin"], "mysql_native_password");
-    assert_eq!(d["salt_length"], 20);
-    let caps = strings(&d["capability_flags"]);
-    assert!(!caps.contains(&"LONG_PASSWORD") && !caps.contains(&"SSL"), "{caps:?}");
-    assert!(caps.contains(&"PROTOCOL_41") && caps.contains(&"PLUGIN_AUTH"), "{caps:?}");
-    assert_eq!(
-        strings(&d["mariadb_capability_flags"]),
-        [
-            "MARIADB_CLIENT_PROGRESS",
-            "MARIADB_CLIENT_STMT_BULK_OPERATIONS",
-            "MARIADB_CLIENT_EXTENDED_METADATA",
-            "MARIADB_CLIENT_CACHE_METADATA"
-        ]
-    );
+    assert_eq!(d["Version"], "5.5.5-10.11.6-MariaDB-0+deb12u1");
+    assert_eq!(d["Auth Plugin Name"], "mysql_native_password");
+    assert_eq!(d["Capabilities flags"], 63486);
+    let caps = strings(&d["Some Capabilities"]);
+    assert!(!caps.contains(&"LongPassword") && !caps.contains(&"SwitchToSSLAfterHandshake"), "{caps:?}");
+    assert!(caps.contains(&"Speaks41ProtocolNew") && caps.contains(&"SupportsAuthPlugins"), "{caps:?}");
 
     // Not a greeting (an FTP banner): no finding; it would connect, and offline it cannot.
     let (code, evs) =
@@ -322,16 +323,17 @@ fn mysql_info_decodes_recorded_greetings() {
 }
 
 #[test]
-fn memcached_stats_reads_the_lab_memcached_and_flags_no_auth() {
+fn memcached_info_reads_the_lab_memcached_and_flags_no_auth() {
     let _lab = lab();
-    let evs = clean_lab_scan(&["-sV", "-n", "-p", "11211", "--script", "memcached-stats", TARGET2]);
-    let info = titled(&evs, "memcached-stats", TARGET2, 11211, "memcached 1.6.18");
+    let evs = clean_lab_scan(&["-sV", "-n", "-p", "11211", "--script", "memcached-info", TARGET2]);
+    // nmap's memcached-info table: strings under nmap's keys.
+    let info = titled(&evs, "memcached-info", TARGET2, 11211, "memcached-info");
     let d = &info["data"];
-    assert_eq!(d["version"], "1.6.18");
-    assert!(d["pid"].as_u64().unwrap() > 1, "{d}");
-    assert!(d["uptime_seconds"].as_u64().is_some(), "{d}");
-    assert!(d["curr_connections"].as_u64().unwrap() >= 1, "{d}");
-    assert!(d["total_items"].as_u64().is_some(), "{d}");
-    let open = titled(&evs, "memcached-stats", TARGET2, 11211, "memcached answers without authentication");
+    assert!(d["Process ID"].as_str().unwrap().parse::<u32>().unwrap() > 1, "{d}");
+    assert!(d["Uptime"].as_str().unwrap().ends_with(" seconds"), "{d}");
+    assert!(d["Current connections"].as_str().unwrap().parse::<u32>().unwrap() >= 1, "{d}");
+    assert_eq!((d["Architecture"].as_str(), d["TCP Port"].as_str()), (Some("64 bit"), Some("11211")), "{d}");
+    assert_eq!(d["Authentication"], "no");
+    let open = titled(&evs, "memcached-info", TARGET2, 11211, "memcached answers without authentication");
     assert_eq!(open["severity"], "medium");
 }

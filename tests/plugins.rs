@@ -258,7 +258,7 @@ fn script_args_come_from_the_flag_and_the_file() {
     let plugin = dir.path().join("args.lua");
     std::fs::write(
         &plugin,
-        "return { id = 'args', description = 'd', categories = {'test'}, ports = {80},\n\
+        "return { id = 'args', description = 'd', categories = {'test'}, ports = {80}, args = {'a', 'b'},\n\
          run = function(ctx) return { a = ctx.args.a, b = ctx.args.b, c = ctx.args.c } end }",
     )
     .unwrap();
@@ -280,6 +280,9 @@ fn script_args_come_from_the_flag_and_the_file() {
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1);
     assert_eq!(f[0]["data"], serde_json::json!({ "a": "flag wins", "b": "two words", "c": "3" }));
+    // The plugin declares a and b: c is said to be read by no selected plugin.
+    let said = stderr(&out);
+    assert!(said.lines().any(|l| l == "moonscan: --script-args: no selected plugin reads c"), "{said}");
 }
 
 /// plugins/ is the pack "core": its pack.yaml lists every plugin file with

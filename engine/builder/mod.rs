@@ -442,6 +442,16 @@ impl ScanBuilder {
         if !udp && self.ports_name_udp() {
             notes.push("the port list names UDP ports (U:) but -sU is not given: only TCP is scanned".into());
         }
+        if let Some(Ports::Top(n)) = &self.ports {
+            for (list, name) in [(&tcp_ports, "TCP"), (&udp_ports, "UDP")] {
+                if let Some(list) = list.as_ref().filter(|l| l.len() < *n && self.exclude_ports.is_empty()) {
+                    notes.push(format!(
+                        "--top-ports {n}: the port table ranks {} {name} ports; scanning those",
+                        list.len()
+                    ));
+                }
+            }
+        }
         let (include, exclude) = self.address_sets()?;
         let (space, also_udp) = match (tcp_ports, udp_ports) {
             (Some(tcp), udp) => {
@@ -513,6 +523,17 @@ impl ScanBuilder {
                 let chosen = crate::plugins::select(&available, &s.expr)?;
                 if chosen.is_empty() {
                     return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
+                }
+                // Arguments no selected plugin declares it reads (a typo, or
+                // one for a plugin not selected) are said, not silently kept.
+                let unread: Vec<&str> = s
+                    .args
+                    .keys()
+                    .filter(|k| !chosen.iter().any(|p| p.args.iter().any(|a| a == *k)))
+                    .map(String::as_str)
+                    .collect();
+                if !unread.is_empty() {
+                    notes.push(format!("--script-args: no selected plugin reads {}", unread.join(", ")));
                 }
                 let workers = s.parallelism.unwrap_or(16);
                 if workers == 0 {

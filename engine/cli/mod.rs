@@ -180,6 +180,9 @@ pub struct Args {
     /// Folder of installed plugins (default: $MOONSCAN_PLUGINS, or the installed ones).
     #[arg(long = "plugin-dir", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
+    /// Show what the plugins an expression selects do (nmap's --script-help), then exit.
+    #[arg(long = "script-help", value_name = "EXPR", exclusive = true)]
+    pub script_help: Option<String>,
     /// Show plugins' log lines in the text output.
     #[arg(long = "script-trace")]
     pub script_trace: bool,
@@ -296,6 +299,128 @@ pub enum Command {
     Probes(probes::ProbesArgs),
     /// List, show and test plugins.
     Plugins(plugins_cli::PluginsArgs),
+    /// Print shell completions for moonscan to stdout (scripts/install.sh installs them).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print moonscan's man page (roff) to stdout (scripts/install.sh installs it).
+    Man,
+}
+
+/// The completions of `shell` for moonscan.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Args::command(), "moonscan", &mut out);
+    out
+}
+
+/// moonscan's man page, in roff.
+pub fn man() -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    // Rendering into memory cannot fail.
+    let _ = clap_mangen::Man::new(Args::command()).render(&mut out);
+    out
+}
+
+/// nmap options moonscan does not support (yet), with what they do (and,
+/// after "; ", what to use instead), and whether they take a value.
+const UNSUPPORTED: &[(&str, &str, bool)] = &[
+    (
+        "-A",
+        "OS detection, version detection, scripts and traceroute; -sV -sC do the version detection and scripts",
+        false,
+    ),
+    ("-O", "OS detection", false),
+    ("--osscan-limit", "OS detection", false),
+    ("--osscan-guess", "OS detection", false),
+    ("--fuzzy", "OS detection", false),
+    ("--max-os-tries", "OS detection", true),
+    ("--traceroute", "traceroute", false),
+    ("-sI", "idle scan", true),
+    ("-sY", "SCTP INIT scan", false),
+    ("-sZ", "SCTP COOKIE-ECHO scan", false),
+    ("-sO", "IP protocol scan", false),
+    ("-sR", "RPC scan", false),
+    ("-b", "FTP bounce scan", true),
+    ("-PY", "SCTP ping", false),
+    ("-PO", "IP protocol ping", false),
+    ("-iR", "random targets", true),
+    ("-f", "packet fragmentation", false),
+    ("-ff", "packet fragmentation", false),
+    ("--mtu", "packet fragmentation", true),
+    ("-D", "decoys", true),
+    ("-g", "a fixed source port", true),
+    ("--source-port", "a fixed source port", true),
+    ("--spoof-mac", "MAC address spoofing", true),
+    ("--data", "custom payloads", true),
+    ("--data-string", "custom payloads", true),
+    ("--data-length", "random payload padding", true),
+    ("--ip-options", "IP options", true),
+    ("--ttl", "a fixed IP time-to-live", true),
+    ("--badsum", "bad checksums", false),
+    ("--proxies", "relaying through proxies", true),
+    ("--min-hostgroup", "host groups", true),
+    ("--max-hostgroup", "host groups", true),
+    ("--min-parallelism", "a probe parallelism floor", true),
+    ("--min-rtt-timeout", "RTT timeout tuning", true),
+    ("--initial-rtt-timeout", "RTT timeout tuning", true),
+    ("--max-scan-delay", "scan delay tuning", true),
+    ("--defeat-rst-ratelimit", "rate-limit workarounds", false),
+    ("--defeat-icmp-ratelimit", "rate-limit workarounds", false),
+    ("--script-updatedb", "a script database; plugins are found at each run", false),
+    ("--dns-servers", "custom DNS servers", true),
+    ("--system-dns", "the resolver switch; moonscan always uses the system's", false),
+    ("-R", "reverse DNS for every target", false),
+    ("--resolve-all", "scanning every address of a name", false),
+    ("--privileged", "privilege overrides", false),
+    ("--unprivileged", "privilege overrides", false),
+    ("--send-eth", "sending choices", false),
+    ("--send-ip", "sending choices", false),
+    ("-oS", "script kiddie output", true),
+    ("-oM", "machine output", true),
+    ("--append-output", "appending to output files", false),
+    ("--stylesheet", "XSL stylesheets", true),
+    ("--webxml", "XSL stylesheets", false),
+    ("--no-stylesheet", "XSL stylesheets", false),
+    ("--datadir", "nmap's data directory", true),
+    ("--servicedb", "nmap's services file", true),
+    ("--versiondb", "nmap's probe file; moonscan probes import converts it", true),
+    ("--packet-trace", "packet tracing", false),
+    ("--version-trace", "version detection tracing", false),
+    ("--iflist", "interface listing", false),
+    ("--stats-every", "periodic status lines; the progress line is live", true),
+    ("--noninteractive", "the interactive switch", false),
+    ("--nsock-engine", "nsock engines", true),
+    ("--discovery-ignore-rst", "discovery tuning", false),
+    ("--allports", "version detection of excluded ports", false),
+    ("--exclude-ports-file", "port exclusion files", true),
+];
+
+/// The one line that answers an nmap option moonscan does not support
+/// (`--opt=value` and values attached to short options included), if argv
+/// has one before `--`.
+pub fn unsupported(argv: &[String]) -> Option<String> {
+    for a in argv.iter().skip(1).take_while(|a| *a != "--") {
+        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        let hit = UNSUPPORTED.iter().find(|(flag, _, takes)| {
+            name == *flag
+                // -D decoy1,decoy2 or -Ddecoy1: short options with a value attached.
+                || (*takes && flag.len() == 2 && a.starts_with(flag) && !a.starts_with("--"))
+                // -PY22 and -PO1: ping types with their ports attached.
+                || (flag.starts_with("-P") && a.starts_with(flag))
+        });
+        if let Some((flag, what, _)) = hit {
+            return Some(match what.split_once("; ") {
+                Some((what, instead)) => format!("moonscan: {flag} ({what}) is not supported yet; {instead}"),
+                None => format!("moonscan: {flag} ({what}) is not supported yet"),
+            });
+        }
+    }
+    None
 }
 
 /// Parses argv (including the program name).
@@ -312,6 +437,30 @@ fn rewrite(argv: &[String]) -> Vec<String> {
             rest = true;
             out.push(a.clone());
             continue;
+        }
+        // -sCV, -sVC, -sSV...: nmap's scan letters run together.
+        if a.len() > 3 && a.starts_with("-s") && a[2..].chars().all(|c| c.is_ascii_alphabetic()) {
+            let each: Vec<Option<&str>> = a[2..]
+                .chars()
+                .map(|c| NMAP_FLAGS.iter().find(|(short, _)| *short == format!("-s{c}")).map(|(_, long)| *long))
+                .collect();
+            if each.iter().all(Option::is_some) {
+                out.extend(each.into_iter().flatten().map(str::to_string));
+                continue;
+            }
+        }
+        // nmap's debugging levels (-d, -dd, -d3): more output, as -v.
+        if a.len() >= 2 && a.starts_with("-d") && !a.starts_with("--") {
+            let rest = &a[2..];
+            let level = if rest.chars().all(|c| c == 'd') {
+                Some(rest.len() + 1)
+            } else {
+                rest.parse::<usize>().ok().filter(|&n| n <= 9)
+            };
+            if let Some(n) = level {
+                out.extend(std::iter::repeat_n("-v".to_string(), n.max(1)));
+                continue;
+            }
         }
         match NMAP_FLAGS.iter().find(|(short, _)| a == short) {
             Some((_, long)) => out.push((*long).to_string()),

@@ -104,6 +104,40 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
     Ok(0)
 }
 
+/// `--script-help EXPR`: each plugin the expression selects, as nmap's
+/// --script-help shows a script (its id, categories, where it runs, its
+/// file and its description); exit status 2 when it selects none.
+pub fn script_help(expr: &str) -> u8 {
+    let dir = default_dir();
+    let chosen = match installed(&dir).and_then(|all| plugins::select(&all, expr)) {
+        Ok(c) => c,
+        Err(e) => {
+            moonscan::tell!("moonscan: --script-help: {e}");
+            return 2;
+        }
+    };
+    let mut out = moonscan::output::Screened(std::io::stdout().lock());
+    for p in &chosen {
+        let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
+        let mut runs = Vec::new();
+        if !ports.is_empty() {
+            runs.push(format!("ports {}", ports.join(", ")));
+        }
+        if !p.services.is_empty() {
+            runs.push(format!("services {}", p.services.join(", ")));
+        }
+        if p.portrule {
+            runs.push("where its portrule says".into());
+        }
+        let _ = writeln!(out, "\n{}", p.name());
+        let _ = writeln!(out, "Categories: {}", p.categories.join(" "));
+        let _ = writeln!(out, "Runs on: {}", runs.join("; "));
+        let _ = writeln!(out, "{}", p.path.display());
+        let _ = writeln!(out, "  {}", moonscan::output::screen(&p.description));
+    }
+    0
+}
+
 fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
     let all = installed(dir)?;
     let Some(p) = all.iter().find(|p| p.id == id || p.name() == id) else {

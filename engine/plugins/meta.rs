@@ -14,6 +14,61 @@ pub(crate) struct Meta {
     pub ports: Vec<u16>,
     pub services: Vec<String>,
     pub portrule: bool,
+    /// The `--script-args` keys the plugin reads.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// What its findings are about: references (URLs), CVE and CWE ids,
+    /// how to fix it, and free tags (SARIF rule metadata).
+    #[serde(default)]
+    pub about: About,
+}
+
+/// A plugin's finding metadata (`references`, `cve`, `cwe`, `remediation`,
+/// `tags`), checked at load: each list at most [`ABOUT_MAX`] entries of at
+/// most 512 bytes, CVE ids as `CVE-YYYY-N...`, CWE ids as `CWE-N`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct About {
+    #[serde(default)]
+    pub references: Vec<String>,
+    #[serde(default)]
+    pub cve: Vec<String>,
+    #[serde(default)]
+    pub cwe: Vec<String>,
+    #[serde(default)]
+    pub remediation: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Most entries in each list of [`About`] and of `args`.
+pub const ABOUT_MAX: usize = 16;
+
+impl About {
+    /// Whether `s` is a CVE id (`CVE-2021-44228`).
+    pub fn is_cve(s: &str) -> bool {
+        let mut parts = s.split('-');
+        parts.next() == Some("CVE")
+            && parts.next().is_some_and(|y| y.len() == 4 && y.bytes().all(|b| b.is_ascii_digit()))
+            && parts.next().is_some_and(|n| n.len() >= 4 && n.len() <= 12 && n.bytes().all(|b| b.is_ascii_digit()))
+            && parts.next().is_none()
+    }
+
+    /// Whether `s` is a CWE id (`CWE-79`).
+    pub fn is_cwe(s: &str) -> bool {
+        s.strip_prefix("CWE-").is_some_and(|n| !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+
+    /// What [`check_table`] lets through.
+    fn plausible(&self) -> bool {
+        let short = |v: &Vec<String>| v.len() <= ABOUT_MAX && v.iter().all(|s| !s.is_empty() && s.len() <= 512);
+        short(&self.references)
+            && short(&self.tags)
+            && self.cve.iter().all(|c| About::is_cve(c))
+            && self.cwe.iter().all(|c| About::is_cwe(c))
+            && self.cve.len() <= ABOUT_MAX
+            && self.cwe.len() <= ABOUT_MAX
+            && self.remediation.as_ref().is_none_or(|r| r.len() <= MAX_DESCRIPTION)
+    }
 }
 
 impl Meta {
@@ -32,6 +87,9 @@ impl Meta {
             && self.services.len() <= 64
             && self.services.iter().all(|s| name(s))
             && self.ports.len() <= 1024
+            && self.args.len() <= ABOUT_MAX
+            && self.args.iter().all(|a| name(a))
+            && self.about.plausible()
             && (!self.ports.is_empty() || !self.services.is_empty() || self.portrule)
     }
 }
@@ -63,7 +121,21 @@ pub const RESERVED_IDS: &[&str] = &[
 pub const MAX_DESCRIPTION: usize = 2000;
 
 /// Every field a plugin table may have.
-const PLUGIN_FIELDS: &[&str] = &["id", "description", "categories", "ports", "services", "portrule", "run"];
+const PLUGIN_FIELDS: &[&str] = &[
+    "id",
+    "description",
+    "categories",
+    "ports",
+    "services",
+    "portrule",
+    "run",
+    "args",
+    "references",
+    "cve",
+    "cwe",
+    "remediation",
+    "tags",
+];
 
 pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
     let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
@@ -162,5 +234,29 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
         Value::Nil => return Err(bad("field 'run' is missing (it must be a function)".to_string())),
         other => return Err(bad(format!("field 'run' must be a function, not a {}", other.type_name()))),
     }
-    Ok(Meta { id, description, categories, ports, services, portrule })
+    // Lists of strings, each checked by `ok` (which says what it wants).
+    let strings = |name: &str, ok: &dyn Fn(&str) -> bool, want: &str| -> crate::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for v in list(name, ABOUT_MAX)? {
+            match v {
+                Value::String(s) if s.as_bytes().len() <= 512 && ok(&s.to_string_lossy()) => {
+                    out.push(s.to_string_lossy())
+                }
+                other => return Err(bad(format!("field '{name}' must hold {want}, found {other:?}"))),
+            }
+        }
+        Ok(out)
+    };
+    let args = strings("args", &valid, "--script-args key names")?;
+    let about = About {
+        references: strings("references", &|s| !s.is_empty(), "references (URLs)")?,
+        cve: strings("cve", &About::is_cve, "CVE ids (CVE-2021-44228)")?,
+        cwe: strings("cwe", &About::is_cwe, "CWE ids (CWE-79)")?,
+        remediation: string("remediation", false)?,
+        tags: strings("tags", &valid, "tags (letters, digits, - _ .)")?,
+    };
+    if about.remediation.as_ref().is_some_and(|r| r.len() > MAX_DESCRIPTION) {
+        return Err(bad(format!("field 'remediation' is longer than {MAX_DESCRIPTION} bytes")));
+    }
+    Ok(Meta { id, description, categories, ports, services, portrule, args, about })
 }

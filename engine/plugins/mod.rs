@@ -73,6 +73,10 @@ pub struct Plugin {
     /// trusted: it runs only when selected by name, never by a category,
     /// a glob or `all`.
     pub trusted: bool,
+    /// The `--script-args` keys it declares it reads.
+    pub args: Vec<String>,
+    /// Its finding metadata (references, CVE, CWE, remediation, tags).
+    pub about: meta::About,
     /// Selected by its id, `pack:id` or path (not by a category or glob):
     /// as in NSE, its runs see one more level of verbosity.
     pub named: bool,
@@ -151,7 +155,7 @@ pub fn load_source(bytes: &[u8], path: &Path) -> Result<Plugin> {
 }
 
 /// Largest metadata file read from a cache.
-const MAX_META: u64 = 64 * 1024;
+const MAX_META: u64 = 256 * 1024;
 
 /// The cache file of some source: its sha256 and this engine's version
 /// (another version may check plugin tables differently).
@@ -171,6 +175,8 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
         ports: p.ports.clone(),
         services: p.services.clone(),
         portrule: p.portrule,
+        args: p.args.clone(),
+        about: p.about.clone(),
     };
     let json = serde_json::to_vec(&meta).map_err(|e| bad(cache, e))?;
     if json.len() as u64 > MAX_META {
@@ -208,6 +214,8 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
         ports: meta.ports,
         services: meta.services,
         portrule: meta.portrule,
+        args: meta.args,
+        about: meta.about,
         path: path.to_path_buf(),
         pack: None,
         trusted: true,

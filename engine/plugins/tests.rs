@@ -402,9 +402,44 @@ fn plugin_ids_cannot_be_categories_or_keywords() {
 #[test]
 fn unknown_fields_of_a_plugin_table_are_refused_by_name() {
     let src = "return { id = 'x', description = 'd', categories = {'safe'}, ports = {80}, run = function() end, \
-               cve = 'CVE-1', portrules = function() end }";
+               cves = {'CVE-2021-44228'}, portrules = function() end }";
     let e = load_source(src.as_bytes(), Path::new("x.lua")).unwrap_err().to_string();
-    assert!(e.contains("unknown fields") && e.contains("'cve'") && e.contains("'portrules'"), "{e}");
+    assert!(e.contains("unknown fields") && e.contains("'cves'") && e.contains("'portrules'"), "{e}");
+}
+
+#[test]
+fn finding_metadata_and_args_are_checked_at_load() {
+    let with = |fields: &str| {
+        let src = format!(
+            "return {{ id = 'x', description = 'd', categories = {{'safe'}}, ports = {{80}}, run = function() end, {fields} }}"
+        );
+        load_source(src.as_bytes(), Path::new("x.lua"))
+    };
+    let p = with(
+        "args = {'x.user'}, references = {'https://example.org/advisory'}, cve = {'CVE-2021-44228'}, \
+         cwe = {'CWE-79'}, remediation = 'Upgrade.', tags = {'tls', 'weak-crypto'}",
+    )
+    .unwrap();
+    assert_eq!(p.args, ["x.user"]);
+    assert_eq!(
+        (p.about.cve.as_slice(), p.about.cwe.as_slice()),
+        (&["CVE-2021-44228".to_string()][..], &["CWE-79".to_string()][..])
+    );
+    assert_eq!(p.about.remediation.as_deref(), Some("Upgrade."));
+    for (fields, says) in [
+        ("cve = 'CVE-2021-44228'", "field 'cve' must be a list"),
+        ("cve = {'CVE-21-1'}", "field 'cve' must hold CVE ids"),
+        ("cwe = {'79'}", "field 'cwe' must hold CWE ids"),
+        ("args = {'a b'}", "field 'args' must hold --script-args key names"),
+        ("remediation = {}", "field 'remediation' must be a string"),
+        (
+            "tags = {'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x'}",
+            "more than 16 entries",
+        ),
+    ] {
+        let e = with(fields).unwrap_err().to_string();
+        assert!(e.contains(says), "{fields}: {e}");
+    }
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ return {
   id = "starttls-chain",
   description = "reports the leaf certificate behind STARTTLS",
   categories = { "test" },
+  args = { "starttls-chain.proto" },
   ports = { 21, 25, 110, 143, 389, 5432, 80 },
   run = function(ctx)
     local sock, err = ctx:connect{}
