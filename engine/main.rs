@@ -118,6 +118,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     }
     let resuming = plan.resume_file.is_some();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let verbose = plan.scan.config().verbosity > 0;
     let (order, space_len, seed, args) =
         (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed(), plan.scan.config().args.clone());
     let resumable = plan.scan.config().resumable();
@@ -126,7 +127,10 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
 
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if plan.text_on_stdout {
-        sinks.push(Box::new(Text::new(StdoutAround(progress.clone())).with_reasons(plan.reasons).with_logs(plan.logs)));
+        let text = Text::new(StdoutAround(progress.clone())).with_reasons(plan.reasons).with_logs(plan.logs);
+        // A person at a terminal gets nmap's screen: each host's report at the end.
+        let text = if io::stdout().is_terminal() { text.as_report(verbose) } else { text };
+        sinks.push(Box::new(text));
     }
     match &plan.json {
         Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),

@@ -156,6 +156,41 @@ fn default_plugins_run_with_sc() {
     assert_eq!(evs.last().unwrap()["findings"].as_u64(), Some(of_type(&evs, "finding").len() as u64));
 }
 
+/// On a terminal, stdout is nmap's screen: the host's report with the PORT
+/// STATE SERVICE VERSION table and each script's output under its port
+/// (nmap's text, not JSON), then the summary; -v adds the discoveries.
+#[test]
+fn a_terminal_gets_nmaps_report() {
+    let _lab = lab();
+    for verbose in [false, true] {
+        let cmd = format!(
+            "ip netns exec msscan {} -sV -n -p 22,80 --script ssh-hostkey,http-title {} {TARGET} 2>/dev/null",
+            crate::util::bin(),
+            if verbose { "-v" } else { "" }
+        );
+        let out = std::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let tty = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+        assert!(out.status.success(), "{tty}");
+        let report =
+            tty.find(&format!("moonscan scan report for {TARGET}\nHost is up")).unwrap_or_else(|| panic!("{tty}"));
+        let table =
+            "\nPORT   STATE SERVICE VERSION\n22/tcp open  ssh     OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)\n\
+                     | ssh-hostkey: \n|   3072 ";
+        assert!(tty.contains(table), "{tty}");
+        assert!(tty.contains("\n80/tcp open  http    nginx 1.22.1\n|_http-title: moonscan lab\n"), "{tty}");
+        let done = tty.find("moonscan done: ").unwrap_or_else(|| panic!("{tty}"));
+        assert!(report < done, "{tty}");
+        // Discoveries as they come only with -v, before the report.
+        let discovered = tty.find("Discovered open port 22/tcp on 198.18.0.2");
+        assert_eq!(discovered.is_some(), verbose, "{tty}");
+        assert!(discovered.is_none_or(|d| d < report), "{tty}");
+    }
+}
+
 #[test]
 fn text_output_shows_findings_under_their_port() {
     let _lab = lab();

@@ -62,7 +62,7 @@ enum Row {
     Full(String),
 }
 
-fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool) {
+pub(super) fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool) {
     let (reason, ttl) = host.status_reason();
     let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
     match host.state() {

@@ -1,4 +1,9 @@
 //! Text for people: one line per discovery as it happens, a summary at the end.
+//! In report mode ([`Text::as_report`], what a terminal gets), nmap's
+//! screen instead: "Discovered open port" lines as they come only with
+//! `-v`, and at the end each host's report as nmap prints it (the PORT
+//! STATE SERVICE VERSION table, script output under each port), then the
+//! summary line.
 //!
 //! What always holds: every string that came from a server, a plugin or a
 //! file is [`screen`]ed, so what reaches the terminal cannot drive it or
@@ -6,6 +11,7 @@
 
 use std::io::{self, BufWriter, Write};
 
+use super::report::Collected;
 use super::screen::screen;
 use super::Sink;
 use crate::findings::{Event, ServiceMethod};
@@ -14,11 +20,20 @@ pub struct Text<W: Write> {
     out: BufWriter<W>,
     reasons: bool,
     logs: bool,
+    /// Report mode: the scan so far, and whether to stream discoveries.
+    report: Option<(Box<Collected>, bool)>,
 }
 
 impl<W: Write> Text<W> {
     pub fn new(writer: W) -> Text<W> {
-        Text { out: BufWriter::new(writer), reasons: false, logs: false }
+        Text { out: BufWriter::new(writer), reasons: false, logs: false, report: None }
+    }
+
+    /// nmap's screen: discoveries stream only when `verbose`; each host's
+    /// report (table and script output) comes at the end, before the summary.
+    pub fn as_report(mut self, verbose: bool) -> Text<W> {
+        self.report = Some((Box::default(), verbose));
+        self
     }
 
     /// Also show plugins' log lines.
@@ -36,6 +51,20 @@ impl<W: Write> Text<W> {
 
 impl<W: Write + Send> Sink for Text<W> {
     fn record(&mut self, event: &Event) -> io::Result<()> {
+        if let Some((scan, verbose)) = &mut self.report {
+            scan.record(event);
+            let streamed = match event {
+                Event::ScanStart(_) | Event::Error(_) => true,
+                Event::Port(p) => *verbose && p.state == crate::findings::PortState::Open,
+                Event::Host(h) => *verbose && h.state != crate::findings::HostState::Unknown,
+                // The hosts' reports, then this, at close.
+                Event::ScanEnd(_) => false,
+                _ => false,
+            };
+            if !streamed {
+                return Ok(());
+            }
+        }
         let o = &mut self.out;
         match event {
             Event::ScanStart(s) => writeln!(
@@ -176,6 +205,21 @@ impl<W: Write + Send> Sink for Text<W> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    fn close(&mut self) -> io::Result<()> {
+        if let Some((scan, _)) = self.report.take() {
+            let mut text = String::new();
+            let version_scan = scan.version_scan();
+            for host in scan.hosts() {
+                super::normal::host_report(&mut text, &host, version_scan, self.reasons);
+            }
+            self.out.write_all(text.as_bytes())?;
+            if let Some(end) = &scan.end {
+                self.record(&Event::ScanEnd(end.clone()))?;
+            }
+        }
         self.out.flush()
     }
 }
