@@ -741,11 +741,10 @@ locked() { # up|down|ensure-up
 }
 
 cmd_scan() {
-    local cargo
     locked ensure-up
-    cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
-    [ -x "$cargo" ] || die "cargo not found"
-    (cd "$REPO" && "$cargo" build --release --quiet) || die "cargo build failed"
+    # Builds (with cargo's progress) and puts moonscan, its man page and
+    # completions on this machine (scripts/install.sh).
+    "$REPO/scripts/install.sh" || die "scripts/install.sh failed"
     exec ip netns exec "$SCAN_NS" "$REPO/target/release/moonscan" "$@"
 }
 

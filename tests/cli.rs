@@ -251,3 +251,35 @@ fn man_page_completions_and_script_help_come_from_the_definitions() {
     let o = run(&["-sT", "--top-ports", "100000", "127.0.0.1"]);
     assert!(stderr(&o).contains("--top-ports 100000: the port table ranks "), "{}", stderr(&o));
 }
+
+/// scripts/install.sh puts the binary, the man page and the completions
+/// under a prefix (here this build's binary, into a temporary folder).
+#[test]
+fn install_sh_installs_the_binary_man_page_and_completions() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path();
+    let out = std::process::Command::new("bash")
+        .arg(crate::util::repo().join("scripts/install.sh"))
+        .args(["--binary", crate::util::bin(), "--prefix"])
+        .arg(prefix)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let version = std::process::Command::new(prefix.join("bin/moonscan")).arg("--version").output().unwrap();
+    assert!(stdout(&version).starts_with("moonscan "), "{}", stdout(&version));
+    for (file, marker) in [
+        ("share/man/man1/moonscan.1", ".TH moonscan 1"),
+        ("share/bash-completion/completions/moonscan", "_moonscan()"),
+        ("share/zsh/site-functions/_moonscan", "#compdef moonscan"),
+        ("share/fish/vendor_completions.d/moonscan.fish", "complete -c moonscan"),
+    ] {
+        let text = std::fs::read_to_string(prefix.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(text.contains(marker), "{file}");
+    }
+    let bad = std::process::Command::new("bash")
+        .arg(crate::util::repo().join("scripts/install.sh"))
+        .arg("--nope")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -155,7 +155,8 @@ impl<W: Write + Send> Sink for Text<W> {
             }
             // A script result: its text, as nmap prints it under a port.
             Event::Finding(f) if f.output.is_some() => {
-                let text = screen(f.output.as_deref().unwrap_or_default()).replace('\n', "\n|");
+                let output = f.output.as_deref().unwrap_or_default();
+                let text = output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect::<Vec<_>>().join("\n|");
                 writeln!(o, "| {} on {}/{} on {}: {text}", screen(&f.plugin), f.port, f.proto, f.ip)
             }
             Event::Finding(f) => {

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds moonscan (release, with cargo's progress) and installs it: the
+# binary on PATH, its man page, and bash, zsh and fish completions, all made
+# from the command line's own definitions (moonscan man, moonscan
+# completions SHELL). The plugins and probes stay in this checkout, where
+# the binary looks for them (or $MOONSCAN_PLUGINS, $MOONSCAN_PROBES).
+#
+# Usage: scripts/install.sh [--prefix DIR] [--binary FILE]
+#   --prefix DIR   install under DIR (default /usr/local): DIR/bin,
+#                  DIR/share/man/man1, DIR/share/{bash-completion/completions,
+#                  zsh/site-functions,fish/vendor_completions.d}
+#   --binary FILE  install FILE instead of building one
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+prefix=/usr/local
+binary=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --prefix) prefix=${2:?--prefix needs a folder}; shift 2 ;;
+    --binary) binary=${2:?--binary needs a file}; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+if [ -z "$binary" ]; then
+    if ! command -v cargo >/dev/null; then
+        # shellcheck disable=SC1091
+        [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
+    fi
+    command -v cargo >/dev/null || { echo "install.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
+    echo "install.sh: building moonscan (release; the first build takes several minutes)" >&2
+    cargo build --release --bin moonscan >&2
+    binary=target/release/moonscan
+fi
+[ -x "$binary" ] || { echo "install.sh: $binary is not an executable" >&2; exit 1; }
+
+install -d "$prefix/bin" "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
+    "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
+install -m 755 "$binary" "$prefix/bin/moonscan"
+"$binary" man >"$prefix/share/man/man1/moonscan.1"
+"$binary" completions bash >"$prefix/share/bash-completion/completions/moonscan"
+"$binary" completions zsh >"$prefix/share/zsh/site-functions/_moonscan"
+"$binary" completions fish >"$prefix/share/fish/vendor_completions.d/moonscan.fish"
+echo "install.sh: installed $prefix/bin/moonscan, its man page and bash/zsh/fish completions" >&2
