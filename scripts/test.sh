@@ -24,6 +24,7 @@ command -v ndiff >/dev/null || missing+=(ndiff)
 command -v xmllint >/dev/null || missing+=(libxml2-utils)
 command -v minisign >/dev/null || missing+=(minisign) # checks pack.sig files both ways (tests/packs.rs)
 command -v sslscan >/dev/null || missing+=(sslscan)   # ssl-enum-ciphers is compared with it (tests/tls.rs)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv) # for nmaptocsv below
 if [ ${#missing[@]} -gt 0 ]; then
     apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
     DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2
@@ -35,6 +36,14 @@ if ! command -v cargo >/dev/null; then
     [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
+
+# nmaptocsv (PyPI; no Debian package) reads moonscan's -oN and -oX
+# (tests/outputs.rs), from a virtualenv of its own (Debian's Python refuses
+# pip installs, PEP 668).
+if [ ! -x target/pyvenv/bin/nmaptocsv ]; then
+    /usr/bin/python3 -m venv target/pyvenv
+    target/pyvenv/bin/pip install -q 'nmaptocsv==1.6'
+fi
 
 bash scripts/lab.sh up
 cargo build --all-targets # examples/ too: tests/pipeline.rs runs examples/embed in the lab

@@ -167,11 +167,8 @@ fn ping_scan_reports_hosts_in_every_format() {
     assert!(xml.contains(r#"reason="arp-response""#) && xml.contains(r#"addrtype="mac"/>"#), "{xml}");
     assert!(!xml.contains("<ports>"), "no port table with -sn");
     let normal = std::fs::read_to_string(&n).unwrap();
-    assert!(
-        normal.contains("moonscan scan report for 198.18.2.3\nHost is up, received echo-reply ttl 64 ("),
-        "{normal}"
-    );
-    assert!(normal.contains("moonscan scan report for 198.18.2.4 [host down, received no-response]"), "{normal}");
+    assert!(normal.contains("Nmap scan report for 198.18.2.3\nHost is up, received echo-reply ttl 64 ("), "{normal}");
+    assert!(normal.contains("Nmap scan report for 198.18.2.4 [host down, received no-response]"), "{normal}");
     assert!(normal.contains("MAC Address: "), "{normal}");
     assert!(normal.contains("17 IP addresses (2 hosts up)"), "{normal}");
     let grep = std::fs::read_to_string(&g).unwrap();

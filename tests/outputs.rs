@@ -222,7 +222,7 @@ fn libnmap_reads_the_xml_of_a_lab_scan_as_the_ndjson_says() {
     let normal = std::fs::read_to_string(dir.path().join("scan.nmap")).unwrap();
     let grepable = std::fs::read_to_string(dir.path().join("scan.gnmap")).unwrap();
     assert!(normal.starts_with("# moonscan 0.1.0 scan initiated "), "{normal}");
-    assert!(normal.contains(&format!("moonscan scan report for {TARGET}\n")), "{normal}");
+    assert!(normal.contains(&format!("Nmap scan report for {TARGET}\n")), "{normal}");
     assert!(normal.contains("\nPORT     STATE SERVICE  VERSION\n"), "{normal}");
     assert!(normal.lines().last().unwrap().contains("-- 1 IP address (1 host up) scanned in "), "{normal}");
     let ports_line = grepable
@@ -292,4 +292,43 @@ fn ndiff_reports_the_port_that_opened_between_two_scans() {
 
     let same = ndiff(&after, &after);
     assert_eq!(same.status.code(), Some(0), "{}{}", stdout(&same), stderr(&same));
+}
+
+/// nmaptocsv (PyPI), a tool that parses nmap's normal and XML outputs,
+/// reads moonscan's -oN and -oX of a lab scan: every open port with its
+/// service and version, as the NDJSON says.
+#[test]
+fn nmaptocsv_reads_the_normal_and_xml_outputs() {
+    let _lab = lab();
+    let tool = crate::util::repo().join("target/pyvenv/bin/nmaptocsv");
+    assert!(tool.exists(), "{} is missing: scripts/test.sh installs it", tool.display());
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("scan");
+    let out = in_lab(bin()).args(["-n", "-sV", "-sC", "-p", "22,80,443,6379", TARGET, "-oA"]).arg(&base).output();
+    let out = out.expect("moonscan runs in the lab");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let want = [
+        ("22", "ssh", "OpenSSH 9.2p1 Debian 2+deb12u10"),
+        ("80", "http", "nginx 1.22.1"),
+        ("443", "http", "nginx 1.22.1"),
+        ("6379", "redis", "Redis key-value store 7.0.15"),
+    ];
+    for (flag, file) in [("-i", "scan.nmap"), ("-x", "scan.xml")] {
+        let csv = Command::new(&tool).arg(flag).arg(dir.path().join(file)).output().expect("nmaptocsv runs");
+        let text = stdout(&csv);
+        assert!(csv.status.success(), "{file}: {}{text}", stderr(&csv));
+        let rows: Vec<Vec<String>> = text
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| l.split(';').map(|c| c.trim_matches('"').to_string()).collect())
+            .collect();
+        assert_eq!(rows.len(), want.len(), "{file}: {text}");
+        for (row, (port, service, version)) in rows.iter().zip(want) {
+            assert_eq!((row[0].as_str(), row[2].as_str(), row[3].as_str()), (TARGET, port, "tcp"), "{file}: {text}");
+            // -oN names the tunnel as nmap does (ssl/http); -oX keeps it in an attribute.
+            assert!(row[4] == service || row[4] == format!("ssl/{service}"), "{file}: {text}");
+            assert!(row[5].starts_with(version), "{file}: {text}");
+        }
+    }
 }

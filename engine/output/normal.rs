@@ -3,7 +3,9 @@
 //! In: the scan's events. Out: the `# moonscan VERSION scan initiated ...
 //! as: ARGS` line at the first event; at close, one report per host
 //! (hosts in address order, ports in number order) and the `# moonscan done
-//! at ...` line. A host's report is nmap's: `moonscan scan report for IP`,
+//! at ...` line. A host's report is nmap's: `Nmap scan report for IP` (the
+//! words nmap's parsers look for, nmaptocsv and the like; the header and
+//! the last line name moonscan),
 //! `Host is up.`, the `PORT STATE SERVICE [REASON] [VERSION]` table with
 //! columns as wide as their widest cell and one space between them (VERSION
 //! when service detection ran, REASON with [`Normal::with_reasons`]), each
@@ -63,21 +65,27 @@ enum Row {
 }
 
 pub(super) fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool) {
+    host_report_by(text, "Nmap", host, version_scan, reasons)
+}
+
+/// A host's report, its first line naming `scanner` ("Nmap" in files for
+/// nmap's parsers, "moonscan" on a terminal).
+pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, version_scan: bool, reasons: bool) {
     let (reason, ttl) = host.status_reason();
     let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
     match host.state() {
         HostState::Unknown => {
-            let _ = writeln!(text, "moonscan scan report for {}", host.ip);
+            let _ = writeln!(text, "{scanner} scan report for {}", host.ip);
             return;
         }
         HostState::Down => {
             let why = if reasons { format!(", received {reason}") } else { String::new() };
-            let _ = writeln!(text, "moonscan scan report for {} [host down{why}]", host.ip);
+            let _ = writeln!(text, "{scanner} scan report for {} [host down{why}]", host.ip);
             return;
         }
         HostState::Up => {}
     }
-    let _ = writeln!(text, "moonscan scan report for {}", host.ip);
+    let _ = writeln!(text, "{scanner} scan report for {}", host.ip);
     let latency =
         host.status.and_then(|s| s.latency).map(|l| format!(" ({}s latency)", two_digits(l))).unwrap_or_default();
     if reasons {
@@ -252,7 +260,7 @@ mod tests {
         let text = render(&scan(), false);
         let want = "\
 # moonscan 0.1.0 scan initiated Sat Nov 21 16:41:03 2026 as: moonscan -sV -sC -p 22,80,443,8080 198.18.0.2 198.18.0.10
-moonscan scan report for 198.18.0.2
+Nmap scan report for 198.18.0.2
 Host is up.
 
 PORT    STATE  SERVICE  VERSION
@@ -269,7 +277,7 @@ PORT    STATE  SERVICE  VERSION
 |_http-title: moonscan lab
 Service Info: OS: Linux; CPE: cpe:/o:linux:linux_kernel
 
-moonscan scan report for 198.18.0.10
+Nmap scan report for 198.18.0.10
 Host is up.
 
 PORT     STATE SERVICE     VERSION

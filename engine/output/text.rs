@@ -214,7 +214,7 @@ impl<W: Write + Send> Sink for Text<W> {
             let mut text = String::new();
             let version_scan = scan.version_scan();
             for host in scan.hosts() {
-                super::normal::host_report(&mut text, &host, version_scan, self.reasons);
+                super::normal::host_report_by(&mut text, "moonscan", &host, version_scan, self.reasons);
             }
             self.out.write_all(text.as_bytes())?;
             if let Some(end) = &scan.end {
