@@ -52,7 +52,7 @@ fn main() -> ExitCode {
         None => {}
     }
     if let Some(expr) = &args.script_help {
-        return ExitCode::from(cli::plugins_cli::script_help(expr));
+        return ExitCode::from(cli::plugins_cli::script_help(expr, args.plugin_dir.clone()));
     }
     // `--resume FILE`: the interrupted scan's own command line, then its progress.
     let resumed = match &args.resume {

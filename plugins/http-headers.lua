@@ -15,6 +15,20 @@ local MAX_HEADERS = 100
 local MAX_VALUE = 300
 local TIMEOUT = 5000
 
+-- Without surrounding white space, in linear time: a pattern such as
+-- "(.-)%s*$" is quadratic on a long run of spaces a server can send.
+local function trim(s)
+  local a = string.find(s, "%S")
+  if not a then
+    return ""
+  end
+  local b = #s
+  while b > a and string.find(string.sub(s, b, b), "^%s") do
+    b -= 1
+  end
+  return string.sub(s, a, b)
+end
+
 local function clip(s)
   if #s > MAX_VALUE then
     return string.sub(s, 1, MAX_VALUE) .. "..."
@@ -55,12 +69,13 @@ local function request(ctx, verb, tls)
   for line in string.gmatch(rest .. "\n", "([^\n]*)\n") do
     line = string.gsub(line, "\r$", "")
     raw[#raw + 1] = line
-    local name, value = string.match(line, "^([^:%s]+):%s*(.-)%s*$")
+    local name, value = string.match(line, "^([^:%s]+):(.*)$")
     if name then
+      value = trim(value)
       last = string.lower(name)
       headers[last] = headers[last] and (headers[last] .. ", " .. value) or value
     elseif last and string.match(line, "^%s") then
-      headers[last] ..= " " .. (string.match(line, "^%s*(.-)%s*$"))
+      headers[last] ..= " " .. trim(line)
     end
   end
   return { status = status, raw = raw, headers = headers }

@@ -47,8 +47,18 @@ local function command(sock, text)
   return read_reply(sock)
 end
 
+-- Without surrounding white space, in linear time: a pattern such as
+-- "(.-)%s*$" is quadratic on a long run of spaces a server can send.
 local function trim(s)
-  return (string.gsub(string.gsub(s, "^%s+", ""), "%s+$", ""))
+  local a = string.find(s, "%S")
+  if not a then
+    return ""
+  end
+  local b = #s
+  while b > a and string.find(string.sub(s, b, b), "^%s") do
+    b -= 1
+  end
+  return string.sub(s, a, b)
 end
 
 -- nmap's cleaning of a reply: prefixes "CODE-"/"CODE " off each line,

@@ -11,18 +11,19 @@
 #                  zsh/site-functions,fish/vendor_completions.d}
 #   --binary FILE  install FILE instead of building one
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 prefix=/usr/local
 binary=
+# Paths given are the caller's, before the cd to the repository below.
 while [ $# -gt 0 ]; do
     case $1 in
-    --prefix) prefix=${2:?--prefix needs a folder}; shift 2 ;;
-    --binary) binary=${2:?--binary needs a file}; shift 2 ;;
+    --prefix) prefix=$(realpath -m -- "${2:?--prefix needs a folder}"); shift 2 ;;
+    --binary) binary=$(realpath -- "${2:?--binary needs a file}"); shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ -z "$binary" ]; then
     if ! command -v cargo >/dev/null; then
@@ -32,15 +33,21 @@ if [ -z "$binary" ]; then
     command -v cargo >/dev/null || { echo "install.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
     echo "install.sh: building moonscan (release; the first build takes several minutes)" >&2
     cargo build --release --bin moonscan >&2
-    binary=target/release/moonscan
+    binary=$PWD/target/release/moonscan
 fi
 [ -x "$binary" ] || { echo "install.sh: $binary is not an executable" >&2; exit 1; }
 
 install -d "$prefix/bin" "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
     "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
+# Each file whole or not at all: written beside, then renamed.
+put() { # target command...
+    local target=$1
+    shift
+    "$@" >"$target.tmp" && mv -f "$target.tmp" "$target" || { rm -f "$target.tmp"; return 1; }
+}
 install -m 755 "$binary" "$prefix/bin/moonscan"
-"$binary" man >"$prefix/share/man/man1/moonscan.1"
-"$binary" completions bash >"$prefix/share/bash-completion/completions/moonscan"
-"$binary" completions zsh >"$prefix/share/zsh/site-functions/_moonscan"
-"$binary" completions fish >"$prefix/share/fish/vendor_completions.d/moonscan.fish"
+put "$prefix/share/man/man1/moonscan.1" "$binary" man
+put "$prefix/share/bash-completion/completions/moonscan" "$binary" completions bash
+put "$prefix/share/zsh/site-functions/_moonscan" "$binary" completions zsh
+put "$prefix/share/fish/vendor_completions.d/moonscan.fish" "$binary" completions fish
 echo "install.sh: installed $prefix/bin/moonscan, its man page and bash/zsh/fish completions" >&2

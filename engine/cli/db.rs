@@ -224,7 +224,14 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
                 }
             }
             for f in &v.findings {
-                writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?;
+                match &f.output {
+                    // A script result: its text, line by line.
+                    Some(text) => {
+                        let lines: Vec<_> = text.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect();
+                        writeln!(o, "    | {}: {}", screen(&f.plugin), lines.join("\n    |   "))?;
+                    }
+                    None => writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?,
+                }
             }
         }
     }

@@ -181,7 +181,7 @@ pub struct Args {
     #[arg(long = "plugin-dir", value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
     /// Show what the plugins an expression selects do (nmap's --script-help), then exit.
-    #[arg(long = "script-help", value_name = "EXPR", exclusive = true)]
+    #[arg(long = "script-help", value_name = "EXPR")]
     pub script_help: Option<String>,
     /// Show plugins' log lines in the text output.
     #[arg(long = "script-trace")]

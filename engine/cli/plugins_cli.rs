@@ -106,9 +106,10 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
 
 /// `--script-help EXPR`: each plugin the expression selects, as nmap's
 /// --script-help shows a script (its id, categories, where it runs, its
-/// file and its description); exit status 2 when it selects none.
-pub fn script_help(expr: &str) -> u8 {
-    let dir = default_dir();
+/// file and its description), from `dir` (`--plugin-dir`) or the default
+/// folder; exit status 2 when it selects none.
+pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
+    let dir = dir.unwrap_or_else(default_dir);
     let chosen = match installed(&dir).and_then(|all| plugins::select(&all, expr)) {
         Ok(c) => c,
         Err(e) => {
@@ -116,6 +117,10 @@ pub fn script_help(expr: &str) -> u8 {
             return 2;
         }
     };
+    if chosen.is_empty() {
+        moonscan::tell!("moonscan: --script-help: {expr:?} selects no plugin");
+        return 2;
+    }
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     for p in &chosen {
         let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();

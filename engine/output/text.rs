@@ -16,6 +16,11 @@ use super::screen::screen;
 use super::Sink;
 use crate::findings::{Event, ServiceMethod};
 
+/// Past this many probes planned, report mode streams as the plain text
+/// does: the report would hold the whole scan in memory and say nothing
+/// until its end.
+pub const REPORT_MAX_PROBES: u64 = 1 << 20;
+
 pub struct Text<W: Write> {
     out: BufWriter<W>,
     reasons: bool,
@@ -30,7 +35,8 @@ impl<W: Write> Text<W> {
     }
 
     /// nmap's screen: discoveries stream only when `verbose`; each host's
-    /// report (table and script output) comes at the end, before the summary.
+    /// report (table and script output) comes at the end, before the summary
+    /// (for scans of at most [`REPORT_MAX_PROBES`] probes; bigger ones stream).
     pub fn as_report(mut self, verbose: bool) -> Text<W> {
         self.report = Some((Box::default(), verbose));
         self
@@ -51,10 +57,17 @@ impl<W: Write> Text<W> {
 
 impl<W: Write + Send> Sink for Text<W> {
     fn record(&mut self, event: &Event) -> io::Result<()> {
+        // A scan too big to hold for one report at the end streams instead.
+        if let (Event::ScanStart(s), Some(_)) = (event, &self.report) {
+            if s.probes_planned > REPORT_MAX_PROBES {
+                self.report = None;
+            }
+        }
         if let Some((scan, verbose)) = &mut self.report {
             scan.record(event);
             let streamed = match event {
                 Event::ScanStart(_) | Event::Error(_) => true,
+                Event::Log(_) => self.logs,
                 Event::Port(p) => *verbose && p.state == crate::findings::PortState::Open,
                 Event::Host(h) => *verbose && h.state != crate::findings::HostState::Unknown,
                 // The hosts' reports, then this, at close.

@@ -483,14 +483,14 @@ fn returned(
         (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => None,
         (Some(Value::String(text)), _) => {
             let text = text.to_string_lossy();
-            if charge_text(text.len() as u64, left, scan).is_ok() {
-                let output = Some(text.to_string());
-                out.findings.push(Finding {
-                    severity: Severity::Info,
-                    title: id.to_string(),
-                    data: Json::Null,
-                    output,
-                });
+            match charge_text(text.len() as u64, left, scan) {
+                Ok(()) => {
+                    let output = Some(text.to_string());
+                    let title = id.to_string();
+                    out.findings.push(Finding { severity: Severity::Info, title, data: Json::Null, output });
+                }
+                // The caller reports the budget that tripped.
+                Err(t) => meter.trip(t),
             }
             None
         }
@@ -500,9 +500,12 @@ fn returned(
                     Some(Value::String(t)) => t.to_string_lossy().to_string(),
                     _ => crate::findings::script_text::render(&data),
                 };
-                if charge_text(text.len() as u64, left, scan).is_ok() {
-                    let output = Some(text);
-                    out.findings.push(Finding { severity: Severity::Info, title: id.to_string(), data, output });
+                match charge_text(text.len() as u64, left, scan) {
+                    Ok(()) => {
+                        let output = Some(text);
+                        out.findings.push(Finding { severity: Severity::Info, title: id.to_string(), data, output });
+                    }
+                    Err(t) => meter.trip(t),
                 }
                 None
             }

@@ -553,7 +553,8 @@ impl Run<'_> {
                     self.out.identity = Some(id);
                     self.out.method = Some(ServiceMethod::Probed);
                     self.out.probe = Some(probe.name.clone());
-                    self.out.tunnel = tunnel || through_tls;
+                    // `ssl` once TLS is read (a handshake, or the first flight).
+                    self.out.tunnel = tunnel;
                     return through_tls;
                 }
                 Outcome::LooksLikeTls => return true,

@@ -191,7 +191,8 @@ where
     /// offers every suite twice at once, in our order and reversed: a server
     /// that answers both with the same suite imposes its own order (or takes
     /// one suite), and the rest is taken away one hello after another; one
-    /// that answers with two suites follows the client's, and the rest is
+    /// that answers with two suites, and picks the first of those two when
+    /// offered them in that order, follows the client's, and the rest is
     /// found in parallel (the order is ours anyway).
     async fn version(&self, version: u16) -> VersionResult {
         let ours = suites_for(version);
@@ -203,13 +204,28 @@ where
         let stopped = match self.take(version, a, &mut left, &mut out.accepted) {
             Err(stop) => stop,
             Ok(first) => match b {
+                // Two suites: the client's order, unless the server has
+                // groups of equal preference (or favours ChaCha20 for
+                // clients that do): offered the two, the client's first
+                // must win.
                 Ok(f) if f.version == version && f.suite != first && left.contains(&f.suite) => {
-                    out.preference = Preference::Client;
-                    let _ = self.take(version, Ok(f), &mut left, &mut out.accepted);
-                    let stop = self.in_parallel(version, left, &mut out.accepted).await;
-                    let rank = |id: u16| ours.iter().position(|&s| s == id).unwrap_or(usize::MAX);
-                    out.accepted.sort_by_key(|a| rank(a.suite));
-                    stop
+                    let other = f.suite;
+                    let confirmed = matches!(
+                        self.hello(version, vec![other, first]).await,
+                        Ok(c) if c.version == version && c.suite == other
+                    );
+                    if confirmed {
+                        out.preference = Preference::Client;
+                        let _ = self.take(version, Ok(f), &mut left, &mut out.accepted);
+                        let stop = self.in_parallel(version, left, &mut out.accepted).await;
+                        let rank = |id: u16| ours.iter().position(|&s| s == id).unwrap_or(usize::MAX);
+                        out.accepted.sort_by_key(|a| rank(a.suite));
+                        stop
+                    } else {
+                        let stop = self.drain(version, &mut left, &mut out.accepted).await;
+                        out.preference = Preference::Server;
+                        stop
+                    }
                 }
                 Ok(f) if f.version == version && f.suite == first => {
                     let stop = self.drain(version, &mut left, &mut out.accepted).await;

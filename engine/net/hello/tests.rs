@@ -458,10 +458,21 @@ fn a_hello_offers_at_most_suites_max() {
     assert_eq!(ch.ciphers.len(), client::SUITES_MAX + 1);
 }
 
-/// A server that accepts `accepts` at TLS 1.2 only, choosing by its own
-/// order (that of `accepts`) or by the client's, and refuses anything else
-/// with a handshake_failure alert.
-async fn picky_server(mut io: tokio::io::DuplexStream, accepts: Vec<u16>, server_order: bool) {
+/// How a picky server chooses among the suites it accepts.
+#[derive(Clone, Copy, Debug)]
+enum Choice {
+    /// Its own order (that of `accepts`).
+    Server,
+    /// The client's first.
+    Client,
+    /// The client's last: neither order, answering the reversed list with a
+    /// suite of its own as a client-order server would.
+    ClientsLast,
+}
+
+/// A server that accepts `accepts` at TLS 1.2 only, choosing as `choice`
+/// says, and refuses anything else with a handshake_failure alert.
+async fn picky_server(mut io: tokio::io::DuplexStream, accepts: Vec<u16>, choice: Choice) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 20_000];
     let Ok(n) = io.read(&mut buf).await else { return };
@@ -470,12 +481,11 @@ async fn picky_server(mut io: tokio::io::DuplexStream, accepts: Vec<u16>, server
         return;
     };
     let offered: Vec<u16> = ch.ciphers.iter().map(|c| c.0).collect();
-    let chosen = if ch.version.0 != TLS12 {
-        None
-    } else if server_order {
-        accepts.iter().find(|s| offered.contains(s)).copied()
-    } else {
-        offered.iter().find(|s| accepts.contains(s)).copied()
+    let chosen = match choice {
+        _ if ch.version.0 != TLS12 => None,
+        Choice::Server => accepts.iter().find(|s| offered.contains(s)).copied(),
+        Choice::Client => offered.iter().find(|s| accepts.contains(s)).copied(),
+        Choice::ClientsLast => offered.iter().rev().find(|s| accepts.contains(s)).copied(),
     };
     let reply = match chosen {
         Some(suite) => {
@@ -490,12 +500,12 @@ async fn picky_server(mut io: tokio::io::DuplexStream, accepts: Vec<u16>, server
     let _ = io.read(&mut buf).await;
 }
 
-async fn enumerate_picky(accepts: &[u16], server_order: bool) -> enumerate::Enumeration {
+async fn enumerate_picky(accepts: &[u16], choice: Choice) -> enumerate::Enumeration {
     let connect = || {
         let accepts = accepts.to_vec();
         async move {
             let (client, server) = tokio::io::duplex(1 << 16);
-            tokio::spawn(picky_server(server, accepts, server_order));
+            tokio::spawn(picky_server(server, accepts, choice));
             Ok::<_, HelloError>(client)
         }
     };
@@ -508,22 +518,28 @@ async fn suites_come_in_the_order_of_whoever_chooses() {
     let ours = client::suites_for(TLS12);
     let accepts = vec![ours[40], ours[3], ours[17], ours[25], ours[9]];
     let by_client = vec![ours[3], ours[9], ours[17], ours[25], ours[40]];
-    for (server_order, want, preference) in
-        [(true, &accepts, enumerate::Preference::Server), (false, &by_client, enumerate::Preference::Client)]
-    {
-        let e = enumerate_picky(&accepts, server_order).await;
+    let backwards: Vec<u16> = by_client.iter().rev().copied().collect();
+    for (choice, want, preference) in [
+        (Choice::Server, &accepts, enumerate::Preference::Server),
+        (Choice::Client, &by_client, enumerate::Preference::Client),
+        // Two different answers, but not the client's order: found one by one.
+        (Choice::ClientsLast, &backwards, enumerate::Preference::Server),
+    ] {
+        let server_order = !matches!(choice, Choice::Client);
+        let e = enumerate_picky(&accepts, choice).await;
         assert_eq!(e.versions.len(), 1, "TLS 1.2 only");
         let v = &e.versions[0];
         let got: Vec<u16> = v.accepted.iter().map(|a| a.suite).collect();
         assert_eq!(&got, want, "server order: {server_order}");
         assert_eq!(v.preference, preference);
         assert!(v.error.is_none() && !e.capped);
-        // SSLv2, two first hellos for each of the five versions, one per
-        // suite found after the first two, one refusal per part drained.
-        assert!(e.hellos <= 1 + 10 + 3 + 6, "{} hellos", e.hellos);
+        // SSLv2, two first hellos for each of the five versions, the
+        // check of the client's order, one per suite found after the first
+        // two, one refusal per part drained.
+        assert!(e.hellos <= 1 + 10 + 1 + 3 + 6, "{} hellos", e.hellos);
     }
     // One suite: nobody's order.
-    let e = enumerate_picky(&[ours[7]], true).await;
+    let e = enumerate_picky(&[ours[7]], Choice::Server).await;
     assert_eq!(e.versions[0].accepted.len(), 1);
     assert_eq!(e.versions[0].preference, enumerate::Preference::Indeterminate);
 }

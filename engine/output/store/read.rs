@@ -442,7 +442,11 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
     let findings = |evs: &[Event]| -> BTreeMap<(IpAddr, u16, String, String), FindingEvent> {
         evs.iter()
             .filter_map(|e| match e {
-                Event::Finding(f) => Some(((f.ip, f.port, f.plugin.clone(), f.title.clone()), (**f).clone())),
+                // A script result by its text (its title is the plugin id).
+                Event::Finding(f) => {
+                    let said = f.output.as_ref().map_or_else(|| f.title.clone(), |o| format!("{}: {o}", f.title));
+                    Some(((f.ip, f.port, f.plugin.clone(), said), (**f).clone()))
+                }
                 _ => None,
             })
             .collect()

@@ -301,6 +301,20 @@ fn diff_reports_ports_services_and_findings() {
     assert_eq!(d.new_findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["new"]);
     assert_eq!(d.gone_findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["old"]);
     assert!(diff(&a, &a).is_empty());
+    // A script result (titled with its plugin's id) that says something
+    // else the second time is a change: gone with its old text, new with its new one.
+    let result = |text: &str| {
+        let mut f = finding("198.18.0.2", 443, "redis-info");
+        if let Event::Finding(f) = &mut f {
+            f.output = Some(text.into());
+        }
+        f
+    };
+    let (a, b) =
+        (vec![start("a", &[]), result("\n  Version: 7.0.15")], vec![start("b", &[]), result("\n  Version: 7.2.4")]);
+    let d = diff(&a, &b);
+    assert_eq!(d.new_findings.iter().map(|f| f.output.as_deref().unwrap()).collect::<Vec<_>>(), ["\n  Version: 7.2.4"]);
+    assert_eq!(d.gone_findings.len(), 1);
 }
 
 #[test]
