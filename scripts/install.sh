@@ -43,7 +43,11 @@ install -d "$prefix/bin" "$prefix/share/man/man1" "$prefix/share/bash-completion
 put() { # target command...
     local target=$1
     shift
-    "$@" >"$target.tmp" && mv -f "$target.tmp" "$target" || { rm -f "$target.tmp"; return 1; }
+    if ! "$@" >"$target.tmp"; then
+        rm -f "$target.tmp"
+        return 1
+    fi
+    mv -f "$target.tmp" "$target"
 }
 install -m 755 "$binary" "$prefix/bin/moonscan"
 put "$prefix/share/man/man1/moonscan.1" "$binary" man
