@@ -36,7 +36,7 @@ impl<W: Write> Text<W> {
 
     /// nmap's screen: discoveries stream only when `verbose`; each host's
     /// report (table and script output) comes at the end, before the summary
-    /// (for scans of at most [`REPORT_MAX_PROBES`] probes; bigger ones stream).
+    /// (for scans of at most `REPORT_MAX_PROBES` probes; bigger ones stream).
     pub fn as_report(mut self, verbose: bool) -> Text<W> {
         self.report = Some((Box::default(), verbose));
         self
