@@ -263,3 +263,38 @@ fn data_text(data: &serde_json::Value) -> String {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::report::sample::*;
+    use super::*;
+    use crate::findings::PortState;
+
+    /// What a report-mode sink wrote after each event: (after the port, at the end).
+    fn report_of(planned: u64) -> (String, String) {
+        let mut buf = Vec::new();
+        let mut sink = Text::new(&mut buf).as_report(false);
+        sink.record(&start("moonscan -p 22 198.18.0.2", planned)).unwrap();
+        sink.record(&port("198.18.0.2", 22, PortState::Open, 0.01)).unwrap();
+        sink.flush().unwrap();
+        let len = sink.out.get_ref().len();
+        sink.record(&end(0.1, 0)).unwrap();
+        sink.close().unwrap();
+        drop(sink);
+        let text = String::from_utf8(buf).unwrap();
+        (text[..len].to_string(), text)
+    }
+
+    #[test]
+    fn a_report_holds_hosts_to_the_end_and_a_huge_scan_streams() {
+        // Without -v: nothing about the port until the host's report.
+        let (early, all) = report_of(1);
+        assert!(!early.contains("22/tcp"), "{early}");
+        assert!(all.contains("moonscan scan report for 198.18.0.2\n") && all.contains("\n22/tcp open  ssh\n"), "{all}");
+        assert!(all.trim_end().ends_with(" s"), "the summary comes last: {all}");
+        // Past REPORT_MAX_PROBES the scan streams as the plain text does.
+        let (early, all) = report_of(REPORT_MAX_PROBES + 1);
+        assert!(early.contains("Discovered open port 22/tcp on 198.18.0.2"), "{early}");
+        assert!(!all.contains("scan report for"), "{all}");
+    }
+}

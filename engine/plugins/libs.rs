@@ -116,7 +116,7 @@ pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
     use base64::Engine;
     use md5::Digest as _;
     let t = lua.create_table()?;
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let hex = |b: &[u8]| crate::net::tls::hex(b, "");
     t.raw_set(
         "sha256",
         lua.create_function(move |_, s: mlua::String| {

@@ -1,0 +1,192 @@
+//! nmap's spellings on the command line: the multi-letter single-dash
+//! flags (`-sT`, `-oJ`, `-Pn`), run-together scan letters (`-sCV`) and
+//! debugging levels (`-dd`) rewritten into the long flags clap parses, and
+//! the one line that answers an nmap option moonscan does not support.
+
+/// nmap flags of more than one letter after a single dash, and their long names here.
+const NMAP_FLAGS: &[(&str, &str)] = &[
+    ("-sS", "--syn"),
+    ("-sT", "--connect"),
+    ("-sA", "--ack-scan"),
+    ("-sW", "--window-scan"),
+    ("-sF", "--fin-scan"),
+    ("-sN", "--null-scan"),
+    ("-sX", "--xmas-scan"),
+    ("-sM", "--maimon-scan"),
+    ("-sU", "--udp"),
+    ("-sV", "--service-version"),
+    ("-sC", "--script-default"),
+    ("-sn", "--ping-scan"),
+    ("-sL", "--list-scan"),
+    ("-Pn", "--no-ping"),
+    ("-oN", "--output-normal"),
+    ("-oX", "--output-xml"),
+    ("-oG", "--output-grepable"),
+    ("-oJ", "--output-json"),
+    ("-oA", "--output-all"),
+    ("-iL", "--input-list"),
+];
+
+/// nmap options moonscan does not support (yet), with what they do (and,
+/// after "; ", what to use instead), and whether they take a value.
+const UNSUPPORTED: &[(&str, &str, bool)] = &[
+    (
+        "-A",
+        "OS detection, version detection, scripts and traceroute; -sV -sC do the version detection and scripts",
+        false,
+    ),
+    ("-O", "OS detection", false),
+    ("--osscan-limit", "OS detection", false),
+    ("--osscan-guess", "OS detection", false),
+    ("--fuzzy", "OS detection", false),
+    ("--max-os-tries", "OS detection", true),
+    ("--traceroute", "traceroute", false),
+    ("-sI", "idle scan", true),
+    ("-sY", "SCTP INIT scan", false),
+    ("-sZ", "SCTP COOKIE-ECHO scan", false),
+    ("-sO", "IP protocol scan", false),
+    ("-sR", "RPC scan", false),
+    ("-b", "FTP bounce scan", true),
+    ("-PY", "SCTP ping", false),
+    ("-PO", "IP protocol ping", false),
+    ("-iR", "random targets", true),
+    ("-f", "packet fragmentation", false),
+    ("-ff", "packet fragmentation", false),
+    ("--mtu", "packet fragmentation", true),
+    ("-D", "decoys", true),
+    ("-g", "a fixed source port", true),
+    ("--source-port", "a fixed source port", true),
+    ("--spoof-mac", "MAC address spoofing", true),
+    ("--data", "custom payloads", true),
+    ("--data-string", "custom payloads", true),
+    ("--data-length", "random payload padding", true),
+    ("--ip-options", "IP options", true),
+    ("--ttl", "a fixed IP time-to-live", true),
+    ("--badsum", "bad checksums", false),
+    ("--proxies", "relaying through proxies", true),
+    ("--min-hostgroup", "host groups", true),
+    ("--max-hostgroup", "host groups", true),
+    ("--min-parallelism", "a probe parallelism floor", true),
+    ("--min-rtt-timeout", "RTT timeout tuning", true),
+    ("--initial-rtt-timeout", "RTT timeout tuning", true),
+    ("--max-scan-delay", "scan delay tuning", true),
+    ("--defeat-rst-ratelimit", "rate-limit workarounds", false),
+    ("--defeat-icmp-ratelimit", "rate-limit workarounds", false),
+    ("--script-updatedb", "a script database; plugins are found at each run", false),
+    ("--dns-servers", "custom DNS servers", true),
+    ("--system-dns", "the resolver switch; moonscan always uses the system's", false),
+    ("-R", "reverse DNS for every target", false),
+    ("--resolve-all", "scanning every address of a name", false),
+    ("--privileged", "privilege overrides", false),
+    ("--unprivileged", "privilege overrides", false),
+    ("--send-eth", "sending choices", false),
+    ("--send-ip", "sending choices", false),
+    ("-oS", "script kiddie output", true),
+    ("-oM", "machine output", true),
+    ("--append-output", "appending to output files", false),
+    ("--stylesheet", "XSL stylesheets", true),
+    ("--webxml", "XSL stylesheets", false),
+    ("--no-stylesheet", "XSL stylesheets", false),
+    ("--datadir", "nmap's data directory", true),
+    ("--servicedb", "nmap's services file", true),
+    ("--versiondb", "nmap's probe file; moonscan probes import converts it", true),
+    ("--packet-trace", "packet tracing", false),
+    ("--version-trace", "version detection tracing", false),
+    ("--iflist", "interface listing", false),
+    ("--stats-every", "periodic status lines; the progress line is live", true),
+    ("--noninteractive", "the interactive switch", false),
+    ("--nsock-engine", "nsock engines", true),
+    ("--discovery-ignore-rst", "discovery tuning", false),
+    ("--allports", "version detection of excluded ports", false),
+    ("--exclude-ports-file", "port exclusion files", true),
+];
+
+/// The one line that answers an nmap option moonscan does not support
+/// (`--opt=value` and values attached to short options included), if argv
+/// has one before `--`.
+pub fn unsupported(argv: &[String]) -> Option<String> {
+    for a in argv.iter().skip(1).take_while(|a| *a != "--") {
+        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        let hit = UNSUPPORTED.iter().find(|(flag, _, takes)| {
+            name == *flag
+                // -D decoy1,decoy2 or -Ddecoy1: short options with a value attached.
+                || (*takes && flag.len() == 2 && a.starts_with(flag) && !a.starts_with("--"))
+                // -PY22 and -PO1: ping types with their ports attached.
+                || (flag.starts_with("-P") && a.starts_with(flag))
+        });
+        if let Some((flag, what, _)) = hit {
+            return Some(match what.split_once("; ") {
+                Some((what, instead)) => format!("moonscan: {flag} ({what}) is not supported yet; {instead}"),
+                None => format!("moonscan: {flag} ({what}) is not supported yet"),
+            });
+        }
+    }
+    None
+}
+
+/// Rewrites nmap's multi-letter single-dash flags into long flags.
+pub(super) fn rewrite(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut rest = false;
+    for a in argv {
+        if rest || a == "--" {
+            rest = true;
+            out.push(a.clone());
+            continue;
+        }
+        // -sCV, -sVC, -sSV...: nmap's scan letters run together.
+        if a.len() > 3 && a.starts_with("-s") && a[2..].chars().all(|c| c.is_ascii_alphabetic()) {
+            let each: Vec<Option<&str>> = a[2..]
+                .chars()
+                .map(|c| NMAP_FLAGS.iter().find(|(short, _)| *short == format!("-s{c}")).map(|(_, long)| *long))
+                .collect();
+            if each.iter().all(Option::is_some) {
+                out.extend(each.into_iter().flatten().map(str::to_string));
+                continue;
+            }
+        }
+        // nmap's debugging levels (-d, -dd, -d3): more output, as -v.
+        if a.len() >= 2 && a.starts_with("-d") && !a.starts_with("--") {
+            let rest = &a[2..];
+            let level = if rest.chars().all(|c| c == 'd') {
+                Some(rest.len() + 1)
+            } else {
+                rest.parse::<usize>().ok().filter(|&n| n <= 9)
+            };
+            if let Some(n) = level {
+                out.extend(std::iter::repeat_n("-v".to_string(), n.max(1)));
+                continue;
+            }
+        }
+        match NMAP_FLAGS.iter().find(|(short, _)| a == short) {
+            Some((_, long)) => out.push((*long).to_string()),
+            // -PE, -PS22,80, -PU...: host discovery probes, the rest attached.
+            None if a.len() > 2 && a.starts_with("-P") && !a.starts_with("-P=") => {
+                out.push(format!("--ping={}", &a[2..]));
+            }
+            None => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        std::iter::once("moonscan").chain(s.split_whitespace()).map(String::from).collect()
+    }
+
+    #[test]
+    fn rewrite_stops_at_double_dash() {
+        assert_eq!(rewrite(&argv("-sT -- -sT")), argv("--connect -- -sT"));
+    }
+
+    #[test]
+    fn run_together_letters_and_debug_levels_are_nmaps() {
+        assert_eq!(rewrite(&argv("-sCV -dd")), argv("--script-default --service-version -v -v"));
+        assert!(unsupported(&argv("-sV -Ddecoy 127.0.0.1")).unwrap().contains("-D (decoys)"));
+        assert!(unsupported(&argv("-sV -- -O")).is_none(), "after --, a target");
+    }
+}
