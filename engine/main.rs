@@ -100,6 +100,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// SARIF's rules: the selected plugins.
+fn plan_rules(plugins: &Option<std::sync::Arc<moonscan::plugins::stage::PluginConfig>>) -> Vec<output::SarifRule> {
+    let Some(cfg) = plugins else { return Vec::new() };
+    cfg.plugins
+        .iter()
+        .map(|p| output::SarifRule {
+            id: p.id.clone(),
+            description: p.description.clone(),
+            categories: p.categories.clone(),
+            pack: p.pack.clone(),
+            about: p.about.clone(),
+        })
+        .collect()
+}
+
 /// Writes `bytes` to stdout; a reader that went away early (`| head`) is fine.
 fn print_all(bytes: &[u8]) -> ExitCode {
     match io::stdout().lock().write_all(bytes) {
@@ -122,6 +137,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     let (order, space_len, seed, args) =
         (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed(), plan.scan.config().args.clone());
     let resumable = plan.scan.config().resumable();
+    let scan_plugins = plan.scan.config().plugins.clone();
     let mut scan = rt.block_on(async { ScanHandle::start(plan.scan) });
     let progress = progress_bar(&scan.shared_stats());
 
@@ -168,6 +184,16 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             cli::Format::Xml => Box::new(output::Xml::new(writer)),
             cli::Format::Grepable => Box::new(output::Grepable::new(writer)),
         });
+    }
+    if let Some(dest) = &plan.sarif {
+        let rules = plan_rules(&scan_plugins);
+        let writer: Box<dyn Write + Send> = match dest {
+            cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
+            cli::Dest::File(path) => {
+                Box::new(File::create(path).map_err(|e| anyhow::anyhow!("--sarif {}: {e}", path.display()))?)
+            }
+        };
+        sinks.push(Box::new(output::Sarif::new(writer, rules)));
     }
     if let Some(db) = &plan.db {
         sinks.push(

@@ -73,6 +73,10 @@ return {
   id = "memcached-info",
   description = "Reads memcached's stats (process, uptime, server time, connections, ports, authentication) as nmap's memcached-info does, and flags one open to anyone.",
   categories = { "default", "discovery", "safe" },
+  cwe = { "CWE-306" },
+  references = { "https://github.com/memcached/memcached/wiki/SASLHowto" },
+  remediation = "Bind memcached to a trusted interface (-l), turn UDP off (-U 0), and use SASL authentication where its clients support it.",
+  tags = { "cache", "authentication" },
   ports = { 11211 },
   services = { "memcached" },
   run = function(ctx)

@@ -68,6 +68,9 @@ return {
   id = "ssl-cert",
   description = "Reports the TLS certificate chain: subject, issuer, SANs, validity, key; flags expired, expiring, self-signed and weak certificates.",
   categories = { "default", "discovery", "safe" },
+  references = { "https://www.rfc-editor.org/rfc/rfc5280" },
+  remediation = "Serve a certificate from a trusted CA, valid now, with an RSA key of 2048 bits or more (or ECDSA) and a SHA-256 or stronger signature.",
+  tags = { "tls", "x509" },
   ports = TLS_PORTS,
   portrule = function(port)
     return port.tls == true or port.tunnel == "ssl"
@@ -92,7 +95,7 @@ return {
     end
     local now = now_rfc3339(0)
     if leaf.not_after < now then
-      ctx:finding{ severity = "high", title = "Certificate expired on " .. leaf.not_after, data = { not_after = leaf.not_after } }
+      ctx:finding{ severity = "high", title = "Certificate expired on " .. leaf.not_after, data = { not_after = leaf.not_after }, cwe = { "CWE-298" } }
     elseif leaf.not_after < now_rfc3339(30) then
       ctx:finding{ severity = "medium", title = "Certificate expires within 30 days, on " .. leaf.not_after, data = { not_after = leaf.not_after } }
     end
@@ -100,14 +103,14 @@ return {
       ctx:finding{ severity = "medium", title = "Certificate not valid before " .. leaf.not_before, data = { not_before = leaf.not_before } }
     end
     if leaf.self_signed then
-      ctx:finding{ severity = "low", title = "Self-signed certificate", data = { subject = leaf.subject } }
+      ctx:finding{ severity = "low", title = "Self-signed certificate", data = { subject = leaf.subject }, cwe = { "CWE-295" } }
     end
     if (leaf.key_type == "rsa" or leaf.key_type == "dsa") and leaf.key_bits > 0 and leaf.key_bits < 2048 then
-      ctx:finding{ severity = "medium", title = "Weak " .. leaf.key_type .. " key of " .. leaf.key_bits .. " bits", data = { key_bits = leaf.key_bits } }
+      ctx:finding{ severity = "medium", title = "Weak " .. leaf.key_type .. " key of " .. leaf.key_bits .. " bits", data = { key_bits = leaf.key_bits }, cwe = { "CWE-326" } }
     end
     local sig = string.lower(leaf.signature_algorithm or "")
     if sig:find("md5", 1, true) or sig:find("sha1", 1, true) then
-      ctx:finding{ severity = "medium", title = "Weak signature algorithm " .. leaf.signature_algorithm, data = { signature_algorithm = leaf.signature_algorithm } }
+      ctx:finding{ severity = "medium", title = "Weak signature algorithm " .. leaf.signature_algorithm, data = { signature_algorithm = leaf.signature_algorithm }, cwe = { "CWE-327" } }
     end
     return nmap_result(leaf, ctx.verbosity or 0)
   end,

@@ -37,12 +37,16 @@ if ! command -v cargo >/dev/null; then
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
 
-# nmaptocsv (PyPI; no Debian package) reads moonscan's -oN and -oX
-# (tests/outputs.rs), from a virtualenv of its own (Debian's Python refuses
-# pip installs, PEP 668).
-if [ ! -x target/pyvenv/bin/nmaptocsv ]; then
+# From PyPI only, in a virtualenv of their own (Debian's Python refuses pip
+# installs, PEP 668): nmaptocsv reads moonscan's -oN and -oX and jsonschema
+# checks its SARIF (tests/outputs.rs); IVRE imports its -oX into a TinyDB
+# (tests/nmap_layouts.rs). IVRE 0.9.20 calls X509.get_extension, gone from
+# pyOpenSSL 24.3; rfc3987 lets jsonschema check URIs.
+if ! target/pyvenv/bin/python -c 'import ivre, tinydb, jsonschema, rfc3987' 2>/dev/null ||
+    [ ! -x target/pyvenv/bin/nmaptocsv ]; then
     /usr/bin/python3 -m venv target/pyvenv
-    target/pyvenv/bin/pip install -q 'nmaptocsv==1.6'
+    target/pyvenv/bin/pip install -q 'nmaptocsv==1.6' 'ivre==0.9.20' 'tinydb==4.9.0' \
+        'pyOpenSSL==24.2.1' 'cryptography==43.0.3' 'jsonschema==4.23.0' 'rfc3987==1.3.8'
 fi
 
 bash scripts/lab.sh up

@@ -42,3 +42,30 @@ fn script_results_read_as_nmaps_for_the_same_ports() {
     let n: usize = said.trim().rsplit(' ').nth(2).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(n >= 25, "{said}");
 }
+
+/// IVRE (PyPI), which stores nmap scans for analysis, imports a lab
+/// `-sV -sC -oX` scan with every open port and every script result, and
+/// its handlers read the results both scanners report as they read nmap's.
+#[test]
+fn ivre_imports_a_default_script_scan_as_it_imports_nmaps() {
+    let _lab = lab();
+    let python = repo().join("target/pyvenv/bin/python");
+    assert!(repo().join("target/pyvenv/bin/ivre").exists(), "IVRE is missing: scripts/test.sh installs it");
+    let dir = tempfile::tempdir().unwrap();
+    let (theirs, mine) = (dir.path().join("nmap.xml"), dir.path().join("moonscan.xml"));
+    let targets = ["-n", "-Pn", "-sV", "-sC", "-p", "21,22,25,80,443,5432,6379,11211", "198.18.0.2", "198.18.0.3"];
+    let nmap = in_lab("nmap").args(targets).arg("-oX").arg(&theirs).output();
+    let nmap = nmap.expect("nmap runs in the lab (scripts/test.sh installs it)");
+    assert!(nmap.status.success(), "nmap: {}", stderr(&nmap));
+    let ms = in_lab(bin()).args(targets).arg("-oX").arg(&mine).output().expect("moonscan runs in the lab");
+    assert_eq!(ms.status.code(), Some(0), "{}", stderr(&ms));
+    let import = Command::new(python).arg(repo().join("tests/ivre_import.py")).args([&theirs, &mine]).output();
+    let import = import.expect("the virtualenv's python runs");
+    let said = stdout(&import);
+    assert!(import.status.success(), "{said}{}", stderr(&import));
+    // "IVRE imported N moonscan results; M shared with nmap read the same":
+    // ssl-cert (443 and behind STARTTLS), ssh-hostkey, the HTTP scripts,
+    // ftp-anon, smtp-commands...
+    let numbers: Vec<usize> = said.split(' ').filter_map(|w| w.parse().ok()).collect();
+    assert!(numbers.len() == 2 && numbers[0] >= 30 && numbers[1] >= 15, "{said}");
+}

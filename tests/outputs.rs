@@ -332,3 +332,60 @@ fn nmaptocsv_reads_the_normal_and_xml_outputs() {
         }
     }
 }
+
+/// `--sarif FILE` writes SARIF 2.1.0 that the OASIS schema accepts
+/// (jsonschema from PyPI, formats checked): one result per finding the
+/// NDJSON reports, each naming its plugin's rule, and the rules carrying
+/// the plugins' metadata (CWE, references, remediation) and the findings
+/// their own (ssl-cert's self-signed certificate: CWE-295).
+#[test]
+fn sarif_is_valid_and_has_one_result_per_finding() {
+    let _lab = lab();
+    let repo = crate::util::repo();
+    let python = repo.join("target/pyvenv/bin/python");
+    assert!(python.exists(), "{} is missing: scripts/test.sh makes it", python.display());
+    let dir = tempfile::tempdir().unwrap();
+    let (sarif, json) = (dir.path().join("scan.sarif"), dir.path().join("scan.json"));
+    let out = in_lab(bin())
+        .args(["-n", "-sV", "-sC", "-p", "21,22,80,443,6379,11211", "198.18.0.3", "--sarif"])
+        .arg(&sarif)
+        .arg("-oJ")
+        .arg(&json)
+        .output()
+        .expect("moonscan runs in the lab");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let check = Command::new(&python)
+        .arg(repo.join("tests/sarif_check.py"))
+        .arg(repo.join("tests/data/sarif-schema-2.1.0.json"))
+        .arg(&sarif)
+        .output()
+        .expect("the virtualenv's python runs");
+    assert!(check.status.success(), "{}{}", stdout(&check), stderr(&check));
+
+    let findings: Vec<Value> =
+        events(&std::fs::read_to_string(&json).unwrap()).into_iter().filter(|e| e["type"] == "finding").collect();
+    let log: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
+    let run = &log["runs"][0];
+    let results = run["results"].as_array().unwrap();
+    assert!(findings.len() >= 10, "{findings:?}");
+    assert_eq!(results.len(), findings.len());
+    let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
+    for (r, f) in results.iter().zip(&findings) {
+        assert_eq!(r["ruleId"], f["plugin"]);
+        assert_eq!(rules[r["ruleIndex"].as_u64().unwrap() as usize]["id"], f["plugin"]);
+        assert_eq!(r["properties"]["severity"], f["severity"]);
+        let uri = format!("tcp://198.18.0.3:{}", f["port"]);
+        assert_eq!(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], uri.as_str());
+    }
+    let redis = rules.iter().find(|r| r["id"] == "redis-info").expect("redis-info's rule");
+    assert_eq!(redis["properties"]["cwe"], json!(["CWE-306"]));
+    assert!(redis["helpUri"].as_str().is_some_and(|u| u.starts_with("https://redis.io/")), "{redis}");
+    assert!(redis["help"]["text"].as_str().is_some_and(|t| t.contains("requirepass")), "{redis}");
+    let open = results.iter().find(|r| r["ruleId"] == "redis-info" && r["level"] == "error");
+    assert!(open.is_some(), "the unauthenticated Redis is an error-level result: {results:?}");
+    let self_signed = results.iter().find(|r| r["message"]["text"] == "Self-signed certificate").expect("self-signed");
+    assert_eq!(self_signed["properties"]["cwe"], json!(["CWE-295"]));
+    assert_eq!(self_signed["level"], "note");
+    let ndjson_self_signed = findings.iter().find(|f| f["title"] == "Self-signed certificate").unwrap();
+    assert_eq!(ndjson_self_signed["cwe"], json!(["CWE-295"]), "the NDJSON keeps a finding's own metadata");
+}

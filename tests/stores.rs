@@ -350,6 +350,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         title: nasty.into(),
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
         output: Some(nasty.into()),
+        about: Default::default(),
         t: 1.6,
     })));
     evs.push(Event::Error(ErrorEvent {

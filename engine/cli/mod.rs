@@ -219,6 +219,10 @@ pub struct Args {
     /// nmap grepable output (-oG).
     #[arg(long = "output-grepable", value_name = "FILE")]
     pub output_grepable: Option<PathBuf>,
+    /// Findings as SARIF 2.1.0 to FILE ('-' for stdout): one result per
+    /// finding, one rule per selected plugin.
+    #[arg(long = "sarif", value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
     /// The three nmap formats at once (-oA).
     #[arg(long = "output-all", value_name = "BASE")]
     pub output_all: Option<PathBuf>,
@@ -343,6 +347,8 @@ pub struct Plan {
     pub json: Option<Dest>,
     /// nmap's formats: -oN, -oX, -oG, and -oA's three.
     pub outputs: Vec<(Format, Dest)>,
+    /// `--sarif FILE`.
+    pub sarif: Option<Dest>,
     /// `--db FILE|postgres://...`.
     pub db: Option<String>,
     /// Text for people on stdout (off when a machine format took stdout).
@@ -520,8 +526,10 @@ pub fn validate(
         outputs.push((Format::Xml, with(".xml")));
         outputs.push((Format::Grepable, with(".gnmap")));
     }
-    let on_stdout =
-        outputs.iter().filter(|(_, d)| *d == Dest::Stdout).count() + usize::from(json == Some(Dest::Stdout));
+    let sarif = args.sarif.clone().map(Dest::from);
+    let on_stdout = outputs.iter().filter(|(_, d)| *d == Dest::Stdout).count()
+        + usize::from(json == Some(Dest::Stdout))
+        + usize::from(sarif == Some(Dest::Stdout));
     if on_stdout > 1 {
         return Err(usage("only one output can go to stdout ('-')"));
     }
@@ -535,6 +543,7 @@ pub fn validate(
         scan,
         json,
         outputs,
+        sarif,
         db: args.db.clone(),
         text_on_stdout,
         reasons: args.reason,

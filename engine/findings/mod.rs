@@ -470,6 +470,63 @@ pub struct PortEvent {
     pub t: f64,
 }
 
+/// What a finding is about (`references`, `cve`, `cwe`, `remediation`,
+/// `tags`): a plugin's, checked at load, or one finding's, checked when
+/// `ctx:finding` is called: each list at most [`ABOUT_MAX`] entries of at
+/// most 512 bytes, CVE ids as `CVE-YYYY-N...`, CWE ids as `CWE-N`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct About {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cve: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cwe: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
+/// Most entries in each list of [`About`] and of `args`.
+pub const ABOUT_MAX: usize = 16;
+
+impl About {
+    /// Whether nothing is said.
+    pub fn is_empty(&self) -> bool {
+        *self == About::default()
+    }
+
+    /// Whether `s` is a CVE id (`CVE-2021-44228`).
+    pub fn is_cve(s: &str) -> bool {
+        let mut parts = s.split('-');
+        parts.next() == Some("CVE")
+            && parts.next().is_some_and(|y| y.len() == 4 && y.bytes().all(|b| b.is_ascii_digit()))
+            && parts.next().is_some_and(|n| n.len() >= 4 && n.len() <= 12 && n.bytes().all(|b| b.is_ascii_digit()))
+            && parts.next().is_none()
+    }
+
+    /// Whether `s` is a CWE id (`CWE-79`).
+    pub fn is_cwe(s: &str) -> bool {
+        s.strip_prefix("CWE-").is_some_and(|n| !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
+    }
+
+    /// Whether it keeps the limits a plugin's is checked against at load.
+    pub fn plausible(&self) -> bool {
+        let short = |v: &Vec<String>| v.len() <= ABOUT_MAX && v.iter().all(|s| !s.is_empty() && s.len() <= 512);
+        short(&self.references)
+            && short(&self.tags)
+            && self.cve.iter().all(|c| About::is_cve(c))
+            && self.cwe.iter().all(|c| About::is_cwe(c))
+            && self.cve.len() <= ABOUT_MAX
+            && self.cwe.len() <= ABOUT_MAX
+            && self.remediation.as_ref().is_none_or(|r| r.len() <= MAX_REMEDIATION)
+    }
+}
+
+/// Longest remediation text.
+pub const MAX_REMEDIATION: usize = 2000;
+
 /// How much a finding matters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -523,6 +580,10 @@ pub struct FindingEvent {
     /// by the plugin or rendered from `data` as NSE renders a table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// What this finding is about, given with it (`ctx:finding{cve = ...}`);
+    /// the plugin's own metadata is not repeated here.
+    #[serde(default, flatten)]
+    pub about: About,
     /// Seconds since the scan started.
     pub t: f64,
 }

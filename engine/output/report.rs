@@ -617,6 +617,7 @@ pub(super) mod sample {
             title: title.into(),
             data,
             output: None,
+            about: Default::default(),
             t: 0.75,
         }))
     }

@@ -111,6 +111,9 @@ fn pem(der: &[u8]) -> String {
     s
 }
 
+/// What a `ctx:finding` table may hold.
+const FINDING_FIELDS: &[&str] = &["severity", "title", "data", "references", "cve", "cwe", "remediation", "tags"];
+
 /// `ctx:connect`, `ctx:finding`, `ctx:log` and `ctx.http`, made once per VM.
 pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
     let methods = lua.create_table()?;
@@ -119,7 +122,9 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
     methods.raw_set(
         "finding",
         lua.create_function(move |_, (_ctx, spec): (Value, Table)| {
-            known_keys(&spec, &["severity", "title", "data"], "ctx:finding")?;
+            known_keys(&spec, FINDING_FIELDS, "ctx:finding")?;
+            let about =
+                super::meta::read_about(&spec).map_err(|e| mlua::Error::runtime(format!("ctx:finding: {e}")))?;
             let severity = match spec.raw_get::<Option<String>>("severity")?.as_deref() {
                 None => Severity::Info,
                 Some(s) => Severity::parse(s).ok_or_else(|| {
@@ -149,7 +154,14 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
                     }
                     Err(e) => return Err(mlua::Error::runtime(format!("ctx:finding: data: {e}"))),
                 };
-                run.out.findings.push(Finding { severity, title, data, output: None });
+                let said = about.references.iter().chain(&about.cve).chain(&about.cwe).chain(&about.tags);
+                let about_len =
+                    said.map(String::len).sum::<usize>() + about.remediation.as_ref().map_or(0, String::len);
+                if let Err(t) = charge_text(about_len as u64, &mut run.output_left, &h.scan_output) {
+                    h.meter.trip(t);
+                    return Err(mlua::Error::runtime(format!("{BUDGET_PREFIX}: ctx:finding: metadata")));
+                }
+                run.out.findings.push(Finding { severity, title, data, output: None, about });
                 Ok(())
             })?
         })?,

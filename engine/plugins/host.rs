@@ -45,6 +45,8 @@ pub struct Finding {
     pub data: Json,
     /// The script result's output text (see [`crate::findings::FindingEvent::output`]).
     pub output: Option<String>,
+    /// What this finding is about, given with it.
+    pub about: crate::findings::About,
 }
 
 /// What one plugin run produced.
@@ -487,7 +489,13 @@ fn returned(
                 Ok(()) => {
                     let output = Some(text.to_string());
                     let title = id.to_string();
-                    out.findings.push(Finding { severity: Severity::Info, title, data: Json::Null, output });
+                    out.findings.push(Finding {
+                        severity: Severity::Info,
+                        title,
+                        data: Json::Null,
+                        output,
+                        about: Default::default(),
+                    });
                 }
                 // The caller reports the budget that tripped.
                 Err(t) => meter.trip(t),
@@ -503,7 +511,13 @@ fn returned(
                 match charge_text(text.len() as u64, left, scan) {
                     Ok(()) => {
                         let output = Some(text);
-                        out.findings.push(Finding { severity: Severity::Info, title: id.to_string(), data, output });
+                        out.findings.push(Finding {
+                            severity: Severity::Info,
+                            title: id.to_string(),
+                            data,
+                            output,
+                            about: Default::default(),
+                        });
                     }
                     Err(t) => meter.trip(t),
                 }

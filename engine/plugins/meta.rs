@@ -3,6 +3,8 @@
 
 use mlua::{Table, Value};
 
+pub use crate::findings::{About, ABOUT_MAX, MAX_REMEDIATION};
+
 use super::value::unknown_keys;
 
 /// Plugin metadata as the file's table gives it.
@@ -21,54 +23,6 @@ pub(crate) struct Meta {
     /// how to fix it, and free tags (SARIF rule metadata).
     #[serde(default)]
     pub about: About,
-}
-
-/// A plugin's finding metadata (`references`, `cve`, `cwe`, `remediation`,
-/// `tags`), checked at load: each list at most [`ABOUT_MAX`] entries of at
-/// most 512 bytes, CVE ids as `CVE-YYYY-N...`, CWE ids as `CWE-N`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct About {
-    #[serde(default)]
-    pub references: Vec<String>,
-    #[serde(default)]
-    pub cve: Vec<String>,
-    #[serde(default)]
-    pub cwe: Vec<String>,
-    #[serde(default)]
-    pub remediation: Option<String>,
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-
-/// Most entries in each list of [`About`] and of `args`.
-pub const ABOUT_MAX: usize = 16;
-
-impl About {
-    /// Whether `s` is a CVE id (`CVE-2021-44228`).
-    pub fn is_cve(s: &str) -> bool {
-        let mut parts = s.split('-');
-        parts.next() == Some("CVE")
-            && parts.next().is_some_and(|y| y.len() == 4 && y.bytes().all(|b| b.is_ascii_digit()))
-            && parts.next().is_some_and(|n| n.len() >= 4 && n.len() <= 12 && n.bytes().all(|b| b.is_ascii_digit()))
-            && parts.next().is_none()
-    }
-
-    /// Whether `s` is a CWE id (`CWE-79`).
-    pub fn is_cwe(s: &str) -> bool {
-        s.strip_prefix("CWE-").is_some_and(|n| !n.is_empty() && n.len() <= 6 && n.bytes().all(|b| b.is_ascii_digit()))
-    }
-
-    /// What [`check_table`] lets through.
-    fn plausible(&self) -> bool {
-        let short = |v: &Vec<String>| v.len() <= ABOUT_MAX && v.iter().all(|s| !s.is_empty() && s.len() <= 512);
-        short(&self.references)
-            && short(&self.tags)
-            && self.cve.iter().all(|c| About::is_cve(c))
-            && self.cwe.iter().all(|c| About::is_cwe(c))
-            && self.cve.len() <= ABOUT_MAX
-            && self.cwe.len() <= ABOUT_MAX
-            && self.remediation.as_ref().is_none_or(|r| r.len() <= MAX_DESCRIPTION)
-    }
 }
 
 impl Meta {
@@ -234,29 +188,56 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
         Value::Nil => return Err(bad("field 'run' is missing (it must be a function)".to_string())),
         other => return Err(bad(format!("field 'run' must be a function, not a {}", other.type_name()))),
     }
-    // Lists of strings, each checked by `ok` (which says what it wants).
-    let strings = |name: &str, ok: &dyn Fn(&str) -> bool, want: &str| -> crate::Result<Vec<String>> {
-        let mut out = Vec::new();
-        for v in list(name, ABOUT_MAX)? {
-            match v {
+    let mut args = Vec::new();
+    for v in list("args", ABOUT_MAX)? {
+        match v {
+            Value::String(s) if valid(&s.to_string_lossy()) => args.push(s.to_string_lossy()),
+            other => return Err(bad(format!("field 'args' must hold --script-args key names, found {other:?}"))),
+        }
+    }
+    let about = read_about(t).map_err(bad)?;
+    Ok(Meta { id, description, categories, ports, services, portrule, args, about })
+}
+
+/// Reads the fields of [`About`] from a plugin's table or a `ctx:finding`
+/// table, checked: each list at most [`ABOUT_MAX`] entries of at most 512
+/// bytes, CVE and CWE ids in their forms, tags as names. What is wrong is
+/// said with the field's name.
+pub(crate) fn read_about(t: &Table) -> std::result::Result<About, String> {
+    let strings = |name: &str, ok: &dyn Fn(&str) -> bool, want: &str| -> std::result::Result<Vec<String>, String> {
+        let items = match t.raw_get::<Value>(name).unwrap_or(Value::Nil) {
+            Value::Nil => return Ok(Vec::new()),
+            Value::Table(l) => l,
+            other => return Err(format!("field '{name}' must be a list, not a {}", other.type_name())),
+        };
+        let n = items.raw_len();
+        if n > ABOUT_MAX {
+            return Err(format!("field '{name}' has more than {ABOUT_MAX} entries"));
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in 1..=n {
+            match items.raw_get::<Value>(i).unwrap_or(Value::Nil) {
                 Value::String(s) if s.as_bytes().len() <= 512 && ok(&s.to_string_lossy()) => {
                     out.push(s.to_string_lossy())
                 }
-                other => return Err(bad(format!("field '{name}' must hold {want}, found {other:?}"))),
+                other => return Err(format!("field '{name}' must hold {want}, found {other:?}")),
             }
         }
         Ok(out)
     };
-    let args = strings("args", &valid, "--script-args key names")?;
-    let about = About {
+    let name =
+        |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    let remediation = match t.raw_get::<Value>("remediation").unwrap_or(Value::Nil) {
+        Value::Nil => None,
+        Value::String(s) if s.as_bytes().len() <= MAX_REMEDIATION => Some(s.to_string_lossy()),
+        Value::String(_) => return Err(format!("field 'remediation' is longer than {MAX_REMEDIATION} bytes")),
+        other => return Err(format!("field 'remediation' must be a string, not a {}", other.type_name())),
+    };
+    Ok(About {
         references: strings("references", &|s| !s.is_empty(), "references (URLs)")?,
         cve: strings("cve", &About::is_cve, "CVE ids (CVE-2021-44228)")?,
         cwe: strings("cwe", &About::is_cwe, "CWE ids (CWE-79)")?,
-        remediation: string("remediation", false)?,
-        tags: strings("tags", &valid, "tags (letters, digits, - _ .)")?,
-    };
-    if about.remediation.as_ref().is_some_and(|r| r.len() > MAX_DESCRIPTION) {
-        return Err(bad(format!("field 'remediation' is longer than {MAX_DESCRIPTION} bytes")));
-    }
-    Ok(Meta { id, description, categories, ports, services, portrule, args, about })
+        remediation,
+        tags: strings("tags", &name, "tags (letters, digits, - _ .)")?,
+    })
 }

@@ -140,6 +140,7 @@ pub fn to_events(plugin: &str, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec
             title: f.title,
             data: f.data,
             output: f.output,
+            about: f.about,
             t: ctx.t(),
         })));
     }

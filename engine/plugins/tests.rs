@@ -443,6 +443,32 @@ fn finding_metadata_and_args_are_checked_at_load() {
 }
 
 #[tokio::test]
+async fn a_findings_own_metadata_is_kept_and_checked_when_given() {
+    let out = run("ctx:finding{ title = 't', severity = 'low', cwe = {'CWE-295'}, cve = {'CVE-2014-0160'}, \
+                   references = {'https://example.org/a'}, remediation = 'Renew it.', tags = {'tls'} }")
+    .await;
+    assert_eq!(out.error, None, "{out:?}");
+    let about = &out.findings[0].about;
+    assert_eq!(
+        (about.cwe.as_slice(), about.cve.as_slice()),
+        (&["CWE-295".to_string()][..], &["CVE-2014-0160".to_string()][..])
+    );
+    assert_eq!((about.remediation.as_deref(), about.tags.len(), about.references.len()), (Some("Renew it."), 1, 1));
+    for (fields, says) in [
+        ("cwe = {'295'}", "ctx:finding: field 'cwe' must hold CWE ids"),
+        ("cve = 'CVE-2014-0160'", "ctx:finding: field 'cve' must be a list"),
+        ("remediation = 7", "ctx:finding: field 'remediation' must be a string"),
+        ("fix = 'x'", "fix"),
+    ] {
+        let out = run(&format!("ctx:finding{{ title = 't', {fields} }}")).await;
+        assert!(out.findings.is_empty(), "{fields}");
+        assert_eq!(error_kind(&out), Some(ErrorKind::Plugin), "{fields}: {out:?}");
+        let msg = out.error.unwrap().1;
+        assert!(msg.contains(says), "{fields}: {msg}");
+    }
+}
+
+#[tokio::test]
 async fn the_scan_wide_output_allowance_is_shared_and_trips() {
     let p = with_run(
         r#"

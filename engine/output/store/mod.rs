@@ -302,6 +302,7 @@ impl Sink for Store {
                     Val::Text(f.title.clone()),
                     if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
                     Val::opt(&f.output),
+                    if f.about.is_empty() { Val::Null } else { Val::json(&f.about) },
                     Val::Real(f.t),
                     seq,
                 ];

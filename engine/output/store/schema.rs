@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 4;
+pub const VERSION: i64 = 5;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -104,6 +104,7 @@ CREATE TABLE IF NOT EXISTS findings (
     title TEXT NOT NULL,
     data {json},
     output TEXT,
+    about {json},
     t {real} NOT NULL,
     seq {int} NOT NULL
 );
@@ -136,6 +137,10 @@ fn upgrades(from: i64) -> Vec<&'static str> {
     if from < 4 {
         // Version 4: a script result's output text (FindingEvent::output).
         out.push("ALTER TABLE findings ADD COLUMN output TEXT");
+    }
+    if from < 5 {
+        // Version 5: what one finding is about (FindingEvent::about), as JSON.
+        out.push("ALTER TABLE findings ADD COLUMN about {json}");
     }
     out
 }
@@ -283,6 +288,7 @@ pub const FINDINGS: Table = Table {
         ("title", Text),
         ("data", Json),
         ("output", Text),
+        ("about", Json),
         ("t", Real),
         ("seq", Int),
     ],

@@ -110,6 +110,7 @@ fn finding(addr: &str, p: u16, title: &str) -> Event {
         title: title.into(),
         data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
         output: Some("\n  version: 7.0.15".into()),
+        about: Default::default(),
         t: 0.31,
     }))
 }
