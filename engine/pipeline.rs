@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::findings::{ErrorEvent, ErrorKind, Event, PortEvent, PortState, Proto, ScanId, Service};
+use crate::findings::{
+    ErrorEvent, ErrorKind, Event, ExtraportsEvent, PortEvent, PortState, Proto, Reason, ScanId, Service,
+};
 
 /// Ports waiting between two stages (each a few dozen bytes).
 pub const STAGE_QUEUE: usize = 1024;
@@ -38,6 +40,8 @@ pub struct Ctx {
     pub events: mpsc::Sender<Event>,
     pub stats: Arc<Stats>,
     pub stop: Stop,
+    /// Ports decided but not reported, counted per host.
+    pub unshown: Arc<Unshown>,
 }
 
 impl Ctx {
@@ -46,7 +50,14 @@ impl Ctx {
     pub fn detached(scan_id: &str) -> Ctx {
         let (events, _) = mpsc::channel(1);
         let (_, stop) = stop_signal();
-        Ctx { scan_id: scan_id.into(), t0: Instant::now(), events, stats: Arc::default(), stop }
+        Ctx {
+            scan_id: scan_id.into(),
+            t0: Instant::now(),
+            events,
+            stats: Arc::default(),
+            stop,
+            unshown: Arc::default(),
+        }
     }
 
     /// Seconds since the scan started.
@@ -105,6 +116,11 @@ pub struct Found {
 }
 
 impl Found {
+    /// Counts a port decided but not reported (see [`Unshown`]).
+    pub fn unshown(&self, ip: IpAddr, proto: Proto, state: PortState, reason: Reason) {
+        self.ctx.unshown.add(ip, proto, state, reason);
+    }
+
     pub async fn port(&self, ev: PortEvent) {
         let open = (ev.state == PortState::Open).then_some(OpenPort { ip: ev.ip, port: ev.port, proto: ev.proto });
         self.ctx.emit(Event::Port(ev)).await;
@@ -128,6 +144,79 @@ impl Found {
 
     fn bare(&self, p: OpenPort) -> Arc<Service> {
         Arc::new(Service::bare(self.ctx.scan_id.clone(), p.ip, p.port, p.proto))
+    }
+}
+
+/// The ports a scan decided but did not report one by one, counted per
+/// (host, protocol, state, reason), for nmap's "Not shown" line and its
+/// `<extraports>`. Silence is not counted (a report takes the scanned ports
+/// left over as filtered), so only hosts that answered take room: a few
+/// dozen bytes each, and at most [`Unshown::MAX_HOSTS`] hosts (past them,
+/// new hosts are not counted and their reports say nothing of what was
+/// not shown).
+#[derive(Debug)]
+pub struct Unshown {
+    counts: std::sync::Mutex<std::collections::HashMap<(IpAddr, Proto), Vec<Tally>>>,
+    max_hosts: usize,
+}
+
+/// How many ports of one host and protocol were in one state, for one reason.
+type Tally = (PortState, Reason, u32);
+
+impl Default for Unshown {
+    fn default() -> Self {
+        Unshown::with_max_hosts(Unshown::MAX_HOSTS)
+    }
+}
+
+impl Unshown {
+    /// Most (host, protocol) pairs counted.
+    pub const MAX_HOSTS: usize = 1 << 20;
+
+    pub fn with_max_hosts(max_hosts: usize) -> Self {
+        Unshown { counts: Default::default(), max_hosts }
+    }
+
+    /// Counts one port.
+    pub fn add(&self, ip: IpAddr, proto: Proto, state: PortState, reason: Reason) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let full = counts.len() >= self.max_hosts;
+        let kinds = match counts.get_mut(&(ip, proto)) {
+            Some(k) => k,
+            None if full => return,
+            None => counts.entry((ip, proto)).or_default(),
+        };
+        match kinds.iter_mut().find(|(s, r, _)| *s == state && *r == reason) {
+            Some((_, _, n)) => *n = n.saturating_add(1),
+            None => kinds.push((state, reason, 1)),
+        }
+    }
+
+    /// The counts as events, in address order; the tally is emptied.
+    pub fn take(&self, scan_id: &ScanId) -> Vec<ExtraportsEvent> {
+        let counts = std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut out: Vec<ExtraportsEvent> = counts
+            .into_iter()
+            .flat_map(|((ip, proto), kinds)| {
+                kinds.into_iter().map(move |(state, reason, count)| ExtraportsEvent {
+                    scan_id: scan_id.clone(),
+                    ip,
+                    proto,
+                    state,
+                    reason,
+                    count,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (a.ip, a.proto as u8, a.state as u8, a.reason.as_str()).cmp(&(
+                b.ip,
+                b.proto as u8,
+                b.state as u8,
+                b.reason.as_str(),
+            ))
+        });
+        out
     }
 }
 
@@ -186,5 +275,36 @@ impl Stop {
         if self.0.wait_for(|&v| v).await.is_err() {
             std::future::pending::<()>().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_not_shown_are_counted_per_host_up_to_the_cap() {
+        let tally = Unshown::with_max_hosts(2);
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) =
+            ("198.18.0.3".parse().unwrap(), "198.18.0.2".parse().unwrap(), "198.18.0.4".parse().unwrap());
+        for _ in 0..3 {
+            tally.add(a, Proto::Tcp, PortState::Closed, Reason::Reset);
+        }
+        tally.add(a, Proto::Tcp, PortState::Filtered, Reason::HostUnreach);
+        tally.add(b, Proto::Tcp, PortState::Closed, Reason::Reset);
+        // A third host is past the cap: not counted; the two first still are.
+        tally.add(c, Proto::Tcp, PortState::Closed, Reason::Reset);
+        tally.add(b, Proto::Tcp, PortState::Closed, Reason::Reset);
+        let evs = tally.take(&"5c".into());
+        let got: Vec<(String, PortState, u32)> = evs.iter().map(|e| (e.ip.to_string(), e.state, e.count)).collect();
+        assert_eq!(
+            got,
+            [
+                ("198.18.0.2".to_string(), PortState::Closed, 2),
+                ("198.18.0.3".to_string(), PortState::Closed, 3),
+                ("198.18.0.3".to_string(), PortState::Filtered, 1)
+            ]
+        );
+        assert!(tally.take(&"5c".into()).is_empty(), "taken once");
     }
 }

@@ -58,6 +58,8 @@ pub struct ScanConfig {
     pub list_only: bool,
     /// Most time spent on one host's ports (`--host-timeout`; raw scans).
     pub host_timeout: Option<std::time::Duration>,
+    /// Targets given by name, with the address each resolved to.
+    pub hostnames: Vec<crate::findings::Hostname>,
 }
 
 impl ScanConfig {
@@ -176,11 +178,13 @@ pub(crate) async fn run(
             shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
             verbosity: cfg.verbosity,
             hosts: if cfg.discovery.is_some() || cfg.list_only { hosts_space.shard_len(cfg.shard) } else { 0 },
+            hostnames: cfg.hostnames.clone(),
         },
     };
     let _ = events.send(Event::ScanStart(start)).await;
     let t0 = Instant::now();
-    let ctx = Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone() };
+    let ctx =
+        Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone(), unshown: Arc::default() };
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
         return Ok(finish(&ctx, &stats, interrupted).await);
@@ -286,6 +290,9 @@ pub(crate) async fn run(
 /// Sends `scan_end` with the counters (the stop counts as interrupting
 /// even after the last probe: it cut detection or plugins short).
 async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool) -> ScanEnd {
+    for ev in ctx.unshown.take(&ctx.scan_id) {
+        let _ = ctx.events.send(Event::Extraports(ev)).await;
+    }
     let end = ScanEnd {
         scan_id: ctx.scan_id.clone(),
         elapsed: ctx.t0.elapsed().as_secs_f64(),

@@ -2,7 +2,9 @@
 --
 -- The host finishes the key exchange and sends a "none" authentication
 -- request (ctx:ssh_auth_methods); the server's answer lists the methods
--- that may continue. Nothing that could log in is ever sent.
+-- that may continue. Nothing that could log in is ever sent. The result is
+-- nmap's ssh-auth-methods table ("Supported authentication methods": the
+-- list); a server that offers passwords is a low finding.
 return {
   id = "ssh-auth-methods",
   description = "Lists the authentication methods an SSH server offers a user (script arg ssh.user, default root).",
@@ -19,11 +21,6 @@ return {
     if not methods then
       return nil, err
     end
-    ctx:finding({
-      severity = "info",
-      title = "Supported authentication methods",
-      data = { user = user, methods = methods },
-    })
     if table.find(methods, "password") then
       ctx:finding({
         severity = "low",
@@ -31,5 +28,6 @@ return {
         data = { user = user },
       })
     end
+    return { ["Supported authentication methods"] = methods }
   end,
 }

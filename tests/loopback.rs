@@ -84,6 +84,12 @@ fn hostnames_resolve_once_and_lists_come_from_files() {
     let (_ls, ports, _) = listeners(1);
     let out = run(&["-sT", "-p", &spec(&ports), "-oJ", "-", "localhost"]);
     assert_eq!(open_ports(&events(&stdout(&out))), [("127.0.0.1".to_string(), ports[0])]);
+    // Reports name the host as it was given (nmap's `user` hostname), and
+    // say how many ports they do not show (port 1: nothing listens there).
+    let out = run(&["-sT", "-p", &format!("1,{}", ports[0]), "-oN", "-", "localhost"]);
+    let text = stdout(&out);
+    assert!(text.contains("\nNmap scan report for localhost (127.0.0.1)\n"), "{text}");
+    assert!(text.contains("\nNot shown: 1 closed tcp port (conn-refused)\nPORT "), "{text}");
 
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("targets.txt");

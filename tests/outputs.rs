@@ -389,3 +389,39 @@ fn sarif_is_valid_and_has_one_result_per_finding() {
     let ndjson_self_signed = findings.iter().find(|f| f["title"] == "Self-signed certificate").unwrap();
     assert_eq!(ndjson_self_signed["cwe"], json!(["CWE-295"]), "the NDJSON keeps a finding's own metadata");
 }
+
+/// The ports a scan does not list come out as nmap's: python-libnmap
+/// reads the same `extraports` state, count and reasons from moonscan's
+/// -oX as from nmap's own of the same SYN scan, and -oN's "Not shown" line
+/// is nmap's.
+#[test]
+fn ports_not_shown_read_as_nmaps() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let scan = ["-n", "-Pn", "-sS", "-p", "1-100", TARGET];
+    let mut said = Vec::new();
+    for (tool, name) in [("nmap", "nmap"), (bin(), "moonscan")] {
+        let (xml, normal) = (dir.path().join(format!("{name}.xml")), dir.path().join(format!("{name}.nmap")));
+        let out = in_lab(tool).args(scan).arg("-oX").arg(&xml).arg("-oN").arg(&normal).output();
+        let out = out.expect("the scanner runs in the lab");
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let read = Command::new(python())
+            .arg("-c")
+            .arg(
+                "import json, sys\n\
+                 from libnmap.parser import NmapParser\n\
+                 h = NmapParser.parse_fromfile(sys.argv[1]).hosts[0]\n\
+                 reasons = [{k: v for k, v in r.items() if k != 'ports'} for r in h.extraports_reasons or []]\n\
+                 print(json.dumps([h.extraports_state, reasons]))",
+            )
+            .arg(&xml)
+            .output()
+            .expect("python3 runs");
+        assert!(read.status.success(), "{}", stderr(&read));
+        let text = std::fs::read_to_string(&normal).unwrap();
+        let line = text.lines().find(|l| l.starts_with("Not shown: ")).map(str::to_string);
+        said.push((stdout(&read), line));
+    }
+    assert_eq!(said[0], said[1], "nmap's, then moonscan's");
+    assert_eq!(said[1].1.as_deref(), Some("Not shown: 98 closed tcp ports (reset)"));
+}

@@ -90,7 +90,7 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
             .unwrap_or_else(|| panic!("no unknown-keys finding on {port}"));
         let said = |k: &str| refused["data"][k].as_str().unwrap_or_default().to_string();
         assert!(said("connect").contains("unknown key 'ip'"), "{refused}");
-        assert!(said("finding").contains("unknown key 'cve'"), "{refused}");
+        assert!(said("finding").contains("unknown key 'cves'"), "{refused}");
         assert!(said("tls").contains("unknown key 'verify'"), "{refused}");
         assert!(said("http").contains("unknown key 'follow'"), "{refused}");
         assert!(said("ssh").contains("unknown key 'password'"), "{refused}");

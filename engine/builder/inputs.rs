@@ -6,20 +6,23 @@ use std::path::Path;
 
 use super::{PortNumbers, Ports, ScanBuilder};
 use crate::error::{Error, ErrorKind, Result};
+use crate::findings::Hostname;
 use crate::plugins::Plugin;
 use crate::targets::addrs::AddrSetBuilder;
 use crate::targets::{self, AddrSet, Family, Term};
 
 impl ScanBuilder {
-    /// The targets and the excluded addresses (hostnames resolved now).
-    pub(super) fn address_sets(&self) -> Result<(AddrSet, AddrSet)> {
+    /// The targets and the excluded addresses (hostnames resolved now),
+    /// and the targets given by name with the address each resolved to.
+    pub(super) fn address_sets(&self) -> Result<(AddrSet, AddrSet, Vec<Hostname>)> {
         let family = if self.ipv6 { Family::OnlyV6 } else { Family::PreferV4 };
         let mut include = AddrSetBuilder::default();
+        let mut names = Vec::new();
         for t in &self.targets {
-            add_term(&mut include, t, self.no_dns, family)?;
+            add_term(&mut include, t, self.no_dns, family, Some(&mut names))?;
         }
         for path in &self.target_files {
-            read_list(path, "-iL", |t| add_term(&mut include, t, self.no_dns, family))?;
+            read_list(path, "-iL", |t| add_term(&mut include, t, self.no_dns, family, Some(&mut names)))?;
         }
         if include.is_empty() {
             return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
@@ -27,13 +30,15 @@ impl ScanBuilder {
         let include = include.finish()?;
         let mut exclude = AddrSetBuilder::default();
         for t in self.exclude.iter().filter(|t| !t.trim().is_empty()) {
-            add_term(&mut exclude, t, self.no_dns, family)?;
+            add_term(&mut exclude, t, self.no_dns, family, None)?;
         }
         for path in &self.exclude_files {
-            read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family))?;
+            read_list(path, "--excludefile", |t| add_term(&mut exclude, t, self.no_dns, family, None))?;
         }
         let exclude = exclude.finish()?;
-        Ok((include, exclude))
+        names.sort();
+        names.dedup();
+        Ok((include, exclude, names))
     }
 
     /// False when every target named is a loopback address or `localhost`
@@ -134,8 +139,15 @@ fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> 
     crate::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
 }
 
-/// Adds one target term's addresses (a hostname is resolved now).
-fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> Result<()> {
+/// Adds one target term's addresses (a hostname is resolved now, and
+/// noted in `names` with its address).
+fn add_term(
+    set: &mut AddrSetBuilder,
+    t: &str,
+    no_dns: bool,
+    family: Family,
+    names: Option<&mut Vec<Hostname>>,
+) -> Result<()> {
     match targets::parse_term(t)? {
         Term::Ranges(r) => {
             if family == Family::OnlyV6 && r.iter().any(|&(lo, _)| targets::addrs::addr(lo).is_ipv4()) {
@@ -152,8 +164,12 @@ fn add_term(set: &mut AddrSetBuilder, t: &str, no_dns: bool, family: Family) -> 
             ));
         }
         Term::Host(name) => {
-            let k = targets::addrs::key(targets::resolve(&name, family)?);
+            let ip = targets::resolve(&name, family)?;
+            let k = targets::addrs::key(ip);
             set.push((k, k))?;
+            if let Some(names) = names {
+                names.push(Hostname { ip, name });
+            }
         }
     }
     Ok(())

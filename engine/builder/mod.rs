@@ -452,7 +452,7 @@ impl ScanBuilder {
                 }
             }
         }
-        let (include, exclude) = self.address_sets()?;
+        let (include, exclude, hostnames) = self.address_sets()?;
         let (space, also_udp) = match (tcp_ports, udp_ports) {
             (Some(tcp), udp) => {
                 let also = udp.map(|u| TargetSpace::new(&include, &exclude, u)).transpose()?;
@@ -575,6 +575,7 @@ impl ScanBuilder {
             discovery,
             list_only: self.list_only,
             host_timeout: self.host_timeout,
+            hostnames,
         };
         Ok(Built { config, notes })
     }

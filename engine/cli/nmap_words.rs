@@ -109,8 +109,8 @@ pub fn unsupported(argv: &[String]) -> Option<String> {
         let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
         let hit = UNSUPPORTED.iter().find(|(flag, _, takes)| {
             name == *flag
-                // -D decoy1,decoy2 or -Ddecoy1: short options with a value attached.
-                || (*takes && flag.len() == 2 && a.starts_with(flag) && !a.starts_with("--"))
+                // -Ddecoy1, -sIzombie, -oSfile: single-dash options with a value attached.
+                || (*takes && !flag.starts_with("--") && a.starts_with(flag) && !a.starts_with("--"))
                 // -PY22 and -PO1: ping types with their ports attached.
                 || (flag.starts_with("-P") && a.starts_with(flag))
         });
@@ -187,6 +187,9 @@ mod tests {
     fn run_together_letters_and_debug_levels_are_nmaps() {
         assert_eq!(rewrite(&argv("-sCV -dd")), argv("--script-default --service-version -v -v"));
         assert!(unsupported(&argv("-sV -Ddecoy 127.0.0.1")).unwrap().contains("-D (decoys)"));
+        assert!(unsupported(&argv("-sIzombie 127.0.0.1")).unwrap().contains("-sI (idle scan)"));
+        assert!(unsupported(&argv("-oSkiddie.txt 127.0.0.1")).unwrap().contains("-oS (script kiddie output)"));
+        assert!(unsupported(&argv("-sS -oX scan.xml 127.0.0.1")).is_none());
         assert!(unsupported(&argv("-sV -- -O")).is_none(), "after --, a target");
     }
 }

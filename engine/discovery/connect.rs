@@ -153,13 +153,19 @@ impl Shared {
                 Stats::bump(&self.stats.closed);
                 if self.report_closed {
                     self.port_event(ip, port, PortState::Closed, Reason::ConnRefused).await;
+                } else {
+                    self.found.unshown(ip, Proto::Tcp, PortState::Closed, Reason::ConnRefused);
                 }
             }
             Attempt::TimedOut if *tries < self.timing.retries => {
                 *tries += 1;
                 return Next::Retry;
             }
-            Attempt::TimedOut | Attempt::HostUnreachable => Stats::bump(&self.stats.filtered),
+            Attempt::TimedOut => Stats::bump(&self.stats.filtered),
+            Attempt::HostUnreachable => {
+                Stats::bump(&self.stats.filtered);
+                self.found.unshown(ip, Proto::Tcp, PortState::Filtered, Reason::HostUnreach);
+            }
             Attempt::Resource if *starved < RESOURCE_RETRIES => {
                 *starved += 1;
                 return Next::RetryLater;
@@ -231,6 +237,7 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
             Started::Done(Attempt::Closed) if !sh.report_closed => {
                 Stats::bump(&sh.stats.sent);
                 Stats::bump(&sh.stats.closed);
+                sh.found.unshown(ip, Proto::Tcp, PortState::Closed, Reason::ConnRefused);
             }
             first => {
                 tokio::spawn(sh.clone().follow(ip, port, first, permit));

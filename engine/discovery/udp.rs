@@ -118,6 +118,8 @@ impl Shared {
         if state != PortState::Closed || self.report_closed {
             let (scan_id, t) = (ctx.scan_id.clone(), ctx.t());
             self.found.port(PortEvent { scan_id, ip, port, proto: Proto::Udp, state, reason, ttl: None, t }).await;
+        } else {
+            self.found.unshown(ip, Proto::Udp, state, reason);
         }
     }
 }

@@ -30,6 +30,7 @@ pub enum Event {
     ScanStart(ScanStart),
     Host(HostEvent),
     Port(PortEvent),
+    Extraports(ExtraportsEvent),
     Service(Box<Service>),
     Finding(Box<FindingEvent>),
     Log(LogEvent),
@@ -44,6 +45,7 @@ impl Event {
             Event::ScanStart(e) => &e.scan_id,
             Event::Host(e) => &e.scan_id,
             Event::Port(e) => &e.scan_id,
+            Event::Extraports(e) => &e.scan_id,
             Event::Service(e) => &e.scan_id,
             Event::Finding(e) => &e.scan_id,
             Event::Log(e) => &e.scan_id,
@@ -58,6 +60,7 @@ impl Event {
             Event::ScanStart(e) => &mut e.scan_id,
             Event::Host(e) => &mut e.scan_id,
             Event::Port(e) => &mut e.scan_id,
+            Event::Extraports(e) => &mut e.scan_id,
             Event::Service(e) => &mut e.scan_id,
             Event::Finding(e) => &mut e.scan_id,
             Event::Log(e) => &mut e.scan_id,
@@ -111,6 +114,17 @@ pub struct ScanSettings {
     /// Target addresses, when host discovery runs (0 without it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hosts: u64,
+    /// The targets given by name, with the address each resolved to
+    /// (nmap's `user` hostnames).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hostnames: Vec<Hostname>,
+}
+
+/// A target given by name and the address it resolved to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Hostname {
+    pub ip: IpAddr,
+    pub name: String,
 }
 
 /// The UTC date and time `secs` seconds after 1970, for any year an `i64`
@@ -434,6 +448,22 @@ impl HostState {
     }
 }
 
+/// Ports of one host decided but not reported one by one (closed ports
+/// without `-v`, ports filtered by an ICMP error), counted by state and
+/// reason: what nmap calls "Not shown" and writes as `<extraports>`. Sent
+/// once per (host, protocol, state, reason) just before `scan_end`. Ports
+/// that never answered (`no-response`) are not counted: a report gets them
+/// as the scanned ports left over.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExtraportsEvent {
+    pub scan_id: ScanId,
+    pub ip: IpAddr,
+    pub proto: Proto,
+    pub state: PortState,
+    pub reason: Reason,
+    pub count: u32,
+}
+
 /// What host discovery decided about one target.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostEvent {
@@ -728,8 +758,21 @@ mod tests {
                 shard: Some("1/2".into()),
                 verbosity: 2,
                 hosts: 256,
+                hostnames: vec![Hostname { ip: "198.18.2.3".parse().unwrap(), name: "lab.example".into() }],
             },
         };
+        let extra = Event::Extraports(ExtraportsEvent {
+            scan_id: "5c".into(),
+            ip: "198.18.2.3".parse().unwrap(),
+            proto: Proto::Udp,
+            state: PortState::Closed,
+            reason: Reason::PortUnreach,
+            count: 997,
+        });
+        assert_eq!(
+            serde_json::to_string(&extra).unwrap(),
+            r#"{"type":"extraports","scan_id":"5c","ip":"198.18.2.3","proto":"udp","state":"closed","reason":"port-unreach","count":997}"#
+        );
         let host = Event::Host(HostEvent {
             scan_id: "5c".into(),
             ip: "198.18.2.3".parse().unwrap(),
@@ -745,7 +788,7 @@ mod tests {
             line,
             r#"{"type":"host","scan_id":"5c","ip":"198.18.2.3","state":"up","reason":"arp-response","latency":0.0002,"mac":"02:00:5E:10:00:01","t":0.5}"#
         );
-        for ev in [Event::Service(Box::new(svc)), Event::ScanStart(start), host] {
+        for ev in [Event::Service(Box::new(svc)), Event::ScanStart(start), host, extra] {
             let line = serde_json::to_string(&ev).unwrap();
             assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), ev, "{line}");
         }

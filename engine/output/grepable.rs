@@ -38,13 +38,14 @@ impl Layout for GrepableLayout {
                 crate::findings::HostState::Down => "Down",
                 crate::findings::HostState::Unknown => "Unknown",
             };
-            text.push_str(&format!("Host: {ip} ()\tStatus: {state}\n"));
+            let name = host.name.map(field).unwrap_or_default();
+            text.push_str(&format!("Host: {ip} ({name})\tStatus: {state}\n"));
             if host.ports.is_empty() {
                 out.write_all(text.as_bytes())?;
                 text.clear();
                 continue;
             }
-            text.push_str(&format!("Host: {ip} ()\tPorts: "));
+            text.push_str(&format!("Host: {ip} ({name})\tPorts: "));
             let ports: Vec<String> = host
                 .ports
                 .iter()
@@ -62,6 +63,11 @@ impl Layout for GrepableLayout {
                 })
                 .collect();
             text.push_str(&ports.join(", "));
+            // nmap names the state most ports are in that it did not list.
+            if let Some(u) = host.unshown.iter().max_by_key(|u| u.count) {
+                let same: u64 = host.unshown.iter().filter(|v| v.state == u.state).map(|v| v.count).sum();
+                text.push_str(&format!("\tIgnored State: {} ({same})", u.state.as_str()));
+            }
             text.push('\n');
             out.write_all(text.as_bytes())?;
             text.clear();
@@ -95,9 +101,9 @@ mod tests {
         let want = "\
 # moonscan 0.1.0 scan initiated Sat Nov 21 16:41:03 2026 as: moonscan -sV -sC -p 22,80,443,8080 198.18.0.2 198.18.0.10
 Host: 198.18.0.2 ()\tStatus: Up
-Host: 198.18.0.2 ()\tPorts: 22/open/tcp//ssh//OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)/, 80/closed/tcp//http///, 443/open/tcp//ssl|http//nginx 1.22.1/
+Host: 198.18.0.2 ()\tPorts: 22/open/tcp//ssh//OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)/, 80/closed/tcp//http///, 443/open/tcp//ssl|http//nginx 1.22.1/\tIgnored State: filtered (1)
 Host: 198.18.0.10 ()\tStatus: Up
-Host: 198.18.0.10 ()\tPorts: 8080/open/tcp//http-proxy?///
+Host: 198.18.0.10 ()\tPorts: 8080/open/tcp//http-proxy?///\tIgnored State: closed (2)
 # moonscan done at Sat Nov 21 16:41:04 2026 -- 2 IP addresses (2 hosts up) scanned in 1.50 seconds
 ";
         assert_eq!(text, want);

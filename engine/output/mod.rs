@@ -9,6 +9,7 @@
 
 mod grepable;
 mod ndjson;
+mod nmap_script_ids;
 mod normal;
 mod report;
 mod sarif;

@@ -18,7 +18,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use super::report::{scripts, Collected, HostRec, Layout, Report};
+use super::report::{scripts, Collected, HostRec, Layout, Report, Unshown};
 use super::screen::screen_text;
 use crate::findings::{HostState, PortState};
 
@@ -58,6 +58,21 @@ impl Layout for NormalLayout {
     }
 }
 
+/// `Not shown: 997 closed tcp ports (reset), 2 filtered tcp ports (no-response)`.
+pub(super) fn not_shown_line(unshown: &[Unshown]) -> Option<String> {
+    if unshown.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = unshown
+        .iter()
+        .map(|u| {
+            let s = if u.count == 1 { "" } else { "s" };
+            format!("{} {} {} port{s} ({})", u.count, u.state.as_str(), u.proto, u.reason.as_str())
+        })
+        .collect();
+    Some(format!("Not shown: {}", parts.join(", ")))
+}
+
 /// A row of the port table: cells, or a script line across the whole width.
 enum Row {
     Cells(Vec<String>),
@@ -75,17 +90,17 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
     let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
     match host.state() {
         HostState::Unknown => {
-            let _ = writeln!(text, "{scanner} scan report for {}", host.ip);
+            let _ = writeln!(text, "{scanner} scan report for {}", host.label());
             return;
         }
         HostState::Down => {
             let why = if reasons { format!(", received {reason}") } else { String::new() };
-            let _ = writeln!(text, "{scanner} scan report for {} [host down{why}]", host.ip);
+            let _ = writeln!(text, "{scanner} scan report for {} [host down{why}]", host.label());
             return;
         }
         HostState::Up => {}
     }
-    let _ = writeln!(text, "{scanner} scan report for {}", host.ip);
+    let _ = writeln!(text, "{scanner} scan report for {}", host.label());
     let latency =
         host.status.and_then(|s| s.latency).map(|l| format!(" ({}s latency)", two_digits(l))).unwrap_or_default();
     if reasons {
@@ -96,13 +111,25 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
         let _ = writeln!(text, "Host is up{latency}.");
     }
     let mac = host.status.and_then(|s| s.mac.as_deref());
+    let not_shown = not_shown_line(&host.unshown);
     if host.ports.is_empty() {
+        if let Some(line) = not_shown {
+            let all: u64 = host.unshown.iter().map(|u| u.count).sum();
+            let _ = writeln!(text, "All {all} scanned ports on {} are in ignored states.", host.label());
+            let _ = writeln!(text, "{line}");
+        }
         if let Some(mac) = mac {
             let _ = writeln!(text, "MAC Address: {mac} (Unknown)");
         }
         return;
     }
-    text.push('\n');
+    // nmap's "Not shown" line, or an empty line in its place.
+    match not_shown {
+        Some(line) => {
+            let _ = writeln!(text, "{line}");
+        }
+        None => text.push('\n'),
+    }
 
     let mut header = vec!["PORT".to_string(), "STATE".into(), "SERVICE".into()];
     if reasons {
@@ -262,7 +289,7 @@ mod tests {
 # moonscan 0.1.0 scan initiated Sat Nov 21 16:41:03 2026 as: moonscan -sV -sC -p 22,80,443,8080 198.18.0.2 198.18.0.10
 Nmap scan report for 198.18.0.2
 Host is up.
-
+Not shown: 1 filtered tcp port (no-response)
 PORT    STATE  SERVICE  VERSION
 22/tcp  open   ssh      OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)
 | ssh-hostkey: 
@@ -270,16 +297,16 @@ PORT    STATE  SERVICE  VERSION
 |_moonscan-findings: [low] ssh-hostkey: SSH host key shared
 80/tcp  closed http
 443/tcp open   ssl/http nginx 1.22.1
+|_http-title: moonscan lab
 | http-headers: Missing X-Frame-Options header
 |   header: X-Frame-Options
 | Server version disclosed
 |_  server: nginx/1.22.1
-|_http-title: moonscan lab
 Service Info: OS: Linux; CPE: cpe:/o:linux:linux_kernel
 
 Nmap scan report for 198.18.0.10
 Host is up.
-
+Not shown: 2 closed tcp ports (reset), 1 filtered tcp port (no-response)
 PORT     STATE SERVICE     VERSION
 8080/tcp open  http-proxy?
 

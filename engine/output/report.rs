@@ -88,6 +88,10 @@ pub struct Collected {
     ports: BTreeMap<(IpAddr, u8, u16), PortRec>,
     /// What host discovery said, by address.
     status: BTreeMap<IpAddr, HostStatus>,
+    /// Ports decided but not reported, by address (`extraports` events).
+    extra: BTreeMap<IpAddr, Vec<Unshown>>,
+    /// The name each target given by name was given (the first, if several).
+    hostnames: HashMap<IpAddr, String>,
     /// Distinct addresses in `ports` or found up.
     up: usize,
     pub end: Option<ScanEnd>,
@@ -100,6 +104,19 @@ pub struct HostRec<'a> {
     pub ip: IpAddr,
     pub status: Option<&'a HostStatus>,
     pub ports: Vec<&'a PortRec>,
+    /// Its ports not shown (nmap's "Not shown"), TCP before UDP.
+    pub unshown: Vec<Unshown>,
+    /// The name it was given as a target (nmap's `user` hostname).
+    pub name: Option<&'a str>,
+}
+
+/// Ports of a host not shown one by one, of one protocol, state and reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unshown {
+    pub proto: Proto,
+    pub state: PortState,
+    pub reason: Reason,
+    pub count: u64,
 }
 
 /// What host discovery said about a host (its `host` event).
@@ -162,6 +179,9 @@ impl Collected {
         match event {
             Event::ScanStart(s) => {
                 self.start_at = s.started.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
+                for h in &s.settings.hostnames {
+                    self.hostnames.entry(h.ip).or_insert_with(|| h.name.clone());
+                }
                 self.start = Some(s.clone());
             }
             Event::Host(h) => {
@@ -197,6 +217,10 @@ impl Collected {
                     output: f.output.clone(),
                 };
                 self.port(f.ip, f.proto, f.port, f.t).scripts.entry(f.plugin.clone()).or_default().push(finding);
+            }
+            Event::Extraports(e) => {
+                let u = Unshown { proto: e.proto, state: e.state, reason: e.reason, count: e.count.into() };
+                self.extra.entry(e.ip).or_default().push(u);
             }
             Event::ScanEnd(e) => self.end = Some(e.clone()),
             Event::Log(_) | Event::Error(_) => {}
@@ -258,8 +282,36 @@ impl Collected {
             while let Some((_, p)) = ports.next_if(|((next, _, _), _)| *next == ip) {
                 list.push(p);
             }
-            Some(HostRec { ip, status, ports: list })
+            let up = status.is_none_or(|s| s.state == HostState::Up);
+            let unshown = if up { self.unshown(ip, &list) } else { Vec::new() };
+            let name = self.hostnames.get(&ip).map(String::as_str);
+            Some(HostRec { ip, status, ports: list, unshown, name })
         })
+    }
+
+    /// The ports of an up host not shown: those counted by `extraports`
+    /// events and, of a scan that ran to its end on every port of each
+    /// host (not interrupted, not a shard), the scanned ports left over,
+    /// which never answered (filtered, no-response).
+    fn unshown(&self, ip: IpAddr, shown: &[&PortRec]) -> Vec<Unshown> {
+        let mut out = self.extra.get(&ip).cloned().unwrap_or_default();
+        let whole = self.end.as_ref().is_some_and(|e| !e.interrupted)
+            && self.start.as_ref().is_some_and(|s| s.settings.shard.is_none());
+        if whole {
+            let settings = self.start.as_ref().map(|s| &s.settings);
+            let tcp = settings.map_or(0, |s| s.ports.len());
+            let udp = settings.map_or(0, |s| s.udp_ports.len());
+            for (proto, total) in [(Proto::Tcp, tcp), (Proto::Udp, udp)] {
+                let seen = shown.iter().filter(|p| p.proto == proto).count() as u64;
+                let counted: u64 = out.iter().filter(|u| u.proto == proto).map(|u| u.count).sum();
+                let left = (total as u64).saturating_sub(seen + counted);
+                if left > 0 && total > 0 {
+                    out.push(Unshown { proto, state: PortState::Filtered, reason: Reason::NoResponse, count: left });
+                }
+            }
+        }
+        out.sort_by_key(|u| (u.proto == Proto::Udp, u.state as u8, u.reason.as_str()));
+        out
     }
 
     /// How many hosts [`Collected::hosts`] gives.
@@ -349,6 +401,14 @@ impl Collected {
 }
 
 impl HostRec<'_> {
+    /// How nmap names a host in its reports: `NAME (IP)`, or the address.
+    pub fn label(&self) -> String {
+        match self.name {
+            Some(n) => format!("{n} ({})", self.ip),
+            None => self.ip.to_string(),
+        }
+    }
+
     /// The host's state: what discovery said, else up (it has ports).
     pub fn state(&self) -> HostState {
         self.status.map_or(HostState::Up, |s| s.state)
@@ -436,7 +496,10 @@ pub(super) fn method_conf(m: ServiceMethod) -> (&'static str, u8) {
     }
 }
 
-/// What a port's scripts show, in plugin id order: a plugin that returned
+/// What a port's scripts show, in id order (as nmap orders them) within
+/// three groups: plugins under the id of one of nmap's default scripts
+/// (so `-sV -sC` shows nmap's lines in nmap's order), then under nmap's
+/// other ids, then moonscan's own: a plugin that returned
 /// a result shows it (its text, and its data as nmap's structured output);
 /// one that only reported findings shows them (each title, with its data
 /// rendered below it as NSE renders a table).
@@ -469,6 +532,8 @@ pub(super) fn scripts(p: &PortRec) -> Vec<Script<'_>> {
             }
         }
     }
+    // Stable: each group keeps its id order.
+    out.sort_by_key(|s| script_rank(&s.id));
     if !extra.is_empty() {
         let text = extra
             .iter()
@@ -478,6 +543,17 @@ pub(super) fn scripts(p: &PortRec) -> Vec<Script<'_>> {
         out.push(Script { id: FINDINGS_ID.to_string(), text, shown: Shown::Extra(extra) });
     }
     out
+}
+
+/// Where a script's output goes among a port's: nmap's default scripts
+/// (what `nmap -sC` shows) first, then nmap's other scripts, then moonscan's
+/// own.
+pub(super) fn script_rank(id: &str) -> u8 {
+    match super::nmap_script_ids::IDS.binary_search_by(|(known, _)| known.cmp(&id)) {
+        Ok(i) if super::nmap_script_ids::IDS[i].1 => 0,
+        Ok(_) => 1,
+        Err(_) => 2,
+    }
 }
 
 /// The script id under which findings beside a script result are shown.
@@ -681,6 +757,14 @@ pub(super) mod sample {
                 "Server version disclosed",
                 serde_json::json!({"server": "nginx/1.22.1"}),
             ),
+            Event::Extraports(ExtraportsEvent {
+                scan_id: "0123456789abcdef".into(),
+                ip: ip("198.18.0.10"),
+                proto: Proto::Tcp,
+                state: PortState::Closed,
+                reason: Reason::Reset,
+                count: 2,
+            }),
             end(1.5, 0),
         ]
     }
@@ -728,5 +812,25 @@ mod tests {
         assert_eq!(odd.service_column(false), "http-proxy");
         let ssh = h.ports.iter().find(|p| p.port == 22).unwrap();
         assert_eq!(ssh.full_version(), "OpenSSH 9.2p1 Debian 2+deb12u10 (protocol 2.0)");
+    }
+
+    #[test]
+    fn nmaps_scripts_come_first_then_moonscans_then_the_findings() {
+        let mut scan = Collected::default();
+        for e in [
+            start("moonscan -p 443 198.18.0.2", 1),
+            finding("198.18.0.2", 443, "tls-versions-and-alpn", "TLSv1.3", serde_json::json!(null)),
+            result("198.18.0.2", 443, "ssl-cert", "Subject: x", serde_json::json!({"subject": {}})),
+            finding("198.18.0.2", 443, "ssl-cert", "Self-signed certificate", serde_json::json!(null)),
+            finding("198.18.0.2", 443, "a-pack-check", "seen", serde_json::json!(null)),
+            result("198.18.0.2", 443, "http-title", "lab", serde_json::json!({"title": "lab"})),
+        ] {
+            scan.record(&e);
+        }
+        let host = scan.hosts().next().unwrap();
+        let ids: Vec<String> = scripts(host.ports[0]).into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, ["http-title", "ssl-cert", "a-pack-check", "tls-versions-and-alpn", FINDINGS_ID]);
+        let ranks = ["ssl-cert", "http-headers", "ssl-enum-ciphers", "tls-versions-and-alpn"].map(script_rank);
+        assert_eq!(ranks, [0, 1, 1, 2]);
     }
 }

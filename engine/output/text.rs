@@ -180,7 +180,7 @@ impl<W: Write + Send> Sink for Text<W> {
             Event::Log(l) if self.logs => {
                 writeln!(o, "| {} on {}/tcp on {} log: {}", screen(&l.plugin), l.port, l.ip, screen(&l.message))
             }
-            Event::Log(_) => Ok(()),
+            Event::Log(_) | Event::Extraports(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {
                     (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),

@@ -51,7 +51,7 @@ use std::io::{self, Write};
 use serde_json::Value;
 
 use super::report::{ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Shown};
-use crate::findings::HostState;
+use crate::findings::{HostState, PortState};
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
 pub type Xml<W> = Report<XmlLayout, W>;
@@ -116,9 +116,15 @@ impl Layout for XmlLayout {
             if let Some(mac) = host.status.and_then(|s| s.mac.as_deref()) {
                 let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"/>", esc(mac));
             }
-            doc.push_str("<hostnames>\n</hostnames>\n");
-            if !host.ports.is_empty() {
+            match host.name {
+                Some(n) => {
+                    let _ = writeln!(doc, "<hostnames>\n<hostname name=\"{}\" type=\"user\"/>\n</hostnames>", esc(n));
+                }
+                None => doc.push_str("<hostnames>\n</hostnames>\n"),
+            }
+            if !host.ports.is_empty() || !host.unshown.is_empty() {
                 doc.push_str("<ports>");
+                extraports(&mut doc, &host.unshown);
                 for p in &host.ports {
                     port_xml(&mut doc, p);
                 }
@@ -208,7 +214,13 @@ fn port_xml(doc: &mut String, p: &PortRec) {
         }
     }
     for s in scripts(p) {
-        let _ = write!(doc, "<script id=\"{}\" output=\"{}\">", esc(&s.id), esc(&s.text));
+        let _ = write!(doc, "<script id=\"{}\" output=\"{}\"", esc(&s.id), esc(&s.text));
+        // A result of text alone is an empty element, as nmap writes it.
+        if matches!(s.shown, Shown::Result(v) if !v.is_object() && !v.is_array()) {
+            doc.push_str("/>");
+            continue;
+        }
+        doc.push('>');
         match s.shown {
             // The script's own table is the <script> element: its entries
             // are its children, as nmap writes a structured result.
@@ -301,12 +313,17 @@ pub(super) fn esc(s: &str) -> Cow<'_, str> {
     let plain = |c: char| {
         !matches!(c, '&' | '<' | '>' | '"' | '\'') && !c.is_control() && !forbidden(c) && !super::screen::is_format(c)
     };
-    if s.chars().all(plain) {
+    if s.chars().all(plain) && !s.contains("--") {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
+    let mut prev = '\0';
     for c in s.chars() {
+        let after = std::mem::replace(&mut prev, c);
         match c {
+            // No "--" in the document, as nmap writes it (it cannot end
+            // a comment then).
+            '-' if after == '-' => out.push_str("&#45;"),
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -350,6 +367,32 @@ fn comment(s: &str) -> String {
     out
 }
 
+/// nmap's `<extraports>`: one per state, with its count, and an
+/// `<extrareasons>` per reason and protocol.
+fn extraports(doc: &mut String, unshown: &[super::report::Unshown]) {
+    let mut states: Vec<PortState> = Vec::new();
+    for u in unshown {
+        if !states.contains(&u.state) {
+            states.push(u.state);
+        }
+    }
+    for state in states {
+        let of: Vec<_> = unshown.iter().filter(|u| u.state == state).collect();
+        let count: u64 = of.iter().map(|u| u.count).sum();
+        let _ = writeln!(doc, "<extraports state=\"{}\" count=\"{count}\">", state.as_str());
+        for u in of {
+            let _ = writeln!(
+                doc,
+                "<extrareasons reason=\"{}\" count=\"{}\" proto=\"{}\"/>",
+                u.reason.as_str(),
+                u.count,
+                u.proto
+            );
+        }
+        doc.push_str("</extraports>\n");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::report::sample::*;
@@ -359,6 +402,7 @@ mod tests {
     #[test]
     fn terminal_controls_are_references() {
         assert_eq!(esc("a\u{9b}31m\u{7f}\u{202e}b\u{1b}"), "a&#x9b;31m&#x7f;&#x202e;b");
+        assert_eq!(esc("-rw-r--r-- a---b"), "-rw-r-&#45;r-&#45; a-&#45;&#45;b");
     }
     use crate::findings::*;
 
@@ -384,7 +428,8 @@ mod tests {
                 let end = rest.find(';').ok_or("unterminated reference")?;
                 let name = &rest[1..end];
                 let known = ["amp", "lt", "gt", "quot", "apos"].contains(&name)
-                    || name.strip_prefix("#x").is_some_and(|h| u32::from_str_radix(h, 16).is_ok());
+                    || name.strip_prefix("#x").is_some_and(|h| u32::from_str_radix(h, 16).is_ok())
+                    || name.strip_prefix('#').is_some_and(|d| d.parse::<u32>().is_ok());
                 if !known {
                     return Err(format!("unknown reference &{name};"));
                 }
@@ -496,8 +541,8 @@ mod tests {
              <elem key=\"title\">Server version disclosed</elem>\n<elem key=\"severity\">info</elem>\n\
              <table key=\"data\">\n<elem key=\"server\">nginx/1.22.1</elem>\n</table>\n</table>\n</script>"
         ));
-        // Scripts in id order: http-headers before http-title.
-        assert!(doc.find("id=\"http-headers\"").unwrap() < doc.find("id=\"http-title\"").unwrap());
+        // nmap's default scripts first (http-title), then its others (http-headers).
+        assert!(doc.find("id=\"http-title\"").unwrap() < doc.find("id=\"http-headers\"").unwrap());
     }
 
     #[test]
@@ -536,7 +581,9 @@ mod tests {
         ];
         let doc = render(&evs);
         well_formed(&doc).unwrap();
-        assert!(doc.contains("a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;&#xa;line2&#xd;&#x9;tab  ]]&gt; -- end-"));
+        assert!(doc.contains("a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;&#xa;line2&#xd;&#x9;tab  ]]&gt; -&#45; end-"));
+        let dashes = doc.matches("--").count();
+        assert_eq!(dashes, doc.matches("<!--").count() + doc.matches("-->").count(), "-- only opens and closes comments");
         assert!(!doc.contains('\u{1b}') && !doc.contains('\u{0}') && !doc.contains('\u{fffe}'));
         assert!(doc.contains(
             "<!-- moonscan 0.1.0 scan initiated Sat Nov 21 16:41:03 2026 as: moonscan -&#45;script-args x=a-&#45;b"
@@ -595,5 +642,53 @@ mod tests {
             end(0.1, 0),
         ]);
         assert!(doc.find("198.18.0.2").unwrap() < doc.find("addr=\"2001:2::2\" addrtype=\"ipv6\"").unwrap());
+    }
+
+    #[test]
+    fn ports_not_shown_are_extraports_and_names_are_user_hostnames() {
+        let mut named = start("moonscan -p 1-100 lab.example", 100);
+        if let Event::ScanStart(s) = &mut named {
+            s.settings.hostnames = vec![Hostname { ip: ip("198.18.0.2"), name: "lab.example".into() }];
+        }
+        let doc = render(&[
+            named,
+            port("198.18.0.2", 22, PortState::Open, 0.0),
+            Event::Extraports(ExtraportsEvent {
+                scan_id: "0123456789abcdef".into(),
+                ip: ip("198.18.0.2"),
+                proto: Proto::Tcp,
+                state: PortState::Closed,
+                reason: Reason::Reset,
+                count: 97,
+            }),
+            end(0.1, 0),
+        ]);
+        well_formed(&doc).unwrap();
+        assert!(doc.contains("<hostnames>\n<hostname name=\"lab.example\" type=\"user\"/>\n</hostnames>"), "{doc}");
+        let ports = doc.split("<ports>").nth(1).unwrap();
+        assert!(
+            ports.starts_with(
+                "<extraports state=\"filtered\" count=\"2\">\n<extrareasons reason=\"no-response\" count=\"2\" proto=\"tcp\"/>\n</extraports>\n\
+                 <extraports state=\"closed\" count=\"97\">\n<extrareasons reason=\"reset\" count=\"97\" proto=\"tcp\"/>\n</extraports>\n"
+            ) || ports.starts_with(
+                "<extraports state=\"closed\" count=\"97\">\n<extrareasons reason=\"reset\" count=\"97\" proto=\"tcp\"/>\n</extraports>\n\
+                 <extraports state=\"filtered\" count=\"2\">"
+            ),
+            "{ports}"
+        );
+        // An interrupted scan says nothing of the ports it never heard from.
+        let cut = render(
+            &[start("moonscan -p 1-100 198.18.0.2", 100), port("198.18.0.2", 22, PortState::Open, 0.0), end(0.1, 0)]
+                .into_iter()
+                .map(|e| match e {
+                    Event::ScanEnd(mut e) => {
+                        e.interrupted = true;
+                        Event::ScanEnd(e)
+                    }
+                    e => e,
+                })
+                .collect::<Vec<_>>(),
+        );
+        assert!(!cut.contains("extraports"), "{cut}");
     }
 }

@@ -16,7 +16,7 @@ return {
         end
         local data = {
             connect = refused(ctx.connect, ctx, { ip = "198.18.0.3", port = 80 }),
-            finding = refused(ctx.finding, ctx, { title = "t", cve = "CVE-2024-0001" }),
+            finding = refused(ctx.finding, ctx, { title = "t", cves = { "CVE-2024-0001" } }),
             tls = refused(ctx.connect, ctx, { tls = { verify = true } }),
             http = refused(ctx.http.get, ctx.http, "/", { follow = true }),
             ssh = refused(ctx.ssh_auth_methods, ctx, { password = "x" }),

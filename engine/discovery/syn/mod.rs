@@ -361,6 +361,8 @@ fn drive(
                 ttl: v.ttl,
                 t: shared.found.ctx.t(),
             });
+        } else if v.reason != crate::findings::Reason::NoResponse {
+            shared.found.unshown(v.ip, proto, v.state, v.reason);
         }
     };
     // A host decided: reported, counted, and if up its ports go to the port scan.

@@ -308,8 +308,9 @@ impl Sink for Store {
                 ];
                 self.push(&schema::FINDINGS, row);
             }
-            // Host events are not stored (a store's hosts are those with ports).
-            Event::Log(_) | Event::Host(_) => {}
+            // Host events are not stored (a store's hosts are those with
+            // ports), nor the counts of ports not shown.
+            Event::Log(_) | Event::Host(_) | Event::Extraports(_) => {}
             Event::Error(e) => {
                 let row = vec![
                     self.scan("error")?,

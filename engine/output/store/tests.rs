@@ -534,7 +534,8 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
         let v1 = schema::sqlite()
             .replace(",\n    settings TEXT", "")
             .replace("\n    tls_session TEXT,", "")
-            .replace("\n    output TEXT,", "");
+            .replace("\n    output TEXT,", "")
+            .replace("\n    about TEXT,", "");
         assert!(!v1.contains("tls_session") && !v1.contains("output"));
         conn.execute_batch(&v1).unwrap();
         conn.execute("INSERT INTO schema_version (version) VALUES (1)", []).unwrap();
