@@ -581,9 +581,15 @@ mod tests {
         ];
         let doc = render(&evs);
         well_formed(&doc).unwrap();
-        assert!(doc.contains("a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;&#xa;line2&#xd;&#x9;tab  ]]&gt; -&#45; end-"));
+        assert!(
+            doc.contains("a&amp;b &lt;c&gt; &quot;d&quot; &apos;e&apos;&#xa;line2&#xd;&#x9;tab  ]]&gt; -&#45; end-")
+        );
         let dashes = doc.matches("--").count();
-        assert_eq!(dashes, doc.matches("<!--").count() + doc.matches("-->").count(), "-- only opens and closes comments");
+        assert_eq!(
+            dashes,
+            doc.matches("<!--").count() + doc.matches("-->").count(),
+            "-- only opens and closes comments"
+        );
         assert!(!doc.contains('\u{1b}') && !doc.contains('\u{0}') && !doc.contains('\u{fffe}'));
         assert!(doc.contains(
             "<!-- moonscan 0.1.0 scan initiated Sat Nov 21 16:41:03 2026 as: moonscan -&#45;script-args x=a-&#45;b"
