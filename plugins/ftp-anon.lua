@@ -16,39 +16,9 @@ local MAX_LINE = 2048
 local MAX_LIST_LINES = 10000
 local TIMEOUT = 5000
 
--- One FTP reply: its code and lines, reading at most `max` lines.
-local function read_reply(sock, max)
-  local lines = {}
-  local code
-  for i = 1, max or MAX_LINES do
-    local line, err = sock:recv_until("\n", MAX_LINE)
-    if not line then
-      return nil, tostring(err), lines
-    end
-    line = (string.gsub(line, "\r?\n$", ""))
-    lines[#lines + 1] = line
-    if i == 1 then
-      code = string.match(line, "^(%d%d%d)")
-      if not code then
-        return nil, "not an FTP reply: " .. string.sub(line, 1, 80), lines
-      end
-      if string.sub(line, 4, 4) ~= "-" then
-        return tonumber(code), nil, lines
-      end
-    elseif string.sub(line, 1, 4) == code .. " " or line == code then
-      return tonumber(code), nil, lines
-    end
-  end
-  return nil, "reply longer than " .. (max or MAX_LINES) .. " lines", lines
-end
+local reply = require "reply"
 
-local function command(sock, text, max)
-  local ok, err = sock:send(text .. "\r\n")
-  if not ok then
-    return nil, "send: " .. tostring(err), {}
-  end
-  return read_reply(sock, max)
-end
+local REPLY = { max_lines = MAX_LINES, max_line = MAX_LINE }
 
 -- A reply's text as nmap's ftp library gives it: without the codes, lines joined by "\n".
 local function message_of(lines)
@@ -71,7 +41,7 @@ end
 
 -- The root directory's entries through STAT, as LIST would list them; or nil, why.
 local function listing(sock, max)
-  local code, err, lines = command(sock, "STAT .", MAX_LIST_LINES)
+  local code, lines, err = reply.command(sock, "STAT .", { max_lines = MAX_LIST_LINES, max_line = MAX_LINE })
   -- A listing longer than MAX_LIST_LINES: the lines read so far.
   local cut = not code and #lines > 1 and string.match(lines[1], "^21[123]%-") ~= nil
   if not cut and code ~= 211 and code ~= 212 and code ~= 213 then
@@ -116,7 +86,7 @@ return {
     if not sock then
       return nil, "connect: " .. tostring(err)
     end
-    local code, rerr, greeting = read_reply(sock)
+    local code, greeting, rerr = reply.read(sock, REPLY)
     if code ~= 220 then
       sock:close()
       return nil, "no 220 greeting: " .. (code and table.concat(greeting, " | ") or tostring(rerr))
@@ -124,12 +94,12 @@ return {
 
     local steps = {}
     local lines
-    code, rerr, lines = command(sock, "USER anonymous")
+    code, lines, rerr = reply.command(sock, "USER anonymous", REPLY)
     steps[#steps + 1] = "USER anonymous -> " .. (code and table.concat(lines, " | ") or tostring(rerr))
     local password_asked = false
     if code == 331 then
       password_asked = true
-      code, rerr, lines = command(sock, "PASS moonscan@")
+      code, lines, rerr = reply.command(sock, "PASS moonscan@", REPLY)
       steps[#steps + 1] = "PASS moonscan@ -> " .. (code and table.concat(lines, " | ") or tostring(rerr))
     end
     local logged_in = code == 230
@@ -155,9 +125,7 @@ return {
       end
     end
     -- Leave politely; the answer does not matter.
-    if sock:send("QUIT\r\n") then
-      read_reply(sock)
-    end
+    reply.command(sock, "QUIT", REPLY)
     sock:close()
 
     if not logged_in then

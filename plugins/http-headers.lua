@@ -15,26 +15,7 @@ local MAX_HEADERS = 100
 local MAX_VALUE = 300
 local TIMEOUT = 5000
 
--- Without surrounding white space, in linear time: a pattern such as
--- "(.-)%s*$" is quadratic on a long run of spaces a server can send.
-local function trim(s)
-  local a = string.find(s, "%S")
-  if not a then
-    return ""
-  end
-  local b = #s
-  while b > a and string.find(string.sub(s, b, b), "^%s") do
-    b -= 1
-  end
-  return string.sub(s, a, b)
-end
-
-local function clip(s)
-  if #s > MAX_VALUE then
-    return string.sub(s, 1, MAX_VALUE) .. "..."
-  end
-  return s
-end
+local text = require "text"
 
 -- One request; its status, the raw header lines (after the status line,
 -- as sent) and the headers by lower-case name; or nil, err.
@@ -71,11 +52,11 @@ local function request(ctx, verb, tls)
     raw[#raw + 1] = line
     local name, value = string.match(line, "^([^:%s]+):(.*)$")
     if name then
-      value = trim(value)
+      value = text.trim(value)
       last = string.lower(name)
       headers[last] = headers[last] and (headers[last] .. ", " .. value) or value
     elseif last and string.match(line, "^%s") then
-      headers[last] ..= " " .. trim(line)
+      headers[last] ..= " " .. text.trim(line)
     end
   end
   return { status = status, raw = raw, headers = headers }
@@ -129,7 +110,7 @@ return {
     local xcto = h["x-content-type-options"]
     if not xcto or not string.find(string.lower(xcto), "nosniff", 1, true) then
       missing("low", "X-Content-Type-Options",
-        xcto and ("value is " .. clip(xcto) .. ", not nosniff") or "browsers may sniff content types (nosniff not set)")
+        xcto and ("value is " .. text.clip(xcto, MAX_VALUE) .. ", not nosniff") or "browsers may sniff content types (nosniff not set)")
     end
 
     local frame_ancestors = csp and string.find(string.lower(csp), "frame-ancestors", 1, true)

@@ -11,7 +11,6 @@
 -- result here.
 
 local MAX_PACKET = 8192
-local MAX_READS = 64
 local TIMEOUT = 5000
 
 -- nmap's names of the capability flags (the lower 16 bits), bit by bit.
@@ -142,30 +141,14 @@ local function nmap_result(info)
   return result, "\n  " .. table.concat(lines, "\n  ")
 end
 
-local function read_exactly(sock, n)
-  local parts, got = {}, 0
-  for _ = 1, MAX_READS do
-    if got >= n then
-      break
-    end
-    local chunk, err = sock:recv(n - got)
-    if not chunk then
-      return table.concat(parts), err
-    end
-    parts[#parts + 1] = chunk
-    got += #chunk
-  end
-  return table.concat(parts)
-end
-
 -- The greeting read from a connection of our own.
 local function fetch(ctx)
   local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
   if not sock then
     return nil, "connect: " .. tostring(err)
   end
-  local head, herr = read_exactly(sock, 4)
-  if #head < 4 then
+  local head, herr = sock:recv_exact(4)
+  if not head then
     sock:close()
     return nil, "no greeting: " .. tostring(herr)
   end
@@ -174,7 +157,8 @@ local function fetch(ctx)
     sock:close()
     return nil, "packet length " .. len .. " is not a greeting's"
   end
-  local body = read_exactly(sock, len)
+  -- A greeting cut short is decoded as far as it goes (what came is still there to read).
+  local body = sock:recv_exact(len) or sock:recv(len) or ""
   sock:close()
   return head .. body
 end

@@ -11,7 +11,6 @@
 
 local MAX_BULK = 256 * 1024
 local MAX_ITEMS = 4096
-local MAX_READS = 256
 local TIMEOUT = 5000
 
 -- INFO fields nmap shows, in its order, under its names.
@@ -27,27 +26,6 @@ local FIELDS = {
   { "used_memory_human", "Used memory" },
   { "role", "Role" },
 }
-
--- Reads exactly n bytes in a bounded number of reads; nil, err, partial when short.
-local function read_exactly(sock, n)
-  local parts, got = {}, 0
-  for _ = 1, MAX_READS do
-    if got >= n then
-      break
-    end
-    local chunk, err = sock:recv(math.min(n - got, 65536))
-    if not chunk then
-      return nil, err, table.concat(parts)
-    end
-    parts[#parts + 1] = chunk
-    got += #chunk
-  end
-  local all = table.concat(parts)
-  if #all < n then
-    return nil, "short read", all
-  end
-  return string.sub(all, 1, n)
-end
 
 -- One RESP reply: { kind = "+"|"-"|":"|"$"|"*", data = string or list }, or
 -- nil, err. A bulk string longer than MAX_BULK is cut (truncated = true).
@@ -67,8 +45,13 @@ local function read_reply(sock, depth)
       return { kind = kind }
     end
     local want = math.min(n, MAX_BULK)
-    local body, berr, partial = read_exactly(sock, want)
+    local body, berr = "", nil
+    if want > 0 then
+      body, berr = sock:recv_exact(want)
+    end
     if not body then
+      -- What came before the end is still there to read.
+      local partial = sock:recv(want)
       if not partial or partial == "" then
         return nil, "reply cut short: " .. tostring(berr)
       end
@@ -77,7 +60,7 @@ local function read_reply(sock, depth)
     if n > MAX_BULK then
       return { kind = kind, data = body, truncated = true, length = n }
     end
-    read_exactly(sock, 2) -- the CRLF after the bulk
+    sock:recv_exact(2) -- the CRLF after the bulk
     return { kind = kind, data = body, length = n }
   end
   if kind == "*" and n then

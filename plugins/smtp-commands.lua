@@ -12,61 +12,17 @@ local MAX_LINES = 128
 local MAX_LINE = 2048
 local TIMEOUT = 10000
 
--- One SMTP reply: its code and lines ("250-..." ... "250 ..."), bounded.
-local function read_reply(sock)
-  local lines = {}
-  local code
-  for i = 1, MAX_LINES do
-    local line, err = sock:recv_until("\n", MAX_LINE)
-    if not line then
-      return nil, tostring(err), lines
-    end
-    line = (string.gsub(line, "\r?\n$", ""))
-    lines[#lines + 1] = line
-    local c, sep = string.match(line, "^(%d%d%d)([ -]?)")
-    if not c then
-      return nil, "not an SMTP reply: " .. string.sub(line, 1, 80), lines
-    end
-    if i == 1 then
-      code = c
-    elseif c ~= code then
-      return nil, "reply codes differ within one reply", lines
-    end
-    if sep ~= "-" then
-      return tonumber(code), nil, lines
-    end
-  end
-  return nil, "reply longer than " .. MAX_LINES .. " lines", lines
-end
+local reply = require "reply"
+local text = require "text"
 
-local function command(sock, text)
-  local ok, err = sock:send(text .. "\r\n")
-  if not ok then
-    return nil, "send: " .. tostring(err), {}
-  end
-  return read_reply(sock)
-end
-
--- Without surrounding white space, in linear time: a pattern such as
--- "(.-)%s*$" is quadratic on a long run of spaces a server can send.
-local function trim(s)
-  local a = string.find(s, "%S")
-  if not a then
-    return ""
-  end
-  local b = #s
-  while b > a and string.find(string.sub(s, b, b), "^%s") do
-    b -= 1
-  end
-  return string.sub(s, a, b)
-end
+local REPLY = { max_lines = MAX_LINES, max_line = MAX_LINE, strict = true }
 
 -- nmap's cleaning of a reply: prefixes "CODE-"/"CODE " off each line,
 -- lines joined by `join`, runs of white space made one space.
 local function clean(lines, code, join)
-  local text = trim(table.concat(lines, "\n"))
+  local joined = text.trim(table.concat(lines, "\n"))
   local parts = {}
-  for line in string.gmatch(text .. "\n", "([^\n]*)\n") do
+  for line in string.gmatch(joined .. "\n", "([^\n]*)\n") do
     parts[#parts + 1] = (string.gsub(line, "^" .. code .. "[%-%s]+", ""))
   end
   return (string.gsub(table.concat(parts, join), "%s+", " "))
@@ -86,18 +42,16 @@ return {
     if not sock then
       return nil, "connect: " .. tostring(err)
     end
-    local code, rerr, greeting = read_reply(sock)
+    local code, greeting, rerr = reply.read(sock, REPLY)
     if not code then
       sock:close()
       return nil, "no greeting: " .. (#greeting > 0 and table.concat(greeting, " | ") or tostring(rerr))
     end
 
     local lines
-    code, rerr, lines = command(sock, "EHLO " .. domain)
+    code, lines, rerr = reply.command(sock, "EHLO " .. domain, REPLY)
     if code ~= 250 then
-      if sock:send("QUIT\r\n") then
-        read_reply(sock)
-      end
+      reply.command(sock, "QUIT", REPLY)
       sock:close()
       if not code then
         return nil, "EHLO: " .. tostring(rerr)
@@ -106,13 +60,11 @@ return {
       return "SMTP: EHLO " .. table.concat(lines, "\r\n") .. "\r\n"
     end
     local result = { clean(lines, "250", ", ") }
-    local hcode, _, hlines = command(sock, "HELP")
+    local hcode, hlines = reply.command(sock, "HELP", REPLY)
     if hcode == 211 or hcode == 214 then
       result[#result + 1] = clean(hlines, "214", " ")
     end
-    if sock:send("QUIT\r\n") then
-      read_reply(sock)
-    end
+    reply.command(sock, "QUIT", REPLY)
     sock:close()
     return table.concat(result, "\n ")
   end,

@@ -82,29 +82,10 @@ local function packet(payload)
   return string.pack(">I4B", 1 + #payload + pad, pad) .. payload .. string.rep("\0", pad)
 end
 
-local function recv_exact(sock, n)
-  local parts, have = {}, 0
-  for _ = 1, n do -- every successful recv returns at least one byte
-    if have >= n then
-      break
-    end
-    local data, err = sock:recv(n - have)
-    if not data then
-      return nil, err
-    end
-    parts[#parts + 1] = data
-    have += #data
-  end
-  if have ~= n then
-    return nil, "short read"
-  end
-  return table.concat(parts)
-end
-
 -- The next message that is not IGNORE or DEBUG: type, payload.
 local function next_message(sock)
   for _ = 1, MAX_SKIPPED do
-    local head, err = recv_exact(sock, 4)
+    local head, err = sock:recv_exact(4)
     if not head then
       return nil, err
     end
@@ -113,7 +94,7 @@ local function next_message(sock)
       return nil, ("bad packet length %d"):format(len)
     end
     local body
-    body, err = recv_exact(sock, len)
+    body, err = sock:recv_exact(len)
     if not body then
       return nil, err
     end

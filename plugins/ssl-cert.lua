@@ -2,7 +2,8 @@
 -- and text), and findings for what is wrong with it.
 -- Uses the chain service detection kept (ctx.tls); without -sV it does its
 -- own TLS handshake on the usual TLS ports.
-local TLS_PORTS = { 443, 465, 563, 636, 853, 989, 990, 992, 993, 994, 995, 4443, 5061, 8443, 9443 }
+local rules = require "rules"
+local TLS_PORTS = rules.TLS_PORTS
 
 local function now_rfc3339(offset_days)
   return os.date("!%Y-%m-%dT%H:%M:%SZ", os.time() + (offset_days or 0) * 86400)

@@ -11,7 +11,8 @@
 -- and 57%; 80 and up is A, 65 B, 50 C, 35 D, 20 E, below F. NULL,
 -- anonymous and export suites are F; RC4, DES and 3DES at most C. The
 -- least strength is the worst grade of any suite.
-local TLS_PORTS = { 443, 465, 563, 636, 853, 989, 990, 992, 993, 994, 995, 4443, 5061, 8443, 9443 }
+local rules = require "rules"
+local TLS_PORTS = rules.TLS_PORTS
 
 -- Elliptic-curve bits to RSA-equivalent bits (NIST SP 800-57); nil when
 -- the size is unknown (explicit curves, groups moonscan does not know).

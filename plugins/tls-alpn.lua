@@ -9,7 +9,8 @@
 -- exchange here.
 
 local MAX_ROUNDS = 15
-local TLS_PORTS = { 443, 465, 563, 636, 853, 989, 990, 992, 993, 994, 995, 4443, 5061, 8443, 9443 }
+local rules = require "rules"
+local TLS_PORTS = rules.TLS_PORTS
 
 -- The protocols nmap's tls-alpn offers, in its order.
 local PROTOCOLS = {
@@ -25,9 +26,7 @@ return {
   description = "Lists the ALPN protocols a TLS server accepts, in the order it picks them, as nmap's tls-alpn does.",
   categories = { "default", "discovery", "safe" },
   ports = TLS_PORTS,
-  portrule = function(port)
-    return port.tunnel == "ssl" or (port.tls == true and port.tunnel ~= "starttls")
-  end,
+  portrule = rules.tls,
   run = function(ctx)
     if ctx.tunnel == "starttls" then
       return nil, "TLS comes through STARTTLS here; ALPN is not offered that way"

@@ -627,3 +627,76 @@ fn a_plugin_whose_top_level_code_runs_long_is_refused() {
     let err = stderr(&o);
     assert!(err.contains("ssh-software.lua: loading it ran"), "{err}");
 }
+
+/// A pack's `lib/` module, pinned in pack.yaml (`lib:`), signed with the
+/// pack: its plugin requires it (and the module requires the core
+/// library's `text`), runs offline and in a scan once installed; a module
+/// changed after installing, or a require of a module no library has, is
+/// refused naming the file.
+#[test]
+fn a_pack_with_a_library_module_installs_signed_and_its_plugin_requires_it() {
+    let env = setup();
+    fs::create_dir(env.path("demo/lib")).unwrap();
+    let module = "local text = require 'text'\nlocal M = {}\n\
+                  function M.software(b)\n  local p, s = string.match(b, '^SSH%-([%d%.]+)%-([^\\r\\n]+)')\n  \
+                  return p, s and text.trim(s)\nend\nreturn M\n";
+    fs::write(env.path("demo/lib/sshbanner.lua"), module).unwrap();
+    set_plugin(
+        &env,
+        "local sshbanner = require 'sshbanner'\n\
+         return { id = 'demo-ssh-software', description = 'd', categories = { 'discovery', 'safe' },\n\
+         ports = { 22 }, services = { 'ssh' },\n\
+         run = function(ctx)\n  local proto, software = sshbanner.software(ctx.banner or '')\n  \
+         if not software then return nil, 'no SSH banner' end\n  \
+         ctx:finding{ title = 'SSH software', data = { protocol = proto, software = software } }\nend }\n",
+    );
+    let manifest = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    fs::write(env.path("demo/pack.yaml"), format!("{manifest}lib:\n  - file: lib/sshbanner.lua\n    sha256: \"\"\n"))
+        .unwrap();
+    env.ok(&["pack", "sign", "demo", "--key", "key.key", "--update-hashes"]);
+    let out = env.ok(&["pack", "verify", "demo"]);
+    assert!(out.contains("OK, signed by trusted key"), "{out}");
+    let o = env
+        .cmd(&["plugins", "test", "ssh-software.lua", "--port", "22", "--service", "ssh", "--banner-file"])
+        .arg("tests/ssh-banner.txt")
+        .current_dir(env.path("demo"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && stdout(&o).contains("OpenSSH_9.2p1 Debian-2+deb12u3"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    env.ok(&["pack", "install", "demo"]);
+    assert!(env.home.path().join("packs/demo/lib/sshbanner.lua").is_file());
+
+    // A scan runs it on a loopback server that sends an SSH banner.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in listener.incoming().take(20).flatten() {
+            use std::io::Write;
+            let mut s = s;
+            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    });
+    let port = port.to_string();
+    let out = env.ok(&["-sT", "-sV", "-n", "-p", &port, "127.0.0.1", "--script", "demo:demo-ssh-software", "-oJ", "-"]);
+    let found: Vec<_> = crate::util::events(&out).into_iter().filter(|e| e["type"] == "finding").collect();
+    assert_eq!(found.len(), 1, "{out}");
+    assert_eq!(found[0]["data"]["software"], "OpenSSH_9.9 lab");
+
+    // Changed after installing: the installed pack no longer verifies.
+    fs::write(env.home.path().join("packs/demo/lib/sshbanner.lua"), format!("{module}\n-- changed\n")).unwrap();
+    let o = env.run(&["-sT", "-n", "-p", &port, "127.0.0.1", "--script", "demo:demo-ssh-software"]);
+    assert!(!o.status.success() && stderr(&o).contains("lib/sshbanner.lua"), "{}", stderr(&o));
+
+    // A module no library holds: refused when signing, naming the file.
+    fs::write(env.path("demo/lib/sshbanner.lua"), "local x = require 'nowhere'\nreturn {}\n").unwrap();
+    env.refused(
+        &["pack", "sign", "demo", "--key", "key.key", "--update-hashes"],
+        &["lib/sshbanner.lua: require \"nowhere\": no module lib/nowhere.lua"],
+    );
+}

@@ -173,7 +173,8 @@ fn test(
     script_args: Option<String>,
     json: bool,
 ) -> moonscan::Result<u8> {
-    let mut plugin = plugins::load_file(file)?;
+    let libs = plugins::libraries_for(file, &plugins::default_dir())?;
+    let mut plugin = plugins::load_file(file, &libs)?;
     // Named on the command line: one level of verbosity, as in a scan.
     plugin.named = true;
     let bad = |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, m);

@@ -34,6 +34,9 @@ pub struct Manifest {
     pub license: String,
     #[serde(default)]
     pub plugins: Vec<FileEntry>,
+    /// Lua modules the pack's plugins `require` (`lib/NAME.lua`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lib: Vec<FileEntry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<FileEntry>,
 }
@@ -53,6 +56,8 @@ pub struct FileEntry {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
     Plugin,
+    /// A library module (`lib/NAME.lua`).
+    Lib,
     Probes,
 }
 
@@ -279,9 +284,14 @@ impl Manifest {
         semver::Version::parse(&self.version).unwrap_or_else(|_| semver::Version::new(0, 0, 0))
     }
 
-    /// Every listed file with what it is, plugins first, in manifest order.
+    /// Every listed file with what it is, plugins first, then library
+    /// modules, then probes, each in manifest order.
     pub fn entries(&self) -> impl Iterator<Item = (&FileEntry, FileKind)> {
-        self.plugins.iter().map(|e| (e, FileKind::Plugin)).chain(self.probes.iter().map(|e| (e, FileKind::Probes)))
+        self.plugins
+            .iter()
+            .map(|e| (e, FileKind::Plugin))
+            .chain(self.lib.iter().map(|e| (e, FileKind::Lib)))
+            .chain(self.probes.iter().map(|e| (e, FileKind::Probes)))
     }
 
     /// The trusted comment a signature of this manifest carries.
@@ -337,7 +347,7 @@ impl Manifest {
         if self.plugins.is_empty() && self.probes.is_empty() {
             return Err(refuse(what, "lists no plugins and no probes"));
         }
-        if self.plugins.len() + self.probes.len() > MAX_ENTRIES {
+        if self.plugins.len() + self.lib.len() + self.probes.len() > MAX_ENTRIES {
             return Err(refuse(what, format!("lists more than {MAX_ENTRIES} files")));
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -347,14 +357,15 @@ impl Manifest {
                 return Err(refuse(what, format!("file {}: pack.yaml and pack.sig cannot be listed", e.file)));
             }
             let ext_ok = match kind {
-                FileKind::Plugin => e.file.ends_with(".lua"),
+                FileKind::Plugin => e.file.ends_with(".lua") && !e.file.starts_with("lib/"),
+                FileKind::Lib => crate::plugins::library::module_name(&e.file).is_some(),
                 FileKind::Probes => e.file.ends_with(".yaml") || e.file.ends_with(".yml"),
             };
             if !ext_ok {
-                let need = if kind == FileKind::Plugin {
-                    "a plugin must end in .lua"
-                } else {
-                    "a probe file must end in .yaml"
+                let need = match kind {
+                    FileKind::Plugin => "a plugin must end in .lua, outside lib/",
+                    FileKind::Lib => "a library module is lib/NAME.lua (NAME of letters, digits, _ and -)",
+                    FileKind::Probes => "a probe file must end in .yaml",
                 };
                 return Err(refuse(what, format!("file {}: {need}", e.file)));
             }

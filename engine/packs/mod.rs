@@ -42,6 +42,7 @@ pub mod source;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
@@ -235,6 +236,7 @@ fn read_sig(root: &Path) -> Result<Option<Vec<u8>>> {
 fn max_size(kind: FileKind) -> u64 {
     match kind {
         FileKind::Plugin => plugins::MAX_FILE,
+        FileKind::Lib => plugins::library::MAX_MODULE,
         FileKind::Probes => crate::service::probes::MAX_FILE,
     }
 }
@@ -351,15 +353,26 @@ fn verify_root(
             ));
         }
     }
-    // (5) Compile the plugins, load the probes, from the hashed bytes.
+    // (5) The library, then the plugins (which may require its modules and
+    // the core library's), and the probes, from the hashed bytes.
+    let mut lib = plugins::Library::new(&m.name);
+    for f in files.iter().filter(|f| f.kind == FileKind::Lib) {
+        lib.add(&f.path, &f.path, &f.bytes)?;
+    }
+    // The core library of the plugins moonscan was built with (or
+    // $MOONSCAN_PLUGINS): what `require` finds after the pack's own.
+    let core = plugins::core_library(&plugins::default_dir())?;
+    let libs = plugins::Libraries(vec![Arc::new(lib)]).then(&core);
+    libs.check_modules()?;
     let mut compiled: Vec<Plugin> = Vec::new();
     let mut probes = ProbeDb::default();
     for f in &files {
         match f.kind {
             FileKind::Plugin => {
-                let p = plugins::load_source_cached(&f.bytes, Path::new(&f.path), meta_cache)?;
+                let p = plugins::load_source_in(&f.bytes, Path::new(&f.path), meta_cache, &libs)?;
                 plugins::add_unique(&mut compiled, p)?
             }
+            FileKind::Lib => {}
             FileKind::Probes => {
                 let text = std::str::from_utf8(&f.bytes).map_err(|_| refuse(format!("{}: not UTF-8 text", f.path)))?;
                 probes.add_str(text, Path::new(&f.path))?;

@@ -5,9 +5,12 @@
 //! one open port at a time. Out: a [`RunOutput`] per plugin run (findings,
 //! log lines, or why the run was stopped). What always holds:
 //! - The VM is Luau with `sandbox(true)`: libraries and globals are
-//!   read-only; `io`, `os.execute`, `debug`, `require`, `load`/`loadstring`,
+//!   read-only; `io`, `os.execute`, `debug`, `load`/`loadstring`,
 //!   `getfenv`/`setfenv`, `string.dump` and `print` do not exist (`print`
 //!   is `ctx:log` by another name); only text compiled by the host is loaded.
+//!   `require` finds modules by name in the plugin's libraries only
+//!   ([`super::library`]): each runs once per VM, in a fresh environment,
+//!   within the budgets of the run that first requires it.
 //! - Every run gets a fresh environment: the plugin chunk is instantiated
 //!   again from its bytecode with a new global table, so nothing one run
 //!   writes is seen by the next.
@@ -34,7 +37,7 @@ use super::libs::{hash_module, regex_module, PatternCache};
 use super::meta::{check_table, Meta};
 use super::net::{Guard, SharedSocket};
 use super::value::ConvertError;
-use super::Plugin;
+use super::{Libraries, Plugin};
 use crate::findings::{ErrorKind, Service, Severity};
 
 /// One finding a run reported.
@@ -92,6 +95,13 @@ pub struct Vm {
     cut: Option<crate::discovery::Stop>,
     current: Current,
     env_meta: Table,
+    /// Modules loaded, by `origin NUL name`.
+    loaded: Table,
+    /// The files of the modules being loaded now (a cycle's trace).
+    loading: Arc<Mutex<Vec<String>>>,
+    /// Per set of libraries (by their addresses): the metatable of the
+    /// environments of its plugins and modules, whose `require` looks there.
+    lib_envs: Mutex<Vec<(Vec<usize>, Table)>>,
     ctx_methods: Table,
     args: Table,
     plugins: Vec<Plugin>,
@@ -117,13 +127,16 @@ fn short(e: &mlua::Error) -> String {
 pub const INSPECT_WALL: Duration = Duration::from_millis(250);
 
 /// Runs a plugin chunk once in a scratch VM and checks its table.
-pub(crate) fn inspect(bytecode: &[u8], path: &Path) -> crate::Result<Meta> {
+pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::Result<Meta> {
     let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
     let budgets = Budgets { wall: INSPECT_WALL, steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
     let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
         .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "cannot make a VM", e))?;
     vm.meter.start(budgets.wall, budgets.steps);
-    let table = vm.instantiate(bytecode, path.to_string_lossy().as_ref()).and_then(|f| f.call::<Value>(()));
+    let table = vm
+        .env_for(libs)
+        .and_then(|env| vm.instantiate(bytecode, path.to_string_lossy().as_ref(), &env))
+        .and_then(|f| f.call::<Value>(()));
     let tripped = vm.meter.tripped();
     vm.meter.stop();
     if let Some(t) = tripped {
@@ -270,6 +283,7 @@ impl Vm {
             patterns,
         };
         let ctx_methods = ctx_methods(&lua, &host)?;
+        let loaded = lua.create_table()?;
         Ok(Vm {
             lua,
             meter,
@@ -277,6 +291,9 @@ impl Vm {
             cut: None,
             current,
             env_meta,
+            loaded,
+            loading: Arc::default(),
+            lib_envs: Mutex::new(Vec::new()),
             ctx_methods,
             args: args_table,
             plugins: Vec::new(),
@@ -304,13 +321,90 @@ impl Vm {
     fn plugin_chunk(&self, p: &Plugin) -> mlua::Result<Function> {
         let bytecode =
             p.code.bytecode().map_err(|e| mlua::Error::RuntimeError(format!("{}: {e}", p.path.display())))?;
-        self.instantiate(bytecode, &p.id)
+        let env = self.env_for(&p.libs)?;
+        self.instantiate(bytecode, &p.id, &env)
     }
 
-    /// The plugin chunk as a function with a fresh global table.
-    fn instantiate(&self, bytecode: &[u8], name: &str) -> mlua::Result<Function> {
+    /// The environment metatable of code that requires from `libs`: the
+    /// sandbox's globals, and a `require` that looks in `libs` (made once
+    /// per VM for each set of libraries).
+    fn env_for(&self, libs: &Libraries) -> mlua::Result<Table> {
+        let key: Vec<usize> = libs.0.iter().map(|l| Arc::as_ptr(l) as usize).collect();
+        let mut envs = self.lib_envs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, t)) = envs.iter().find(|(k, _)| *k == key) {
+            return Ok(t.clone());
+        }
+        // meta.__index = base; base.require = require; base's own
+        // metatable leads to the globals.
+        let base = self.lua.create_table()?;
+        base.set_metatable(Some(self.env_meta.clone()))?;
+        let meta = self.lua.create_table()?;
+        meta.raw_set("__index", base.clone())?;
+        meta.raw_set("__metatable", "sandboxed")?;
+        let require = self.require_fn(libs.clone(), meta.clone())?;
+        base.raw_set("require", require)?;
+        base.set_readonly(true);
+        meta.set_readonly(true);
+        envs.push((key, meta.clone()));
+        Ok(meta)
+    }
+
+    /// `require(name)`: the module `name` of `libs`, loaded at its first
+    /// `require` in this VM (its chunk run with a fresh environment whose
+    /// metatable is `meta`) and the same value after.
+    fn require_fn(&self, libs: Libraries, meta: Table) -> mlua::Result<Function> {
+        let loaded = self.loaded.clone();
+        let loading = self.loading.clone();
+        self.lua.create_function(move |lua, name: String| {
+            let Some((lib, m)) = libs.find(&name) else {
+                let looked: Vec<String> = libs.0.iter().map(|l| l.origin.clone()).collect();
+                return Err(mlua::Error::runtime(format!(
+                    "require \"{name}\": no module lib/{name}.lua in {}",
+                    if looked.is_empty() { "no library".to_string() } else { looked.join(", ") }
+                )));
+            };
+            let key = format!("{}\0{name}", lib.origin);
+            if let Some(v) = loaded.raw_get::<Option<Value>>(key.as_str())? {
+                return Ok(v);
+            }
+            {
+                let mut stack = loading.lock().unwrap_or_else(|e| e.into_inner());
+                if stack.contains(&m.file) {
+                    let trace = format!("{} -> {}", stack.join(" -> "), m.file);
+                    return Err(mlua::Error::runtime(format!("require cycle: {trace}")));
+                }
+                stack.push(m.file.clone());
+            }
+            let result = (|| -> mlua::Result<Value> {
+                let bytecode = m.code.bytecode().map_err(|e| mlua::Error::runtime(format!("{}: {e}", m.file)))?;
+                let env = lua.create_table()?;
+                env.set_metatable(Some(meta.clone()))?;
+                let chunk = lua
+                    .load(bytecode)
+                    .set_mode(ChunkMode::Binary)
+                    .set_name(format!("={}", m.file))
+                    .set_environment(env)
+                    .into_function()?;
+                let v: Value = chunk.call(name.as_str())?;
+                // Shared by every later run in this VM: read-only, so one
+                // run cannot leave state in it for the next.
+                if let Value::Table(t) = &v {
+                    t.set_readonly(true);
+                }
+                Ok(if v.is_nil() { Value::Boolean(true) } else { v })
+            })();
+            loading.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let v = result?;
+            loaded.raw_set(key, v.clone())?;
+            Ok(v)
+        })
+    }
+
+    /// The plugin chunk as a function with a fresh global table whose
+    /// metatable is `meta` (from [`Vm::env_for`]).
+    fn instantiate(&self, bytecode: &[u8], name: &str, meta: &Table) -> mlua::Result<Function> {
         let env = self.lua.create_table()?;
-        env.set_metatable(Some(self.env_meta.clone()))?;
+        env.set_metatable(Some(meta.clone()))?;
         self.lua
             .load(bytecode)
             .set_mode(ChunkMode::Binary)

@@ -25,6 +25,7 @@
 mod api;
 pub mod budget;
 pub mod host;
+pub mod library;
 mod libs;
 pub mod meta;
 pub mod net;
@@ -42,6 +43,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub use budget::{Budgets, OutputAllowance};
 pub use host::{RunOutput, Vm};
+pub use library::{Libraries, Library};
 pub use select::Selection;
 
 /// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins/
@@ -77,6 +79,8 @@ pub struct Plugin {
     pub args: Vec<String>,
     /// Its finding metadata (references, CVE, CWE, remediation, tags).
     pub about: meta::About,
+    /// Where its `require` finds modules: its pack's library, then the core one.
+    pub libs: Libraries,
     /// Selected by its id, `pack:id` or path (not by a category or glob):
     /// as in NSE, its runs see one more level of verbosity.
     pub named: bool,
@@ -143,13 +147,14 @@ fn bad(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Config, format!("{}: {what}", path.display()))
 }
 
-/// Reads, compiles and checks one plugin file.
-pub fn load_file(path: &Path) -> Result<Plugin> {
+/// Reads, compiles and checks one plugin file (it may require modules of `libs`).
+pub fn load_file(path: &Path, libs: &Libraries) -> Result<Plugin> {
     let bytes = crate::files::read_capped(path, MAX_FILE, "plugin")?;
-    load_source(&bytes, path)
+    load_source_in(&bytes, path, None, libs)
 }
 
-/// Compiles and checks plugin source (`path` names it in errors).
+/// Compiles and checks plugin source (`path` names it in errors), which
+/// requires no module.
 pub fn load_source(bytes: &[u8], path: &Path) -> Result<Plugin> {
     load_source_cached(bytes, path, None)
 }
@@ -159,9 +164,15 @@ const MAX_META: u64 = 256 * 1024;
 
 /// The cache file of some source: its sha256 and this engine's version
 /// (another version may check plugin tables differently).
-fn meta_path(cache: &Path, bytes: &[u8]) -> PathBuf {
+fn meta_path(cache: &Path, bytes: &[u8], libs: &Libraries) -> PathBuf {
     use sha2::Digest;
-    let hash: String = sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let mut h = sha2::Sha256::new();
+    h.update(bytes);
+    // The modules its top level may read: metadata made with others is stale.
+    if !libs.0.iter().all(|l| l.is_empty()) {
+        h.update(libs.fingerprint());
+    }
+    let hash: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     cache.join(format!("{hash}-{}.json", env!("CARGO_PKG_VERSION")))
 }
 
@@ -183,7 +194,7 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
         return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
     }
     std::fs::create_dir_all(cache).map_err(|e| bad(cache, e))?;
-    crate::files::write_atomic(&meta_path(cache, bytes), &json)
+    crate::files::write_atomic(&meta_path(cache, bytes, &p.libs), &json)
 }
 
 /// As [`load_source`]; with a `cache` (see [`store_meta`]) the metadata of
@@ -191,21 +202,28 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
 /// (a scan runs only the plugins it selects), and that of new source is
 /// stored there after its one checked run.
 pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Result<Plugin> {
+    load_source_in(bytes, path, cache, &Libraries::default())
+}
+
+/// As [`load_source_cached`], for a plugin that may require modules of
+/// `libs` (checked now: each literal name must be there, without cycles).
+pub fn load_source_in(bytes: &[u8], path: &Path, cache: Option<&Path>, libs: &Libraries) -> Result<Plugin> {
     // Text only: Lua and Luau bytecode start with a control byte, and no
     // file's bytes are ever handed to the VM as a binary chunk.
     if bytes.first().is_some_and(|&b| b < 0x09 || b == 0x1b) || std::str::from_utf8(bytes).is_err() {
         return Err(bad(path, "not a text file (precompiled chunks are refused)"));
     }
+    libs.check(bytes, &path.display().to_string())?;
     let code = Code::new(bytes);
     let cached = cache.and_then(|c| {
-        let text = crate::files::read_capped(&meta_path(c, bytes), MAX_META, "plugin metadata").ok()?;
+        let text = crate::files::read_capped(&meta_path(c, bytes, libs), MAX_META, "plugin metadata").ok()?;
         // A cache entry is trusted no further than the checks it passed.
         serde_json::from_slice::<meta::Meta>(&text).ok().filter(meta::Meta::plausible)
     });
     let fresh = cached.is_none();
     let meta = match cached {
         Some(m) => m,
-        None => host::inspect(code.bytecode().map_err(|e| bad(path, e))?, path).map_err(|e| bad(path, e))?,
+        None => host::inspect(code.bytecode().map_err(|e| bad(path, e))?, path, libs).map_err(|e| bad(path, e))?,
     };
     let plugin = Plugin {
         id: meta.id,
@@ -216,6 +234,7 @@ pub fn load_source_cached(bytes: &[u8], path: &Path, cache: Option<&Path>) -> Re
         portrule: meta.portrule,
         args: meta.args,
         about: meta.about,
+        libs: libs.clone(),
         path: path.to_path_buf(),
         pack: None,
         trusted: true,
@@ -237,15 +256,15 @@ fn syntax(e: &mlua::Error) -> String {
 }
 
 /// Loads every `*.lua` file of a folder (not its subfolders), in name order.
-pub fn load_dir(dir: &Path) -> Result<Vec<Plugin>> {
-    load_dir_cached(dir, None)
+pub fn load_dir(dir: &Path, libs: &Libraries) -> Result<Vec<Plugin>> {
+    load_dir_cached(dir, None, libs)
 }
 
-fn load_dir_cached(dir: &Path, cache: Option<&Path>) -> Result<Vec<Plugin>> {
+fn load_dir_cached(dir: &Path, cache: Option<&Path>, libs: &Libraries) -> Result<Vec<Plugin>> {
     let mut out: Vec<Plugin> = Vec::new();
     for f in lua_files(dir)? {
         let bytes = crate::files::read_capped(&f, MAX_FILE, "plugin")?;
-        add_unique(&mut out, load_source_cached(&bytes, &f, cache)?)?;
+        add_unique(&mut out, load_source_in(&bytes, &f, cache, libs)?)?;
     }
     Ok(out)
 }
@@ -273,41 +292,118 @@ pub fn load_pack_dir(dir: &Path) -> Result<Vec<Plugin>> {
 /// packs (see [`load_source_cached`]): each file is read, checked and
 /// compiled once, and run only if its source is new.
 pub fn load_pack_dir_cached(dir: &Path, cache: Option<&Path>) -> Result<Vec<Plugin>> {
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        file: String,
-        sha256: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Manifest {
-        name: String,
-        #[serde(default)]
-        plugins: Vec<Entry>,
-    }
     let manifest_path = dir.join("pack.yaml");
     if !manifest_path.exists() {
-        return load_dir_cached(dir, cache);
+        return load_dir_cached(dir, cache, &Libraries::default());
     }
-    let text = crate::files::read_text_capped(&manifest_path, 64 * 1024, "pack manifest")?;
-    let m: Manifest = serde_yaml::from_str(&text).map_err(|e| bad(&manifest_path, e))?;
+    let m = FolderManifest::read(dir)?;
+    let libs = Libraries(vec![m.library(dir)?]);
+    libs.check_modules()?;
     let mut out = Vec::new();
     for path in lua_files(dir)? {
-        let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some(entry) = m.plugins.iter().find(|e| e.file == file) else {
-            return Err(bad(&path, format!("is not listed in {} (pack {})", manifest_path.display(), m.name)));
+        let bytes = m.checked(dir, &path, MAX_FILE, "plugin")?;
+        // Compiled from the bytes just checked.
+        add_unique(&mut out, load_source_in(&bytes, &path, cache, &libs)?.in_pack(&m.name, true))?;
+    }
+    Ok(out)
+}
+
+/// The core library of a plugin folder: the `lib/*.lua` its pack.yaml
+/// lists under `lib:` (empty without a pack.yaml or a `lib:`).
+pub fn core_library(dir: &Path) -> Result<Arc<Library>> {
+    if !dir.join("pack.yaml").exists() {
+        return Ok(Arc::new(Library::new("core")));
+    }
+    let lib = FolderManifest::read(dir)?.library(dir)?;
+    Libraries(vec![lib.clone()]).check_modules()?;
+    Ok(lib)
+}
+
+/// What `require` finds for a plugin file on its own (`moonscan plugins
+/// test FILE`): the library of the pack folder it stands in, if that
+/// folder has a pack.yaml, then the core library of `core_dir`.
+pub fn libraries_for(file: &Path, core_dir: &Path) -> Result<Libraries> {
+    let core = core_library(core_dir)?;
+    match file.parent().filter(|d| d.join("pack.yaml").exists()) {
+        Some(dir) if dir.canonicalize().ok() != core_dir.canonicalize().ok() => {
+            let own = FolderManifest::read(dir)?.library(dir)?;
+            let libs = Libraries(vec![own]).then(&core);
+            libs.check_modules()?;
+            Ok(libs)
+        }
+        _ => Ok(Libraries(vec![core])),
+    }
+}
+
+/// What a plugin folder's pack.yaml says of its files (the core pack: read
+/// here without the checks of an installed pack, which has a signature).
+struct FolderManifest {
+    name: String,
+    plugins: Vec<FolderEntry>,
+    lib: Vec<FolderEntry>,
+    path: PathBuf,
+}
+
+#[derive(serde::Deserialize)]
+struct FolderEntry {
+    file: String,
+    sha256: String,
+}
+
+impl FolderManifest {
+    fn read(dir: &Path) -> Result<FolderManifest> {
+        #[derive(serde::Deserialize)]
+        struct Raw {
+            name: String,
+            #[serde(default)]
+            plugins: Vec<FolderEntry>,
+            #[serde(default)]
+            lib: Vec<FolderEntry>,
+        }
+        let path = dir.join("pack.yaml");
+        let text = crate::files::read_text_capped(&path, 64 * 1024, "pack manifest")?;
+        let m: Raw = serde_yaml::from_str(&text).map_err(|e| bad(&path, e))?;
+        Ok(FolderManifest { name: m.name, plugins: m.plugins, lib: m.lib, path })
+    }
+
+    /// The bytes of `file` (of the folder `dir`), read once and checked
+    /// against the sha256 pack.yaml lists for it.
+    fn checked(&self, dir: &Path, file: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
+        let rel = file.strip_prefix(dir).unwrap_or(file).to_string_lossy().replace('\\', "/");
+        let list = if rel.starts_with("lib/") { &self.lib } else { &self.plugins };
+        let Some(entry) = list.iter().find(|e| e.file == rel) else {
+            return Err(bad(file, format!("is not listed in {} (pack {})", self.path.display(), self.name)));
         };
-        let bytes = crate::files::read_capped(&path, MAX_FILE, "plugin")?;
+        let bytes = crate::files::read_capped(file, max, what)?;
         let hash: String = {
             use sha2::Digest;
             sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
         };
         if !hash.eq_ignore_ascii_case(entry.sha256.trim()) {
-            return Err(bad(&path, format!("does not match its sha256 in {}", manifest_path.display())));
+            return Err(bad(file, format!("does not match its sha256 in {}", self.path.display())));
         }
-        // Compiled from the bytes just checked.
-        add_unique(&mut out, load_source_cached(&bytes, &path, cache)?.in_pack(&m.name, true))?;
+        Ok(bytes)
     }
-    Ok(out)
+
+    /// The `lib/*.lua` modules, each listed and checked; a module file the
+    /// manifest does not list is refused, as a plugin file is. What they
+    /// require is checked by the caller, with the libraries searched after.
+    fn library(&self, dir: &Path) -> Result<Arc<Library>> {
+        let mut lib = Library::new(&self.name);
+        let lib_dir = dir.join("lib");
+        let files = if lib_dir.is_dir() { lua_files(&lib_dir)? } else { Vec::new() };
+        for e in &self.lib {
+            if !files.iter().any(|f| f.strip_prefix(dir).is_ok_and(|r| r.to_string_lossy() == e.file.as_str())) {
+                return Err(bad(&dir.join(&e.file), format!("is listed in {} but missing", self.path.display())));
+            }
+        }
+        for f in files {
+            let bytes = self.checked(dir, &f, library::MAX_MODULE, "library module")?;
+            let rel = f.strip_prefix(dir).unwrap_or(&f).to_string_lossy().replace('\\', "/");
+            lib.add(&rel, &f.display().to_string(), &bytes)?;
+        }
+        Ok(Arc::new(lib))
+    }
 }
 
 /// Adds a plugin; an id already present in the same pack is an error naming both files.
@@ -334,13 +430,15 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     let sel = Selection::parse(expr)?;
     let mut chosen: Vec<Plugin> = Vec::new();
     let mut from_paths: Vec<Plugin> = Vec::new();
+    // A plugin named by its path may require the core library's modules.
+    let core = available.iter().find(|p| p.pack.as_deref() == Some("core")).map(|p| p.libs.clone()).unwrap_or_default();
     for path in sel.paths() {
         if path.is_dir() {
-            for p in load_dir(path)? {
+            for p in load_dir(path, &core)? {
                 add_unique(&mut from_paths, p)?;
             }
         } else if path.is_file() {
-            add_unique(&mut from_paths, load_file(path)?)?;
+            add_unique(&mut from_paths, load_file(path, &core)?)?;
         } else {
             return Err(Error::new(ErrorKind::Config, format!("--script: {} is not a file or folder", path.display())));
         }

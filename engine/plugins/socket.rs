@@ -76,6 +76,55 @@ impl UserData for LuaSocket {
             let data: Vec<u8> = s.pending.drain(..n).collect();
             lua_result(&lua, Ok(data))
         });
+        // sock:recv_exact(n): exactly n bytes (at most net::MAX_RECV), or
+        // nil, why (what came before the end stays to be read).
+        methods.add_async_method("recv_exact", |lua, this, n: i64| async move {
+            if !(1..=net::MAX_RECV as i64).contains(&n) {
+                return Err(mlua::Error::runtime(format!("recv_exact: n must be 1 to {}, not {n}", net::MAX_RECV)));
+            }
+            let n = n as usize;
+            let mut s = this.sock.lock().await;
+            while s.pending.len() < n {
+                let want = n - s.pending.len();
+                match this.fill(&mut s, want).await {
+                    Ok(0) => {
+                        let why = format!("closed after {} of {n} bytes", s.pending.len());
+                        return lua_result(&lua, Err(Error::new(ErrorKind::Io, why)));
+                    }
+                    Ok(_) => {}
+                    Err(e) => return lua_result(&lua, Err(e)),
+                }
+            }
+            let data: Vec<u8> = s.pending.drain(..n).collect();
+            lua_result(&lua, Ok(data))
+        });
+        // sock:recv_line([max]): one line, without its "\n" or "\r\n", of at
+        // most `max` bytes with its end (default 8192), or nil, why.
+        methods.add_async_method("recv_line", |lua, this, max: Option<usize>| async move {
+            let max = max.unwrap_or(8192).clamp(1, net::MAX_RECV);
+            let mut s = this.sock.lock().await;
+            loop {
+                let limit = s.pending.len().min(max);
+                if let Some(i) = s.pending[..limit].iter().position(|&b| b == b'\n') {
+                    let mut line: Vec<u8> = s.pending.drain(..=i).collect();
+                    line.pop();
+                    if line.last() == Some(&b'\r') {
+                        line.pop();
+                    }
+                    return lua_result(&lua, Ok(line));
+                }
+                if s.pending.len() >= max {
+                    let why = format!("no line end in the first {max} bytes");
+                    return lua_result(&lua, Err(Error::new(ErrorKind::Protocol, why)));
+                }
+                let want = max - s.pending.len();
+                match this.fill(&mut s, want).await {
+                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
+                    Ok(_) => {}
+                    Err(e) => return lua_result(&lua, Err(e)),
+                }
+            }
+        });
         methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
             let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
             let re = this.host.patterns.get(&pattern)?;

@@ -379,7 +379,7 @@ fn plugin_files_over_the_size_limit_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.lua");
     std::fs::write(&big, format!("return {{}} -- {}", "x".repeat(super::MAX_FILE as usize))).unwrap();
-    let e = super::load_file(&big).unwrap_err().to_string();
+    let e = super::load_file(&big, &super::Libraries::default()).unwrap_err().to_string();
     assert!(e.contains("larger than 262144 bytes"), "{e}");
 }
 
@@ -597,4 +597,100 @@ fn a_pack_folder_reads_metadata_from_the_cache_once_stored() {
     assert_eq!(second[0].pack.as_deref(), Some("t"));
     // Without a cache, the file is run again.
     assert_eq!(load_pack_dir(dir.path()).unwrap()[0].description, "from the file");
+}
+
+/// A plugin whose `run` body is `body`, with a core library of `modules`
+/// (name, text).
+fn with_modules(body: &str, modules: &[(&str, &str)]) -> Plugin {
+    let mut lib = super::Library::new("core");
+    for (name, text) in modules {
+        let rel = format!("lib/{name}.lua");
+        lib.add(&rel, &rel, text.as_bytes()).unwrap();
+    }
+    let libs = super::Libraries(vec![Arc::new(lib)]);
+    let src = format!(
+        "return {{ id = 't', description = 'd', categories = {{'safe'}}, portrule = function() return true end,\n\
+         run = function(ctx)\n{body}\nend }}"
+    );
+    super::load_source_in(src.as_bytes(), Path::new("test.lua"), None, &libs).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn run_modules(body: &str, modules: &[(&str, &str)]) -> RunOutput {
+    let budgets = Budgets { wall: Duration::from_millis(300), steps: 2_000_000, ..Budgets::default() };
+    run_with(with_modules(body, modules), budgets, Guard::offline(), 22).await.0
+}
+
+#[tokio::test]
+async fn required_modules_load_once_per_vm_read_only_in_the_sandbox() {
+    let counter = "local m = { loads = 0 } m.name = ... m.io = io m.again = require 'leaf' return m";
+    let leaf = "return { hello = function() return 'hi' end }";
+    let body = r#"
+        local a = require "counter"
+        local b = require("counter")
+        local ok, err = pcall(function() a.loads = 99 end)
+        ctx:finding{ title = "m", data = { same = rawequal(a, b), name = a.name, io = a.io == nil,
+            hi = a.again.hello(), writable = ok, global = require == nil } }
+    "#;
+    let out = run_modules(body, &[("counter", counter), ("leaf", leaf)]).await;
+    assert_eq!(out.error, None, "{out:?}");
+    let d = &out.findings[0].data;
+    assert_eq!(d["same"], true, "one load per VM");
+    assert_eq!(d["name"], "counter", "the module gets its name, as in Lua");
+    assert_eq!(d["io"], true, "no io in a module either");
+    assert_eq!(d["hi"], "hi", "modules require modules");
+    assert_eq!(d["writable"], false, "a loaded module is read-only");
+}
+
+#[tokio::test]
+async fn a_missing_module_or_a_cycle_is_an_error_and_a_module_spends_the_runs_budgets() {
+    // Names computed at run time are checked when the code runs.
+    let out = run_modules("local n = 'mis' .. 'sing' require(n)", &[]).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
+    assert!(out.error.unwrap().1.contains("require \"missing\": no module lib/missing.lua in core"));
+    let a = "local n = 'b' return require(n)";
+    let b = "local n = 'a' return require(n)";
+    let out = run_modules("local n = 'a' require(n)", &[("a", a), ("b", b)]).await;
+    let msg = out.error.unwrap().1;
+    assert!(msg.contains("require cycle: lib/a.lua -> lib/b.lua -> lib/a.lua"), "{msg}");
+    // A module's top level runs within the requiring run's budgets.
+    let out = run_modules("local n = 'spin' require(n)", &[("spin", "while true do end")]).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    // Literal names are checked when the plugin loads, naming the file.
+    let mut lib = super::Library::new("core");
+    lib.add("lib/x.lua", "lib/x.lua", b"return {}").unwrap();
+    let libs = super::Libraries(vec![Arc::new(lib)]);
+    let src = b"local y = require 'y' return { id = 't', description = 'd', categories = {'safe'}, ports = {1}, run = function() end }";
+    let e = super::load_source_in(src, Path::new("plugins/t.lua"), None, &libs).unwrap_err().to_string();
+    assert!(e.contains("plugins/t.lua: require \"y\": no module lib/y.lua in core (lib/)"), "{e}");
+}
+
+#[tokio::test]
+async fn recv_exact_and_recv_line_read_within_their_bounds() {
+    let port = server(b"220-first\r\n220 last\nABCDEFGHIJ0123456789xyz").await;
+    let body = r#"
+        local s = assert(ctx:connect{})
+        assert(s:send("hi\r\n"))
+        local l1, l2 = s:recv_line(), s:recv_line()
+        local ten = s:recv_exact(10)
+        local short, why = s:recv_line(4)
+        local rest, closed = s:recv_exact(50)
+        local tail = s:recv(100)
+        local ok, range = pcall(function() return s:recv_exact(0) end)
+        range = tostring(range)
+        ctx:finding{ title = "r", data = { l1 = l1, l2 = l2, ten = ten, short = short == nil, why = why,
+            rest = rest == nil, closed = closed, tail = tail, ok = ok, range = range } }
+    "#;
+    let budgets = Budgets { wall: Duration::from_secs(2), ..Budgets::default() };
+    let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
+    assert_eq!(out.error, None, "{out:?}");
+    let d = &out.findings[0].data;
+    assert_eq!((d["l1"].as_str(), d["l2"].as_str()), (Some("220-first"), Some("220 last")), "CRLF and LF ends");
+    assert_eq!(d["ten"], "ABCDEFGHIJ");
+    assert_eq!(d["short"], true);
+    assert_eq!(d["why"], "no line end in the first 4 bytes");
+    assert_eq!(d["rest"], true);
+    assert_eq!(d["closed"], "closed after 13 of 50 bytes");
+    assert_eq!(d["tail"], "0123456789xyz", "what came before the end is still there");
+    assert_eq!(d["ok"], false);
+    assert!(d["range"].as_str().unwrap().contains("recv_exact: n must be 1 to 1048576, not 0"), "{d}");
 }

@@ -1,0 +1,34 @@
+-- text: string helpers for what servers send.
+--
+--   local text = require "text"
+--   text.trim("  a b  ")          --> "a b"
+--   text.clip(s, 80)              --> s cut to 80 bytes, "..." marking a cut
+--
+-- Each runs in time linear in its input: a pattern such as "(.-)%s*$" is
+-- quadratic on a long run of spaces a server can send.
+
+local text = {}
+
+-- `s` without white space around it.
+function text.trim(s)
+  local a = string.find(s, "%S")
+  if not a then
+    return ""
+  end
+  local b = #s
+  while b > a and string.find(string.sub(s, b, b), "^%s") do
+    b -= 1
+  end
+  return string.sub(s, a, b)
+end
+
+-- `s` cut to at most `max` bytes (default 200), "..." ending a cut one.
+function text.clip(s, max)
+  max = max or 200
+  if #s <= max then
+    return s
+  end
+  return string.sub(s, 1, max) .. "..."
+end
+
+return text
