@@ -387,7 +387,7 @@ fn sarif_is_valid_and_has_one_result_per_finding() {
     assert_eq!(self_signed["properties"]["cwe"], json!(["CWE-295"]));
     assert_eq!(self_signed["level"], "note");
     let ndjson_self_signed = findings.iter().find(|f| f["title"] == "Self-signed certificate").unwrap();
-    assert_eq!(ndjson_self_signed["cwe"], json!(["CWE-295"]), "the NDJSON keeps a finding's own metadata");
+    assert_eq!(ndjson_self_signed["about"]["cwe"], json!(["CWE-295"]), "the NDJSON keeps a finding's own metadata");
 }
 
 /// The ports a scan does not list come out as nmap's: python-libnmap

@@ -398,3 +398,29 @@ fn tls_enum_runs_once_per_run_within_the_read_budget() {
     );
     assert!(of_type(&evs, "finding").is_empty());
 }
+
+/// ssl-date reads a server's clock from its ServerHello random: the
+/// simulated legacy server puts its time there (within a second or two of
+/// the scanner's), nginx sends noise ("TLS randomness does not represent
+/// time", as nmap says of it).
+#[test]
+fn ssl_date_reads_the_clock_in_a_server_random_and_tells_noise() {
+    let _lab = lab();
+    let _sim = Hostile::start("tls_legacy_sim.py", 8443, &[]);
+    let (out, evs) = lab_scan(&["-n", "-Pn", "-p", "443,8443", "--script", "ssl-date", HOSTILE_IP, TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let result = |ip: &str, port: u16| {
+        let found = of_type(&evs, "finding").into_iter();
+        found.into_iter().find(|f| f["plugin"] == "ssl-date" && f["ip"] == ip && f["port"] == port).cloned()
+    };
+    let sim = result(HOSTILE_IP, 8443).unwrap_or_else(|| panic!("{evs:#?}"));
+    let delta = sim["data"]["delta"].as_i64().unwrap_or_else(|| panic!("{sim}"));
+    assert!(delta.abs() <= 2, "{sim}");
+    let text = sim["output"].as_str().unwrap();
+    let date = sim["data"]["date"].as_str().unwrap();
+    assert!(date.len() == 25 && date.ends_with("+00:00") && date.as_bytes()[10] == b'T', "{sim}");
+    assert_eq!(text, format!("{date}; {}{}s from scanner time.", if delta < 0 { "-" } else { "+" }, delta.abs()));
+    let nginx = result(TARGET, 443).unwrap_or_else(|| panic!("{evs:#?}"));
+    assert_eq!(nginx["output"], "TLS randomness does not represent time");
+    assert!(nginx["data"].as_array().is_some_and(Vec::is_empty) || nginx["data"] == serde_json::json!({}), "{nginx}");
+}

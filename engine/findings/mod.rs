@@ -611,8 +611,9 @@ pub struct FindingEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     /// What this finding is about, given with it (`ctx:finding{cve = ...}`);
-    /// the plugin's own metadata is not repeated here.
-    #[serde(default, flatten)]
+    /// the plugin's own metadata is not repeated here. Written as an
+    /// `about` object, left out when empty.
+    #[serde(default, skip_serializing_if = "About::is_empty")]
     pub about: About,
     /// Seconds since the scan started.
     pub t: f64,

@@ -200,6 +200,15 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         })?,
     )?;
 
+    // ctx:server_hello{port=, starttls=, timeout=} (engine/plugins/tls_enum.rs).
+    let h = host.clone();
+    methods.raw_set(
+        "server_hello",
+        lua.create_async_function(move |lua, (_ctx, opts): (Value, Option<Table>)| {
+            super::tls_enum::server_hello(lua, h.clone(), opts)
+        })?,
+    )?;
+
     // ---- ctx:ssh_auth_methods{port=, user=} (begin; see engine/plugins/ssh.rs) ----
     // The methods an SSH server offers `user` (default "root") after a "none"
     // request: a list of names, or nil, why. The connection takes the same

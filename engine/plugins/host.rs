@@ -329,11 +329,12 @@ impl Vm {
     /// sandbox's globals, and a `require` that looks in `libs` (made once
     /// per VM for each set of libraries).
     fn env_for(&self, libs: &Libraries) -> mlua::Result<Table> {
-        let key: Vec<usize> = libs.0.iter().map(|l| Arc::as_ptr(l) as usize).collect();
+        let ptrs = || libs.0.iter().map(|l| Arc::as_ptr(l) as usize);
         let mut envs = self.lib_envs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, t)) = envs.iter().find(|(k, _)| *k == key) {
+        if let Some((_, t)) = envs.iter().find(|(k, _)| k.iter().copied().eq(ptrs())) {
             return Ok(t.clone());
         }
+        let key: Vec<usize> = ptrs().collect();
         // meta.__index = base; base.require = require; base's own
         // metatable leads to the globals.
         let base = self.lua.create_table()?;

@@ -66,7 +66,7 @@ const CIPHERS: &[cipher::Name] = &[
 
 /// A stream that counts the bytes read, fails once more than `limit` were
 /// read, and fails every operation once `until` has passed.
-struct Bounded<S> {
+pub(super) struct Bounded<S> {
     inner: S,
     read: Arc<AtomicU64>,
     limit: u64,
@@ -74,7 +74,7 @@ struct Bounded<S> {
 }
 
 impl<S> Bounded<S> {
-    fn new(inner: S, limit: u64, until: Instant) -> (Bounded<S>, Arc<AtomicU64>) {
+    pub(super) fn new(inner: S, limit: u64, until: Instant) -> (Bounded<S>, Arc<AtomicU64>) {
         let read = Arc::new(AtomicU64::new(0));
         (Bounded { inner, read: read.clone(), limit, deadline: Box::pin(tokio::time::sleep_until(until)) }, read)
     }

@@ -100,6 +100,74 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
     Ok((Value::Table(enumeration_table(&lua, &found)?), Value::Nil))
 }
 
+/// `ctx:server_hello{port=, starttls=, timeout=}`: one ClientHello offering
+/// TLS 1.2 down to SSLv3 with every suite (after the STARTTLS exchange of
+/// `starttls`, if given), and what the ServerHello says: `{ version,
+/// cipher, time, random }`, `time` being the first four bytes of its random
+/// (the server's clock, or noise), `random` all 32 in hex; or `nil, err`.
+/// One socket of the budget; what it reads is charged to the run.
+pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+    use crate::net::hello::{client, exchange, ClientHello, HelloError};
+    let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
+    let keys = ["host", "port", "timeout", "starttls"];
+    let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:server_hello")?;
+    req.tls = None;
+    let starttls = match opts.as_ref().map_or(Ok(Value::Nil), |o| o.raw_get::<Value>("starttls"))? {
+        Value::Nil => None,
+        Value::String(s) => Some(crate::net::starttls::Starttls::parse(&s.to_string_lossy()).ok_or_else(|| {
+            mlua::Error::runtime(format!("ctx:server_hello: no STARTTLS for {:?}", s.to_string_lossy()))
+        })?),
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "ctx:server_hello: starttls must be a protocol name, not {other:?}"
+            )))
+        }
+    };
+    let (ip, port) = match h.admit(&req) {
+        Ok(to) => to,
+        Err(e) => return failed(e.to_string()),
+    };
+    let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
+    let until = tokio::time::Instant::now() + req.timeout;
+    let until = until.min(h.meter.deadline());
+    let hello = ClientHello {
+        version: client::TLS12,
+        suites: client::suites_for(client::TLS12),
+        server_name: None,
+        alpn: Vec::new(),
+    };
+    let addr = std::net::SocketAddr::new(ip, port);
+    let (result, read) = async {
+        let tcp = match crate::net::conn::tcp_for_hello(addr, until).await {
+            Ok(t) => t,
+            Err(e) => return (Err(e), 0),
+        };
+        let (mut io, read) = super::ssh::Bounded::new(tcp, read_left, until);
+        let r = async {
+            if let Some(p) = starttls {
+                p.upgrade(&mut io, &ip.to_string(), until).await.map_err(|e| HelloError::Malformed(e.to_string()))?;
+            }
+            exchange(&mut io, &hello, until).await
+        }
+        .await;
+        (r, read.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    .await;
+    if !h.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
+        return failed(read_budget(&h.budgets).to_string());
+    }
+    let flight = match result {
+        Ok(f) => f,
+        Err(e) => return failed(format!("ctx:server_hello: {e}")),
+    };
+    let t = lua.create_table()?;
+    t.raw_set("version", crate::net::hello::version_name(flight.version))?;
+    t.raw_set("cipher", crate::net::hello::suite_name(flight.suite))?;
+    t.raw_set("time", u32::from_be_bytes([flight.random[0], flight.random[1], flight.random[2], flight.random[3]]))?;
+    t.raw_set("random", crate::net::tls::hex(&flight.random, ""))?;
+    Ok((Value::Table(t), Value::Nil))
+}
+
 /// Aborts a task when dropped (a run that ends stops its enumeration).
 struct AbortOnDrop(tokio::task::AbortHandle);
 

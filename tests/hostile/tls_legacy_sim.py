@@ -16,6 +16,7 @@ import os
 import struct
 import subprocess
 import tempfile
+import time
 
 from common import graceful_close, parse_args, recv_exact, serve
 
@@ -95,7 +96,10 @@ def handle(conn):
         return alert(conn, version, 40)
     # renegotiation_info (empty) after SSLv3, which had no extensions.
     ext = b"" if version == 0x0300 else struct.pack("!HHHB", 5, 0xFF01, 1, 0)
-    hello = struct.pack("!H32sBHB", version, os.urandom(32), 0, suite, 0) + ext
+    # The random starts with the server's clock (gmt_unix_time), as servers
+    # of its age sent it: ssl-date reads it.
+    random = struct.pack("!I", int(time.time())) + os.urandom(28)
+    hello = struct.pack("!H32sBHB", version, random, 0, suite, 0) + ext
     certs = b"".join(len(c).to_bytes(3, "big") + c for c in CHAIN)
     flight = message(2, hello) + message(11, len(certs).to_bytes(3, "big") + certs)
     if suite in EXPORT:

@@ -51,6 +51,9 @@ pub struct Flight {
     pub chain: Vec<Vec<u8>>,
     /// The key exchange the server's parameters show.
     pub kx: Option<KeyExchange>,
+    /// The ServerHello's random (its first four bytes were the server's
+    /// clock, `gmt_unix_time`, before TLS 1.3; many servers now send noise).
+    pub random: [u8; 32],
 }
 
 /// Server key exchange parameters.
@@ -246,6 +249,7 @@ pub fn server_hello(body: &[u8]) -> Result<Flight, HelloError> {
         suite: sh.cipher.0,
         compression: sh.compression.0,
         retry: sh.random == RETRY_RANDOM,
+        random: sh.random.try_into().unwrap_or([0; 32]),
         ..Flight::default()
     };
     // tls-parser reads no extensions after an SSLv3 hello; servers send
