@@ -106,7 +106,8 @@ fn plan_rules(plugins: &Option<std::sync::Arc<moonscan::plugins::stage::PluginCo
     cfg.plugins
         .iter()
         .map(|p| output::SarifRule {
-            id: p.id.clone(),
+            // The name findings carry: `pack:id` for an installed pack's.
+            id: p.name(),
             description: p.description.clone(),
             categories: p.categories.clone(),
             pack: p.pack.clone(),

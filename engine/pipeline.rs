@@ -150,14 +150,15 @@ impl Found {
 /// The ports a scan decided but did not report one by one, counted per
 /// (host, protocol, state, reason), for nmap's "Not shown" line and its
 /// `<extraports>`. Silence is not counted (a report takes the scanned ports
-/// left over as filtered), so only hosts that answered take room: a few
-/// dozen bytes each, and at most [`Unshown::MAX_HOSTS`] hosts (past them,
-/// new hosts are not counted and their reports say nothing of what was
-/// not shown).
+/// left over as filtered), so only hosts that answered take room: about
+/// 100 bytes each, and at most [`Unshown::MAX_HOSTS`] hosts (about 25 MB);
+/// past them new hosts are not counted, the scan's end says so, and
+/// reports give no leftover count.
 #[derive(Debug)]
 pub struct Unshown {
     counts: std::sync::Mutex<std::collections::HashMap<(IpAddr, Proto), Vec<Tally>>>,
     max_hosts: usize,
+    capped: std::sync::atomic::AtomicBool,
 }
 
 /// How many ports of one host and protocol were in one state, for one reason.
@@ -171,10 +172,15 @@ impl Default for Unshown {
 
 impl Unshown {
     /// Most (host, protocol) pairs counted.
-    pub const MAX_HOSTS: usize = 1 << 20;
+    pub const MAX_HOSTS: usize = 1 << 18;
 
     pub fn with_max_hosts(max_hosts: usize) -> Self {
-        Unshown { counts: Default::default(), max_hosts }
+        Unshown { counts: Default::default(), max_hosts, capped: Default::default() }
+    }
+
+    /// Whether some host went uncounted (past the cap).
+    pub fn capped(&self) -> bool {
+        self.capped.load(Ordering::Relaxed)
     }
 
     /// Counts one port.
@@ -183,7 +189,10 @@ impl Unshown {
         let full = counts.len() >= self.max_hosts;
         let kinds = match counts.get_mut(&(ip, proto)) {
             Some(k) => k,
-            None if full => return,
+            None if full => {
+                self.capped.store(true, Ordering::Relaxed);
+                return;
+            }
             None => counts.entry((ip, proto)).or_default(),
         };
         match kinds.iter_mut().find(|(s, r, _)| *s == state && *r == reason) {
@@ -306,5 +315,6 @@ mod tests {
             ]
         );
         assert!(tally.take(&"5c".into()).is_empty(), "taken once");
+        assert!(tally.capped(), "the host past the cap is known to be missing");
     }
 }

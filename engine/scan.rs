@@ -179,6 +179,7 @@ pub(crate) async fn run(
             verbosity: cfg.verbosity,
             hosts: if cfg.discovery.is_some() || cfg.list_only { hosts_space.shard_len(cfg.shard) } else { 0 },
             hostnames: cfg.hostnames.clone(),
+            partial: cfg.resume.is_some() || cfg.host_timeout.is_some(),
         },
     };
     let _ = events.send(Event::ScanStart(start)).await;
@@ -305,6 +306,7 @@ async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool) -> ScanEnd {
         hosts_up: Stats::get(&stats.hosts_up),
         hosts_down: Stats::get(&stats.hosts_down),
         interrupted: interrupted || ctx.stop.is_set(),
+        unshown_capped: ctx.unshown.capped(),
     };
     let _ = ctx.events.send(Event::ScanEnd(end.clone())).await;
     end

@@ -471,7 +471,9 @@ impl ScanBuilder {
         timing.window = timing.window.min(fd_room);
 
         let packs = if self.detect.is_some() || self.scripts.is_some() {
-            crate::packs::installed_checked(self.lock.as_deref())?
+            let core_dir =
+                self.scripts.as_ref().and_then(|s| s.plugin_dir.clone()).unwrap_or_else(crate::plugins::default_dir);
+            crate::packs::installed_checked(self.lock.as_deref(), &core_dir)?
         } else {
             Vec::new()
         };

@@ -80,7 +80,7 @@ pub fn run(args: PluginsArgs) -> u8 {
 }
 
 fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
-    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None)?)
+    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None, dir)?)
 }
 
 fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {

@@ -114,6 +114,10 @@ pub struct ScanSettings {
     /// Target addresses, when host discovery runs (0 without it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hosts: u64,
+    /// Not every port of every host is probed in this run (a resumed
+    /// scan, `--host-timeout`): reports give no "Not shown" rest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
     /// The targets given by name, with the address each resolved to
     /// (nmap's `user` hostnames).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -687,6 +691,10 @@ pub struct ScanEnd {
     pub hosts_down: u64,
     /// True when the scan was stopped before every probe was sent.
     pub interrupted: bool,
+    /// Ports not shown went uncounted for some hosts (past the tally's
+    /// cap): reports then give no "Not shown" rest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unshown_capped: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -760,6 +768,7 @@ mod tests {
                 verbosity: 2,
                 hosts: 256,
                 hostnames: vec![Hostname { ip: "198.18.2.3".parse().unwrap(), name: "lab.example".into() }],
+                partial: true,
             },
         };
         let extra = Event::Extraports(ExtraportsEvent {

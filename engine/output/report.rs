@@ -291,12 +291,13 @@ impl Collected {
 
     /// The ports of an up host not shown: those counted by `extraports`
     /// events and, of a scan that ran to its end on every port of each
-    /// host (not interrupted, not a shard), the scanned ports left over,
-    /// which never answered (filtered, no-response).
+    /// host (not interrupted, not a shard, not resumed, no host timeout,
+    /// every host counted), the scanned ports left over, which never
+    /// answered (filtered, no-response).
     fn unshown(&self, ip: IpAddr, shown: &[&PortRec]) -> Vec<Unshown> {
         let mut out = self.extra.get(&ip).cloned().unwrap_or_default();
-        let whole = self.end.as_ref().is_some_and(|e| !e.interrupted)
-            && self.start.as_ref().is_some_and(|s| s.settings.shard.is_none());
+        let whole = self.end.as_ref().is_some_and(|e| !e.interrupted && !e.unshown_capped)
+            && self.start.as_ref().is_some_and(|s| s.settings.shard.is_none() && !s.settings.partial);
         if whole {
             let settings = self.start.as_ref().map(|s| &s.settings);
             let tcp = settings.map_or(0, |s| s.ports.len());

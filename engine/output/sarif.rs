@@ -103,7 +103,7 @@ impl<W: Write> Sarif<W> {
         let rules: Vec<Value> = self.rules.iter().map(rule).collect();
         let mut invocation = json!({
             "executionSuccessful": self.end.as_ref().is_some_and(|e| !e.interrupted),
-            "commandLine": self.args.join(" "),
+            "commandLine": command_line(&self.args),
         });
         if let Some(t) = self.started {
             invocation["startTimeUtc"] = json!(humantime::format_rfc3339_millis(t).to_string());
@@ -126,6 +126,27 @@ impl<W: Write> Sarif<W> {
             }],
         })
     }
+}
+
+/// The command line, `--script-args` values left out (they may hold
+/// credentials, and SARIF files are uploaded to dashboards).
+fn command_line(args: &[String]) -> String {
+    let mut out: Vec<&str> = Vec::with_capacity(args.len());
+    let mut hide = false;
+    for a in args {
+        if hide {
+            out.push("<redacted>");
+            hide = false;
+        } else if a == "--script-args" {
+            out.push(a);
+            hide = true;
+        } else if a.starts_with("--script-args=") {
+            out.push("--script-args=<redacted>");
+        } else {
+            out.push(a);
+        }
+    }
+    out.join(" ")
 }
 
 /// Info is no problem (`none`); low a `note`; medium a `warning`; high and
@@ -293,5 +314,8 @@ mod tests {
         assert_eq!(run["tool"]["driver"]["rules"][0]["shortDescription"]["text"], "Says a");
         // No scan_end (interrupted before it): the run did not succeed.
         assert_eq!(run["invocations"][0]["executionSuccessful"], false);
+        let argv = ["moonscan", "--script-args", "user=a,pass=s3cret", "--script-args=pass=x", "-p", "22"];
+        let line = command_line(&argv.map(String::from));
+        assert_eq!(line, "moonscan --script-args <redacted> --script-args=<redacted> -p 22");
     }
 }

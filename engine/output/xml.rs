@@ -317,13 +317,11 @@ pub(super) fn esc(s: &str) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
-    let mut prev = '\0';
     for c in s.chars() {
-        let after = std::mem::replace(&mut prev, c);
         match c {
             // No "--" in the document, as nmap writes it (it cannot end
-            // a comment then).
-            '-' if after == '-' => out.push_str("&#45;"),
+            // a comment then): a '-' right after one written is a reference.
+            '-' if out.ends_with('-') => out.push_str("&#45;"),
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -402,7 +400,8 @@ mod tests {
     #[test]
     fn terminal_controls_are_references() {
         assert_eq!(esc("a\u{9b}31m\u{7f}\u{202e}b\u{1b}"), "a&#x9b;31m&#x7f;&#x202e;b");
-        assert_eq!(esc("-rw-r--r-- a---b"), "-rw-r-&#45;r-&#45; a-&#45;&#45;b");
+        assert_eq!(esc("-rw-r--r-- a---b"), "-rw-r-&#45;r-&#45; a-&#45;-b");
+        assert_eq!(esc("-\u{0}-"), "-&#45;", "a character left out does not part two dashes");
     }
     use crate::findings::*;
 

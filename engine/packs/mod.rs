@@ -173,7 +173,7 @@ enum SigMode<'a> {
 pub fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
     let label = path.display().to_string();
     let src = source::open(path).map_err(|e| refuse(format!("pack {}", e)))?;
-    verify_root(&src.root, SigMode::Check(trust), true, false, None).map_err(|e| named(&label, e))
+    verify_root(&src.root, SigMode::Check(trust), true, false, None, &default_core()?).map_err(|e| named(&label, e))
 }
 
 fn named(label: &str, e: Error) -> Error {
@@ -251,6 +251,7 @@ fn verify_root(
     extras_allowed: bool,
     core_allowed: bool,
     meta_cache: Option<&Path>,
+    core: &Arc<plugins::Library>,
 ) -> Result<VerifiedPack> {
     // (1) pack.yaml's size and shape, then the signature over its exact bytes.
     let manifest_bytes = read_in_pack(root, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
@@ -359,10 +360,8 @@ fn verify_root(
     for f in files.iter().filter(|f| f.kind == FileKind::Lib) {
         lib.add(&f.path, &f.path, &f.bytes)?;
     }
-    // The core library of the plugins moonscan was built with (or
-    // $MOONSCAN_PLUGINS): what `require` finds after the pack's own.
-    let core = plugins::core_library(&plugins::default_dir())?;
-    let libs = plugins::Libraries(vec![Arc::new(lib)]).then(&core);
+    // The core library (`core`): what `require` finds after the pack's own.
+    let libs = plugins::Libraries(vec![Arc::new(lib)]).then(core);
     libs.check_modules()?;
     let mut compiled: Vec<Plugin> = Vec::new();
     let mut probes = ProbeDb::default();
@@ -550,6 +549,18 @@ pub struct InstalledPack {
 /// it is by a trusted key, every hash, nothing unlisted, plugins compiled.
 /// Folders starting with `.` (staging) are skipped.
 pub fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPack>)>> {
+    scan_installed_with(data_dir, &default_core()?)
+}
+
+/// The core library of the plugins moonscan was built with (or
+/// $MOONSCAN_PLUGINS): what a pack's plugins require after their own
+/// library, unless a scan names another plugin folder.
+fn default_core() -> Result<Arc<plugins::Library>> {
+    plugins::core_library(&plugins::default_dir())
+}
+
+/// [`scan_installed`], the packs' plugins requiring from `core` after their own library.
+fn scan_installed_with(data_dir: &Path, core: &Arc<plugins::Library>) -> Result<Vec<(String, Result<InstalledPack>)>> {
     let packs = packs_dir(data_dir);
     let rd = match fs::read_dir(&packs) {
         Ok(rd) => rd,
@@ -568,7 +579,7 @@ pub fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPa
     Ok(names
         .into_iter()
         .map(|name| {
-            let r = load_installed(&packs.join(&name), &name, &trust, &meta_cache_dir(data_dir)).map_err(|e| {
+            let r = load_installed(&packs.join(&name), &name, &trust, &meta_cache_dir(data_dir), core).map_err(|e| {
                 Error::new(e.kind(), format!("installed pack {name} ({}): {e}", packs.join(&name).display()))
             });
             (name, r)
@@ -582,12 +593,18 @@ pub fn meta_cache_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("cache").join("plugin-meta")
 }
 
-fn load_installed(dir: &Path, name: &str, trust: &Trust, meta_cache: &Path) -> Result<InstalledPack> {
+fn load_installed(
+    dir: &Path,
+    name: &str,
+    trust: &Trust,
+    meta_cache: &Path,
+    core: &Arc<plugins::Library>,
+) -> Result<InstalledPack> {
     let meta = fs::symlink_metadata(dir).map_err(|e| refuse(e.to_string()))?;
     if !meta.is_dir() {
         return Err(refuse("not a folder (a link or a file)"));
     }
-    let v = verify_root(dir, SigMode::Check(trust), false, false, Some(meta_cache))?;
+    let v = verify_root(dir, SigMode::Check(trust), false, false, Some(meta_cache), core)?;
     if v.manifest.name != name {
         return Err(refuse(format!("pack.yaml names the pack {}, not {name}", v.manifest.name)));
     }
@@ -631,9 +648,12 @@ pub fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
 }
 
 /// The installed packs, each re-verified, checked against a lock file
-/// (`lock`, or ./moonscan.lock when there is one).
-pub fn installed_checked(lock: Option<&Path>) -> Result<Vec<InstalledPack>> {
-    let packs = installed(&data_dir())?;
+/// (`lock`, or ./moonscan.lock when there is one); their plugins require
+/// from the core library of the plugin folder `core_dir` after their own.
+pub fn installed_checked(lock: Option<&Path>, core_dir: &Path) -> Result<Vec<InstalledPack>> {
+    let core = plugins::core_library(core_dir)?;
+    let packs: Vec<InstalledPack> =
+        scan_installed_with(&data_dir(), &core)?.into_iter().map(|(_, r)| r).collect::<Result<_>>()?;
     let default_lock = PathBuf::from("moonscan.lock");
     let lock = match lock {
         Some(l) => Some(l.to_path_buf()),
@@ -767,7 +787,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
             rewritten = canon;
         }
         // A pack that would not verify is not signed, and its pack.yaml is left as it was.
-        let v = match verify_root(dir, SigMode::Ignore, true, false, None) {
+        let v = match verify_root(dir, SigMode::Ignore, true, false, None, &default_core()?) {
             Ok(v) => v,
             Err(e) => {
                 if bytes != original {
@@ -781,7 +801,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
         write_atomic(&dir.join("pack.sig"), text.as_bytes())?;
         let pk = minisign::PublicKey::from_secret_key(sk).map_err(|e| refuse(e.to_string()))?;
         let own = Trust { keys: vec![TrustedKey::new(pk)], allow_unsigned: false };
-        verify_root(dir, SigMode::Check(&own), true, false, None)?;
+        verify_root(dir, SigMode::Check(&own), true, false, None, &default_core()?)?;
         Ok(SignReport {
             name: v.manifest.name.clone(),
             version: v.manifest.version.clone(),

@@ -144,7 +144,8 @@ fn changed_missing_and_unlisted_files_are_refused() {
     fs::write(dir.join("README.md"), "hi").unwrap();
     let v = verify(&dir, &trust).unwrap();
     assert_eq!(v.extras, ["README.md", "tests/banner.txt"]);
-    assert!(err_of(verify_root(&dir, SigMode::Check(&trust), false, false, None)).contains("README.md"));
+    assert!(err_of(verify_root(&dir, SigMode::Check(&trust), false, false, None, &default_core().unwrap()))
+        .contains("README.md"));
     let mut src = fs::read(dir.join("p.lua")).unwrap();
     src[0] ^= 1;
     fs::write(dir.join("p.lua"), &src).unwrap();
@@ -239,7 +240,7 @@ fn ordinary_yaml_is_not_mistaken_for_aliases() {
 fn the_core_pack_in_the_repository_verifies_unsigned() {
     let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"));
     let unsigned = Trust { allow_unsigned: true, keys: vec![] };
-    let v = verify_root(dir, SigMode::Check(&unsigned), true, true, None).unwrap();
+    let v = verify_root(dir, SigMode::Check(&unsigned), true, true, None, &default_core().unwrap()).unwrap();
     assert_eq!(v.manifest.name, CORE);
     assert!(!v.trusted && v.signer.is_none());
     assert_eq!(v.plugins.len(), v.manifest.plugins.len());

@@ -94,14 +94,7 @@ pub struct Vm {
     /// Set when the runs in flight must end at once (Ctrl-C, after a grace).
     cut: Option<crate::discovery::Stop>,
     current: Current,
-    env_meta: Table,
-    /// Modules loaded, by `origin NUL name`.
-    loaded: Table,
-    /// The files of the modules being loaded now (a cycle's trace).
-    loading: Arc<Mutex<Vec<String>>>,
-    /// Per set of libraries (by their addresses): the metatable of the
-    /// environments of its plugins and modules, whose `require` looks there.
-    lib_envs: Mutex<Vec<(Vec<usize>, Table)>>,
+    requires: Requires,
     ctx_methods: Table,
     args: Table,
     plugins: Vec<Plugin>,
@@ -283,17 +276,15 @@ impl Vm {
             patterns,
         };
         let ctx_methods = ctx_methods(&lua, &host)?;
-        let loaded = lua.create_table()?;
+        let requires =
+            Requires { env_meta, loaded: lua.create_table()?, loading: Arc::default(), envs: Arc::default() };
         Ok(Vm {
             lua,
             meter,
             scan_output,
             cut: None,
             current,
-            env_meta,
-            loaded,
-            loading: Arc::default(),
-            lib_envs: Mutex::new(Vec::new()),
+            requires,
             ctx_methods,
             args: args_table,
             plugins: Vec::new(),
@@ -325,80 +316,9 @@ impl Vm {
         self.instantiate(bytecode, &p.id, &env)
     }
 
-    /// The environment metatable of code that requires from `libs`: the
-    /// sandbox's globals, and a `require` that looks in `libs` (made once
-    /// per VM for each set of libraries).
+    /// The environment metatable of code that requires from `libs` (see [`Requires::env_for`]).
     fn env_for(&self, libs: &Libraries) -> mlua::Result<Table> {
-        let ptrs = || libs.0.iter().map(|l| Arc::as_ptr(l) as usize);
-        let mut envs = self.lib_envs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, t)) = envs.iter().find(|(k, _)| k.iter().copied().eq(ptrs())) {
-            return Ok(t.clone());
-        }
-        let key: Vec<usize> = ptrs().collect();
-        // meta.__index = base; base.require = require; base's own
-        // metatable leads to the globals.
-        let base = self.lua.create_table()?;
-        base.set_metatable(Some(self.env_meta.clone()))?;
-        let meta = self.lua.create_table()?;
-        meta.raw_set("__index", base.clone())?;
-        meta.raw_set("__metatable", "sandboxed")?;
-        let require = self.require_fn(libs.clone(), meta.clone())?;
-        base.raw_set("require", require)?;
-        base.set_readonly(true);
-        meta.set_readonly(true);
-        envs.push((key, meta.clone()));
-        Ok(meta)
-    }
-
-    /// `require(name)`: the module `name` of `libs`, loaded at its first
-    /// `require` in this VM (its chunk run with a fresh environment whose
-    /// metatable is `meta`) and the same value after.
-    fn require_fn(&self, libs: Libraries, meta: Table) -> mlua::Result<Function> {
-        let loaded = self.loaded.clone();
-        let loading = self.loading.clone();
-        self.lua.create_function(move |lua, name: String| {
-            let Some((lib, m)) = libs.find(&name) else {
-                let looked: Vec<String> = libs.0.iter().map(|l| l.origin.clone()).collect();
-                return Err(mlua::Error::runtime(format!(
-                    "require \"{name}\": no module lib/{name}.lua in {}",
-                    if looked.is_empty() { "no library".to_string() } else { looked.join(", ") }
-                )));
-            };
-            let key = format!("{}\0{name}", lib.origin);
-            if let Some(v) = loaded.raw_get::<Option<Value>>(key.as_str())? {
-                return Ok(v);
-            }
-            {
-                let mut stack = loading.lock().unwrap_or_else(|e| e.into_inner());
-                if stack.contains(&m.file) {
-                    let trace = format!("{} -> {}", stack.join(" -> "), m.file);
-                    return Err(mlua::Error::runtime(format!("require cycle: {trace}")));
-                }
-                stack.push(m.file.clone());
-            }
-            let result = (|| -> mlua::Result<Value> {
-                let bytecode = m.code.bytecode().map_err(|e| mlua::Error::runtime(format!("{}: {e}", m.file)))?;
-                let env = lua.create_table()?;
-                env.set_metatable(Some(meta.clone()))?;
-                let chunk = lua
-                    .load(bytecode)
-                    .set_mode(ChunkMode::Binary)
-                    .set_name(format!("={}", m.file))
-                    .set_environment(env)
-                    .into_function()?;
-                let v: Value = chunk.call(name.as_str())?;
-                // Shared by every later run in this VM: read-only, so one
-                // run cannot leave state in it for the next.
-                if let Value::Table(t) = &v {
-                    t.set_readonly(true);
-                }
-                Ok(if v.is_nil() { Value::Boolean(true) } else { v })
-            })();
-            loading.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let v = result?;
-            loaded.raw_set(key, v.clone())?;
-            Ok(v)
-        })
+        self.requires.env_for(&self.lua, libs)
     }
 
     /// The plugin chunk as a function with a fresh global table whose
@@ -541,6 +461,133 @@ impl Vm {
         }
         out
     }
+}
+
+/// What `require` needs in one VM: the sandbox's globals, the modules
+/// loaded, the ones being loaded (a cycle's trace), and one environment
+/// metatable per set of libraries.
+#[derive(Clone)]
+struct Requires {
+    env_meta: Table,
+    /// Modules loaded, by `origin NUL name`.
+    loaded: Table,
+    /// The modules being loaded now, by `origin NUL name`, with their files.
+    loading: Arc<Mutex<Vec<(String, String)>>>,
+    /// Per set of libraries (by their addresses): the metatable of the
+    /// environments of code that requires from it.
+    envs: Arc<Mutex<Vec<LibEnv>>>,
+}
+
+/// The addresses of a set of libraries, and the environment metatable of
+/// code that requires from it.
+type LibEnv = (Vec<usize>, Table);
+
+/// Most tables of one module made read-only (its own and those it holds).
+const MAX_FROZEN: usize = 10_000;
+
+impl Requires {
+    /// The environment metatable of code that requires from `libs`: the
+    /// sandbox's globals, and a `require` that looks in `libs` (made once
+    /// per VM for each set of libraries).
+    fn env_for(&self, lua: &Lua, libs: &Libraries) -> mlua::Result<Table> {
+        let ptrs = || libs.0.iter().map(|l| Arc::as_ptr(l) as usize);
+        let mut envs = self.envs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, t)) = envs.iter().find(|(k, _)| k.iter().copied().eq(ptrs())) {
+            return Ok(t.clone());
+        }
+        let key: Vec<usize> = ptrs().collect();
+        // meta.__index = base; base.require = require; base's own
+        // metatable leads to the globals.
+        let base = lua.create_table()?;
+        base.set_metatable(Some(self.env_meta.clone()))?;
+        let meta = lua.create_table()?;
+        meta.raw_set("__index", base.clone())?;
+        meta.raw_set("__metatable", "sandboxed")?;
+        base.raw_set("require", self.require_fn(lua, libs.clone())?)?;
+        base.set_readonly(true);
+        meta.set_readonly(true);
+        envs.push((key, meta.clone()));
+        Ok(meta)
+    }
+
+    /// `require(name)`: the module `name` of `libs`, loaded at its first
+    /// `require` in this VM and the same value after. A module runs with
+    /// a fresh environment that requires from its own library on (a core
+    /// module never sees a pack's); its tables, and its environment, are
+    /// read-only once it has loaded.
+    fn require_fn(&self, lua: &Lua, libs: Libraries) -> mlua::Result<Function> {
+        let this = self.clone();
+        lua.create_function(move |lua, name: String| {
+            let Some((at, m)) = libs.find(&name) else {
+                let looked: Vec<String> = libs.0.iter().map(|l| l.origin.clone()).collect();
+                return Err(mlua::Error::runtime(format!(
+                    "require \"{name}\": no module lib/{name}.lua in {}",
+                    if looked.is_empty() { "no library".to_string() } else { looked.join(", ") }
+                )));
+            };
+            let origin = &libs.0[at].origin;
+            let key = format!("{origin}\0{name}");
+            if let Some(v) = this.loaded.raw_get::<Option<Value>>(key.as_str())? {
+                return Ok(v);
+            }
+            {
+                let mut stack = this.loading.lock().unwrap_or_else(|e| e.into_inner());
+                if stack.iter().any(|(k, _)| *k == key) {
+                    let files: Vec<&str> = stack.iter().map(|(_, f)| f.as_str()).collect();
+                    return Err(mlua::Error::runtime(format!("require cycle: {} -> {}", files.join(" -> "), m.file)));
+                }
+                stack.push((key.clone(), m.file.clone()));
+            }
+            let result = (|| -> mlua::Result<Value> {
+                let bytecode = m.code.bytecode().map_err(|e| mlua::Error::runtime(format!("{}: {e}", m.file)))?;
+                let env = lua.create_table()?;
+                env.set_metatable(Some(this.env_for(lua, &libs.from(at))?))?;
+                let chunk = lua
+                    .load(bytecode)
+                    .set_mode(ChunkMode::Binary)
+                    .set_name(format!("={}", m.file))
+                    .set_environment(env.clone())
+                    .into_function()?;
+                let v: Value = chunk.call(name.as_str())?;
+                // Shared by every later run in this VM: read-only, so one
+                // run cannot leave state in it for the next.
+                freeze(&env)?;
+                if let Value::Table(t) = &v {
+                    freeze(t)?;
+                }
+                Ok(if v.is_nil() { Value::Boolean(true) } else { v })
+            })();
+            this.loading.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let v = result?;
+            this.loaded.raw_set(key, v.clone())?;
+            Ok(v)
+        })
+    }
+}
+
+/// Makes `t` and the tables it holds (keys, values, metatables; at most
+/// [`MAX_FROZEN`]) read-only.
+fn freeze(t: &Table) -> mlua::Result<()> {
+    let mut todo = vec![t.clone()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(t) = todo.pop() {
+        if !seen.insert(t.to_pointer() as usize) || seen.len() > MAX_FROZEN {
+            continue;
+        }
+        if let Some(m) = t.metatable() {
+            todo.push(m);
+        }
+        for pair in t.pairs::<Value, Value>() {
+            let (k, v) = pair?;
+            for x in [k, v] {
+                if let Value::Table(inner) = x {
+                    todo.push(inner);
+                }
+            }
+        }
+        t.set_readonly(true);
+    }
+    Ok(())
 }
 
 /// Luau's LUA_MEMERRMSG: the error value of an allocation that failed.

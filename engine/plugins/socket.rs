@@ -22,10 +22,16 @@ pub(super) struct LuaSocket {
 impl LuaSocket {
     /// Reads once into `pending` (at most `max` bytes); Ok(0) at end of stream.
     async fn fill(&self, s: &mut Socket, max: usize) -> crate::Result<usize> {
-        let timeout = s.timeout;
+        let until = tokio::time::Instant::now() + s.timeout;
+        self.fill_by(s, max, until).await
+    }
+
+    /// As [`LuaSocket::fill`], the read ending at `until` (one timeout for
+    /// a whole `recv_exact` or `recv_line`, however the bytes trickle in).
+    async fn fill_by(&self, s: &mut Socket, max: usize, until: tokio::time::Instant) -> crate::Result<usize> {
         let conn = s.conn.as_mut().ok_or_else(closed)?;
         let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
-        let n = match tokio::time::timeout(timeout, conn.read(&mut buf)).await {
+        let n = match tokio::time::timeout_at(until, conn.read(&mut buf)).await {
             Err(_) => return Err(timed_out("timeout")),
             Ok(r) => r?,
         };
@@ -84,9 +90,10 @@ impl UserData for LuaSocket {
             }
             let n = n as usize;
             let mut s = this.sock.lock().await;
+            let until = tokio::time::Instant::now() + s.timeout;
             while s.pending.len() < n {
                 let want = n - s.pending.len();
-                match this.fill(&mut s, want).await {
+                match this.fill_by(&mut s, want, until).await {
                     Ok(0) => {
                         let why = format!("closed after {} of {n} bytes", s.pending.len());
                         return lua_result(&lua, Err(Error::new(ErrorKind::Io, why)));
@@ -103,9 +110,16 @@ impl UserData for LuaSocket {
         methods.add_async_method("recv_line", |lua, this, max: Option<usize>| async move {
             let max = max.unwrap_or(8192).clamp(1, net::MAX_RECV);
             let mut s = this.sock.lock().await;
+            let until = tokio::time::Instant::now() + s.timeout;
+            // Bytes already searched: each is looked at once.
+            let mut searched = 0;
             loop {
                 let limit = s.pending.len().min(max);
-                if let Some(i) = s.pending[..limit].iter().position(|&b| b == b'\n') {
+                if let Some(i) = s.pending[searched.min(limit)..limit]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map(|i| i + searched.min(limit))
+                {
                     let mut line: Vec<u8> = s.pending.drain(..=i).collect();
                     line.pop();
                     if line.last() == Some(&b'\r') {
@@ -113,12 +127,13 @@ impl UserData for LuaSocket {
                     }
                     return lua_result(&lua, Ok(line));
                 }
+                searched = limit;
                 if s.pending.len() >= max {
                     let why = format!("no line end in the first {max} bytes");
                     return lua_result(&lua, Err(Error::new(ErrorKind::Protocol, why)));
                 }
                 let want = max - s.pending.len();
-                match this.fill(&mut s, want).await {
+                match this.fill_by(&mut s, want, until).await {
                     Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
                     Ok(_) => {}
                     Err(e) => return lua_result(&lua, Err(e)),

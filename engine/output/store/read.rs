@@ -168,6 +168,8 @@ impl Db {
             hosts_up: 0,
             hosts_down: 0,
             interrupted: h.int().unwrap_or(0) != 0,
+            // Not stored: a stored scan keeps no ports-not-shown counts either.
+            unshown_capped: false,
         };
         let ended = h.opt().is_some();
 

@@ -139,6 +139,7 @@ fn end(id: &str, open: u64) -> Event {
         hosts_up: 0,
         hosts_down: 0,
         interrupted: false,
+        unshown_capped: false,
     })
 }
 
