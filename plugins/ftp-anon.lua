@@ -20,19 +20,7 @@ local reply = require "reply"
 
 local REPLY = { max_lines = MAX_LINES, max_line = MAX_LINE }
 
--- A reply's text as nmap's ftp library gives it: without the codes, lines joined by "\n".
-local function message_of(lines)
-  local parts = {}
-  for i, line in ipairs(lines) do
-    if i == 1 then
-      line = string.gsub(line, "^%d%d%d[ -]?", "")
-    elseif i == #lines then
-      line = string.gsub(line, "^%d%d%d ?", "")
-    end
-    parts[#parts + 1] = line
-  end
-  return table.concat(parts, "\n")
-end
+local message_of = reply.message
 
 -- The name an ls -l line ends with ("name" or "name -> target"), or nil.
 local function entry_name(line)

@@ -30,20 +30,7 @@ local function bounded(sock, deadline)
   }
 end
 
--- A reply's text as nmap's ftp.read_reply gives it: the first line without
--- "NNN-" (or "NNN "), the lines between as they are, the last without "NNN ".
-local function message_of(lines)
-  local parts = {}
-  for i, line in ipairs(lines) do
-    if i == 1 then
-      line = string.gsub(line, "^%d%d%d[ -]", "")
-    elseif i == #lines then
-      line = string.gsub(line, "^%d%d%d ", "")
-    end
-    parts[#parts + 1] = line
-  end
-  return table.concat(parts, "\n")
-end
+local message_of = reply.message
 
 -- SYST's answer worth showing, or nil (logging in anonymously once if asked).
 local function syst_of(ctx, sock)

@@ -137,7 +137,10 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
         alpn: Vec::new(),
     };
     let addr = std::net::SocketAddr::new(ip, port);
-    let (result, read) = async {
+    // A task of its own, as ctx:tls_enum's: its socket is polled by the
+    // runtime directly, not through the Lua coroutine (whose wake-ups
+    // were seen lost, the hello then waiting out its whole timeout).
+    let task = tokio::spawn(async move {
         let tcp = match crate::net::conn::tcp_for_hello(addr, until).await {
             Ok(t) => t,
             Err(e) => return (Err(e), 0),
@@ -151,8 +154,13 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
         }
         .await;
         (r, read.load(std::sync::atomic::Ordering::Relaxed))
-    }
-    .await;
+    });
+    let guard = AbortOnDrop(task.abort_handle());
+    let (result, read) = match task.await {
+        Ok(done) => done,
+        Err(e) => return failed(format!("ctx:server_hello: {e}")),
+    };
+    drop(guard);
     if !h.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
         return failed(read_budget(&h.budgets).to_string());
     }

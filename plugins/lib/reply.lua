@@ -55,6 +55,22 @@ function reply.command(sock, line, opts)
   return reply.read(sock, opts)
 end
 
+-- A reply's message as nmap's ftp library gives it: the first line without
+-- its "NNN-" or "NNN ", the last without its "NNN ", the lines between as
+-- they are, joined by "\n".
+function reply.message(lines)
+  local parts = {}
+  for i, line in ipairs(lines) do
+    if i == 1 then
+      line = string.gsub(line, "^%d%d%d[ -]?", "")
+    elseif i == #lines then
+      line = string.gsub(line, "^%d%d%d ?", "")
+    end
+    parts[#parts + 1] = line
+  end
+  return table.concat(parts, "\n")
+end
+
 -- The text of a reply's lines: each without its "NNN-" or "NNN " prefix.
 function reply.text(lines)
   local out = {}
