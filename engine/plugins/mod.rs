@@ -213,7 +213,6 @@ pub fn load_source_in(bytes: &[u8], path: &Path, cache: Option<&Path>, libs: &Li
     if bytes.first().is_some_and(|&b| b < 0x09 || b == 0x1b) || std::str::from_utf8(bytes).is_err() {
         return Err(bad(path, "not a text file (precompiled chunks are refused)"));
     }
-    libs.check(bytes, &path.display().to_string())?;
     let code = Code::new(bytes);
     let cached = cache.and_then(|c| {
         let text = crate::files::read_capped(&meta_path(c, bytes, libs), MAX_META, "plugin metadata").ok()?;
@@ -222,8 +221,13 @@ pub fn load_source_in(bytes: &[u8], path: &Path, cache: Option<&Path>, libs: &Li
     });
     let fresh = cached.is_none();
     let meta = match cached {
+        // Cached under the source's and the libraries' hashes: the same
+        // requires were checked when it was made.
         Some(m) => m,
-        None => host::inspect(code.bytecode().map_err(|e| bad(path, e))?, path, libs).map_err(|e| bad(path, e))?,
+        None => {
+            libs.check(bytes, &path.display().to_string())?;
+            host::inspect(code.bytecode().map_err(|e| bad(path, e))?, path, libs).map_err(|e| bad(path, e))?
+        }
     };
     let plugin = Plugin {
         id: meta.id,
