@@ -50,7 +50,7 @@ fn compare_with_nmap(targets: &[&str], ids: &str, min: usize) {
     assert!(nmap.status.success(), "nmap: {}", stderr(&nmap));
     let ms = in_lab(bin()).args(["-n", "-Pn", "-sV", "--script", ids]).args(targets).arg("-oX").arg(&mine).output();
     let ms = ms.expect("moonscan runs in the lab");
-    assert_eq!(ms.status.code(), Some(0), "{}", stderr(&ms));
+    assert_eq!(ms.status.code(), Some(0), "{}{}", stdout(&ms), stderr(&ms));
     let compare = Command::new("/usr/bin/python3")
         .arg(repo().join("tests/nmap_layouts.py"))
         .args([&theirs, &mine])
@@ -78,7 +78,7 @@ fn ivre_imports_a_default_script_scan_as_it_imports_nmaps() {
     let nmap = nmap.expect("nmap runs in the lab (scripts/test.sh installs it)");
     assert!(nmap.status.success(), "nmap: {}", stderr(&nmap));
     let ms = in_lab(bin()).args(targets).arg("-oX").arg(&mine).output().expect("moonscan runs in the lab");
-    assert_eq!(ms.status.code(), Some(0), "{}", stderr(&ms));
+    assert_eq!(ms.status.code(), Some(0), "{}{}", stdout(&ms), stderr(&ms));
     let import = Command::new(python).arg(repo().join("tests/ivre_import.py")).args([&theirs, &mine]).output();
     let import = import.expect("the virtualenv's python runs");
     let said = stdout(&import);

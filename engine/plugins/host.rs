@@ -482,8 +482,9 @@ struct Requires {
 /// code that requires from it.
 type LibEnv = (Vec<usize>, Table);
 
-/// Most tables of one module made read-only (its own and those it holds).
-const MAX_FROZEN: usize = 10_000;
+/// Most tables one module may hold (its own, those in it, its globals'):
+/// each is made read-only once it has loaded; more is an error.
+pub(super) const MAX_FROZEN: usize = 10_000;
 
 impl Requires {
     /// The environment metatable of code that requires from `libs`: the
@@ -565,14 +566,17 @@ impl Requires {
     }
 }
 
-/// Makes `t` and the tables it holds (keys, values, metatables; at most
-/// [`MAX_FROZEN`]) read-only.
+/// Makes `t` and the tables it holds (keys, values, metatables) read-only;
+/// more than [`MAX_FROZEN`] of them is an error (none could stay writable).
 fn freeze(t: &Table) -> mlua::Result<()> {
     let mut todo = vec![t.clone()];
     let mut seen = std::collections::HashSet::new();
     while let Some(t) = todo.pop() {
-        if !seen.insert(t.to_pointer() as usize) || seen.len() > MAX_FROZEN {
+        if !seen.insert(t.to_pointer() as usize) {
             continue;
+        }
+        if seen.len() > MAX_FROZEN {
+            return Err(mlua::Error::runtime(format!("a module may hold at most {MAX_FROZEN} tables")));
         }
         if let Some(m) = t.metatable() {
             todo.push(m);

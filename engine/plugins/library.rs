@@ -80,11 +80,6 @@ impl Library {
     pub fn is_empty(&self) -> bool {
         self.modules.is_empty()
     }
-
-    /// Module names, in order.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.modules.keys().map(String::as_str)
-    }
 }
 
 /// Where a plugin's `require` looks, in order: its pack's library, then
@@ -348,6 +343,24 @@ mod tests {
         let t = std::time::Instant::now();
         Libraries(vec![Arc::new(many)]).check_modules().unwrap();
         assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_library_holds_at_most_so_many_modules_nested_so_deep() {
+        let mut l = Library::new("core");
+        for n in 0..MAX_MODULES {
+            l.add(&format!("lib/m{n}.lua"), &format!("lib/m{n}.lua"), b"return {}").unwrap();
+        }
+        let e = l.add("lib/one-more.lua", "lib/one-more.lua", b"return {}").unwrap_err().to_string();
+        assert!(e.contains("at most 256 modules"), "{e}");
+        // A chain of 70 modules, each requiring the next: deeper than 64.
+        let mut chain = Library::new("core");
+        for n in 0..70 {
+            let text = if n < 69 { format!("return require 'c{}'", n + 1) } else { "return {}".to_string() };
+            chain.add(&format!("lib/c{n}.lua"), &format!("lib/c{n}.lua"), text.as_bytes()).unwrap();
+        }
+        let e = Libraries(vec![Arc::new(chain)]).check(b"local c = require 'c0'", "p.lua").unwrap_err().to_string();
+        assert!(e.contains("modules nest more than 64 deep"), "{e}");
     }
 
     #[test]

@@ -29,9 +29,7 @@ impl Meta {
     /// What a cached entry must hold to be used: what [`check_table`] lets
     /// through (an edited cache file cannot smuggle in a reserved id).
     pub(crate) fn plausible(&self) -> bool {
-        let name = |s: &str| {
-            !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        };
+        let name = is_name;
         name(&self.id)
             && !RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&self.id))
             && self.description.len() <= MAX_DESCRIPTION
@@ -134,8 +132,7 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
         }
     };
     let id = string("id", true)?.unwrap_or_default();
-    let valid =
-        |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    let valid = is_name;
     if !valid(&id) {
         return Err(bad(format!("field 'id' must be 1-64 letters, digits, '-', '_' or '.', not {id:?}")));
     }
@@ -225,8 +222,6 @@ pub(crate) fn read_about(t: &Table) -> std::result::Result<About, String> {
         }
         Ok(out)
     };
-    let name =
-        |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     let remediation = match t.raw_get::<Value>("remediation").unwrap_or(Value::Nil) {
         Value::Nil => None,
         Value::String(s) if s.as_bytes().len() <= MAX_REMEDIATION => Some(s.to_string_lossy()),
@@ -238,6 +233,12 @@ pub(crate) fn read_about(t: &Table) -> std::result::Result<About, String> {
         cve: strings("cve", &About::is_cve, "CVE ids (CVE-2021-44228)")?,
         cwe: strings("cwe", &About::is_cwe, "CWE ids (CWE-79)")?,
         remediation,
-        tags: strings("tags", &name, "tags (letters, digits, - _ .)")?,
+        tags: strings("tags", &is_name, "tags (letters, digits, - _ .)")?,
     })
+}
+
+/// A plugin id, category, service, `--script-args` key or tag: 1-64
+/// letters, digits, `-`, `_` or `.`.
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }

@@ -694,3 +694,23 @@ async fn recv_exact_and_recv_line_read_within_their_bounds() {
     assert_eq!(d["ok"], false);
     assert!(d["range"].as_str().unwrap().contains("recv_exact: n must be 1 to 1048576, not 0"), "{d}");
 }
+
+#[tokio::test]
+async fn module_and_metadata_limits_trip() {
+    // A module holding more tables than can be made read-only is refused.
+    let many = format!("local t = {{}} for i = 1, {} do t[i] = {{}} end return t", super::host::MAX_FROZEN);
+    let out = run_modules("local n = 'many' require(n)", &[("many", &many)]).await;
+    assert!(out.error.as_ref().is_some_and(|e| e.1.contains("at most 10000 tables")), "{out:?}");
+    // A finding's metadata is charged to the run's output allowance.
+    let body = "ctx:finding{ title = 't', remediation = string.rep('r', 1500) }";
+    let budgets = Budgets { wall: Duration::from_millis(300), output: 1000, ..Budgets::default() };
+    let (out, _) = run_with(with_run(body), budgets, Guard::offline(), 22).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.unwrap().1.contains("reported more than 1000 bytes of findings"));
+    assert!(out.findings.is_empty());
+    // The same finding without that metadata fits.
+    let budgets = Budgets { wall: Duration::from_millis(300), output: 1000, ..Budgets::default() };
+    let (out, _) =
+        run_with(with_run("ctx:finding{ title = 't', cwe = { 'CWE-295' } }"), budgets, Guard::offline(), 22).await;
+    assert_eq!((out.error, out.findings.len()), (None, 1));
+}

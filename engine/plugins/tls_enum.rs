@@ -26,18 +26,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:tls_enum")?;
     req.tls = None;
     let get = |k: &str| opts.as_ref().map_or(Ok(Value::Nil), |o| o.raw_get::<Value>(k));
-    let starttls = match get("starttls")? {
-        Value::Nil => None,
-        Value::String(s) => match crate::net::starttls::Starttls::parse(&s.to_string_lossy()) {
-            Some(p) => Some(p),
-            None => {
-                return Err(mlua::Error::runtime(format!("ctx:tls_enum: no STARTTLS for {:?}", s.to_string_lossy())))
-            }
-        },
-        other => {
-            return Err(mlua::Error::runtime(format!("ctx:tls_enum: starttls must be a protocol name, not {other:?}")))
-        }
-    };
+    let starttls = starttls_option(opts.as_ref(), "ctx:tls_enum")?;
     let mut versions = crate::net::hello::enumerate::VERSIONS.to_vec();
     if let Value::Table(list) = get("versions")? {
         versions.clear();
@@ -112,17 +101,7 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
     let keys = ["host", "port", "timeout", "starttls"];
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:server_hello")?;
     req.tls = None;
-    let starttls = match opts.as_ref().map_or(Ok(Value::Nil), |o| o.raw_get::<Value>("starttls"))? {
-        Value::Nil => None,
-        Value::String(s) => Some(crate::net::starttls::Starttls::parse(&s.to_string_lossy()).ok_or_else(|| {
-            mlua::Error::runtime(format!("ctx:server_hello: no STARTTLS for {:?}", s.to_string_lossy()))
-        })?),
-        other => {
-            return Err(mlua::Error::runtime(format!(
-                "ctx:server_hello: starttls must be a protocol name, not {other:?}"
-            )))
-        }
-    };
+    let starttls = starttls_option(opts.as_ref(), "ctx:server_hello")?;
     let (ip, port) = match h.admit(&req) {
         Ok(to) => to,
         Err(e) => return failed(e.to_string()),
@@ -174,6 +153,18 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
     t.raw_set("time", u32::from_be_bytes([flight.random[0], flight.random[1], flight.random[2], flight.random[3]]))?;
     t.raw_set("random", crate::net::tls::hex(&flight.random, ""))?;
     Ok((Value::Table(t), Value::Nil))
+}
+
+/// The `starttls` option of `what`'s table: none, or a protocol moonscan
+/// speaks STARTTLS for (another name is an error saying so).
+fn starttls_option(opts: Option<&Table>, what: &str) -> mlua::Result<Option<crate::net::starttls::Starttls>> {
+    match opts.map_or(Ok(Value::Nil), |o| o.raw_get::<Value>("starttls"))? {
+        Value::Nil => Ok(None),
+        Value::String(s) => crate::net::starttls::Starttls::parse(&s.to_string_lossy())
+            .map(Some)
+            .ok_or_else(|| mlua::Error::runtime(format!("{what}: no STARTTLS for {:?}", s.to_string_lossy()))),
+        other => Err(mlua::Error::runtime(format!("{what}: starttls must be a protocol name, not {other:?}"))),
+    }
 }
 
 /// Aborts a task when dropped (a run that ends stops its enumeration).
