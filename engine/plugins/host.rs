@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -194,8 +194,6 @@ impl Vm {
             max_steps: AtomicU64::new(u64::MAX),
             tripped: AtomicU8::new(0),
             active: AtomicBool::new(false),
-            run_thread: std::sync::atomic::AtomicUsize::new(0),
-            last_yield_ns: AtomicU64::new(0),
             cut: std::sync::OnceLock::new(),
         });
         let current: Current = Arc::new(Mutex::new(None));
@@ -415,7 +413,6 @@ impl Vm {
             let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
             let run: Function = t.raw_get("run")?;
             let thread = self.lua.create_thread(run)?;
-            self.meter.run_thread.store(thread.to_pointer() as usize, Ordering::Release);
             thread.into_async::<MultiValue>(self.ctx_table(p, &info)?)?.await
         };
         // The interrupt stops Lua code; this stops a run waiting on I/O, and
