@@ -202,7 +202,13 @@ pub(crate) async fn run(
     let mut stages = Vec::new();
     let to_plugins = cfg.plugins.as_ref().map(|pc| {
         let (tx, rx) = mpsc::channel::<Arc<Service>>(STAGE_QUEUE);
-        let guard = crate::plugins::net::Guard::scan(cfg.space.clone());
+        // A UDP scan alone has UDP ports in `space`; with TCP, they are `also`'s.
+        let (tcp, udp) = match (&cfg.udp, cfg.scan_type) {
+            (_, ScanType::Udp) => (None, Some(cfg.space.clone())),
+            (Some(UdpPlan { also, .. }), _) => (Some(cfg.space.clone()), also.clone()),
+            (None, _) => (Some(cfg.space.clone()), None),
+        };
+        let guard = crate::plugins::net::Guard::scan(tcp, udp);
         stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ctx.clone())));
         tx
     });

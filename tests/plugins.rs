@@ -94,6 +94,8 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
         assert!(said("tls").contains("unknown key 'verify'"), "{refused}");
         assert!(said("http").contains("unknown key 'follow'"), "{refused}");
         assert!(said("ssh").contains("unknown key 'password'"), "{refused}");
+        assert!(said("host_keys").contains("unknown key 'host'"), "{refused}");
+        assert!(said("udp").contains("unknown key 'tls'"), "{refused}");
         assert!(said("host").contains("host is 8388608 bytes"), "{refused}");
         assert!(said("host").len() < 2000, "the host is not quoted: {refused}");
         // The well-behaved plugin's result is there on both ports.

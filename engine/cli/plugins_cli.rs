@@ -67,7 +67,7 @@ pub fn run(args: PluginsArgs) -> u8 {
         Cmd::List { expr } => list(&dir, expr.as_deref()),
         Cmd::Show { id } => show(&dir, &id),
         Cmd::Test { file, port, service, banner, banner_file, tls_chain, script_args, json } => {
-            test(&file, port, service, banner, banner_file, tls_chain, script_args, json)
+            test(&dir, &file, port, service, banner, banner_file, tls_chain, script_args, json)
         }
     };
     match result {
@@ -164,6 +164,7 @@ fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
 
 #[allow(clippy::too_many_arguments)]
 fn test(
+    dir: &Path,
     file: &Path,
     port: u16,
     service: Option<String>,
@@ -173,7 +174,8 @@ fn test(
     script_args: Option<String>,
     json: bool,
 ) -> moonscan::Result<u8> {
-    let libs = plugins::libraries_for(file, &plugins::default_dir())?;
+    // The core library is the one of the plugin folder asked for.
+    let libs = plugins::libraries_for(file, dir)?;
     let mut plugin = plugins::load_file(file, &libs)?;
     // Named on the command line: one level of verbosity, as in a scan.
     plugin.named = true;

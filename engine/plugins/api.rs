@@ -19,7 +19,7 @@ use mlua::{Lua, MultiValue, Table, Value};
 use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
 use super::host::{with_run, Current, Finding};
 use super::libs::PatternCache;
-use super::net::{self, Guard, SharedSocket, Socket, TlsOptions};
+use super::net::{self, Guard, SharedSocket, Socket, TlsOptions, Transport};
 use super::socket::LuaSocket;
 use super::value::{from_json, unknown_keys, ConvertError};
 use crate::error::{Error, ErrorKind};
@@ -191,6 +191,15 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         })?,
     )?;
 
+    // ctx:udp{port=, host=, timeout=} (engine/plugins/udp.rs).
+    let h = host.clone();
+    methods.raw_set(
+        "udp",
+        lua.create_async_function(move |lua, (_ctx, opts): (Value, Option<Table>)| {
+            super::udp::open(lua, h.clone(), opts)
+        })?,
+    )?;
+
     // ctx:tls_enum{port=, starttls=, versions=, timeout=} (engine/plugins/tls_enum.rs).
     let h = host.clone();
     methods.raw_set(
@@ -257,6 +266,64 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
         })?,
     )?;
     // ---- ctx:ssh_auth_methods (end) ----
+
+    // ctx.ssh:host_keys{port=, timeout=}: the server's host keys, one
+    // connection per kind (RSA, DSA, ECDSA on each curve, Ed25519, in
+    // nmap's order), each through the guard and the socket budget: a list
+    // of { type=, bits=, blob= }, or nil, why when no key came.
+    let ssh = lua.create_table()?;
+    let h = host.clone();
+    ssh.raw_set(
+        "host_keys",
+        lua.create_async_function(move |lua, (_ssh, opts): (Value, Option<Table>)| {
+            let h = h.clone();
+            async move {
+                let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &["port", "timeout"], "ctx.ssh:host_keys")?;
+                req.tls = None;
+                let (mut keys, mut errors) = (Vec::new(), Vec::new());
+                for (_, algorithms) in super::ssh::HOST_KEY_KINDS {
+                    let sock = match h.open_socket(&req).await {
+                        Ok(sock) => sock,
+                        Err(e) => {
+                            errors.push(e);
+                            break;
+                        }
+                    };
+                    let conn = sock.lock().await.conn.take();
+                    let Some(crate::net::conn::Conn::Plain(stream)) = conn else { continue };
+                    let until = (tokio::time::Instant::now() + req.timeout).min(h.meter.deadline());
+                    let left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
+                    let (result, read) = super::ssh::host_key_counted(stream, algorithms, until, left).await;
+                    if !h.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
+                        errors.push(read_budget(&h.budgets));
+                        break;
+                    }
+                    match result {
+                        Ok(Some(k)) => keys.push(k),
+                        Ok(None) => {}
+                        Err(e) => errors.push(e),
+                    }
+                }
+                if keys.is_empty() {
+                    let why = errors
+                        .first()
+                        .map_or("the server offers no host key kind known".to_string(), |e| e.to_string());
+                    return Ok((Value::Nil, Value::String(lua.create_string(why)?)));
+                }
+                let list = lua.create_table()?;
+                for k in keys {
+                    let t = lua.create_table()?;
+                    t.raw_set("type", k.key_type)?;
+                    t.raw_set("bits", k.bits)?;
+                    t.raw_set("blob", lua.create_string(&k.blob)?)?;
+                    list.raw_push(t)?;
+                }
+                Ok((Value::Table(list), Value::Nil))
+            }
+        })?,
+    )?;
+    ssh.set_readonly(true);
+    methods.raw_set("ssh", ssh)?;
 
     let http = lua.create_table()?;
     for method in ["get", "head", "request"] {
@@ -404,7 +471,7 @@ pub(super) struct Host {
 impl Host {
     /// The one way a plugin opens a connection: guard, socket budget, deadline.
     pub(super) async fn open_socket(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
-        let (ip, port) = self.admit(req)?;
+        let (ip, port) = self.admit(req, Transport::Tcp)?;
         let cur = &self.cur;
         let until = tokio::time::Instant::now() + req.timeout;
         let (conn, tls) = net::open(ip, port, req.tls.as_ref(), until).await?;
@@ -418,9 +485,9 @@ impl Host {
         Ok(sock)
     }
 
-    /// Where a connection may go: the address and port asked for, if the
-    /// guard allows them and the socket budget has one more.
-    pub(super) fn admit(&self, req: &ConnectRequest) -> crate::Result<(IpAddr, u16)> {
+    /// Where a socket may go: the address and port asked for, if the guard
+    /// allows them over `transport` and the socket budget has one more.
+    pub(super) fn admit(&self, req: &ConnectRequest, transport: Transport) -> crate::Result<(IpAddr, u16)> {
         let (cur, meter, guard, b) = (&self.cur, &self.meter, &self.guard, &self.budgets);
         let info = with_run(cur, |r| r.info.clone()).map_err(no_run)?;
         let ip: IpAddr = match &req.host {
@@ -451,8 +518,9 @@ impl Host {
             meter.trip(Trip::Sockets);
             return Err(Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: more than {} sockets", b.sockets)));
         }
-        if let Err(why) = guard.check(info.ip, ip, port) {
-            return Err(refuse(cur, why.context(format!("connect to {ip}:{port} refused"))));
+        if let Err(why) = guard.check(info.ip, ip, port, transport) {
+            let what = if transport == Transport::Udp { "datagrams to" } else { "connect to" };
+            return Err(refuse(cur, why.context(format!("{what} {ip}:{port} refused"))));
         }
         Ok((ip, port))
     }

@@ -74,6 +74,8 @@ pub(super) struct RunCtx {
     pub(super) output_left: u64,
     pub(super) out: RunOutput,
     pub(super) socks: Vec<SharedSocket>,
+    /// `ctx:udp` sockets, closed when the run ends.
+    pub(super) datagrams: Vec<super::udp::SharedDatagram>,
 }
 
 pub(super) type Current = Arc<Mutex<Option<RunCtx>>>;
@@ -407,6 +409,7 @@ impl Vm {
             output_left: self.budgets.output,
             out: RunOutput::default(),
             socks: Vec::new(),
+            datagrams: Vec::new(),
         });
         self.meter.start(self.budgets.wall, self.budgets.steps);
         let call = async {
@@ -430,13 +433,22 @@ impl Vm {
         }
         let tripped = self.meter.tripped();
         let run = self.current.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (mut out, socks, mut output_left) =
-            run.map(|r| (r.out, r.socks, r.output_left)).unwrap_or((RunOutput::default(), Vec::new(), 0));
-        for s in socks {
-            if let Ok(mut s) = s.try_lock() {
-                s.conn = None;
+        let (mut out, mut output_left) = match run {
+            Some(r) => {
+                for s in r.socks {
+                    if let Ok(mut s) = s.try_lock() {
+                        s.conn = None;
+                    }
+                }
+                for d in r.datagrams {
+                    if let Ok(mut d) = d.try_lock() {
+                        d.close();
+                    }
+                }
+                (r.out, r.output_left)
             }
-        }
+            None => (RunOutput::default(), 0),
+        };
         out.error = match (tripped, result) {
             (Some(t), _) => Some((ErrorKind::Budget, t.describe(&self.budgets))),
             (None, Ok(Err(e))) if memory_error(&e) => Some((ErrorKind::Budget, Trip::Memory.describe(&self.budgets))),

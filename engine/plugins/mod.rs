@@ -34,6 +34,7 @@ mod socket;
 pub mod ssh;
 pub mod stage;
 mod tls_enum;
+mod udp;
 pub mod value;
 
 use std::path::{Path, PathBuf};

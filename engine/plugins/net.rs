@@ -20,38 +20,55 @@ use crate::findings::TlsInfo;
 use crate::net::conn::{self, Conn};
 use crate::targets::TargetSpace;
 
-/// Where plugin sockets may go: the scan's own targets and ports.
+/// Where plugin sockets may go: the scan's own targets and ports, TCP
+/// connections to its TCP ports and datagrams to its UDP ports.
 #[derive(Clone, Debug)]
 pub struct Guard {
-    space: Option<TargetSpace>,
+    tcp: Option<TargetSpace>,
+    udp: Option<TargetSpace>,
+}
+
+/// The transport a plugin socket uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
 }
 
 impl Guard {
-    /// Plugins may reach `(address, port)` pairs of this scan only.
-    pub fn scan(space: TargetSpace) -> Guard {
-        Guard { space: Some(space) }
+    /// Plugins may reach `(address, port)` pairs of this scan only: `tcp`
+    /// for connections, `udp` for datagrams (either may be absent).
+    pub fn scan(tcp: Option<TargetSpace>, udp: Option<TargetSpace>) -> Guard {
+        Guard { tcp, udp }
     }
 
     /// No network at all (offline `plugins test`).
     pub fn offline() -> Guard {
-        Guard { space: None }
+        Guard { tcp: None, udp: None }
     }
 
-    /// Whether a run scanning `scanned` may connect to `ip:port`.
-    pub fn check(&self, scanned: IpAddr, ip: IpAddr, port: u16) -> Result<()> {
+    /// Whether a run scanning `scanned` may reach `ip:port` over `transport`.
+    pub fn check(&self, scanned: IpAddr, ip: IpAddr, port: u16, transport: Transport) -> Result<()> {
         let refused = |why: String| Err(Error::new(ErrorKind::Sandbox, why));
-        let Some(space) = &self.space else {
+        if self.tcp.is_none() && self.udp.is_none() {
             return refused("no network: this run is offline".into());
-        };
+        }
         if ip != scanned {
             return refused(format!("{ip} is not the host being scanned ({scanned})"));
         }
+        let (space, name) = match transport {
+            Transport::Tcp => (&self.tcp, "TCP"),
+            Transport::Udp => (&self.udp, "UDP"),
+        };
+        let Some(space) = space else {
+            return refused(format!("this scan scans no {name} ports"));
+        };
         // The space is the targets minus the excludes: an excluded address is never in it.
         if !space.addrs().contains(ip) {
             return refused(format!("{ip} is excluded from this scan"));
         }
         if space.index_of(ip, port).is_none() {
-            return refused(format!("port {port} is not one this scan scans"));
+            return refused(format!("{name} port {port} is not one this scan scans"));
         }
         Ok(())
     }
@@ -242,13 +259,31 @@ pub(crate) mod tests {
 
     #[test]
     fn the_guard_allows_only_the_scanned_host_and_ports() {
-        let g = Guard::scan(space("198.18.0.0/30", "198.18.0.2", vec![22, 80]));
+        use Transport::{Tcp, Udp};
+        let g = Guard::scan(Some(space("198.18.0.0/30", "198.18.0.2", vec![22, 80])), None);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 80).is_ok());
-        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.3"), 80).unwrap_err().to_string().contains("not the host"));
-        assert!(g.check(ip("198.18.0.2"), ip("198.18.0.2"), 80).unwrap_err().to_string().contains("excluded"));
-        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 443).unwrap_err().to_string().contains("port 443"));
-        let offline = Guard::offline().check(ip("198.18.0.1"), ip("198.18.0.1"), 80).unwrap_err();
+        assert!(g.check(ip("198.18.0.1"), ip("198.18.0.1"), 80, Tcp).is_ok());
+        let not_host = g.check(ip("198.18.0.1"), ip("198.18.0.3"), 80, Tcp).unwrap_err();
+        assert!(not_host.to_string().contains("not the host"));
+        assert!(g.check(ip("198.18.0.2"), ip("198.18.0.2"), 80, Tcp).unwrap_err().to_string().contains("excluded"));
+        let port = g.check(ip("198.18.0.1"), ip("198.18.0.1"), 443, Tcp).unwrap_err();
+        assert!(port.to_string().contains("TCP port 443"));
+        // Datagrams go only to the UDP ports scanned, connections only to the TCP ones.
+        let no_udp = g.check(ip("198.18.0.1"), ip("198.18.0.1"), 80, Udp).unwrap_err();
+        assert!(no_udp.to_string().contains("no UDP ports"), "{no_udp}");
+        let both = Guard::scan(Some(space("198.18.0.1", "", vec![80])), Some(space("198.18.0.1", "", vec![53])));
+        assert!(both.check(ip("198.18.0.1"), ip("198.18.0.1"), 53, Udp).is_ok());
+        assert!(both
+            .check(ip("198.18.0.1"), ip("198.18.0.1"), 80, Udp)
+            .unwrap_err()
+            .to_string()
+            .contains("UDP port 80"));
+        assert!(both
+            .check(ip("198.18.0.1"), ip("198.18.0.1"), 53, Tcp)
+            .unwrap_err()
+            .to_string()
+            .contains("TCP port 53"));
+        let offline = Guard::offline().check(ip("198.18.0.1"), ip("198.18.0.1"), 80, Tcp).unwrap_err();
         assert_eq!(offline.kind(), crate::ErrorKind::Sandbox);
     }
 

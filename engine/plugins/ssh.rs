@@ -1,9 +1,11 @@
-//! SSH for plugins where Lua cannot go: anything past the key exchange
-//! needs the negotiated encryption, so the host does it with russh.
+//! SSH for plugins, done by the host with russh: anything past the key
+//! exchange needs the negotiated encryption, and the key exchange itself
+//! is protocol code no plugin should carry.
 //!
 //! In: a connected TCP stream (opened through the plugin guard), a user
-//! name and a deadline. Out: the authentication methods the server offers
-//! that user after a "none" request, and the bytes read. What always holds:
+//! name or a host key algorithm, and a deadline. Out: the authentication
+//! methods the server offers that user after a "none" request, or the host
+//! key the server shows for that algorithm, and the bytes read. What always holds:
 //! the server's host key is accepted without a check (nothing is sent that
 //! needs a trusted server: no password, no key, no agent); at most
 //! [`MAX_READ`] bytes are read; nothing of the connection outlives the
@@ -128,6 +130,110 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
 
 /// Accepts any host key: the server is being looked at, not trusted.
 struct AnyHostKey;
+
+/// Keeps the server's host key and ends the exchange there.
+struct KeepHostKey(Arc<std::sync::Mutex<Option<russh::keys::PublicKey>>>);
+
+impl client::Handler for KeepHostKey {
+    type Error = russh::Error;
+
+    async fn check_server_key(&mut self, key: &russh::keys::PublicKey) -> Result<bool, Self::Error> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.clone());
+        // Refused: nothing past the key exchange is needed.
+        Ok(false)
+    }
+}
+
+/// The kinds of host key, in the order nmap's ssh-hostkey reports them:
+/// the name nmap gives each, and the algorithms that fetch it (one
+/// connection per kind, offering only these).
+pub(crate) const HOST_KEY_KINDS: &[(&str, &[russh::keys::Algorithm])] = {
+    use russh::keys::{Algorithm, EcdsaCurve, HashAlg};
+    &[
+        (
+            "RSA",
+            &[
+                Algorithm::Rsa { hash: Some(HashAlg::Sha512) },
+                Algorithm::Rsa { hash: Some(HashAlg::Sha256) },
+                Algorithm::Rsa { hash: None },
+            ],
+        ),
+        ("DSA", &[Algorithm::Dsa]),
+        ("ECDSA", &[Algorithm::Ecdsa { curve: EcdsaCurve::NistP256 }]),
+        ("ECDSA", &[Algorithm::Ecdsa { curve: EcdsaCurve::NistP384 }]),
+        ("ECDSA", &[Algorithm::Ecdsa { curve: EcdsaCurve::NistP521 }]),
+        ("ED25519", &[Algorithm::Ed25519]),
+    ]
+};
+
+/// A server's host key: its type as the key blob names it ("ssh-rsa"),
+/// its size in bits, and the blob (RFC 4253 section 6.6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HostKey {
+    pub(crate) key_type: String,
+    pub(crate) bits: u32,
+    pub(crate) blob: Vec<u8>,
+}
+
+impl HostKey {
+    fn of(key: &russh::keys::PublicKey) -> crate::Result<HostKey> {
+        use russh::keys::ssh_key::public::KeyData;
+        let bad = |why: String| crate::Error::new(crate::ErrorKind::Protocol, format!("ssh: {why}"));
+        let blob = key.to_bytes().map_err(|e| bad(format!("cannot encode the host key: {e}")))?;
+        // Bits of a big-endian unsigned integer (mpint bytes, maybe a leading zero).
+        let bits = |b: &[u8]| {
+            let b: &[u8] = &b[b.iter().take_while(|&&x| x == 0).count()..];
+            b.first().map_or(0, |&x| (b.len() as u32 - 1) * 8 + (8 - x.leading_zeros()))
+        };
+        let bits = match key.key_data() {
+            KeyData::Rsa(k) => bits(k.n.as_bytes()),
+            KeyData::Dsa(k) => bits(k.p.as_bytes()),
+            KeyData::Ecdsa(k) => match k.curve() {
+                russh::keys::EcdsaCurve::NistP256 => 256,
+                russh::keys::EcdsaCurve::NistP384 => 384,
+                russh::keys::EcdsaCurve::NistP521 => 521,
+            },
+            KeyData::Ed25519(_) => 256,
+            other => return Err(bad(format!("a host key of an unknown kind ({})", other.algorithm()))),
+        };
+        Ok(HostKey { key_type: key.algorithm().as_str().to_string(), bits, blob })
+    }
+}
+
+/// The host key `stream`'s server shows when offered only `algorithms`
+/// (`None` when it has none of them), and the bytes read, also when it
+/// fails, reading at most `max_read` bytes, by `until`.
+pub(crate) async fn host_key_counted(
+    stream: TcpStream,
+    algorithms: &[russh::keys::Algorithm],
+    until: Instant,
+    max_read: u64,
+) -> (crate::Result<Option<HostKey>>, u64) {
+    let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
+    let config = Arc::new(client::Config {
+        client_id: russh::SshId::Standard(CLIENT_ID.into()),
+        inactivity_timeout: Some(until.saturating_duration_since(Instant::now())),
+        preferred: russh::Preferred {
+            kex: KEX.into(),
+            cipher: CIPHERS.into(),
+            key: algorithms.to_vec().into(),
+            ..russh::Preferred::DEFAULT
+        },
+        ..Default::default()
+    });
+    let kept = Arc::new(std::sync::Mutex::new(None));
+    let exchange = client::connect_stream(config, stream, KeepHostKey(kept.clone()));
+    let outcome = tokio::time::timeout_at(until, exchange).await;
+    let key = kept.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let result = match (key, outcome) {
+        (Some(key), _) => HostKey::of(&key).map(Some),
+        (None, Err(_)) => Err(crate::Error::new(crate::ErrorKind::Timeout, "ssh: timed out")),
+        (None, Ok(Err(russh::Error::NoCommonAlgo { .. } | russh::Error::UnknownAlgo))) => Ok(None),
+        (None, Ok(Err(e))) => Err(describe(e)),
+        (None, Ok(Ok(_))) => Err(crate::Error::new(crate::ErrorKind::Protocol, "ssh: the server showed no host key")),
+    };
+    (result, read.load(Ordering::Relaxed))
+}
 
 impl client::Handler for AnyHostKey {
     type Error = russh::Error;

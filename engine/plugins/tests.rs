@@ -215,7 +215,7 @@ async fn server(reply: &'static [u8]) -> u16 {
 }
 
 fn guard_for(port: u16) -> Guard {
-    Guard::scan(super::net::tests::space("127.0.0.1", "", vec![port]))
+    Guard::scan(Some(super::net::tests::space("127.0.0.1", "", vec![port])), None)
 }
 
 #[tokio::test]
@@ -713,4 +713,77 @@ async fn module_and_metadata_limits_trip() {
     let (out, _) =
         run_with(with_run("ctx:finding{ title = 't', cwe = { 'CWE-295' } }"), budgets, Guard::offline(), 22).await;
     assert_eq!((out.error, out.findings.len()), (None, 1));
+}
+
+/// A loopback UDP server that answers each datagram with `reply` (none when empty).
+async fn udp_server(reply: &'static [u8]) -> u16 {
+    let s = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = s.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let mut b = [0u8; 2048];
+        while let Ok((_, from)) = s.recv_from(&mut b).await {
+            if !reply.is_empty() {
+                let _ = s.send_to(reply, from).await;
+            }
+        }
+    });
+    port
+}
+
+fn udp_guard(port: u16) -> Guard {
+    Guard::scan(None, Some(super::net::tests::space("127.0.0.1", "", vec![port])))
+}
+
+#[tokio::test]
+async fn udp_sockets_reach_only_the_scanned_udp_ports_and_charge_what_they_read() {
+    let port = udp_server(b"pong").await;
+    let body = r#"
+        local s = assert(ctx:udp{ timeout = 2000 })
+        assert(s:send("ping"))
+        local got = assert(s:recv())
+        local cut = (assert(s:send("ping")) and s:recv(2))
+        local _, other = ctx:udp{ port = 1 }
+        local _, tcp = ctx:connect{}
+        ctx:finding{ title = "t", data = { got = got, cut = cut, other = other, tcp = tcp } }
+    "#;
+    let (out, _) = run_with(with_run(body), Budgets::default(), udp_guard(port), port).await;
+    assert_eq!(out.error, None, "{out:?}");
+    let d = &out.findings[0].data;
+    assert_eq!((d["got"].as_str(), d["cut"].as_str()), (Some("pong"), Some("po")));
+    assert!(d["other"].as_str().unwrap().contains("UDP port 1 is not one this scan scans"), "{d}");
+    assert!(d["tcp"].as_str().unwrap().contains("scans no TCP ports"), "{d}");
+    assert_eq!(out.refused.len(), 2, "each refusal is reported");
+
+    // The read budget counts datagrams too.
+    let budgets = Budgets { read_bytes: 6, ..Budgets::default() };
+    let body = "local s = ctx:udp{} for i = 1, 3 do s:send('x') s:recv() end";
+    let (out, _) = run_with(with_run(body), budgets, udp_guard(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.unwrap().1.contains("read more than 6 bytes"));
+}
+
+#[tokio::test]
+async fn a_udp_socket_sends_a_bounded_number_of_datagrams_and_waits_its_timeout() {
+    let port = udp_server(b"").await;
+    let body = r#"
+        local s = assert(ctx:udp{ timeout = 100 })
+        local sent, why = 0, nil
+        for i = 1, 1000 do
+            local ok, err = s:send("x")
+            if not ok then why = err break end
+            sent = sent + 1
+        end
+        local t = os.clock()
+        local r, rerr = s:recv()
+        local big = pcall(function() return s:send(string.rep("x", 65508)) end)
+        ctx:finding{ title = "t", data = { sent = sent, why = why, r = r, rerr = rerr, big = big } }
+    "#;
+    let (out, took) = run_with(with_run(body), Budgets::default(), udp_guard(port), port).await;
+    assert_eq!(out.error, None, "{out:?}");
+    let d = &out.findings[0].data;
+    assert_eq!(d["sent"].as_u64(), Some(u64::from(super::udp::MAX_DATAGRAMS)), "{d}");
+    assert!(d["why"].as_str().unwrap().contains("at most 64 datagrams"), "{d}");
+    assert_eq!((d["r"].is_null(), d["rerr"].as_str()), (true, Some("timeout")), "{d}");
+    assert_eq!(d["big"], false, "a datagram past 65,507 bytes is an error");
+    assert!(took >= Duration::from_millis(100) && took < Duration::from_secs(3), "{took:?}");
 }

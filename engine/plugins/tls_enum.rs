@@ -13,6 +13,7 @@ use mlua::{Lua, Table, Value};
 
 use super::api::{read_budget, tls_table, ConnectRequest, Host};
 use super::host::with_run;
+use super::net::Transport;
 use crate::error::{Error, ErrorKind};
 
 /// Most hellos through MySQL's STARTTLS: its servers block a host after
@@ -46,7 +47,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
     if again {
         return failed(Error::new(ErrorKind::Budget, "ctx:tls_enum: once per run"));
     }
-    let (ip, port) = match h.admit(&req) {
+    let (ip, port) = match h.admit(&req, Transport::Tcp) {
         Ok(to) => to,
         Err(e) => return failed(e),
     };
@@ -102,7 +103,7 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:server_hello")?;
     req.tls = None;
     let starttls = starttls_option(opts.as_ref(), "ctx:server_hello")?;
-    let (ip, port) = match h.admit(&req) {
+    let (ip, port) = match h.admit(&req, Transport::Tcp) {
         Ok(to) => to,
         Err(e) => return failed(e.to_string()),
     };

@@ -20,6 +20,8 @@ return {
             tls = refused(ctx.connect, ctx, { tls = { verify = true } }),
             http = refused(ctx.http.get, ctx.http, "/", { follow = true }),
             ssh = refused(ctx.ssh_auth_methods, ctx, { password = "x" }),
+            host_keys = refused(ctx.ssh.host_keys, ctx.ssh, { host = "198.18.0.3" }),
+            udp = refused(ctx.udp, ctx, { tls = true }),
         }
         -- 16 of these would be 128 MB outside the VM if each were copied and quoted.
         local huge = string.rep("h", 8 * 1024 * 1024)

@@ -1,0 +1,140 @@
+//! `ctx:udp{port=, host=, timeout=}`: a datagram socket to the host being
+//! scanned, with `send`, `recv` and `close`.
+//!
+//! In: a plugin's request, then datagrams to send. Out: a socket, then the
+//! datagrams the peer answers, or `nil, why`. What always holds: the socket
+//! takes the path every plugin socket takes ([`Host::admit`]: the guard,
+//! which lets datagrams go only to the scan's UDP ports on the scanned
+//! host, never to an excluded address, and the run's socket budget); it is
+//! connected, so only the peer's datagrams are read; each `recv` waits at
+//! most the socket's timeout and is charged to the run's read budget before
+//! the plugin sees it; one socket sends at most [`MAX_DATAGRAMS`] datagrams
+//! of at most [`MAX_DATAGRAM`] bytes; the socket closes when the run ends.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mlua::{Lua, Table, UserData, UserDataMethods, Value};
+use tokio::net::UdpSocket;
+use tokio::sync::Mutex;
+
+use super::api::{closed, read_budget, timed_out, ConnectRequest, Host};
+use super::host::with_run;
+use super::net::Transport;
+use crate::error::{Error, ErrorKind};
+
+/// Most bytes one datagram carries (IPv4's UDP payload limit).
+pub const MAX_DATAGRAM: usize = 65_507;
+
+/// Most datagrams one socket sends: a plugin asks a few questions, it does
+/// not flood the host.
+pub const MAX_DATAGRAMS: u32 = 64;
+
+/// One plugin datagram socket; `None` once closed.
+pub(super) struct Datagram {
+    sock: Option<UdpSocket>,
+    sent: u32,
+    timeout: Duration,
+}
+
+pub(super) type SharedDatagram = Arc<Mutex<Datagram>>;
+
+impl Datagram {
+    /// Closes the socket (at the end of its run).
+    pub(super) fn close(&mut self) {
+        self.sock = None;
+    }
+}
+
+/// `ctx:udp{...}`: the socket, or `nil, why`.
+pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+    let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+    let req = ConnectRequest::from_lua_keys(opts.as_ref(), &["host", "port", "timeout"], "ctx:udp")?;
+    let (ip, port) = match h.admit(&req, Transport::Udp) {
+        Ok(to) => to,
+        Err(e) => return failed(e),
+    };
+    let local: IpAddr = if ip.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+    let sock = match UdpSocket::bind(SocketAddr::new(local, 0)).await {
+        Ok(s) => s,
+        Err(e) => return failed(Error::with_source(ErrorKind::Io, "cannot open a UDP socket", e)),
+    };
+    if let Err(e) = sock.connect(SocketAddr::new(ip, port)).await {
+        return failed(Error::with_source(ErrorKind::Io, format!("cannot reach {ip}:{port}"), e));
+    }
+    let shared = Arc::new(Mutex::new(Datagram { sock: Some(sock), sent: 0, timeout: req.timeout }));
+    with_run(&h.cur, |r| r.datagrams.push(shared.clone()))?;
+    Ok((Value::UserData(lua.create_userdata(LuaDatagram { sock: shared, host: h })?), Value::Nil))
+}
+
+pub(super) struct LuaDatagram {
+    sock: SharedDatagram,
+    host: Host,
+}
+
+fn answer(lua: &Lua, r: crate::Result<Value>) -> mlua::Result<(Value, Value)> {
+    Ok(match r {
+        Ok(v) => (v, Value::Nil),
+        Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),
+    })
+}
+
+impl UserData for LuaDatagram {
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        // sock:send(data): true, or nil, why.
+        methods.add_async_method("send", |lua, this, data: mlua::String| async move {
+            let data = data.as_bytes();
+            if data.len() > MAX_DATAGRAM {
+                let why = format!("udp send: a datagram holds at most {MAX_DATAGRAM} bytes, not {}", data.len());
+                return Err(mlua::Error::runtime(why));
+            }
+            let mut d = this.sock.lock().await;
+            if d.sent >= MAX_DATAGRAMS {
+                let why = format!("udp send: one socket sends at most {MAX_DATAGRAMS} datagrams");
+                return answer(&lua, Err(Error::new(ErrorKind::Budget, why)));
+            }
+            d.sent += 1;
+            let timeout = d.timeout;
+            let r = match d.sock.as_ref() {
+                None => Err(closed()),
+                Some(s) => match tokio::time::timeout(timeout, s.send(&data)).await {
+                    Err(_) => Err(timed_out("timeout")),
+                    Ok(Err(e)) => Err(Error::with_source(ErrorKind::Io, format!("udp send: {e}"), e)),
+                    Ok(Ok(_)) => Ok(Value::Boolean(true)),
+                },
+            };
+            answer(&lua, r)
+        });
+        // sock:recv([max]): the next datagram from the peer (its first `max`
+        // bytes, at most MAX_DATAGRAM), or nil, why ("timeout" when none came).
+        methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
+            let max = max.unwrap_or(MAX_DATAGRAM).clamp(1, MAX_DATAGRAM);
+            let d = this.sock.lock().await;
+            let Some(s) = d.sock.as_ref() else { return answer(&lua, Err(closed())) };
+            // One byte more than any datagram: nothing is cut silently.
+            let mut buf = vec![0u8; MAX_DATAGRAM + 1];
+            let n = match tokio::time::timeout(d.timeout, s.recv(&mut buf)).await {
+                Err(_) => return answer(&lua, Err(timed_out("timeout"))),
+                Ok(Err(e)) => {
+                    let why = if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                        "port unreachable".to_string()
+                    } else {
+                        format!("udp recv: {e}")
+                    };
+                    return answer(&lua, Err(Error::with_source(ErrorKind::Io, why, e)));
+                }
+                Ok(Ok(n)) => n,
+            };
+            if !this.host.charge(n) {
+                return answer(&lua, Err(read_budget(&this.host.budgets)));
+            }
+            let data = lua.create_string(&buf[..n.min(max)])?;
+            answer(&lua, Ok(Value::String(data)))
+        });
+        methods.add_async_method("close", |_, this, ()| async move {
+            this.sock.lock().await.close();
+            Ok(true)
+        });
+    }
+}
