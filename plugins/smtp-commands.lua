@@ -1,21 +1,25 @@
 -- smtp-commands: the SMTP extensions a mail server announces to EHLO and
--- the commands it lists to HELP, as nmap's smtp-commands shows them.
+-- the commands it lists to HELP, as nmap's smtp-commands shows them, on
+-- SMTP (25), submission (587) and SMTPS (465, TLS from the first byte).
 --
--- Reads the greeting, sends EHLO <domain> (the smtp-commands.domain or
--- smtp.domain script argument, else nmap's default "nmap.scanme.org", so
--- the text reads as nmap's), then HELP, then QUIT. Nothing is sent for
--- delivery. The text is nmap's: the EHLO reply without its "250-"
--- prefixes, its lines joined by ", ", then "\n " and HELP's answer
--- without its "214-" prefixes, on one line.
+-- Opens the session as nmap's smtp library does (lib/smtp.lua: TLS first
+-- on 465 and wherever service detection found TLS, plain first elsewhere,
+-- the other way if the first gives no greeting), sends EHLO <domain> (the
+-- smtp-commands.domain or smtp.domain script argument, else nmap's default
+-- "nmap.scanme.org", so the text reads as nmap's), then HELP, then QUIT.
+-- Nothing is sent for delivery, and STARTTLS is not used: on 587 the text
+-- is the cleartext EHLO's, which lists STARTTLS, as nmap's. The text is
+-- nmap's: the EHLO reply without its "250-" prefixes, its lines joined by
+-- ", ", then "\n " and HELP's answer without its "214-" prefixes, on one
+-- line.
 
-local MAX_LINES = 128
-local MAX_LINE = 2048
 local TIMEOUT = 10000
 
 local reply = require "reply"
+local smtp = require "smtp"
 local text = require "text"
 
-local REPLY = { max_lines = MAX_LINES, max_line = MAX_LINE, strict = true }
+local REPLY = smtp.REPLY
 
 -- nmap's cleaning of a reply: prefixes "CODE-"/"CODE " off each line,
 -- lines joined by `join`, runs of white space made one space.
@@ -36,23 +40,13 @@ return {
   ports = { 25, 465, 587 },
   services = { "smtp", "smtps", "submission" },
   run = function(ctx)
-    local tls = ctx.tunnel == "ssl" or (ctx.port == 465 and ctx.service ~= "smtp")
-    local domain = ctx.args["smtp-commands.domain"] or ctx.args["smtp.domain"] or "nmap.scanme.org"
-    local sock, err = ctx:connect{ tls = tls, timeout = TIMEOUT }
+    local sock, _, err = smtp.connect(ctx, { timeout = TIMEOUT })
     if not sock then
-      return nil, "connect: " .. tostring(err)
+      return nil, err
     end
-    local code, greeting, rerr = reply.read(sock, REPLY)
-    if not code then
-      sock:close()
-      return nil, "no greeting: " .. (#greeting > 0 and table.concat(greeting, " | ") or tostring(rerr))
-    end
-
-    local lines
-    code, lines, rerr = reply.command(sock, "EHLO " .. domain, REPLY)
+    local code, lines, rerr = reply.command(sock, "EHLO " .. smtp.domain(ctx, "smtp-commands"), REPLY)
     if code ~= 250 then
-      reply.command(sock, "QUIT", REPLY)
-      sock:close()
+      smtp.quit(sock)
       if not code then
         return nil, "EHLO: " .. tostring(rerr)
       end
@@ -64,8 +58,7 @@ return {
     if hcode == 211 or hcode == 214 then
       result[#result + 1] = clean(hlines, "214", " ")
     end
-    reply.command(sock, "QUIT", REPLY)
-    sock:close()
+    smtp.quit(sock)
     return table.concat(result, "\n ")
   end,
 }

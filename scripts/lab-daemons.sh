@@ -432,7 +432,7 @@ EOF
 zoo_start_xvnc() {
     # Display 77: its lock and socket in /tmp must not meet a real X server's.
     rm -f /tmp/.X77-lock /tmp/.X11-unix/X77
-    zoo_run xvnc /usr/bin/Xvnc :77 -rfbport 5901 -interface "$ZOO" -SecurityTypes VncAuth \
+    zoo_run xvnc /usr/bin/Xvnc :77 -rfbport 5901 -interface "$ZOO" -BlacklistThreshold 1000000 -SecurityTypes VncAuth \
         -PasswordFile "$ZOO_DIR/vncpasswd" -nolisten tcp -nolisten unix -localhost no
 }
 

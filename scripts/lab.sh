@@ -85,6 +85,8 @@ RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
 LIVE8="3 17 42 77 100 128 200 254"
 # shellcheck source=scripts/lab-daemons.sh
 . "$REPO/scripts/lab-daemons.sh"
+# shellcheck source=scripts/lab-www.sh
+. "$REPO/scripts/lab-www.sh"
 
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: error: $*" >&2; exit 1; }
@@ -313,6 +315,7 @@ make_state() {
     mkdir -p /run/sshd && chmod 755 /run/sshd # sshd privilege separation dir
     echo '<!doctype html><html><head><title>moonscan lab</title></head><body>moonscan lab</body></html>' \
         >"$STATE/www/index.html"
+    make_www
 }
 
 make_tls_cert() {

@@ -12,6 +12,7 @@ mod durability;
 mod hardening;
 mod hosts;
 mod lab;
+mod libraries;
 mod loopback;
 mod nmap_layouts;
 mod outputs;

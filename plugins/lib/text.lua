@@ -3,6 +3,7 @@
 --   local text = require "text"
 --   text.trim("  a b  ")          --> "a b"
 --   text.clip(s, 80)              --> s cut to 80 bytes, "..." marking a cut
+--   text.printable("a\0b")        --> "a\\x00b": bytes as nmap prints them
 --
 -- Each runs in time linear in its input: a pattern such as "(.-)%s*$" is
 -- quadratic on a long run of spaces a server can send.
@@ -29,6 +30,14 @@ function text.clip(s, max)
     return s
   end
   return string.sub(s, 1, max) .. "..."
+end
+
+-- `s` as nmap prints a server's bytes: \xHH (upper case) for every byte
+-- but printable ASCII, tab, CR and LF.
+function text.printable(s)
+  return (string.gsub(s, "[^\32-\126\t\r\n]", function(c)
+    return string.format("\\x%02X", string.byte(c))
+  end))
 end
 
 return text
