@@ -29,6 +29,8 @@ return {
   remediation = REMEDIATION,
   tags = { "smb" },
   ports = { 445 },
+  -- nmap's host script: the result is about the host (Host script results).
+  scope = "host",
   run = function(ctx)
     local names, smb1 = smb.list_dialects(ctx)
     if not names then

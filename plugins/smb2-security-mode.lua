@@ -23,6 +23,8 @@ return {
   categories = { "safe", "discovery", "default" },
   tags = { "smb" },
   ports = { 445 },
+  -- nmap's host script: the result is about the host (Host script results).
+  scope = "host",
   run = function(ctx)
     local r, err = smb.negotiate2(ctx)
     local name = r and r.status == 0 and smb.dialect_name(r.dialect)

@@ -16,6 +16,8 @@ return {
   categories = { "discovery", "safe", "default" },
   tags = { "smb" },
   ports = { 445 },
+  -- nmap's host script: the result is about the host (Host script results).
+  scope = "host",
   run = function(ctx)
     local r, err = smb.negotiate2(ctx)
     if not r and string.sub(tostring(err), 1, 8) == "connect:" then

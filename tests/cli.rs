@@ -192,6 +192,8 @@ fn the_most_used_nmap_command_lines_run_or_answer_in_one_line() {
         &["-iL", list, "-p", "22"],
         &["-6", "-p", "22", "::1"],
         &["--script", "http-title", "-p", "80", "127.0.0.1"],
+        // http-git is in nmap's vuln category too.
+        &["--script", "vuln", "-p", "80", "127.0.0.1"],
         &["--script-help", "default"],
         &["-sV", "--version-intensity", "5", "-p", "22", "127.0.0.1"],
     ];
@@ -212,7 +214,7 @@ fn the_most_used_nmap_command_lines_run_or_answer_in_one_line() {
         (&["-f", "127.0.0.1"], "-f (packet fragmentation) is not supported yet"),
         (&["-D", "RND:10", "127.0.0.1"], "-D (decoys) is not supported yet"),
         (&["-oS", "x", "127.0.0.1"], "-oS (script kiddie output) is not supported yet"),
-        (&["--script", "vuln", "127.0.0.1"], "'vuln' did not match"),
+        (&["--script", "exploit", "127.0.0.1"], "'exploit' did not match"),
         (&["-sI", "zombie", "127.0.0.1"], "-sI (idle scan) is not supported yet"),
         (&["--data-length=25", "127.0.0.1"], "--data-length (random payload padding) is not supported yet"),
         (&["-PY22", "127.0.0.1"], "-PY (SCTP ping) is not supported yet"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """nmap_hostscripts.py NMAP.xml MOONSCAN.xml ID[,ID...] [--mask KEY,...]
-Compares nmap's <hostscript> result of each script id with moonscan's
-result of that id on a port: the output text and the structured <elem>/
+Compares the <hostscript> result of each script id in both files:
+the output text and the structured <elem>/
 <table> tree (keys, values, order). Values of the keys named by --mask
 (clocks) are compared by shape only (digits replaced by 9). Exit 1 on a
 difference."""
@@ -36,7 +36,7 @@ def results(path, where):
 nmap_xml, ms_xml, ids = sys.argv[1], sys.argv[2], sys.argv[3].split(',')
 keys = sys.argv[5].split(',') if len(sys.argv) > 5 and sys.argv[4] == '--mask' else []
 n = results(nmap_xml, './hostscript/script')
-m = results(ms_xml, "./ports/port[@portid='445']/script")
+m = results(ms_xml, './hostscript/script')
 bad = 0
 for i in ids:
     if i not in n or i not in m:

@@ -28,11 +28,15 @@ VOLATILE = {
     "memcached-info": {"Process ID", "Uptime", "Server time", "Used CPU (user)", "Used CPU (system)",
                        "Current connections", "Total connections"},
     "http-headers": {"Date"},
+    # The server's clock, read a few seconds apart (and nmap divides the
+    # fraction of a second by 2^28, not 2^32, which puts it up to 16 s late).
+    "ntp-info": {"receive time stamp"},
 }
 
 # Counters inside text values: masked wherever they appear.
 VOLATILE_TEXT = {
     "ftp-syst": [r"client count was \d+"],
+    "snmp-sysdescr": [r"System uptime: [0-9dhms.]+ \(\d+ timeticks\)"],
 }
 
 # Scripts whose words nmap prints in the order of a Lua hash table (it

@@ -53,10 +53,19 @@ fn the_web_amqp_and_vnc_plugins_read_as_nmaps_scripts() {
     compare_with_nmap(&["-p", "80,5672,5901,8080", "198.18.0.2", "198.18.0.5"], ids, 8);
 }
 
-/// smb-protocols, smb2-security-mode and smb2-time (lib/smb.lua) against
-/// Samba: nmap shows them as host scripts, moonscan (for now) as port
-/// 445's; the text and the structured output read the same, the server's
-/// clock aside.
+/// The UDP plugins (ctx:udp, lib/dns.lua, ntp.lua, snmp.lua on ber.lua)
+/// against dnsmasq, BIND, chrony and Net-SNMP, beside nmap's scripts (the
+/// servers' clocks aside).
+#[test]
+fn the_udp_plugins_read_as_nmaps_scripts() {
+    let _lab = lab();
+    let ids = "dns-nsid,ntp-info,snmp-sysdescr";
+    compare_with_nmap(&["-sU", "-p", "53,123,161", "198.18.0.2", "198.18.0.5"], ids, 4);
+}
+
+/// smb-protocols, smb2-security-mode and smb2-time (lib/smb.lua, `scope =
+/// "host"`) against Samba: both tools show them as host scripts, and the
+/// text and the structured output read the same, the server's clock aside.
 #[test]
 fn the_smb_plugins_read_as_nmaps_host_scripts() {
     let _lab = lab();

@@ -587,8 +587,10 @@ fn an_untrusted_plugin_cannot_pass_for_a_category() {
 #[test]
 fn installed_plugins_a_scan_does_not_select_do_not_run() {
     let env = setup();
-    // Top-level code that takes 0.15 s of CPU each time the file is run.
-    let slow = "local t0 = os.clock() while os.clock() - t0 < 0.15 do end";
+    // Top-level code that takes 0.15 s of CPU each time the file is run
+    // (in few steps: each copies 20 kB, so no build is fast enough to run
+    // into the load's step budget first).
+    let slow = "local t0 = os.clock() while os.clock() - t0 < 0.15 do local _ = string.rep('x', 20000) end";
     set_plugin(&env, &plugin_src("slow-load", "'safe'", slow));
     env.ok(&["pack", "sign", "demo", "--key", "key.key", "--update-hashes"]);
     let started = std::time::Instant::now();

@@ -351,6 +351,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
         output: Some(nasty.into()),
         about: Default::default(),
+        host: false,
         t: 1.6,
     })));
     evs.push(Event::Error(ErrorEvent {

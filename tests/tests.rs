@@ -19,6 +19,7 @@ mod outputs;
 mod packs;
 mod pipeline;
 mod plugins;
+mod recordings;
 mod routes;
 mod scan_types;
 mod service;

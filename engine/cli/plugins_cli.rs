@@ -54,7 +54,37 @@ enum Cmd {
         /// NDJSON events instead of text.
         #[arg(long)]
         json: bool,
+        /// Run against the live --target and keep every socket exchange
+        /// (ctx:connect, ctx.http, ctx:udp) in DIR/recording.json.
+        #[arg(long, value_name = "DIR", requires = "target", conflicts_with = "replay")]
+        record: Option<PathBuf>,
+        /// Run offline against DIR/recording.json (made by --record): the
+        /// port, service and banner recorded, and each socket's bytes.
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["banner", "banner_file", "tls_chain", "service"])]
+        replay: Option<PathBuf>,
+        /// The address --record talks to (an address, not a name); only its
+        /// --port is reachable (with --udp, its UDP --port).
+        #[arg(long, value_name = "ADDR")]
+        target: Option<std::net::IpAddr>,
+        /// The port is a UDP one (ctx.protocol "udp"; ctx:udp reaches it).
+        #[arg(long)]
+        udp: bool,
     },
+}
+
+/// What `plugins test` runs, and how.
+struct TestOpts {
+    port: u16,
+    service: Option<String>,
+    banner: Option<String>,
+    banner_file: Option<PathBuf>,
+    tls_chain: Option<PathBuf>,
+    script_args: Option<String>,
+    json: bool,
+    record: Option<PathBuf>,
+    replay: Option<PathBuf>,
+    target: Option<std::net::IpAddr>,
+    udp: bool,
 }
 
 /// The plugin folder a scan uses when none is given.
@@ -66,8 +96,34 @@ pub fn run(args: PluginsArgs) -> u8 {
     let result = match args.cmd {
         Cmd::List { expr } => list(&dir, expr.as_deref()),
         Cmd::Show { id } => show(&dir, &id),
-        Cmd::Test { file, port, service, banner, banner_file, tls_chain, script_args, json } => {
-            test(&dir, &file, port, service, banner, banner_file, tls_chain, script_args, json)
+        Cmd::Test {
+            file,
+            port,
+            service,
+            banner,
+            banner_file,
+            tls_chain,
+            script_args,
+            json,
+            record,
+            replay,
+            target,
+            udp,
+        } => {
+            let opts = TestOpts {
+                port,
+                service,
+                banner,
+                banner_file,
+                tls_chain,
+                script_args,
+                json,
+                record,
+                replay,
+                target,
+                udp,
+            };
+            test(&dir, &file, opts)
         }
     };
     match result {
@@ -162,18 +218,8 @@ fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
     Ok(0)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn test(
-    dir: &Path,
-    file: &Path,
-    port: u16,
-    service: Option<String>,
-    banner: Option<String>,
-    banner_file: Option<PathBuf>,
-    tls_chain: Option<PathBuf>,
-    script_args: Option<String>,
-    json: bool,
-) -> moonscan::Result<u8> {
+fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
+    let TestOpts { port, service, banner, banner_file, tls_chain, script_args, json, record, replay, target, udp } = o;
     // The core library is the one of the plugin folder asked for.
     let libs = plugins::libraries_for(file, dir)?;
     let mut plugin = plugins::load_file(file, &libs)?;
@@ -194,27 +240,53 @@ fn test(
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
         args.insert(k.trim().to_string(), v.trim().to_string());
     }
-    // A documentation address (RFC 5737): nothing is ever sent; the run is offline.
-    let ip = std::net::IpAddr::from([192, 0, 2, 1]);
+    let recording = replay.as_deref().map(plugins::tape::load).transpose()?;
+    // Offline, a documentation address (RFC 5737): nothing is ever sent.
+    let ip = recording.as_ref().map(|r| r.ip).or(target).unwrap_or(std::net::IpAddr::from([192, 0, 2, 1]));
+    let port = recording.as_ref().map_or(port, |r| r.port);
+    let udp = recording.as_ref().map_or(udp, |r| r.protocol == "udp");
+    let proto = if udp { moonscan::findings::Proto::Udp } else { moonscan::findings::Proto::Tcp };
     let ctx = moonscan::pipeline::Ctx::detached("plugins-test");
-    let mut info = Service::bare(ctx.scan_id.clone(), ip, port, moonscan::findings::Proto::Tcp);
-    if let Some(s) = service {
+    let mut info = Service::bare(ctx.scan_id.clone(), ip, port, proto);
+    if let Some(s) = recording.as_ref().map_or(service, |r| r.service.clone()) {
         info.id.service = s;
     }
     info.tunnel = tls.is_some().then_some(moonscan::findings::Tunnel::Ssl);
-    info.banner = banner;
+    info.banner = recording.as_ref().map_or(banner, |r| r.banner.clone());
     info.tls = tls.map(Box::new);
+    // Recording: the target's one port, nothing else (and never a name).
+    let guard = match (&record, target) {
+        (Some(_), Some(t)) => {
+            let key = moonscan::targets::addrs::key(t);
+            let one = moonscan::targets::AddrSet::from_ranges(vec![(key, key)]);
+            let space = moonscan::targets::TargetSpace::new(&one, &Default::default(), vec![port])?;
+            if udp {
+                Guard::scan(None, Some(space))
+            } else {
+                Guard::scan(Some(space), None)
+            }
+        }
+        _ => Guard::offline(),
+    };
+    let tape = match (&record, &recording) {
+        (Some(_), _) => Some(Arc::new(plugins::tape::Tape::record())),
+        (_, Some(r)) => Some(Arc::new(plugins::tape::Tape::replay(r))),
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| bad(e.to_string()))?;
     let (events, failed) = rt.block_on(async {
         let budgets = Budgets::default();
-        let vm = Vm::new(std::slice::from_ref(&plugin), &budgets, Guard::offline(), &args, OutputAllowance::new(budgets.scan_output))
+        let vm = Vm::new(std::slice::from_ref(&plugin), &budgets, guard, &args, OutputAllowance::new(budgets.scan_output))
             .map_err(|e| bad(format!("cannot make a VM: {e}")))?;
+        if let Some(t) = &tape {
+            vm.set_tape(t.clone());
+        }
         if !vm.wants(0, &info).await.unwrap_or(false) {
             moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.id);
         }
         let out = vm.run(0, Arc::new(info.clone())).await;
         let failed = out.error.is_some() || !out.refused.is_empty();
-        Ok::<_, moonscan::Error>((plugins::stage::to_events(&plugin.id, &info, out, &ctx), failed))
+        Ok::<_, moonscan::Error>((plugins::stage::to_events(&plugin, &info, out, &ctx), failed))
     })?;
     let mut sink: Box<dyn Sink> = if json {
         Box::new(Ndjson::new(std::io::stdout()))
@@ -225,6 +297,24 @@ fn test(
         let _ = sink.record(ev);
     }
     let _ = sink.flush();
+    if let (Some(dir), Some(t)) = (&record, &tape) {
+        let r = plugins::tape::Recording {
+            version: 1,
+            plugin: plugin.id.clone(),
+            ip,
+            port,
+            protocol: proto.as_str().to_string(),
+            service: Some(info.id.service.clone()).filter(|s| !s.is_empty()),
+            banner: info.banner.clone(),
+            sockets: t.recorded(),
+        };
+        plugins::tape::save(dir, &r)?;
+        moonscan::tell!(
+            "moonscan plugins: recorded {} socket(s) in {}",
+            r.sockets.len(),
+            dir.join("recording.json").display()
+        );
+    }
     if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Error(_))) {
         let _ = writeln!(moonscan::output::Screened(std::io::stdout().lock()), "{}: no findings", plugin.id);
     }

@@ -619,6 +619,10 @@ pub struct FindingEvent {
     /// `about` object, left out when empty.
     #[serde(default, skip_serializing_if = "About::is_empty")]
     pub about: About,
+    /// A result about the host rather than the port the plugin ran on
+    /// (its `scope = "host"`): nmap's host script results. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host: bool,
     /// Seconds since the scan started.
     pub t: f64,
 }

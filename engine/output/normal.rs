@@ -152,7 +152,7 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
             cells.push(cell(&p.full_version()));
         }
         rows.push(Row::Cells(cells));
-        for s in scripts(p) {
+        for s in scripts(&p.scripts) {
             rows.extend(script_lines(&s.id, &s.text).into_iter().map(Row::Full));
         }
     }
@@ -163,7 +163,19 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
     if let Some(info) = service_info(host) {
         let _ = writeln!(text, "{info}");
     }
+    host_scripts(text, host);
     text.push('\n');
+}
+
+/// nmap's "Host script results:" and their lines, after a blank line.
+fn host_scripts(text: &mut String, host: &HostRec) {
+    let Some(hs) = host.host_scripts.filter(|h| !h.is_empty()) else { return };
+    text.push_str("\nHost script results:\n");
+    for s in scripts(hs) {
+        for line in script_lines(&s.id, &s.text) {
+            let _ = writeln!(text, "{line}");
+        }
+    }
 }
 
 /// Seconds with two significant digits, as nmap's `%.2g` writes latencies.
@@ -280,6 +292,22 @@ mod tests {
         let mut buf = Vec::new();
         feed(&mut Normal::new(&mut buf).with_reasons(reasons), events);
         String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn host_script_results_come_after_the_ports_under_their_heading() {
+        let mut evs = scan();
+        let end = evs.pop().unwrap();
+        let data = serde_json::json!({"dialects": ["202", "311"]});
+        evs.push(host_result("198.18.0.2", 443, "smb-protocols", "\n  dialects: \n    202\n    311", data));
+        evs.push(end);
+        let text = render(&evs, false);
+        let want = "\nHost script results:\n| smb-protocols: \n|   dialects: \n|     202\n|_    311\n\n";
+        let at = text.find(want).unwrap_or_else(|| panic!("{text}"));
+        // After 198.18.0.2's ports, before the next host's report.
+        assert!(text.find("443/tcp").unwrap() < at, "{text}");
+        assert!(at < text.find("Nmap scan report for 198.18.0.10").unwrap(), "{text}");
+        assert_eq!(text.matches("Host script results:").count(), 1);
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub struct Collected {
     extra: BTreeMap<IpAddr, Vec<Unshown>>,
     /// The name each target given by name was given (the first, if several).
     hostnames: HashMap<IpAddr, String>,
+    /// Host script results (findings of `scope = "host"` plugins), by address.
+    host_scripts: BTreeMap<IpAddr, Scripts>,
     /// Distinct addresses in `ports` or found up.
     up: usize,
     pub end: Option<ScanEnd>,
@@ -108,6 +110,8 @@ pub struct HostRec<'a> {
     pub unshown: Vec<Unshown>,
     /// The name it was given as a target (nmap's `user` hostname).
     pub name: Option<&'a str>,
+    /// Its host script results, if any.
+    pub host_scripts: Option<&'a Scripts>,
 }
 
 /// Ports of a host not shown one by one, of one protocol, state and reason.
@@ -144,8 +148,11 @@ pub struct PortRec {
     /// The port's usual service, from the port table.
     pub table_name: Option<&'static str>,
     /// Findings by plugin id (in id order), each plugin's in arrival order.
-    pub scripts: BTreeMap<String, Vec<Finding>>,
+    pub scripts: Scripts,
 }
+
+/// Findings by plugin id (in id order), each plugin's in arrival order.
+pub type Scripts = BTreeMap<String, Vec<Finding>>;
 
 pub struct Finding {
     pub title: String,
@@ -216,7 +223,9 @@ impl Collected {
                     data: f.data.clone(),
                     output: f.output.clone(),
                 };
-                self.port(f.ip, f.proto, f.port, f.t).scripts.entry(f.plugin.clone()).or_default().push(finding);
+                let port = self.port(f.ip, f.proto, f.port, f.t);
+                let scripts = if f.host { self.host_scripts.entry(f.ip).or_default() } else { &mut port.scripts };
+                scripts.entry(f.plugin.clone()).or_default().push(finding);
             }
             Event::Extraports(e) => {
                 let u = Unshown { proto: e.proto, state: e.state, reason: e.reason, count: e.count.into() };
@@ -285,7 +294,8 @@ impl Collected {
             let up = status.is_none_or(|s| s.state == HostState::Up);
             let unshown = if up { self.unshown(ip, &list) } else { Vec::new() };
             let name = self.hostnames.get(&ip).map(String::as_str);
-            Some(HostRec { ip, status, ports: list, unshown, name })
+            let host_scripts = self.host_scripts.get(&ip);
+            Some(HostRec { ip, status, ports: list, unshown, name, host_scripts })
         })
     }
 
@@ -507,10 +517,10 @@ pub(super) fn method_conf(m: ServiceMethod) -> (&'static str, u8) {
 /// The findings of plugins that also returned a result come last, under
 /// [`FINDINGS_ID`], each `[severity] plugin: title`, so nmap's own keys stay
 /// as nmap's scripts write them.
-pub(super) fn scripts(p: &PortRec) -> Vec<Script<'_>> {
+pub(super) fn scripts(by_id: &Scripts) -> Vec<Script<'_>> {
     let mut out = Vec::new();
     let mut extra = Vec::new();
-    for (id, findings) in &p.scripts {
+    for (id, findings) in by_id {
         match findings.iter().find(|f| f.output.is_some()) {
             Some(result) => {
                 let text = result.output.clone().unwrap_or_default();
@@ -695,6 +705,7 @@ pub(super) mod sample {
             data,
             output: None,
             about: Default::default(),
+            host: false,
             t: 0.75,
         }))
     }
@@ -703,6 +714,13 @@ pub(super) mod sample {
     pub fn result(addr: &str, port: u16, plugin: &str, output: &str, data: serde_json::Value) -> Event {
         let Event::Finding(mut f) = finding(addr, port, plugin, plugin, data) else { unreachable!() };
         f.output = Some(output.into());
+        Event::Finding(f)
+    }
+
+    /// A host script result (a `scope = "host"` plugin's) found on `port`.
+    pub fn host_result(addr: &str, port: u16, plugin: &str, output: &str, data: serde_json::Value) -> Event {
+        let Event::Finding(mut f) = result(addr, port, plugin, output, data) else { unreachable!() };
+        f.host = true;
         Event::Finding(f)
     }
 
@@ -829,7 +847,7 @@ mod tests {
             scan.record(&e);
         }
         let host = scan.hosts().next().unwrap();
-        let ids: Vec<String> = scripts(host.ports[0]).into_iter().map(|s| s.id).collect();
+        let ids: Vec<String> = scripts(&host.ports[0].scripts).into_iter().map(|s| s.id).collect();
         assert_eq!(ids, ["http-title", "ssl-cert", "a-pack-check", "tls-versions-and-alpn", FINDINGS_ID]);
         let ranks = ["ssl-cert", "http-headers", "ssl-enum-ciphers", "tls-versions-and-alpn"].map(script_rank);
         assert_eq!(ranks, [0, 1, 1, 2]);

@@ -265,6 +265,7 @@ mod tests {
             data: json!({"bits": 1024}),
             output: None,
             about: About { cve: cve.iter().map(|s| s.to_string()).collect(), ..Default::default() },
+            host: false,
             t: 0.5,
         }))
     }

@@ -50,7 +50,9 @@ use std::io::{self, Write};
 
 use serde_json::Value;
 
-use super::report::{ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Shown};
+use super::report::{
+    ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Scripts, Shown,
+};
 use crate::findings::{HostState, PortState};
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
@@ -129,6 +131,12 @@ impl Layout for XmlLayout {
                     port_xml(&mut doc, p);
                 }
                 doc.push_str("</ports>\n");
+            }
+            // nmap's host script results: after the ports, before the times.
+            if let Some(hs) = host.host_scripts.filter(|h| !h.is_empty()) {
+                doc.push_str("<hostscript>");
+                scripts_xml(&mut doc, hs);
+                doc.push_str("</hostscript>\n");
             }
             if let Some(l) = host.status.and_then(|s| s.latency) {
                 // nmap's round-trip times, in microseconds.
@@ -213,7 +221,13 @@ fn port_xml(doc: &mut String, p: &PortRec) {
             }
         }
     }
-    for s in scripts(p) {
+    scripts_xml(doc, &p.scripts);
+    doc.push_str("</port>\n");
+}
+
+/// The `<script>` elements of a port's or a host's results.
+fn scripts_xml(doc: &mut String, by_id: &Scripts) {
+    for s in scripts(by_id) {
         let _ = write!(doc, "<script id=\"{}\" output=\"{}\"", esc(&s.id), esc(&s.text));
         // A result of text alone is an empty element, as nmap writes it.
         if matches!(s.shown, Shown::Result(v) if !v.is_object() && !v.is_array()) {
@@ -248,7 +262,6 @@ fn port_xml(doc: &mut String, p: &PortRec) {
         }
         doc.push_str("</script>");
     }
-    doc.push_str("</port>\n");
 }
 
 /// A finding in moonscan's layout: a key-less `<table>` with its plugin
@@ -526,6 +539,29 @@ mod tests {
              <elem key=\"plugin\">ssh-hostkey</elem>\n<elem key=\"title\">SSH host key shared</elem>\n\
              <elem key=\"severity\">low</elem>\n</table>\n</script></port>"
         ));
+    }
+
+    #[test]
+    fn host_script_results_follow_the_ports_as_nmaps_hostscript() {
+        let mut evs = scan();
+        let end = evs.pop().unwrap();
+        let data = serde_json::json!({"date": "2026-11-25T03:55:05", "start_date": "N/A"});
+        let text = "\n  date: 2026-11-25T03:55:05\n  start_date: N/A";
+        evs.push(host_result("198.18.0.2", 443, "smb2-time", text, data));
+        evs.push(end);
+        let doc = render(&evs);
+        well_formed(&doc).unwrap();
+        let host = doc.split("<host ").nth(1).unwrap();
+        let (ports, after) = host.split_once("</ports>").unwrap();
+        assert!(!ports.contains("smb2-time"), "not a port's script: {doc}");
+        assert!(
+            after.starts_with(
+                "\n<hostscript><script id=\"smb2-time\" output=\"&#xa;  date: 2026-11-25T03:55:05&#xa;  start_date: N/A\">\
+                 <elem key=\"date\">2026-11-25T03:55:05</elem>\n<elem key=\"start_date\">N/A</elem>\n</script></hostscript>\n"
+            ),
+            "{after}"
+        );
+        assert_eq!(doc.matches("<hostscript>").count(), 1, "only the host with one");
     }
 
     #[test]

@@ -19,8 +19,9 @@ use mlua::{Lua, MultiValue, Table, Value};
 use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip, BUDGET_PREFIX};
 use super::host::{with_run, Current, Finding};
 use super::libs::PatternCache;
-use super::net::{self, Guard, SharedSocket, Socket, TlsOptions, Transport};
+use super::net::{self, timed_out, Guard, SharedSocket, Socket, TlsOptions, Transport};
 use super::socket::LuaSocket;
+use super::tape::Tape;
 use super::value::{from_json, unknown_keys, ConvertError};
 use crate::error::{Error, ErrorKind};
 use crate::findings::{Severity, TlsInfo};
@@ -183,7 +184,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
             let h = h.clone();
             async move {
                 let req = ConnectRequest::from_lua(opts.as_ref())?;
-                match h.open_socket(&req).await {
+                match h.open_taped(&req).await {
                     Ok(sock) => Ok((Value::UserData(lua.create_userdata(LuaSocket { sock, host: h })?), Value::Nil)),
                     Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
                 }
@@ -466,29 +467,73 @@ pub(super) struct Host {
     pub scan_output: OutputAllowance,
     /// The VM's compiled patterns (`re.*`, `recv_until`).
     pub patterns: Arc<PatternCache>,
+    /// The run's conversations, when `plugins test` records or replays them.
+    pub tape: Arc<std::sync::OnceLock<Arc<Tape>>>,
 }
 
 impl Host {
-    /// The one way a plugin opens a connection: guard, socket budget, deadline.
+    /// The tape, when it replays.
+    fn replay(&self) -> Option<&Arc<Tape>> {
+        self.tape.get().filter(|t| t.replaying())
+    }
+
+    /// The one way a plugin opens a connection: guard, socket budget,
+    /// deadline. The connection is the host's own (its bytes are not on
+    /// the tape: see [`Host::open_taped`]).
     pub(super) async fn open_socket(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
         let (ip, port) = self.admit(req, Transport::Tcp)?;
-        let cur = &self.cur;
         let until = tokio::time::Instant::now() + req.timeout;
         let (conn, tls) = net::open(ip, port, req.tls.as_ref(), until).await?;
-        let sock = Arc::new(tokio::sync::Mutex::new(Socket {
-            conn: Some(conn),
-            pending: Vec::new(),
-            timeout: req.timeout,
-            tls,
-        }));
-        with_run(cur, |r| r.socks.push(sock.clone())).map_err(no_run)?;
+        self.keep(Socket { conn: Some(conn), pending: Vec::new(), timeout: req.timeout, tls, tape: None })
+    }
+
+    /// A socket whose conversation goes on the tape (`ctx:connect`,
+    /// `ctx.http`): recorded, or replayed from the recording without the
+    /// network.
+    pub(super) async fn open_taped(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
+        if let Some(tape) = self.replay() {
+            let (_, port) = self.aim(req)?;
+            let st = tape.open("tcp", port, None)?;
+            let tls = st.tls();
+            return self.keep(Socket { conn: None, pending: Vec::new(), timeout: req.timeout, tls, tape: Some(st) });
+        }
+        let sock = self.open_socket(req).await?;
+        if let Some(tape) = self.tape.get() {
+            let mut s = sock.lock().await;
+            let port = req.port.unwrap_or(with_run(&self.cur, |r| r.info.port).map_err(no_run)?);
+            s.tape = Some(tape.open("tcp", port, s.tls.clone())?);
+        }
+        Ok(sock)
+    }
+
+    fn keep(&self, s: Socket) -> crate::Result<SharedSocket> {
+        let sock = Arc::new(tokio::sync::Mutex::new(s));
+        with_run(&self.cur, |r| r.socks.push(sock.clone())).map_err(no_run)?;
         Ok(sock)
     }
 
     /// Where a socket may go: the address and port asked for, if the guard
     /// allows them over `transport` and the socket budget has one more.
     pub(super) fn admit(&self, req: &ConnectRequest, transport: Transport) -> crate::Result<(IpAddr, u16)> {
-        let (cur, meter, guard, b) = (&self.cur, &self.meter, &self.guard, &self.budgets);
+        if self.replay().is_some() {
+            return Err(Error::new(
+                ErrorKind::Sandbox,
+                "not replayed: a replay has the sockets of ctx:connect, ctx.http and ctx:udp only, not the \
+                 host's own protocol helpers (ctx.ssh, ctx:tls_enum, ctx:server_hello, ctx:ssh_auth_methods)",
+            ));
+        }
+        let (ip, port) = self.aim(req)?;
+        if let Err(why) = self.guard.check(with_run(&self.cur, |r| r.info.ip).map_err(no_run)?, ip, port, transport) {
+            let what = if transport == Transport::Udp { "datagrams to" } else { "connect to" };
+            return Err(refuse(&self.cur, why.context(format!("{what} {ip}:{port} refused"))));
+        }
+        Ok((ip, port))
+    }
+
+    /// The address and port a request asks for (an address, never a name),
+    /// counted against the socket budget.
+    pub(super) fn aim(&self, req: &ConnectRequest) -> crate::Result<(IpAddr, u16)> {
+        let (cur, meter, b) = (&self.cur, &self.meter, &self.budgets);
         let info = with_run(cur, |r| r.info.clone()).map_err(no_run)?;
         let ip: IpAddr = match &req.host {
             None => info.ip,
@@ -517,10 +562,6 @@ impl Host {
         if over {
             meter.trip(Trip::Sockets);
             return Err(Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: more than {} sockets", b.sockets)));
-        }
-        if let Err(why) = guard.check(info.ip, ip, port, transport) {
-            let what = if transport == Transport::Udp { "datagrams to" } else { "connect to" };
-            return Err(refuse(cur, why.context(format!("{what} {ip}:{port} refused"))));
         }
         Ok((ip, port))
     }
@@ -560,14 +601,6 @@ fn no_run(e: mlua::Error) -> Error {
 /// The error of a run past its read budget.
 pub(super) fn read_budget(b: &Budgets) -> Error {
     Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: read more than {} bytes", b.read_bytes))
-}
-
-pub(super) fn closed() -> Error {
-    Error::new(ErrorKind::Io, "socket is closed")
-}
-
-pub(super) fn timed_out(what: &str) -> Error {
-    Error::new(ErrorKind::Timeout, what.to_string())
 }
 
 enum HttpError {
@@ -618,33 +651,30 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
     if path.contains(['\r', '\n', ' ']) || verb.is_empty() || !verb.bytes().all(|c| c.is_ascii_uppercase()) {
         return Err(HttpError::Failed(Error::new(ErrorKind::Config, format!("bad request line {verb} {path}"))));
     }
-    let sock = h.open_socket(&req).await.map_err(HttpError::Failed)?;
+    let sock = h.open_taped(&req).await.map_err(HttpError::Failed)?;
     let mut s = sock.lock().await;
     let host = match info.ip {
         IpAddr::V6(v6) => format!("[{v6}]"),
         v4 => v4.to_string(),
     };
     let request = net::request_bytes(verb, path, &host, &headers, &body);
-    let timeout = s.timeout;
-    let conn = s.conn.as_mut().ok_or_else(|| HttpError::Failed(closed()))?;
-    match tokio::time::timeout(timeout, conn.send(&request)).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(HttpError::Failed(Error::from(e).context("send"))),
-        Err(_) => return Err(HttpError::Failed(timed_out("send timed out"))),
+    if let Err(e) = s.send(&request).await {
+        return Err(HttpError::Failed(e.context("send")));
     }
     let mut raw = Vec::new();
-    let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = match tokio::time::timeout(timeout, conn.read(&mut buf)).await {
-            Err(_) => return Err(HttpError::Failed(timed_out("timeout reading the response"))),
-            Ok(Err(e)) if raw.is_empty() => return Err(HttpError::Failed(Error::from(e).context("recv"))),
-            Ok(Err(_)) | Ok(Ok(0)) => break,
-            Ok(Ok(n)) => n,
+        let until = tokio::time::Instant::now() + s.timeout;
+        let n = match s.read_into(16 * 1024, until, &mut raw).await {
+            Err(e) if e.kind() == ErrorKind::Timeout => {
+                return Err(HttpError::Failed(timed_out("timeout reading the response")))
+            }
+            Err(e) if raw.is_empty() => return Err(HttpError::Failed(e.context("recv"))),
+            Err(_) | Ok(0) => break,
+            Ok(n) => n,
         };
         if !h.charge(n) {
             return Err(HttpError::Failed(read_budget(&h.budgets)));
         }
-        raw.extend_from_slice(&buf[..n]);
         if raw.len() >= max {
             raw.truncate(max);
             break;
@@ -654,7 +684,7 @@ async fn http_call(lua: &Lua, h: &Host, verb: &str, path: &str, opts: Option<&Ta
             break;
         }
     }
-    s.conn = None;
+    s.close();
     let resp = net::parse_response(&raw).map_err(HttpError::Failed)?;
     let t = lua.create_table()?;
     t.raw_set("status", resp.status)?;

@@ -102,6 +102,7 @@ pub struct Vm {
     plugins: Vec<Plugin>,
     budgets: Budgets,
     verbosity: u8,
+    tape: Arc<std::sync::OnceLock<Arc<super::tape::Tape>>>,
 }
 
 /// A Lua error as one line, without mlua's traceback.
@@ -274,7 +275,9 @@ impl Vm {
             budgets: Arc::new(budgets.clone()),
             scan_output: scan_output.clone(),
             patterns,
+            tape: Arc::default(),
         };
+        let tape = host.tape.clone();
         let ctx_methods = ctx_methods(&lua, &host)?;
         let requires =
             Requires { env_meta, loaded: lua.create_table()?, loading: Arc::default(), envs: Arc::default() };
@@ -290,7 +293,14 @@ impl Vm {
             plugins: Vec::new(),
             budgets: budgets.clone(),
             verbosity: 0,
+            tape,
         })
+    }
+
+    /// Records the runs' conversations on `tape`, or replays them from it
+    /// (`plugins test --record/--replay`); set once, before the first run.
+    pub fn set_tape(&self, tape: Arc<super::tape::Tape>) -> bool {
+        self.tape.set(tape).is_ok()
     }
 
     /// The scan's `-v` level, as `ctx.verbosity` shows it (plus one for a

@@ -23,6 +23,10 @@ pub(crate) struct Meta {
     /// how to fix it, and free tags (SARIF rule metadata).
     #[serde(default)]
     pub about: About,
+    /// `scope = "host"`: its results are about the host, not the port it
+    /// ran on (nmap's host scripts, shown under "Host script results").
+    #[serde(default)]
+    pub host_scope: bool,
 }
 
 impl Meta {
@@ -80,6 +84,7 @@ const PLUGIN_FIELDS: &[&str] = &[
     "ports",
     "services",
     "portrule",
+    "scope",
     "run",
     "args",
     "references",
@@ -193,7 +198,13 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
         }
     }
     let about = read_about(t).map_err(bad)?;
-    Ok(Meta { id, description, categories, ports, services, portrule, args, about })
+    let host_scope = match field("scope") {
+        Value::Nil => false,
+        Value::String(s) if s.as_bytes().as_ref() == b"port" => false,
+        Value::String(s) if s.as_bytes().as_ref() == b"host" => true,
+        other => return Err(bad(format!("field 'scope' must be \"port\" or \"host\", not {other:?}"))),
+    };
+    Ok(Meta { id, description, categories, ports, services, portrule, args, about, host_scope })
 }
 
 /// Reads the fields of [`About`] from a plugin's table or a `ctx:finding`

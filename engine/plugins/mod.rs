@@ -33,6 +33,7 @@ pub mod select;
 mod socket;
 pub mod ssh;
 pub mod stage;
+pub mod tape;
 mod tls_enum;
 mod udp;
 pub mod value;
@@ -80,6 +81,8 @@ pub struct Plugin {
     pub args: Vec<String>,
     /// Its finding metadata (references, CVE, CWE, remediation, tags).
     pub about: meta::About,
+    /// Its results are about the host it ran on (`scope = "host"`).
+    pub host_scope: bool,
     /// Where its `require` finds modules: its pack's library, then the core one.
     pub libs: Libraries,
     /// Selected by its id, `pack:id` or path (not by a category or glob):
@@ -189,6 +192,7 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
         portrule: p.portrule,
         args: p.args.clone(),
         about: p.about.clone(),
+        host_scope: p.host_scope,
     };
     let json = serde_json::to_vec(&meta).map_err(|e| bad(cache, e))?;
     if json.len() as u64 > MAX_META {
@@ -239,6 +243,7 @@ pub fn load_source_in(bytes: &[u8], path: &Path, cache: Option<&Path>, libs: &Li
         portrule: meta.portrule,
         args: meta.args,
         about: meta.about,
+        host_scope: meta.host_scope,
         libs: libs.clone(),
         path: path.to_path_buf(),
         pack: None,

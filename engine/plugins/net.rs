@@ -20,6 +20,8 @@ use crate::findings::TlsInfo;
 use crate::net::conn::{self, Conn};
 use crate::targets::TargetSpace;
 
+use super::tape::{SocketTape, Step};
+
 /// Where plugin sockets may go: the scan's own targets and ports, TCP
 /// connections to its TCP ports and datagrams to its UDP ports.
 #[derive(Clone, Debug)]
@@ -150,6 +152,70 @@ pub(crate) struct Socket {
     pub(crate) pending: Vec<u8>,
     pub(crate) timeout: Duration,
     pub(crate) tls: Option<TlsInfo>,
+    /// Its conversation, recorded or replayed (`plugins test --record/--replay`).
+    pub(crate) tape: Option<SocketTape>,
+}
+
+pub(crate) fn closed() -> Error {
+    Error::new(ErrorKind::Io, "socket is closed")
+}
+
+pub(crate) fn timed_out(what: &str) -> Error {
+    Error::new(ErrorKind::Timeout, what.to_string())
+}
+
+impl Socket {
+    /// Sends all of `data` within the socket's timeout (checked against
+    /// the recording when replaying; kept when recording).
+    pub(crate) async fn send(&mut self, data: &[u8]) -> Result<()> {
+        if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
+            return t.replay_send(data);
+        }
+        let conn = self.conn.as_mut().ok_or_else(closed)?;
+        let r = match tokio::time::timeout(self.timeout, conn.send(data)).await {
+            Err(_) => Err(timed_out("timeout")),
+            Ok(r) => r.map_err(Error::from),
+        };
+        if let Some(t) = &self.tape {
+            t.note(match &r {
+                Ok(()) => Step::Send { data: data.to_vec() },
+                Err(e) => Step::Fail { error: e.to_string() },
+            });
+        }
+        r
+    }
+
+    /// Reads once (at most `max` bytes, by `until`) onto the end of `into`:
+    /// how many, 0 at the end of the stream.
+    pub(crate) async fn read_into(&mut self, max: usize, until: Instant, into: &mut Vec<u8>) -> Result<usize> {
+        if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
+            return t.replay_read(max, into);
+        }
+        let conn = self.conn.as_mut().ok_or_else(closed)?;
+        let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
+        let r = match tokio::time::timeout_at(until, conn.read(&mut buf)).await {
+            Err(_) => Err(timed_out("timeout")),
+            Ok(r) => r.map_err(Error::from),
+        };
+        if let Some(t) = &self.tape {
+            t.note(match &r {
+                Ok(0) => Step::End,
+                Ok(n) => Step::Recv { data: buf[..*n].to_vec() },
+                Err(e) => Step::Fail { error: e.to_string() },
+            });
+        }
+        let n = r?;
+        into.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+
+    /// Closes the connection (a replayed one too).
+    pub(crate) fn close(&mut self) {
+        self.conn = None;
+        if let Some(t) = self.tape.as_mut() {
+            t.close();
+        }
+    }
 }
 
 pub(crate) type SharedSocket = Arc<tokio::sync::Mutex<Socket>>;

@@ -8,10 +8,11 @@
 
 use mlua::{Lua, UserData, UserDataMethods, Value};
 
-use super::api::{closed, read_budget, timed_out, tls_table, Host};
+use super::api::{read_budget, tls_table, Host};
 use super::host::with_run;
 use super::libs::re_error;
 use super::net::{self, SharedSocket, Socket};
+use super::tape::{SocketTape, Step};
 use crate::error::{Error, ErrorKind};
 
 pub(super) struct LuaSocket {
@@ -29,17 +30,13 @@ impl LuaSocket {
     /// As [`LuaSocket::fill`], the read ending at `until` (one timeout for
     /// a whole `recv_exact` or `recv_line`, however the bytes trickle in).
     async fn fill_by(&self, s: &mut Socket, max: usize, until: tokio::time::Instant) -> crate::Result<usize> {
-        let conn = s.conn.as_mut().ok_or_else(closed)?;
-        let mut buf = vec![0u8; max.clamp(1, 64 * 1024)];
-        let n = match tokio::time::timeout_at(until, conn.read(&mut buf)).await {
-            Err(_) => return Err(timed_out("timeout")),
-            Ok(r) => r?,
-        };
+        let mut got = Vec::new();
+        let n = s.read_into(max, until, &mut got).await?;
         if !self.host.charge(n) {
-            s.conn = None;
+            s.close();
             return Err(read_budget(&self.host.budgets));
         }
-        s.pending.extend_from_slice(&buf[..n]);
+        s.pending.extend_from_slice(&got);
         Ok(n)
     }
 }
@@ -54,15 +51,7 @@ fn lua_result(lua: &Lua, r: crate::Result<Vec<u8>>) -> mlua::Result<(Value, Valu
 impl UserData for LuaSocket {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_async_method("send", |lua, this, data: mlua::String| async move {
-            let mut s = this.sock.lock().await;
-            let timeout = s.timeout;
-            let r = match s.conn.as_mut() {
-                None => Err(closed()),
-                Some(conn) => match tokio::time::timeout(timeout, conn.send(&data.as_bytes())).await {
-                    Err(_) => Err(timed_out("timeout")),
-                    Ok(r) => r.map_err(Error::from),
-                },
-            };
+            let r = this.sock.lock().await.send(&data.as_bytes()).await;
             match r {
                 Ok(()) => Ok((Value::Boolean(true), Value::Nil)),
                 Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
@@ -188,6 +177,15 @@ impl UserData for LuaSocket {
                     "sock:starttls: bytes were already read; call it first",
                 ));
             }
+            if let Some(t @ SocketTape::Replay { .. }) = s.tape.as_mut() {
+                return match t.replay_starttls() {
+                    Ok(info) => {
+                        s.tls = info;
+                        Ok((Value::Boolean(true), Value::Nil))
+                    }
+                    Err(e) => failed(e),
+                };
+            }
             let tcp = match s.conn.take() {
                 Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
                 other => {
@@ -199,6 +197,12 @@ impl UserData for LuaSocket {
             };
             let until = tokio::time::Instant::now() + s.timeout;
             let (opened, read) = net::starttls(tcp, proto, until).await;
+            if let Some(t) = &s.tape {
+                t.note(match &opened {
+                    Ok((_, info)) => Step::Starttls { tls: Some(info.clone()), error: None },
+                    Err(e) => Step::Starttls { tls: None, error: Some(e.to_string()) },
+                });
+            }
             if !this.host.charge(read) {
                 return failed(read_budget(&this.host.budgets));
             }
@@ -212,7 +216,7 @@ impl UserData for LuaSocket {
             }
         });
         methods.add_async_method("close", |_, this, ()| async move {
-            this.sock.lock().await.conn = None;
+            this.sock.lock().await.close();
             Ok(true)
         });
         methods.add_async_method("tls", |lua, this, ()| async move {

@@ -3,9 +3,10 @@
 //! In: open ports with what service detection found, as they come. Out:
 //! `finding`, `log` and `error` events. What always holds: `workers` VMs
 //! run side by side, each holding every selected plugin and running one
-//! plugin at a time, on threads of their own (a runtime apart from the one
-//! that drives discovery, detection and signals, so a plugin busy in a long
-//! host call cannot starve those); a plugin that fails or trips a budget is
+//! plugin at a time, each on a thread and a runtime of its own (apart from
+//! the runtime that drives discovery, detection and signals, and from each
+//! other, so a plugin computing or busy in a long host call starves none
+//! of them); a plugin that fails or trips a budget is
 //! reported and the next one runs. After a stop (Ctrl-C), runs in flight
 //! get [`GRACE`] to finish, then end as `budget` errors; ports not yet
 //! looked at are counted in one error event.
@@ -43,19 +44,6 @@ pub const GRACE: Duration = Duration::from_millis(500);
 
 /// Runs the selected plugins on every port that arrives until `ports` closes.
 pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiver<Arc<Service>>, ctx: Ctx) {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(cfg.workers.max(1));
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name("moonscan-plugins")
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            let message = format!("cannot start the plugin threads: {e}");
-            return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
-        }
-    };
     // The cut: set GRACE after the stop.
     let (cut_handle, cut) = stop_signal();
     let mut stop = ctx.stop.clone();
@@ -69,56 +57,35 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
     let scan_output = OutputAllowance::new(cfg.budgets.scan_output);
     let ports = Arc::new(Mutex::new(ports));
     let mut workers = Vec::new();
-    for _ in 0..cfg.workers.max(1) {
-        let (cfg, guard, ports, ctx) = (cfg.clone(), guard.clone(), ports.clone(), ctx.clone());
+    for n in 0..cfg.workers.max(1) {
+        let (cfg, guard, ports, wctx) = (cfg.clone(), guard.clone(), ports.clone(), ctx.clone());
         let (cut, skipped, scan_output) = (cut.clone(), skipped.clone(), scan_output.clone());
-        workers.push(rt.spawn(async move {
-            // Made at the first port this worker takes: a scan with few open
-            // ports does not pay for VMs it never uses.
-            let mut made: Option<Vm> = None;
-            loop {
-                let next = ports.lock().await.recv().await;
-                let Some(info) = next else { break };
-                let vm = match &mut made {
-                    Some(vm) => vm,
-                    None => match Vm::new(&cfg.plugins, &cfg.budgets, guard.clone(), &cfg.args, scan_output.clone()) {
-                        Ok(mut vm) => {
-                            vm.cut_by(cut.clone());
-                            vm.set_verbosity(cfg.verbosity);
-                            made.insert(vm)
-                        }
-                        Err(e) => {
-                            let message = format!("cannot start a plugin VM: {e}");
-                            return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
-                        }
-                    },
-                };
-                if cut.is_set() {
-                    // Keep taking ports so the stage before never blocks.
-                    skipped.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                for i in 0..vm.plugins().len() {
-                    if cut.is_set() {
-                        break;
-                    }
-                    let out = match vm.wants(i, &info).await {
-                        Ok(false) => continue,
-                        Ok(true) => vm.run(i, info.clone()).await,
-                        Err(error) => RunOutput { error: Some(error), ..RunOutput::default() },
-                    };
-                    for ev in to_events(&vm.plugins()[i].name(), &info, out, &ctx) {
-                        ctx.emit(ev).await;
-                    }
-                }
+        let (done, finished) = tokio::sync::oneshot::channel::<Result<(), String>>();
+        // A thread and a runtime of its own for each VM: a plugin computing
+        // holds only its own thread (the interrupt never yields), and the
+        // host tasks of its run (TLS enumeration...) run beside it there.
+        let thread = std::thread::Builder::new().name(format!("moonscan-plugins-{n}")).spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => return drop(done.send(Err(format!("cannot start a plugin thread: {e}")))),
+            };
+            rt.block_on(worker(cfg, guard, ports, wctx, cut, skipped, scan_output));
+            let _ = done.send(Ok(()));
+        });
+        match thread {
+            Ok(_) => workers.push(finished),
+            Err(e) => {
+                let message = format!("cannot start a plugin thread: {e}");
+                ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
             }
-        }));
+        }
     }
     for w in workers {
-        let _ = w.await;
+        if let Ok(Err(message)) = w.await {
+            ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
+        }
     }
     cutter.abort();
-    rt.shutdown_background();
     let n = skipped.load(Ordering::Relaxed);
     if n > 0 {
         let message = format!("plugins did not run on {n} open ports: the scan was interrupted");
@@ -126,8 +93,62 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
     }
 }
 
+/// One VM's loop: takes the next open port, runs the selected plugins on
+/// it, reports what they found; until the ports run out.
+async fn worker(
+    cfg: Arc<PluginConfig>,
+    guard: Guard,
+    ports: Arc<Mutex<mpsc::Receiver<Arc<Service>>>>,
+    ctx: Ctx,
+    cut: crate::discovery::Stop,
+    skipped: Arc<AtomicU64>,
+    scan_output: OutputAllowance,
+) {
+    // Made at the first port this worker takes: a scan with few open
+    // ports does not pay for VMs it never uses.
+    let mut made: Option<Vm> = None;
+    loop {
+        let next = ports.lock().await.recv().await;
+        let Some(info) = next else { break };
+        let vm = match &mut made {
+            Some(vm) => vm,
+            None => match Vm::new(&cfg.plugins, &cfg.budgets, guard.clone(), &cfg.args, scan_output.clone()) {
+                Ok(mut vm) => {
+                    vm.cut_by(cut.clone());
+                    vm.set_verbosity(cfg.verbosity);
+                    made.insert(vm)
+                }
+                Err(e) => {
+                    let message = format!("cannot start a plugin VM: {e}");
+                    return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
+                }
+            },
+        };
+        if cut.is_set() {
+            // Keep taking ports so the stage before never blocks.
+            skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        for i in 0..vm.plugins().len() {
+            if cut.is_set() {
+                break;
+            }
+            let out = match vm.wants(i, &info).await {
+                Ok(false) => continue,
+                Ok(true) => vm.run(i, info.clone()).await,
+                Err(error) => RunOutput { error: Some(error), ..RunOutput::default() },
+            };
+            for ev in to_events(&vm.plugins()[i], &info, out, &ctx) {
+                ctx.emit(ev).await;
+            }
+        }
+    }
+}
+
 /// The events of one plugin run.
-pub fn to_events(plugin: &str, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<Event> {
+pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<Event> {
+    let name = p.name();
+    let plugin = name.as_str();
     let mut evs = Vec::new();
     for f in out.findings {
         evs.push(Event::Finding(Box::new(FindingEvent {
@@ -141,6 +162,7 @@ pub fn to_events(plugin: &str, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec
             data: f.data,
             output: f.output,
             about: f.about,
+            host: p.host_scope,
             t: ctx.t(),
         })));
     }

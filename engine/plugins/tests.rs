@@ -188,6 +188,10 @@ fn bad_plugin_files_are_refused_with_the_field() {
             "return { id = 'x', description = 7, categories = {'safe'}, ports = {1}, run = function() end }",
             "'description' must be a string",
         ),
+        (
+            "return { id = 'x', description = 'd', categories = {'safe'}, ports = {1}, scope = 'everywhere', run = function() end }",
+            "'scope' must be \"port\" or \"host\"",
+        ),
         ("return {", "syntax error"),
         ("while true do end", "loading it ran"),
         ("\x1bLua bytecode", "not a text file"),

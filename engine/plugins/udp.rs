@@ -19,9 +19,10 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
-use super::api::{closed, read_budget, timed_out, ConnectRequest, Host};
+use super::api::{read_budget, ConnectRequest, Host};
 use super::host::with_run;
-use super::net::Transport;
+use super::net::{closed, timed_out, Transport};
+use super::tape::{SocketTape, Step};
 use crate::error::{Error, ErrorKind};
 
 /// Most bytes one datagram carries (IPv4's UDP payload limit).
@@ -36,6 +37,8 @@ pub(super) struct Datagram {
     sock: Option<UdpSocket>,
     sent: u32,
     timeout: Duration,
+    /// Its datagrams, recorded or replayed (`plugins test --record/--replay`).
+    tape: Option<SocketTape>,
 }
 
 pub(super) type SharedDatagram = Arc<Mutex<Datagram>>;
@@ -44,6 +47,64 @@ impl Datagram {
     /// Closes the socket (at the end of its run).
     pub(super) fn close(&mut self) {
         self.sock = None;
+        if let Some(t) = self.tape.as_mut() {
+            t.close();
+        }
+    }
+
+    async fn send(&mut self, data: &[u8]) -> crate::Result<()> {
+        if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
+            return t.replay_send(data);
+        }
+        let r = match self.sock.as_ref() {
+            None => Err(closed()),
+            Some(s) => match tokio::time::timeout(self.timeout, s.send(data)).await {
+                Err(_) => Err(timed_out("timeout")),
+                Ok(Err(e)) => Err(Error::with_source(ErrorKind::Io, format!("udp send: {e}"), e)),
+                Ok(Ok(_)) => Ok(()),
+            },
+        };
+        if let Some(t) = &self.tape {
+            t.note(match &r {
+                Ok(()) => Step::Send { data: data.to_vec() },
+                Err(e) => Step::Fail { error: e.to_string() },
+            });
+        }
+        r
+    }
+
+    /// The next datagram from the peer (whole).
+    async fn recv(&mut self) -> crate::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
+            t.replay_read(MAX_DATAGRAM, &mut buf)?;
+            return Ok(buf);
+        }
+        let Some(s) = self.sock.as_ref() else { return Err(closed()) };
+        // One byte more than any datagram: nothing is cut silently.
+        buf.resize(MAX_DATAGRAM + 1, 0);
+        let r = match tokio::time::timeout(self.timeout, s.recv(&mut buf)).await {
+            Err(_) => Err(timed_out("timeout")),
+            Ok(Err(e)) => {
+                let why = if e.kind() == std::io::ErrorKind::ConnectionRefused {
+                    "port unreachable".to_string()
+                } else {
+                    format!("udp recv: {e}")
+                };
+                Err(Error::with_source(ErrorKind::Io, why, e))
+            }
+            Ok(Ok(n)) => {
+                buf.truncate(n);
+                Ok(buf)
+            }
+        };
+        if let Some(t) = &self.tape {
+            t.note(match &r {
+                Ok(d) => Step::Recv { data: d.clone() },
+                Err(e) => Step::Fail { error: e.to_string() },
+            });
+        }
+        r
     }
 }
 
@@ -51,6 +112,15 @@ impl Datagram {
 pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
     let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
     let req = ConnectRequest::from_lua_keys(opts.as_ref(), &["host", "port", "timeout"], "ctx:udp")?;
+    if let Some(tape) = h.tape.get().filter(|t| t.replaying()) {
+        let replayed = h.aim(&req).and_then(|(_, port)| tape.open("udp", port, None));
+        let st = match replayed {
+            Ok(st) => st,
+            Err(e) => return failed(e),
+        };
+        let d = Datagram { sock: None, sent: 0, timeout: req.timeout, tape: Some(st) };
+        return keep(lua, h, d);
+    }
     let (ip, port) = match h.admit(&req, Transport::Udp) {
         Ok(to) => to,
         Err(e) => return failed(e),
@@ -63,7 +133,16 @@ pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result
     if let Err(e) = sock.connect(SocketAddr::new(ip, port)).await {
         return failed(Error::with_source(ErrorKind::Io, format!("cannot reach {ip}:{port}"), e));
     }
-    let shared = Arc::new(Mutex::new(Datagram { sock: Some(sock), sent: 0, timeout: req.timeout }));
+    let tape = match h.tape.get().map(|t| t.open("udp", port, None)).transpose() {
+        Ok(t) => t,
+        Err(e) => return failed(e),
+    };
+    keep(lua, h, Datagram { sock: Some(sock), sent: 0, timeout: req.timeout, tape })
+}
+
+/// The socket, closed when the run ends, as Lua sees it.
+fn keep(lua: Lua, h: Host, d: Datagram) -> mlua::Result<(Value, Value)> {
+    let shared = Arc::new(Mutex::new(d));
     with_run(&h.cur, |r| r.datagrams.push(shared.clone()))?;
     Ok((Value::UserData(lua.create_userdata(LuaDatagram { sock: shared, host: h })?), Value::Nil))
 }
@@ -95,37 +174,19 @@ impl UserData for LuaDatagram {
                 return answer(&lua, Err(Error::new(ErrorKind::Budget, why)));
             }
             d.sent += 1;
-            let timeout = d.timeout;
-            let r = match d.sock.as_ref() {
-                None => Err(closed()),
-                Some(s) => match tokio::time::timeout(timeout, s.send(&data)).await {
-                    Err(_) => Err(timed_out("timeout")),
-                    Ok(Err(e)) => Err(Error::with_source(ErrorKind::Io, format!("udp send: {e}"), e)),
-                    Ok(Ok(_)) => Ok(Value::Boolean(true)),
-                },
-            };
+            let r = d.send(&data).await.map(|()| Value::Boolean(true));
             answer(&lua, r)
         });
         // sock:recv([max]): the next datagram from the peer (its first `max`
         // bytes, at most MAX_DATAGRAM), or nil, why ("timeout" when none came).
         methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
             let max = max.unwrap_or(MAX_DATAGRAM).clamp(1, MAX_DATAGRAM);
-            let d = this.sock.lock().await;
-            let Some(s) = d.sock.as_ref() else { return answer(&lua, Err(closed())) };
-            // One byte more than any datagram: nothing is cut silently.
-            let mut buf = vec![0u8; MAX_DATAGRAM + 1];
-            let n = match tokio::time::timeout(d.timeout, s.recv(&mut buf)).await {
-                Err(_) => return answer(&lua, Err(timed_out("timeout"))),
-                Ok(Err(e)) => {
-                    let why = if e.kind() == std::io::ErrorKind::ConnectionRefused {
-                        "port unreachable".to_string()
-                    } else {
-                        format!("udp recv: {e}")
-                    };
-                    return answer(&lua, Err(Error::with_source(ErrorKind::Io, why, e)));
-                }
-                Ok(Ok(n)) => n,
+            let r = this.sock.lock().await.recv().await;
+            let buf = match r {
+                Ok(b) => b,
+                Err(e) => return answer(&lua, Err(e)),
             };
+            let n = buf.len();
             if !this.host.charge(n) {
                 return answer(&lua, Err(read_budget(&this.host.budgets)));
             }

@@ -1,5 +1,5 @@
 -- snmp: SNMPv1 and v2c GetRequest and GetResponse (RFC 1157, RFC 3416) on
--- the ber library, over a datagram socket (ctx:udp).
+-- the ber library, over a datagram socket (ctx:udp, lib datagram).
 --
 --   local snmp = require "snmp"
 --   local bytes = snmp.get_request("public", 28428, { "1.3.6.1.2.1.1.1.0" })
@@ -16,12 +16,12 @@
 -- (no value). Anything else fails the decode: nil, why.
 
 local ber = require "ber"
+local datagram = require "datagram"
 
 local snmp = {}
 
 snmp.V1, snmp.V2C = 0, 1
 local GET_REQUEST, RESPONSE = 0, 2 -- context-class PDU tags
-local MAX_DATAGRAM = 65507
 
 -- Application-class value types (RFC 2578 section 7.1).
 local APP_TYPES = {
@@ -143,30 +143,13 @@ function snmp.get(sock, community, oids, opts)
   opts = opts or {}
   local id = opts.id or 1
   local request = snmp.get_request(community, id, oids, opts.version)
-  local why = "no answer"
-  for _ = 1, opts.tries or 2 do
-    local ok, err = sock:send(request)
-    if not ok then
-      return nil, "send: " .. tostring(err)
+  return datagram.exchange(sock, request, function(d)
+    local resp, err = snmp.decode_response(d)
+    if resp and resp.id ~= id then
+      return nil, "a response to another request"
     end
-    for _ = 1, opts.max_replies or 4 do
-      local datagram
-      datagram, err = sock:recv(MAX_DATAGRAM)
-      if not datagram then
-        why = tostring(err)
-        if why ~= "timeout" then
-          return nil, why -- port unreachable, closed: no use asking again
-        end
-        break
-      end
-      local resp, derr = snmp.decode_response(datagram)
-      if resp and resp.id == id then
-        return resp
-      end
-      why = derr or "a response to another request"
-    end
-  end
-  return nil, why
+    return resp, err
+  end, { tries = opts.tries, max_replies = opts.max_replies or 4 })
 end
 
 return snmp

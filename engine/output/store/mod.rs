@@ -303,6 +303,7 @@ impl Sink for Store {
                     if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
                     Val::opt(&f.output),
                     if f.about.is_empty() { Val::Null } else { Val::json(&f.about) },
+                    if f.host { Val::Int(1) } else { Val::Null },
                     Val::Real(f.t),
                     seq,
                 ];

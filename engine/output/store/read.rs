@@ -272,7 +272,7 @@ impl Db {
         }
 
         for r in self.query(
-            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), output, CAST(about AS TEXT), t, seq FROM findings \
+            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), output, CAST(about AS TEXT), host, t, seq FROM findings \
              WHERE scan_id = ?",
             &[id],
         )? {
@@ -289,6 +289,7 @@ impl Db {
                 data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
                 output: r.opt(),
                 about: r.opt().and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default(),
+                host: r.int() == Some(1),
                 t: r.real().unwrap_or(0.0),
             };
             body.push((r.int().unwrap_or(0), Event::Finding(Box::new(ev))));

@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 5;
+pub const VERSION: i64 = 6;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -105,6 +105,7 @@ CREATE TABLE IF NOT EXISTS findings (
     data {json},
     output TEXT,
     about {json},
+    host {int},
     t {real} NOT NULL,
     seq {int} NOT NULL
 );
@@ -142,19 +143,23 @@ fn upgrades(from: i64) -> Vec<&'static str> {
         // Version 5: what one finding is about (FindingEvent::about), as JSON.
         out.push("ALTER TABLE findings ADD COLUMN about {json}");
     }
+    if from < 6 {
+        // Version 6: a host script result (FindingEvent::host), 1 or NULL.
+        out.push("ALTER TABLE findings ADD COLUMN host {int}");
+    }
     out
 }
 
 /// The statements that bring a database of schema version `from` to
 /// [`VERSION`], for SQLite.
 pub fn sqlite_upgrades(from: i64) -> Vec<String> {
-    upgrades(from).into_iter().map(|s| s.replace("{json}", "TEXT")).collect()
+    upgrades(from).into_iter().map(|s| s.replace("{json}", "TEXT").replace("{int}", "INTEGER")).collect()
 }
 
 /// The statements that bring a database of schema version `from` to
 /// [`VERSION`], for PostgreSQL.
 pub fn postgres_upgrades(from: i64) -> Vec<String> {
-    upgrades(from).into_iter().map(|s| s.replace("{json}", "JSONB")).collect()
+    upgrades(from).into_iter().map(|s| s.replace("{json}", "JSONB").replace("{int}", "BIGINT")).collect()
 }
 
 /// The DDL for SQLite.
@@ -289,6 +294,7 @@ pub const FINDINGS: Table = Table {
         ("data", Json),
         ("output", Text),
         ("about", Json),
+        ("host", Int),
         ("t", Real),
         ("seq", Int),
     ],

@@ -111,6 +111,7 @@ fn finding(addr: &str, p: u16, title: &str) -> Event {
         data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
         output: Some("\n  version: 7.0.15".into()),
         about: Default::default(),
+        host: false,
         t: 0.31,
     }))
 }
@@ -536,7 +537,8 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
             .replace(",\n    settings TEXT", "")
             .replace("\n    tls_session TEXT,", "")
             .replace("\n    output TEXT,", "")
-            .replace("\n    about TEXT,", "");
+            .replace("\n    about TEXT,", "")
+            .replace("\n    host INTEGER,", "");
         assert!(!v1.contains("tls_session") && !v1.contains("output"));
         conn.execute_batch(&v1).unwrap();
         conn.execute("INSERT INTO schema_version (version) VALUES (1)", []).unwrap();

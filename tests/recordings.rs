@@ -1,0 +1,99 @@
+//! `moonscan plugins test --record DIR` against the lab's daemons, then
+//! `--replay DIR` offline: the same findings from the recorded bytes, and
+//! a clear error where a plugin's conversation parts from the recording.
+
+use serde_json::Value;
+
+use crate::util::{bin, events, in_lab, lab, repo, run, stderr, stdout, TARGET};
+
+/// The findings of a `plugins test --json` run, without what differs
+/// between runs (the time).
+fn findings(out: &str) -> Vec<Value> {
+    let mut evs = events(out);
+    for e in &mut evs {
+        e.as_object_mut().unwrap().remove("t");
+    }
+    evs.into_iter().filter(|e| e["type"] == "finding").collect()
+}
+
+/// Records `plugin` on the lab's `port` (UDP with `udp`), replays it, and
+/// returns both runs' findings and the recording.
+fn record_and_replay(plugin: &str, port: &str, udp: bool) -> (Vec<Value>, Vec<Value>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = repo().join("plugins").join(format!("{plugin}.lua"));
+    let mut cmd = in_lab(bin());
+    cmd.args(["plugins", "test"]).arg(&file).args(["--target", TARGET, "--port", port, "--json", "--record"]);
+    cmd.arg(dir.path());
+    if udp {
+        cmd.arg("--udp");
+    }
+    let live = cmd.output().expect("moonscan runs in the lab");
+    assert_eq!(live.status.code(), Some(0), "{}{}", stdout(&live), stderr(&live));
+    let recording: Value = serde_json::from_slice(&std::fs::read(dir.path().join("recording.json")).unwrap()).unwrap();
+    // Offline: no namespace, no network.
+    let replayed =
+        run(&["plugins", "test", file.to_str().unwrap(), "--json", "--replay", dir.path().to_str().unwrap()]);
+    assert_eq!(replayed.status.code(), Some(0), "{}{}", stdout(&replayed), stderr(&replayed));
+    (findings(&stdout(&live)), findings(&stdout(&replayed)), recording)
+}
+
+#[test]
+fn a_tcp_conversation_replays_to_the_same_findings() {
+    let _lab = lab();
+    let (live, replayed, recording) = record_and_replay("redis-info", "6379", false);
+    assert!(!live.is_empty(), "redis-info found nothing live");
+    assert_eq!(live, replayed);
+    let steps = recording["sockets"][0]["steps"].as_array().unwrap();
+    assert_eq!(recording["sockets"][0]["transport"], "tcp");
+    assert!(steps.iter().any(|s| s["op"] == "send") && steps.iter().any(|s| s["op"] == "recv"), "{recording}");
+}
+
+#[test]
+fn a_udp_conversation_replays_to_the_same_findings() {
+    let _lab = lab();
+    let (live, replayed, recording) = record_and_replay("snmp-sysdescr", "161", true);
+    assert!(!live.is_empty(), "snmp-sysdescr found nothing live");
+    assert_eq!(live, replayed);
+    assert_eq!(recording["protocol"], "udp");
+    assert_eq!(recording["sockets"][0]["transport"], "udp");
+}
+
+#[test]
+fn a_replay_that_parts_from_the_recording_says_where() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let file = repo().join("plugins/redis-info.lua");
+    let live = in_lab(bin())
+        .args(["plugins", "test"])
+        .arg(&file)
+        .args(["--target", TARGET, "--port", "6379", "--record"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(live.status.code(), Some(0), "{}", stderr(&live));
+    // The recording says the plugin sent something else first.
+    let path = dir.path().join("recording.json");
+    let mut r: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let steps = r["sockets"][0]["steps"].as_array_mut().unwrap();
+    let first = steps.iter_mut().find(|s| s["op"] == "send").unwrap();
+    first["data"] = Value::String("UElORw0K".into()); // "PING\r\n"
+    std::fs::write(&path, serde_json::to_vec(&r).unwrap()).unwrap();
+    let o = run(&["plugins", "test", file.to_str().unwrap(), "--replay", dir.path().to_str().unwrap()]);
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(said.contains("replay: step 1: the plugin sent") && said.contains("(\"PING\\r\\n\")"), "{said}");
+    // A recording that is not one is refused with a clear message.
+    std::fs::write(&path, "{\"version\": 1}").unwrap();
+    let o = run(&["plugins", "test", file.to_str().unwrap(), "--replay", dir.path().to_str().unwrap()]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("not a recording"), "{}", stderr(&o));
+}
+
+#[test]
+fn recording_needs_an_address_and_reaches_only_its_port() {
+    let file = repo().join("plugins/redis-info.lua");
+    let o = run(&["plugins", "test", file.to_str().unwrap(), "--record", "/tmp/never"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(&["plugins", "test", file.to_str().unwrap(), "--record", "/tmp/never", "--target", "lab.example"]);
+    assert_eq!(o.status.code(), Some(2), "a name is refused: {}", stderr(&o));
+    assert!(!std::path::Path::new("/tmp/never/recording.json").exists());
+}
