@@ -50,6 +50,9 @@ ZOO_DAEMONS=(
     danted:danted:1080
     spamd:spamd:783
     tomcat:java:8009,8180
+    prosody:lua5.4:5222,5269
+    rpcbind:rpcbind:111
+    xinetd:xinetd:37
 )
 
 # Debian packages of the zoo (the unpacked FTP daemons' libraries included).
@@ -67,6 +70,7 @@ zoo_missing_packages() {
         [/usr/sbin/gearmand]=gearman-job-server [/usr/bin/beanstalkd]=beanstalkd
         [/usr/bin/distccd]=distcc [/usr/sbin/danted]=dante-server [/usr/sbin/spamd]=spamd
         [/usr/share/tomcat10/bin/catalina.sh]=tomcat10
+        [/usr/bin/prosody]=prosody [/usr/sbin/rpcbind]=rpcbind [/usr/sbin/xinetd]=xinetd
         [/usr/lib/x86_64-linux-gnu/libhiredis.so.0.14]=libhiredis0.14
         [/usr/lib/x86_64-linux-gnu/libmemcachedutil.so.2]=libmemcachedutil2
         [/usr/lib/x86_64-linux-gnu/libsodium.so.23]=libsodium23
@@ -554,6 +558,98 @@ zoo_start_tomcat() {
 EOF
     zoo_run tomcat env CATALINA_HOME=/usr/share/tomcat10 CATALINA_BASE="$t" CATALINA_TMPDIR="$t/temp" \
         JAVA_OPTS="-Xmx128m -Djava.awt.headless=true" /usr/share/tomcat10/bin/catalina.sh run
+}
+
+zoo_start_prosody() {
+    # XMPP: client (5222) and server (5269) streams, STARTTLS required, for
+    # the names zoo.lab.moonscan.test and 198.18.0.5 (a scanner that asks for
+    # the address gets the features). Run as its user: prosody refuses root.
+    local p=$ZOO_DIR/prosody
+    install -d -o prosody -g prosody "$p"
+    tls_files_for prosody
+    cat >"$p/prosody.cfg.lua" <<EOF
+pidfile = "$p/prosody.pid.own"
+data_path = "$p"
+certificates = "$p"
+log = { info = "$ZOO_DIR/prosody-own.log" }
+interfaces = { "$ZOO" }
+c2s_ports = { 5222 }
+s2s_ports = { 5269 }
+c2s_direct_tls_ports = { }
+s2s_direct_tls_ports = { }
+legacy_ssl_ports = { }
+modules_enabled = { "roster", "saslauth", "tls", "dialback", "disco", "ping", "register", "time", "version", "uptime" }
+allow_registration = false
+c2s_require_encryption = true
+s2s_require_encryption = true
+authentication = "internal_hashed"
+ssl = { certificate = "$STATE/tls-prosody.crt", key = "$STATE/tls-prosody.key" }
+VirtualHost "zoo.lab.moonscan.test"
+VirtualHost "$ZOO"
+EOF
+    chmod 644 "$p/prosody.cfg.lua"
+    touch "$ZOO_DIR/prosody-own.log"
+    chown prosody:prosody "$ZOO_DIR/prosody-own.log"
+    zoo_run prosody setpriv --reuid prosody --regid prosody --init-groups /usr/bin/prosody \
+        --config "$p/prosody.cfg.lua" -F
+}
+
+zoo_start_rpcbind() {
+    # rpcbind binds TCP (and IPv6) to every address whatever -h says, so it
+    # gets its sockets as systemd would hand them over (LISTEN_FDS): TCP and
+    # UDP 111 on the zoo's address, IPv6 on mstarget's loopback only.
+    zoo_run rpcbind /usr/bin/python3 -c '
+import os, socket, sys
+socks, fds = [], []
+for fam, addr in ((socket.AF_INET, sys.argv[1]), (socket.AF_INET6, "::1")):
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(fam, kind)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if fam == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.bind((addr, 111))
+        if kind == socket.SOCK_STREAM:
+            s.listen(64)
+        socks.append(s)
+        fds.append(os.dup2(s.fileno(), 100 + len(fds), inheritable=False))
+for i, fd in enumerate(fds):
+    os.dup2(fd, 3 + i)
+os.environ.update(LISTEN_FDS=str(len(fds)), LISTEN_PID=str(os.getpid()))
+os.execv("/usr/sbin/rpcbind", ["rpcbind", "-f"])
+' "$ZOO"
+}
+
+zoo_start_xinetd() {
+    # xinetd's built-in RFC 868 time service, TCP and UDP 37.
+    cat >"$ZOO_DIR/xinetd.conf" <<EOF
+defaults
+{
+  log_type = FILE $ZOO_DIR/xinetd-own.log
+}
+service time
+{
+  type = INTERNAL
+  id = time-stream
+  socket_type = stream
+  protocol = tcp
+  user = root
+  wait = no
+  bind = $ZOO
+  port = 37
+}
+service time
+{
+  type = INTERNAL
+  id = time-dgram
+  socket_type = dgram
+  protocol = udp
+  user = root
+  wait = yes
+  bind = $ZOO
+  port = 37
+}
+EOF
+    zoo_run xinetd /usr/sbin/xinetd -dontfork -f "$ZOO_DIR/xinetd.conf"
 }
 
 # Daemons that look up their client's name (dictd, spamd) drop the client

@@ -192,10 +192,13 @@ stop_root_daemons() {
     local unit
     for unit in vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb slapd named smbd nmbd \
         squid tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node \
-        dictd mpd gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa; do
+        dictd mpd gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa prosody rpcbind \
+        xinetd; do
         systemctl list-unit-files "$unit.service" >/dev/null 2>&1 || continue
         systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
     done
+    # rpcbind's socket unit would start it again on the first connection.
+    systemctl disable --now rpcbind.socket >/dev/null 2>&1 || true
 }
 
 # --- network ----------------------------------------------------------------

@@ -37,6 +37,7 @@ VOLATILE = {
 VOLATILE_TEXT = {
     "ftp-syst": [r"client count was \d+"],
     "snmp-sysdescr": [r"System uptime: [0-9dhms.]+ \(\d+ timeticks\)"],
+    "rfc868-time": [r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d"],
 }
 
 # Scripts whose words nmap prints in the order of a Lua hash table (it

@@ -63,6 +63,16 @@ fn the_udp_plugins_read_as_nmaps_scripts() {
     compare_with_nmap(&["-sU", "-p", "53,123,161", "198.18.0.2", "198.18.0.5"], ids, 4);
 }
 
+/// rpcinfo (lib/rpc.lua, against rpcbind) and rfc868-time (xinetd's time
+/// service), over TCP and UDP, beside nmap's scripts (the clock aside).
+#[test]
+fn the_rpc_and_time_plugins_read_as_nmaps_scripts() {
+    let _lab = lab();
+    let ids = "rpcinfo,rfc868-time";
+    compare_with_nmap(&["-p", "37,111", "198.18.0.5"], ids, 2);
+    compare_with_nmap(&["-sU", "-p", "37,111", "198.18.0.5"], ids, 2);
+}
+
 /// smb-protocols, smb2-security-mode and smb2-time (lib/smb.lua, `scope =
 /// "host"`) against Samba: both tools show them as host scripts, and the
 /// text and the structured output read the same, the server's clock aside.

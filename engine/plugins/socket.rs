@@ -199,7 +199,7 @@ impl UserData for LuaSocket {
             let (opened, read) = net::starttls(tcp, proto, until).await;
             if let Some(t) = &s.tape {
                 t.note(match &opened {
-                    Ok((_, info)) => Step::Starttls { tls: Some(info.clone()), error: None },
+                    Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None },
                     Err(e) => Step::Starttls { tls: None, error: Some(e.to_string()) },
                 });
             }

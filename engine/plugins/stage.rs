@@ -3,10 +3,10 @@
 //! In: open ports with what service detection found, as they come. Out:
 //! `finding`, `log` and `error` events. What always holds: `workers` VMs
 //! run side by side, each holding every selected plugin and running one
-//! plugin at a time, each on a thread and a runtime of its own (apart from
-//! the runtime that drives discovery, detection and signals, and from each
-//! other, so a plugin computing or busy in a long host call starves none
-//! of them); a plugin that fails or trips a budget is
+//! plugin at a time, on threads of their own (a runtime apart from the one
+//! that drives discovery, detection and signals, so a plugin busy in a long
+//! host call cannot starve those; a plugin computing holds one thread, and
+//! the other VMs go on on the others); a plugin that fails or trips a budget is
 //! reported and the next one runs. After a stop (Ctrl-C), runs in flight
 //! get [`GRACE`] to finish, then end as `budget` errors; ports not yet
 //! looked at are counted in one error event.
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::mpsc;
 
 use super::budget::{Budgets, OutputAllowance};
 use super::host::{RunOutput, Vm};
@@ -55,37 +55,48 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
     });
     let skipped = Arc::new(AtomicU64::new(0));
     let scan_output = OutputAllowance::new(cfg.budgets.scan_output);
-    let ports = Arc::new(Mutex::new(ports));
-    let mut workers = Vec::new();
-    for n in 0..cfg.workers.max(1) {
-        let (cfg, guard, ports, wctx) = (cfg.clone(), guard.clone(), ports.clone(), ctx.clone());
-        let (cut, skipped, scan_output) = (cut.clone(), skipped.clone(), scan_output.clone());
-        let (done, finished) = tokio::sync::oneshot::channel::<Result<(), String>>();
-        // A thread and a runtime of its own for each VM: a plugin computing
-        // holds only its own thread (the interrupt never yields), and the
-        // host tasks of its run (TLS enumeration...) run beside it there.
-        let thread = std::thread::Builder::new().name(format!("moonscan-plugins-{n}")).spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => return drop(done.send(Err(format!("cannot start a plugin thread: {e}")))),
-            };
-            rt.block_on(worker(cfg, guard, ports, wctx, cut, skipped, scan_output));
-            let _ = done.send(Ok(()));
-        });
-        match thread {
-            Ok(_) => workers.push(finished),
-            Err(e) => {
-                let message = format!("cannot start a plugin thread: {e}");
-                ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
+    // The plugin threads take ports from a channel fed from this (the
+    // scan's) runtime: each port wakes a plugin worker from outside the
+    // plugin runtime, so any idle thread takes it. (Woken from a plugin
+    // thread, a task could wait in that thread's unstealable next-task
+    // slot behind a plugin computing there: the interrupt never yields.)
+    let (tx, queue) = async_channel::bounded::<Arc<Service>>(cfg.workers.max(1));
+    let feeder = tokio::spawn(async move {
+        let mut ports = ports;
+        while let Some(p) = ports.recv().await {
+            if tx.send(p).await.is_err() {
+                break;
             }
         }
-    }
-    for w in workers {
-        if let Ok(Err(message)) = w.await {
-            ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
+    });
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(cfg.workers.max(1));
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("moonscan-plugins")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            feeder.abort();
+            cutter.abort();
+            let message = format!("cannot start the plugin threads: {e}");
+            return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
         }
+    };
+    let mut workers = Vec::new();
+    for _ in 0..cfg.workers.max(1) {
+        let (cfg, guard, queue, wctx) = (cfg.clone(), guard.clone(), queue.clone(), ctx.clone());
+        let (cut, skipped, scan_output) = (cut.clone(), skipped.clone(), scan_output.clone());
+        workers.push(rt.spawn(worker(cfg, guard, queue, wctx, cut, skipped, scan_output)));
     }
+    drop(queue);
+    for w in workers {
+        let _ = w.await;
+    }
+    feeder.abort();
     cutter.abort();
+    rt.shutdown_background();
     let n = skipped.load(Ordering::Relaxed);
     if n > 0 {
         let message = format!("plugins did not run on {n} open ports: the scan was interrupted");
@@ -98,7 +109,7 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
 async fn worker(
     cfg: Arc<PluginConfig>,
     guard: Guard,
-    ports: Arc<Mutex<mpsc::Receiver<Arc<Service>>>>,
+    ports: async_channel::Receiver<Arc<Service>>,
     ctx: Ctx,
     cut: crate::discovery::Stop,
     skipped: Arc<AtomicU64>,
@@ -108,8 +119,7 @@ async fn worker(
     // ports does not pay for VMs it never uses.
     let mut made: Option<Vm> = None;
     loop {
-        let next = ports.lock().await.recv().await;
-        let Some(info) = next else { break };
+        let Ok(info) = ports.recv().await else { break };
         let vm = match &mut made {
             Some(vm) => vm,
             None => match Vm::new(&cfg.plugins, &cfg.budgets, guard.clone(), &cfg.args, scan_output.clone()) {

@@ -92,7 +92,7 @@ pub enum Step {
     /// `sock:starttls()`: its TLS session, or why it failed.
     Starttls {
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        tls: Option<TlsInfo>,
+        tls: Option<Box<TlsInfo>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
@@ -153,7 +153,7 @@ impl Tape {
                         next.transport, next.port
                     )));
                 }
-                Ok(SocketTape::Replay { tls: next.tls, steps: next.steps.into(), sent: 0, open: true })
+                Ok(SocketTape::Replay { tls: next.tls.map(Box::new), steps: next.steps.into(), sent: 0, open: true })
             }
         }
     }
@@ -163,7 +163,7 @@ impl Tape {
 pub(crate) enum SocketTape {
     Record(Arc<Mutex<Exchange>>),
     Replay {
-        tls: Option<TlsInfo>,
+        tls: Option<Box<TlsInfo>>,
         steps: VecDeque<Step>,
         /// Steps consumed (for saying where a conversation parted).
         sent: usize,
@@ -182,7 +182,7 @@ impl SocketTape {
     /// The recorded TLS session of a replayed socket.
     pub(crate) fn tls(&self) -> Option<TlsInfo> {
         match self {
-            SocketTape::Replay { tls, .. } => tls.clone(),
+            SocketTape::Replay { tls, .. } => tls.as_deref().cloned(),
             SocketTape::Record(_) => None,
         }
     }
@@ -253,7 +253,7 @@ impl SocketTape {
     pub(crate) fn replay_starttls(&mut self) -> Result<Option<TlsInfo>> {
         let SocketTape::Replay { steps, .. } = self else { return Ok(None) };
         match steps.pop_front() {
-            Some(Step::Starttls { tls, error: None }) => Ok(tls),
+            Some(Step::Starttls { tls, error: None }) => Ok(tls.map(|t| *t)),
             Some(Step::Starttls { error: Some(e), .. }) => Err(Error::new(ErrorKind::Protocol, e)),
             Some(other) => {
                 let what = describe(&other);
