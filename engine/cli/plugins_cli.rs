@@ -29,61 +29,53 @@ enum Cmd {
     },
     /// One plugin: description, categories, where it runs, its file.
     Show { id: String },
-    /// Run a plugin file offline against recorded input (no network).
+    /// Run a plugin file offline against recorded input (--banner, --tls-chain, --replay), or record a live run (--record).
     Test {
         /// The plugin file.
         file: PathBuf,
-        /// Port number the plugin is told it runs on.
-        #[arg(long, default_value_t = 80)]
-        port: u16,
-        /// Detected service name (e.g. http, ssh).
-        #[arg(long)]
-        service: Option<String>,
-        /// Banner text; \r \n \t \0 \\ \xHH escapes are decoded.
-        #[arg(long, conflicts_with = "banner_file")]
-        banner: Option<String>,
-        /// Banner bytes from a file.
-        #[arg(long = "banner-file", value_name = "FILE")]
-        banner_file: Option<PathBuf>,
-        /// Certificate chain (PEM, leaf first) the plugin sees as ctx.tls.
-        #[arg(long = "tls-chain", value_name = "PEM")]
-        tls_chain: Option<PathBuf>,
-        /// Plugin arguments: k=v,k2=v2.
-        #[arg(long = "script-args", value_name = "ARGS")]
-        script_args: Option<String>,
-        /// NDJSON events instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Run against the live --target and keep every socket exchange
-        /// (ctx:connect, ctx.http, ctx:udp) in DIR/recording.json.
-        #[arg(long, value_name = "DIR", requires = "target", conflicts_with = "replay")]
-        record: Option<PathBuf>,
-        /// Run offline against DIR/recording.json (made by --record): the
-        /// port, service and banner recorded, and each socket's bytes.
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["banner", "banner_file", "tls_chain", "service"])]
-        replay: Option<PathBuf>,
-        /// The address --record talks to (an address, not a name); only its
-        /// --port is reachable (with --udp, its UDP --port).
-        #[arg(long, value_name = "ADDR")]
-        target: Option<std::net::IpAddr>,
-        /// The port is a UDP one (ctx.protocol "udp"; ctx:udp reaches it).
-        #[arg(long)]
-        udp: bool,
+        #[command(flatten)]
+        opts: TestOpts,
     },
 }
 
 /// What `plugins test` runs, and how.
+#[derive(Debug, clap::Args)]
 struct TestOpts {
+    /// Port number the plugin is told it runs on.
+    #[arg(long, default_value_t = 80)]
     port: u16,
+    /// Detected service name (e.g. http, ssh).
+    #[arg(long)]
     service: Option<String>,
+    /// Banner text; \r \n \t \0 \\ \xHH escapes are decoded.
+    #[arg(long, conflicts_with = "banner_file")]
     banner: Option<String>,
+    /// Banner bytes from a file.
+    #[arg(long = "banner-file", value_name = "FILE")]
     banner_file: Option<PathBuf>,
+    /// Certificate chain (PEM, leaf first) the plugin sees as ctx.tls.
+    #[arg(long = "tls-chain", value_name = "PEM")]
     tls_chain: Option<PathBuf>,
+    /// Plugin arguments: k=v,k2=v2.
+    #[arg(long = "script-args", value_name = "ARGS")]
     script_args: Option<String>,
+    /// NDJSON events instead of text.
+    #[arg(long)]
     json: bool,
+    /// Run against the live --target and keep every socket exchange
+    /// (ctx:connect, ctx.http, ctx:udp) in DIR/recording.json.
+    #[arg(long, value_name = "DIR", requires = "target", conflicts_with = "replay")]
     record: Option<PathBuf>,
+    /// Run offline against DIR/recording.json (made by --record): the
+    /// port, service and banner recorded, and each socket's bytes.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["banner", "banner_file", "tls_chain", "service"])]
     replay: Option<PathBuf>,
+    /// The address --record talks to (an address, not a name); only its
+    /// --port is reachable (with --udp, its UDP --port).
+    #[arg(long, value_name = "ADDR")]
     target: Option<std::net::IpAddr>,
+    /// The port is a UDP one (ctx.protocol "udp"; ctx:udp reaches it).
+    #[arg(long)]
     udp: bool,
 }
 
@@ -96,35 +88,7 @@ pub fn run(args: PluginsArgs) -> u8 {
     let result = match args.cmd {
         Cmd::List { expr } => list(&dir, expr.as_deref()),
         Cmd::Show { id } => show(&dir, &id),
-        Cmd::Test {
-            file,
-            port,
-            service,
-            banner,
-            banner_file,
-            tls_chain,
-            script_args,
-            json,
-            record,
-            replay,
-            target,
-            udp,
-        } => {
-            let opts = TestOpts {
-                port,
-                service,
-                banner,
-                banner_file,
-                tls_chain,
-                script_args,
-                json,
-                record,
-                replay,
-                target,
-                udp,
-            };
-            test(&dir, &file, opts)
-        }
+        Cmd::Test { file, opts } => test(&dir, &file, opts),
     };
     match result {
         Ok(code) => code,
