@@ -68,7 +68,11 @@ struct TestOpts {
     record: Option<PathBuf>,
     /// Run offline against DIR/recording.json (made by --record): the
     /// port, service and banner recorded, and each socket's bytes.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["banner", "banner_file", "tls_chain", "service"])]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["banner", "banner_file", "tls_chain", "service", "port", "udp", "target"]
+    )]
     replay: Option<PathBuf>,
     /// The address --record talks to (an address, not a name); only its
     /// --port is reachable (with --udp, its UDP --port).
@@ -215,6 +219,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     if let Some(s) = recording.as_ref().map_or(service, |r| r.service.clone()) {
         info.id.service = s;
     }
+    let tls = recording.as_ref().map_or(tls, |r| r.tls.clone());
     info.tunnel = tls.is_some().then_some(moonscan::findings::Tunnel::Ssl);
     info.banner = recording.as_ref().map_or(banner, |r| r.banner.clone());
     info.tls = tls.map(Box::new);
@@ -270,6 +275,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             protocol: proto.as_str().to_string(),
             service: Some(info.id.service.clone()).filter(|s| !s.is_empty()),
             banner: info.banner.clone(),
+            tls: info.tls.as_deref().cloned(),
             sockets: t.recorded(),
         };
         plugins::tape::save(dir, &r)?;

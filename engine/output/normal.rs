@@ -121,6 +121,7 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
         if let Some(mac) = mac {
             let _ = writeln!(text, "MAC Address: {mac} (Unknown)");
         }
+        host_scripts(text, host);
         return;
     }
     // nmap's "Not shown" line, or an empty line in its place.
@@ -299,7 +300,9 @@ mod tests {
         let mut evs = scan();
         let end = evs.pop().unwrap();
         let data = serde_json::json!({"dialects": ["202", "311"]});
-        evs.push(host_result("198.18.0.2", 443, "smb-protocols", "\n  dialects: \n    202\n    311", data));
+        evs.push(host_result("198.18.0.2", 443, "smb-protocols", "\n  dialects: \n    202\n    311", data.clone()));
+        // The same host script run on another port of the host: shown once.
+        evs.push(host_result("198.18.0.2", 22, "smb-protocols", "\n  dialects: \n    202\n    311", data));
         evs.push(end);
         let text = render(&evs, false);
         let want = "\nHost script results:\n| smb-protocols: \n|   dialects: \n|     202\n|_    311\n\n";
@@ -308,6 +311,7 @@ mod tests {
         assert!(text.find("443/tcp").unwrap() < at, "{text}");
         assert!(at < text.find("Nmap scan report for 198.18.0.10").unwrap(), "{text}");
         assert_eq!(text.matches("Host script results:").count(), 1);
+        assert_eq!(text.matches("| smb-protocols:").count(), 1, "{text}");
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct Collected {
     hostnames: HashMap<IpAddr, String>,
     /// Host script results (findings of `scope = "host"` plugins), by address.
     host_scripts: BTreeMap<IpAddr, Scripts>,
+    /// The port each host script's results came from: one run per host
+    /// and plugin is shown (a plugin may run on 139 and 445 alike).
+    host_script_ports: HashMap<(IpAddr, String), u16>,
     /// Distinct addresses in `ports` or found up.
     up: usize,
     pub end: Option<ScanEnd>,
@@ -223,9 +226,16 @@ impl Collected {
                     data: f.data.clone(),
                     output: f.output.clone(),
                 };
-                let port = self.port(f.ip, f.proto, f.port, f.t);
-                let scripts = if f.host { self.host_scripts.entry(f.ip).or_default() } else { &mut port.scripts };
-                scripts.entry(f.plugin.clone()).or_default().push(finding);
+                if f.host {
+                    let from = *self.host_script_ports.entry((f.ip, f.plugin.clone())).or_insert(f.port);
+                    self.port(f.ip, f.proto, f.port, f.t);
+                    if from == f.port {
+                        self.host_scripts.entry(f.ip).or_default().entry(f.plugin.clone()).or_default().push(finding);
+                    }
+                } else {
+                    let port = self.port(f.ip, f.proto, f.port, f.t);
+                    port.scripts.entry(f.plugin.clone()).or_default().push(finding);
+                }
             }
             Event::Extraports(e) => {
                 let u = Unshown { proto: e.proto, state: e.state, reason: e.reason, count: e.count.into() };

@@ -5,8 +5,9 @@
 //!
 //! In: a plugin's calls, during a run ([`super::host`] sets the run up).
 //! Out: values for the plugin, and the run's findings, logs and refusals.
-//! What always holds: every connection goes through [`Host::open_socket`]
-//! (the guard, the socket budget and a deadline), every byte read is charged
+//! What always holds: every socket passes [`Host::admit`] (the guard and
+//! the socket budget) or, replayed, [`Host::aim`] (the budget, no network),
+//! and has a deadline; every byte read is charged
 //! to the run's read budget before the plugin sees it, and every list a
 //! plugin can grow (findings, logs, refusals) is capped.
 
@@ -269,8 +270,8 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
     // ---- ctx:ssh_auth_methods (end) ----
 
     // ctx.ssh:host_keys{port=, timeout=}: the server's host keys, one
-    // connection per kind (RSA, DSA, ECDSA on each curve, Ed25519, in
-    // nmap's order), each through the guard and the socket budget: a list
+    // connection per kind (RSA, ECDSA on each curve, Ed25519, in nmap's
+    // order), each through the guard and the socket budget: a list
     // of { type=, bits=, blob= }, or nil, why when no key came.
     let ssh = lua.create_table()?;
     let h = host.clone();
@@ -379,7 +380,7 @@ pub(super) fn ctx_methods(lua: &Lua, host: &Host) -> mlua::Result<Table> {
 /// `ctx:connect{port=, host=, tls=, timeout=}`.
 pub(super) struct ConnectRequest {
     host: Option<String>,
-    port: Option<u16>,
+    pub(super) port: Option<u16>,
     pub(super) tls: Option<TlsOptions>,
     pub(super) timeout: Duration,
 }
@@ -477,9 +478,9 @@ impl Host {
         self.tape.get().filter(|t| t.replaying())
     }
 
-    /// The one way a plugin opens a connection: guard, socket budget,
-    /// deadline. The connection is the host's own (its bytes are not on
-    /// the tape: see [`Host::open_taped`]).
+    /// A TCP connection for the host's own protocol helpers: guard, socket
+    /// budget, deadline (its bytes are not on the tape: see
+    /// [`Host::open_taped`]).
     pub(super) async fn open_socket(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
         let (ip, port) = self.admit(req, Transport::Tcp)?;
         let until = tokio::time::Instant::now() + req.timeout;
@@ -491,19 +492,27 @@ impl Host {
     /// `ctx.http`): recorded, or replayed from the recording without the
     /// network.
     pub(super) async fn open_taped(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
+        let tls_asked = req.tls.is_some();
         if let Some(tape) = self.replay() {
             let (_, port) = self.aim(req)?;
-            let st = tape.open("tcp", port, None)?;
+            let st = tape.open("tcp", port, tls_asked, None)?;
             let tls = st.tls();
             return self.keep(Socket { conn: None, pending: Vec::new(), timeout: req.timeout, tls, tape: Some(st) });
         }
-        let sock = self.open_socket(req).await?;
-        if let Some(tape) = self.tape.get() {
-            let mut s = sock.lock().await;
-            let port = req.port.unwrap_or(with_run(&self.cur, |r| r.info.port).map_err(no_run)?);
-            s.tape = Some(tape.open("tcp", port, s.tls.clone())?);
+        let Some(tape) = self.tape.get() else { return self.open_socket(req).await };
+        let port = req.port.unwrap_or(with_run(&self.cur, |r| r.info.port).map_err(no_run)?);
+        match self.open_socket(req).await {
+            Ok(sock) => {
+                let mut s = sock.lock().await;
+                s.tape = Some(tape.open("tcp", port, tls_asked, s.tls.clone())?);
+                drop(s);
+                Ok(sock)
+            }
+            Err(e) => {
+                tape.open_failed("tcp", port, tls_asked, &e);
+                Err(e)
+            }
         }
-        Ok(sock)
     }
 
     fn keep(&self, s: Socket) -> crate::Result<SharedSocket> {

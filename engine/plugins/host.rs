@@ -442,6 +442,12 @@ impl Vm {
             self.meter.trip(Trip::Wall);
         }
         let tripped = self.meter.tripped();
+        if matches!(tripped, Some(Trip::Wall | Trip::Stopped)) {
+            // A run stopped while it waited keeps, in its dropped coroutine,
+            // the host call it waited in (and the socket that call holds):
+            // collected now, so every socket of the run closes with it.
+            let _ = self.lua.gc_collect();
+        }
         let run = self.current.lock().unwrap_or_else(|e| e.into_inner()).take();
         let (mut out, mut output_left) = match run {
             Some(r) => {

@@ -179,7 +179,7 @@ impl Socket {
         if let Some(t) = &self.tape {
             t.note(match &r {
                 Ok(()) => Step::Send { data: data.to_vec() },
-                Err(e) => Step::Fail { error: e.to_string() },
+                Err(e) => Step::failed(e, true),
             });
         }
         r
@@ -201,7 +201,7 @@ impl Socket {
             t.note(match &r {
                 Ok(0) => Step::End,
                 Ok(n) => Step::Recv { data: buf[..*n].to_vec() },
-                Err(e) => Step::Fail { error: e.to_string() },
+                Err(e) => Step::failed(e, false),
             });
         }
         let n = r?;

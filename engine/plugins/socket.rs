@@ -1,5 +1,5 @@
 //! Plugin sockets as Lua sees them: `send`, `recv`, `recv_until`,
-//! `starttls`, `tls`, `close` on a connection [`Host::open_socket`] made.
+//! `starttls`, `tls`, `close` on a connection [`Host::open_taped`] made.
 //!
 //! In: a plugin's calls on its socket. Out: data or `nil, err`. What always
 //! holds: every read has the socket's timeout and is charged to the run's
@@ -178,7 +178,11 @@ impl UserData for LuaSocket {
                 ));
             }
             if let Some(t @ SocketTape::Replay { .. }) = s.tape.as_mut() {
-                return match t.replay_starttls() {
+                let (r, read) = t.replay_starttls();
+                if !this.host.charge(read) {
+                    return failed(read_budget(&this.host.budgets));
+                }
+                return match r {
                     Ok(info) => {
                         s.tls = info;
                         Ok((Value::Boolean(true), Value::Nil))
@@ -199,8 +203,8 @@ impl UserData for LuaSocket {
             let (opened, read) = net::starttls(tcp, proto, until).await;
             if let Some(t) = &s.tape {
                 t.note(match &opened {
-                    Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None },
-                    Err(e) => Step::Starttls { tls: None, error: Some(e.to_string()) },
+                    Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None, read },
+                    Err(e) => Step::Starttls { tls: None, error: Some(e.to_string()), read },
                 });
             }
             if !this.host.charge(read) {

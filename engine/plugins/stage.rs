@@ -120,6 +120,11 @@ async fn worker(
     let mut made: Option<Vm> = None;
     loop {
         let Ok(info) = ports.recv().await else { break };
+        if cut.is_set() {
+            // Keep taking ports so the stage before never blocks.
+            skipped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         let vm = match &mut made {
             Some(vm) => vm,
             None => match Vm::new(&cfg.plugins, &cfg.budgets, guard.clone(), &cfg.args, scan_output.clone()) {
@@ -129,16 +134,13 @@ async fn worker(
                     made.insert(vm)
                 }
                 Err(e) => {
+                    // The error says why; the ports this worker would have
+                    // taken go to the other workers.
                     let message = format!("cannot start a plugin VM: {e}");
                     return ctx.emit(ctx.error(None, None, None, ErrorKind::Sandbox, message)).await;
                 }
             },
         };
-        if cut.is_set() {
-            // Keep taking ports so the stage before never blocks.
-            skipped.fetch_add(1, Ordering::Relaxed);
-            continue;
-        }
         for i in 0..vm.plugins().len() {
             if cut.is_set() {
                 break;

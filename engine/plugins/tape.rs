@@ -56,6 +56,9 @@ pub struct Recording {
     pub service: Option<String>,
     #[serde(with = "b64")]
     pub banner: Vec<u8>,
+    /// What service detection read of the TLS session (ctx.tls), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsInfo>,
     pub sockets: Vec<Exchange>,
 }
 
@@ -65,9 +68,15 @@ pub struct Exchange {
     /// "tcp" or "udp".
     pub transport: String,
     pub port: u16,
+    /// Opened with `tls`.
+    #[serde(default)]
+    pub tls_asked: bool,
     /// The TLS session of a socket opened with `tls`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsInfo>,
+    /// Why the socket did not open (then there are no steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_error: Option<String>,
     pub steps: Vec<Step>,
 }
 
@@ -87,15 +96,36 @@ pub enum Step {
     },
     /// The peer closed the connection.
     End,
-    /// A read or send failed (a timeout, a reset, a port unreachable).
-    Fail { error: String },
-    /// `sock:starttls()`: its TLS session, or why it failed.
+    /// A read (or, with `send`, a send) failed: a timeout, a reset, a port
+    /// unreachable.
+    Fail {
+        error: String,
+        #[serde(default)]
+        timeout: bool,
+        #[serde(default)]
+        send: bool,
+    },
+    /// `sock:starttls()`: its TLS session, or why it failed, and the bytes
+    /// its exchange read (charged again when replayed).
     Starttls {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tls: Option<Box<TlsInfo>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        #[serde(default)]
+        read: usize,
     },
+}
+
+impl Step {
+    /// A failed read, or send.
+    pub(crate) fn failed(e: &Error, send: bool) -> Step {
+        Step::Fail { error: e.to_string(), timeout: e.kind() == ErrorKind::Timeout, send }
+    }
+
+    fn error(error: String, timeout: bool) -> Error {
+        Error::new(if timeout { ErrorKind::Timeout } else { ErrorKind::Io }, error)
+    }
 }
 
 /// What a run does with its sockets' conversations.
@@ -133,28 +163,52 @@ impl Tape {
     }
 
     /// A new socket's part: a fresh exchange to record into, or the next
-    /// recorded one, which must be for `transport` and `port`.
-    pub(super) fn open(&self, transport: &str, port: u16, tls: Option<TlsInfo>) -> Result<SocketTape> {
+    /// recorded one, which must be for `transport`, `port` and `tls_asked`
+    /// (a recorded open that failed fails again, with its error).
+    pub(super) fn open(&self, transport: &str, port: u16, tls_asked: bool, tls: Option<TlsInfo>) -> Result<SocketTape> {
         match self {
             Tape::Record(all) => {
-                let x = Arc::new(Mutex::new(Exchange { transport: transport.into(), port, tls, steps: Vec::new() }));
+                let x = Exchange { transport: transport.into(), port, tls_asked, tls, ..Exchange::default() };
+                let x = Arc::new(Mutex::new(x));
                 all.lock().unwrap_or_else(|e| e.into_inner()).push(x.clone());
                 Ok(SocketTape::Record(x))
             }
             Tape::Replay(left) => {
                 let mut left = left.lock().unwrap_or_else(|e| e.into_inner());
                 let parted = |why: String| Error::new(ErrorKind::Protocol, format!("replay: {why}"));
-                let Some(next) = left.pop_front() else {
+                let tls_word = |t: bool| if t { " with TLS" } else { "" };
+                let Some(next) = left.front() else {
                     return Err(parted(format!("the recording has no more sockets (this one is {transport}/{port})")));
                 };
-                if next.transport != transport || next.port != port {
+                if next.transport != transport || next.port != port || next.tls_asked != tls_asked {
                     return Err(parted(format!(
-                        "the recording's next socket is {}/{}, not {transport}/{port}",
-                        next.transport, next.port
+                        "the recording's next socket is {}/{}{}, not {transport}/{port}{}",
+                        next.transport,
+                        next.port,
+                        tls_word(next.tls_asked),
+                        tls_word(tls_asked)
                     )));
                 }
-                Ok(SocketTape::Replay { tls: next.tls.map(Box::new), steps: next.steps.into(), sent: 0, open: true })
+                let next = left.pop_front().unwrap_or_default();
+                if let Some(e) = next.open_error {
+                    return Err(Error::new(ErrorKind::Io, e));
+                }
+                Ok(SocketTape::Replay { tls: next.tls.map(Box::new), steps: next.steps.into(), taken: 0, open: true })
             }
+        }
+    }
+
+    /// Records an open that failed (recording only).
+    pub(super) fn open_failed(&self, transport: &str, port: u16, tls_asked: bool, e: &Error) {
+        if let Tape::Record(all) = self {
+            let x = Exchange {
+                transport: transport.into(),
+                port,
+                tls_asked,
+                open_error: Some(e.to_string()),
+                ..Exchange::default()
+            };
+            all.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::new(Mutex::new(x)));
         }
     }
 }
@@ -165,8 +219,8 @@ pub(crate) enum SocketTape {
     Replay {
         tls: Option<Box<TlsInfo>>,
         steps: VecDeque<Step>,
-        /// Steps consumed (for saying where a conversation parted).
-        sent: usize,
+        /// Steps taken (for saying where a conversation parted).
+        taken: usize,
         open: bool,
     },
 }
@@ -189,14 +243,13 @@ impl SocketTape {
 
     /// Replays a send: it must be the next step and carry the same bytes.
     pub(crate) fn replay_send(&mut self, data: &[u8]) -> Result<()> {
-        let SocketTape::Replay { steps, sent, open, .. } = self else { return Ok(()) };
+        let SocketTape::Replay { steps, taken, open, .. } = self else { return Ok(()) };
         if !*open {
             return Err(Error::new(ErrorKind::Io, "socket is closed"));
         }
-        *sent += 1;
-        let at = *sent;
+        let at = *taken + 1;
         let parted = |why: String| Error::new(ErrorKind::Protocol, format!("replay: step {at}: {why}"));
-        match steps.pop_front() {
+        let r = match steps.pop_front() {
             Some(Step::Send { data: want }) if want == data => Ok(()),
             Some(Step::Send { data: want }) => Err(parted(format!(
                 "the plugin sent {} bytes ({}) where the recording sent {} bytes ({})",
@@ -205,40 +258,49 @@ impl SocketTape {
                 want.len(),
                 preview(&want)
             ))),
-            Some(Step::Fail { error }) => Err(Error::new(ErrorKind::Io, error)),
+            Some(Step::Fail { error, timeout, send: true }) => Err(Step::error(error, timeout)),
             Some(other) => {
                 let what = describe(&other);
                 steps.push_front(other);
-                Err(parted(format!("the plugin sent where the recording has {what}")))
+                return Err(parted(format!("the plugin sent where the recording has {what}")));
             }
-            None => Err(parted("the plugin sent past the end of the recording".into())),
-        }
+            None => return Err(parted("the plugin sent past the end of the recording".into())),
+        };
+        *taken += 1;
+        r
     }
 
     /// Replays a read of at most `max` bytes into `out`: the next recorded
     /// bytes (what is left of them stays for the next read), 0 at the end.
     pub(crate) fn replay_read(&mut self, max: usize, out: &mut Vec<u8>) -> Result<usize> {
-        let SocketTape::Replay { steps, sent, open, .. } = self else { return Ok(0) };
+        let SocketTape::Replay { steps, taken, open, .. } = self else { return Ok(0) };
         if !*open {
             return Err(Error::new(ErrorKind::Io, "socket is closed"));
         }
+        let at = *taken + 1;
         match steps.pop_front() {
             Some(Step::Recv { mut data }) => {
                 if data.len() > max {
+                    // The rest stays, as the same step.
                     let rest = data.split_off(max);
                     steps.push_front(Step::Recv { data: rest });
+                } else {
+                    *taken += 1;
                 }
                 out.extend_from_slice(&data);
                 Ok(data.len())
             }
-            Some(Step::End) | None => Ok(0),
-            Some(Step::Fail { error }) => {
-                let kind = if error.contains("timeout") { ErrorKind::Timeout } else { ErrorKind::Io };
-                Err(Error::new(kind, error))
+            Some(Step::End) => {
+                // The end stays the end.
+                steps.push_front(Step::End);
+                Ok(0)
+            }
+            None => Ok(0),
+            Some(Step::Fail { error, timeout, send: false }) => {
+                *taken += 1;
+                Err(Step::error(error, timeout))
             }
             Some(other) => {
-                *sent += 1;
-                let at = *sent;
                 let what = describe(&other);
                 steps.push_front(other);
                 Err(Error::new(
@@ -249,22 +311,26 @@ impl SocketTape {
         }
     }
 
-    /// Replays a `sock:starttls()`.
-    pub(crate) fn replay_starttls(&mut self) -> Result<Option<TlsInfo>> {
-        let SocketTape::Replay { steps, .. } = self else { return Ok(None) };
-        match steps.pop_front() {
-            Some(Step::Starttls { tls, error: None }) => Ok(tls.map(|t| *t)),
-            Some(Step::Starttls { error: Some(e), .. }) => Err(Error::new(ErrorKind::Protocol, e)),
+    /// Replays a `sock:starttls()`: its session and the bytes its exchange
+    /// read, or why it failed (with those bytes).
+    pub(crate) fn replay_starttls(&mut self) -> (Result<Option<TlsInfo>>, usize) {
+        let SocketTape::Replay { steps, taken, open, .. } = self else { return (Ok(None), 0) };
+        if !*open {
+            return (Err(Error::new(ErrorKind::Io, "socket is closed")), 0);
+        }
+        let r = match steps.pop_front() {
+            Some(Step::Starttls { tls, error: None, read }) => (Ok(tls.map(|t| *t)), read),
+            Some(Step::Starttls { error: Some(e), read, .. }) => (Err(Error::new(ErrorKind::Protocol, e)), read),
             Some(other) => {
                 let what = describe(&other);
                 steps.push_front(other);
-                Err(Error::new(
-                    ErrorKind::Protocol,
-                    format!("replay: the plugin asked for STARTTLS where the recording has {what}"),
-                ))
+                let why = format!("replay: the plugin asked for STARTTLS where the recording has {what}");
+                return (Err(Error::new(ErrorKind::Protocol, why)), 0);
             }
-            None => Err(Error::new(ErrorKind::Protocol, "replay: STARTTLS past the end of the recording")),
-        }
+            None => return (Err(Error::new(ErrorKind::Protocol, "replay: STARTTLS past the end of the recording")), 0),
+        };
+        *taken += 1;
+        r
     }
 
     pub(crate) fn close(&mut self) {
@@ -279,7 +345,7 @@ fn describe(s: &Step) -> String {
         Step::Send { data } => format!("a send of {} bytes", data.len()),
         Step::Recv { data } => format!("a read of {} bytes", data.len()),
         Step::End => "the end of the connection".into(),
-        Step::Fail { error } => format!("a failure ({error})"),
+        Step::Fail { error, .. } => format!("a failure ({error})"),
         Step::Starttls { .. } => "STARTTLS".into(),
     }
 }
@@ -298,15 +364,20 @@ fn preview(b: &[u8]) -> String {
 pub fn load(dir: &std::path::Path) -> Result<Recording> {
     let path = dir.join("recording.json");
     let bytes = crate::files::read_capped(&path, MAX_RECORDING, "recording")?;
-    let r: Recording = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{}: not a recording: {e}", path.display()), e))?;
-    if r.version != 1 {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!("{}: recording version {} (this build reads 1)", path.display(), r.version),
-        ));
+    let bad = |e: serde_json::Error| {
+        Error::with_source(ErrorKind::Config, format!("{}: not a recording: {e}", path.display()), e)
+    };
+    // The version first: a newer format says so, not which field it lacks.
+    #[derive(Deserialize)]
+    struct Version {
+        version: u32,
     }
-    Ok(r)
+    let v: Version = serde_json::from_slice(&bytes).map_err(bad)?;
+    if v.version != 1 {
+        let why = format!("{}: recording version {} (this build reads 1)", path.display(), v.version);
+        return Err(Error::new(ErrorKind::Config, why));
+    }
+    serde_json::from_slice(&bytes).map_err(bad)
 }
 
 /// Writes DIR/recording.json (DIR made if need be).
@@ -328,13 +399,8 @@ mod tests {
     use super::*;
 
     fn replayed(steps: Vec<Step>) -> SocketTape {
-        let tape = Tape::Replay(Mutex::new(VecDeque::from([Exchange {
-            transport: "tcp".into(),
-            port: 80,
-            tls: None,
-            steps,
-        }])));
-        tape.open("tcp", 80, None).unwrap()
+        let x = Exchange { transport: "tcp".into(), port: 80, steps, ..Exchange::default() };
+        Tape::Replay(Mutex::new(VecDeque::from([x]))).open("tcp", 80, false, None).unwrap()
     }
 
     #[test]
@@ -351,9 +417,9 @@ mod tests {
         assert_eq!(out, b"220 hello\r\n");
         // A read where the recording sent says so, and leaves the step.
         let e = s.replay_read(100, &mut out).unwrap_err().to_string();
-        assert!(e.contains("the plugin read where the recording has a send of 6 bytes"), "{e}");
+        assert!(e.contains("step 2: the plugin read where the recording has a send of 6 bytes"), "{e}");
         let e = s.replay_send(b"HELP\r\n").unwrap_err().to_string();
-        assert!(e.contains("the plugin sent 6 bytes (\"HELP\\r\\n\") where the recording sent 6 bytes"), "{e}");
+        assert!(e.contains("step 2: the plugin sent 6 bytes (\"HELP\\r\\n\") where the recording sent 6 bytes"), "{e}");
         let mut s = replayed(vec![Step::Send { data: b"QUIT\r\n".to_vec() }, Step::End]);
         s.replay_send(b"QUIT\r\n").unwrap();
         assert_eq!(s.replay_read(10, &mut out).unwrap(), 0, "the end reads as 0");
@@ -364,17 +430,25 @@ mod tests {
 
     #[test]
     fn sockets_must_come_in_the_recorded_order() {
-        let x = |t: &str, p| Exchange { transport: t.into(), port: p, tls: None, steps: Vec::new() };
-        let tape = Tape::Replay(Mutex::new(VecDeque::from([x("udp", 161), x("tcp", 22)])));
-        let e = tape.open("tcp", 22, None).err().unwrap().to_string();
+        let x = |t: &str, p| Exchange { transport: t.into(), port: p, ..Exchange::default() };
+        let failed = Exchange { open_error: Some("connection refused".into()), tls_asked: true, ..x("tcp", 443) };
+        let tape = Tape::Replay(Mutex::new(VecDeque::from([x("udp", 161), x("tcp", 22), failed])));
+        let e = tape.open("tcp", 22, false, None).err().unwrap().to_string();
         assert!(e.contains("next socket is udp/161, not tcp/22"), "{e}");
-        tape.open("tcp", 22, None).unwrap();
-        assert!(tape.open("tcp", 22, None).err().unwrap().to_string().contains("no more sockets"));
+        // A socket that does not match is left for the one that does.
+        tape.open("udp", 161, false, None).unwrap();
+        tape.open("tcp", 22, false, None).unwrap();
+        // Whether TLS was asked must match too; an open that failed fails again.
+        let e = tape.open("tcp", 443, false, None).err().unwrap().to_string();
+        assert!(e.contains("next socket is tcp/443 with TLS, not tcp/443"), "{e}");
+        let e = tape.open("tcp", 443, true, None).err().unwrap().to_string();
+        assert_eq!(e, "connection refused");
+        assert!(tape.open("tcp", 22, false, None).err().unwrap().to_string().contains("no more sockets"));
     }
 
     #[test]
     fn a_failure_replays_as_its_kind() {
-        let mut s = replayed(vec![Step::Fail { error: "timeout".into() }]);
+        let mut s = replayed(vec![Step::Fail { error: "Connection timed out".into(), timeout: true, send: false }]);
         let e = s.replay_read(10, &mut Vec::new()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Timeout);
     }
@@ -389,11 +463,12 @@ mod tests {
             protocol: "tcp".into(),
             service: Some("redis".into()),
             banner: vec![0, 255, b'a'],
+            tls: None,
             sockets: vec![Exchange {
                 transport: "tcp".into(),
                 port: 6379,
-                tls: None,
                 steps: vec![Step::Send { data: b"INFO\r\n".to_vec() }, Step::Recv { data: vec![1, 2] }, Step::End],
+                ..Exchange::default()
             }],
         };
         let dir = tempfile::tempdir().unwrap();
@@ -403,6 +478,7 @@ mod tests {
         let back = load(dir.path()).unwrap();
         assert_eq!((back.banner, back.sockets[0].steps.clone()), (r.banner, r.sockets[0].steps.clone()));
         std::fs::write(dir.path().join("recording.json"), "{\"version\": 2}").unwrap();
-        assert!(load(dir.path()).is_err());
+        let e = load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("recording version 2 (this build reads 1)"), "{e}");
     }
 }

@@ -317,8 +317,9 @@ fn a_bare_id_in_two_packs_is_an_error_naming_both() {
 }
 
 #[tokio::test]
-async fn a_plugins_own_coroutines_never_see_the_hosts_yields() {
-    // Each value takes far more than the 8192 steps between host yields.
+async fn a_plugins_own_coroutines_see_only_their_own_yields() {
+    // Each value takes many steps: were the host ever to yield from the
+    // interrupt again, the plugin's coroutine must not take that for its own.
     let out = run(r#"
         local gen = coroutine.wrap(function()
             for i = 1, 10 do

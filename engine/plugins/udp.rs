@@ -67,7 +67,7 @@ impl Datagram {
         if let Some(t) = &self.tape {
             t.note(match &r {
                 Ok(()) => Step::Send { data: data.to_vec() },
-                Err(e) => Step::Fail { error: e.to_string() },
+                Err(e) => Step::failed(e, true),
             });
         }
         r
@@ -77,11 +77,14 @@ impl Datagram {
     async fn recv(&mut self) -> crate::Result<Vec<u8>> {
         let mut buf = Vec::new();
         if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
-            t.replay_read(MAX_DATAGRAM, &mut buf)?;
+            // Past the recording's last datagram, none comes: a timeout.
+            if t.replay_read(MAX_DATAGRAM, &mut buf)? == 0 {
+                return Err(timed_out("timeout"));
+            }
             return Ok(buf);
         }
         let Some(s) = self.sock.as_ref() else { return Err(closed()) };
-        // One byte more than any datagram: nothing is cut silently.
+        // One byte more than any datagram: a larger one is an error.
         buf.resize(MAX_DATAGRAM + 1, 0);
         let r = match tokio::time::timeout(self.timeout, s.recv(&mut buf)).await {
             Err(_) => Err(timed_out("timeout")),
@@ -93,6 +96,10 @@ impl Datagram {
                 };
                 Err(Error::with_source(ErrorKind::Io, why, e))
             }
+            Ok(Ok(n)) if n > MAX_DATAGRAM => {
+                let why = format!("udp recv: a datagram of more than {MAX_DATAGRAM} bytes");
+                Err(Error::new(ErrorKind::Protocol, why))
+            }
             Ok(Ok(n)) => {
                 buf.truncate(n);
                 Ok(buf)
@@ -101,7 +108,7 @@ impl Datagram {
         if let Some(t) = &self.tape {
             t.note(match &r {
                 Ok(d) => Step::Recv { data: d.clone() },
-                Err(e) => Step::Fail { error: e.to_string() },
+                Err(e) => Step::failed(e, false),
             });
         }
         r
@@ -113,7 +120,7 @@ pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result
     let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
     let req = ConnectRequest::from_lua_keys(opts.as_ref(), &["host", "port", "timeout"], "ctx:udp")?;
     if let Some(tape) = h.tape.get().filter(|t| t.replaying()) {
-        let replayed = h.aim(&req).and_then(|(_, port)| tape.open("udp", port, None));
+        let replayed = h.aim(&req).and_then(|(_, port)| tape.open("udp", port, false, None));
         let st = match replayed {
             Ok(st) => st,
             Err(e) => return failed(e),
@@ -121,19 +128,34 @@ pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result
         let d = Datagram { sock: None, sent: 0, timeout: req.timeout, tape: Some(st) };
         return keep(lua, h, d);
     }
+    let taped_failure = |e: &Error| {
+        if let Some(t) = h.tape.get() {
+            let port = req.port.or_else(|| with_run(&h.cur, |r| r.info.port).ok()).unwrap_or(0);
+            t.open_failed("udp", port, false, e);
+        }
+    };
     let (ip, port) = match h.admit(&req, Transport::Udp) {
         Ok(to) => to,
-        Err(e) => return failed(e),
+        Err(e) => {
+            taped_failure(&e);
+            return failed(e);
+        }
     };
     let local: IpAddr = if ip.is_ipv4() { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
     let sock = match UdpSocket::bind(SocketAddr::new(local, 0)).await {
         Ok(s) => s,
-        Err(e) => return failed(Error::with_source(ErrorKind::Io, "cannot open a UDP socket", e)),
+        Err(e) => {
+            let e = Error::with_source(ErrorKind::Io, "cannot open a UDP socket", e);
+            taped_failure(&e);
+            return failed(e);
+        }
     };
     if let Err(e) = sock.connect(SocketAddr::new(ip, port)).await {
-        return failed(Error::with_source(ErrorKind::Io, format!("cannot reach {ip}:{port}"), e));
+        let e = Error::with_source(ErrorKind::Io, format!("cannot reach {ip}:{port}"), e);
+        taped_failure(&e);
+        return failed(e);
     }
-    let tape = match h.tape.get().map(|t| t.open("udp", port, None)).transpose() {
+    let tape = match h.tape.get().map(|t| t.open("udp", port, false, None)).transpose() {
         Ok(t) => t,
         Err(e) => return failed(e),
     };
