@@ -42,7 +42,7 @@
 # answers on udp 53 (dnsmasq), 123 (chrony) and 161 (snmpd), and TCP 53
 # (dnsmasq). msscan routes only 198.18.1.2/32 there: the rest of 198.18.1.0/24
 # has no route (tests rely on 198.18.1.5 having none). "lab.sh ports udp"
-# lists the UDP ports (scripts/lab-daemons.sh).
+# lists the UDP ports (scripts/lab-udp.sh).
 #
 # Host discovery: msscan routes all of 198.18.0.0/16 to mstarget, which
 # answers on 8 addresses of 198.18.2.0/24 (198.18.2.3, .17, .42, .77, .100,
@@ -85,6 +85,8 @@ RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
 LIVE8="3 17 42 77 100 128 200 254"
 # shellcheck source=scripts/lab-daemons.sh
 . "$REPO/scripts/lab-daemons.sh"
+# shellcheck source=scripts/lab-udp.sh
+. "$REPO/scripts/lab-udp.sh"
 # shellcheck source=scripts/lab-www.sh
 . "$REPO/scripts/lab-www.sh"
 
