@@ -128,6 +128,23 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Bounded<S> {
     }
 }
 
+/// The client's settings for one exchange ending by `until`: the key
+/// exchanges and ciphers a scanner offers, and only the host key
+/// `algorithms` given (russh's list without).
+fn client_config(until: Instant, algorithms: Option<&[russh::keys::Algorithm]>) -> Arc<client::Config> {
+    let mut preferred = russh::Preferred { kex: KEX.into(), cipher: CIPHERS.into(), ..russh::Preferred::DEFAULT };
+    if let Some(a) = algorithms {
+        preferred.key = a.to_vec().into();
+    }
+    Arc::new(client::Config {
+        client_id: russh::SshId::Standard(CLIENT_ID.into()),
+        // Belt and braces: the stream already fails at the deadline.
+        inactivity_timeout: Some(until.saturating_duration_since(Instant::now())),
+        preferred,
+        ..Default::default()
+    })
+}
+
 /// Accepts any host key: the server is being looked at, not trusted.
 struct AnyHostKey;
 
@@ -211,17 +228,7 @@ pub(crate) async fn host_key_counted(
     max_read: u64,
 ) -> (crate::Result<Option<HostKey>>, u64) {
     let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
-    let config = Arc::new(client::Config {
-        client_id: russh::SshId::Standard(CLIENT_ID.into()),
-        inactivity_timeout: Some(until.saturating_duration_since(Instant::now())),
-        preferred: russh::Preferred {
-            kex: KEX.into(),
-            cipher: CIPHERS.into(),
-            key: algorithms.to_vec().into(),
-            ..russh::Preferred::DEFAULT
-        },
-        ..Default::default()
-    });
+    let config = client_config(until, Some(algorithms));
     let kept = Arc::new(std::sync::Mutex::new(None));
     let exchange = client::connect_stream(config, stream, KeepHostKey(kept.clone()));
     let outcome = tokio::time::timeout_at(until, exchange).await;
@@ -265,13 +272,7 @@ pub(crate) async fn auth_methods_counted(
     max_read: u64,
 ) -> (crate::Result<Vec<String>>, u64) {
     let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
-    let config = Arc::new(client::Config {
-        client_id: russh::SshId::Standard(CLIENT_ID.into()),
-        // Belt and braces: the stream already fails at the deadline.
-        inactivity_timeout: Some(until.saturating_duration_since(Instant::now())),
-        preferred: russh::Preferred { kex: KEX.into(), cipher: CIPHERS.into(), ..russh::Preferred::DEFAULT },
-        ..Default::default()
-    });
+    let config = client_config(until, None);
     let exchange = async {
         let mut handle = client::connect_stream(config, stream, AnyHostKey).await.map_err(describe)?;
         let result = handle.authenticate_none(user).await.map_err(describe)?;
