@@ -19,8 +19,9 @@
 //!   tripped budget stays tripped for the rest of the run: the interrupt
 //!   raises again at the next step and `pcall`, `xpcall` and
 //!   `coroutine.resume` re-raise it, so a plugin cannot swallow the stop.
-//!   The budgets and their meter are in [`super::budget`]; what a plugin
-//!   table may declare, and how it is checked, in [`super::meta`].
+//!   The budgets, their meter and each run's state are in `run.rs`;
+//!   `ctx` in `api.rs`; what a plugin table may declare, and how it
+//!   is checked, in [`super::meta`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,79 +32,30 @@ use std::time::{Duration, Instant};
 use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use serde_json::Value as Json;
 
-use super::api::{ctx_methods, log_line, tls_table, Host, MAX_LOGS, MAX_LOG_LINE};
-use super::budget::{charge_output, charge_text, Budgets, Meter, OutputAllowance, Trip};
+use super::api::Ctx;
 use super::libs::{hash_module, regex_module, PatternCache};
 use super::meta::{check_table, Meta};
-use super::net::{Guard, SharedSocket};
+use super::net::Guard;
+use super::run::{Budgets, Meter, OutputAllowance, Run, RunOutput, Scope, Trip};
 use super::value::ConvertError;
 use super::{Libraries, Plugin};
-use crate::findings::{ErrorKind, Service, Severity};
-
-/// One finding a run reported.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Finding {
-    pub severity: Severity,
-    pub title: String,
-    pub data: Json,
-    /// The script result's output text (see [`crate::findings::FindingEvent::output`]).
-    pub output: Option<String>,
-    /// What this finding is about, given with it.
-    pub about: crate::findings::About,
-}
-
-/// What one plugin run produced.
-#[derive(Clone, Debug, Default)]
-pub struct RunOutput {
-    pub findings: Vec<Finding>,
-    pub logs: Vec<String>,
-    /// Connections the guard refused (each an error event of kind `sandbox`).
-    pub refused: Vec<String>,
-    /// Why the run stopped short, if it did.
-    pub error: Option<(ErrorKind, String)>,
-}
-
-/// The run in progress, seen by the host functions.
-pub(super) struct RunCtx {
-    pub(super) info: Arc<Service>,
-    pub(super) sockets: u32,
-    /// `ctx:tls_enum` calls (one per run).
-    pub(super) tls_enums: u32,
-    pub(super) read: u64,
-    /// Bytes of findings this run may still report.
-    pub(super) output_left: u64,
-    pub(super) out: RunOutput,
-    pub(super) socks: Vec<SharedSocket>,
-    /// `ctx:udp` sockets, closed when the run ends.
-    pub(super) datagrams: Vec<super::udp::SharedDatagram>,
-}
-
-pub(super) type Current = Arc<Mutex<Option<RunCtx>>>;
-
-pub(super) fn with_run<R>(cur: &Current, f: impl FnOnce(&mut RunCtx) -> R) -> mlua::Result<R> {
-    let mut g = cur.lock().unwrap_or_else(|p| p.into_inner());
-    match g.as_mut() {
-        Some(run) => Ok(f(run)),
-        None => Err(mlua::Error::runtime("ctx used outside of a plugin run")),
-    }
-}
+use crate::findings::{ErrorKind, Service};
 
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
     lua: Lua,
-    meter: Arc<Meter>,
-    scan_output: OutputAllowance,
+    /// What its runs share: the meter, the budgets, the guard...
+    scope: Arc<Scope>,
     /// Set when the runs in flight must end at once (Ctrl-C, after a grace).
     cut: Option<crate::discovery::Stop>,
-    current: Current,
     requires: Requires,
-    ctx_methods: Table,
     args: Table,
     plugins: Vec<Plugin>,
-    budgets: Budgets,
     verbosity: u8,
-    tape: Arc<std::sync::OnceLock<Arc<super::tape::Tape>>>,
 }
+
+/// The run in progress, for `print` (a VM runs one plugin at a time).
+struct Active(Arc<Run>);
 
 /// A Lua error as one line, without mlua's traceback.
 fn short(e: &mlua::Error) -> String {
@@ -128,13 +80,14 @@ pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::
     let budgets = Budgets { wall: INSPECT_WALL, steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
     let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
         .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "cannot make a VM", e))?;
-    vm.meter.start(budgets.wall, budgets.steps);
+    let meter = &vm.scope.meter;
+    meter.start(budgets.wall, budgets.steps);
     let table = vm
         .env_for(libs)
         .and_then(|env| vm.instantiate(bytecode, path.to_string_lossy().as_ref(), &env))
         .and_then(|f| f.call::<Value>(()));
-    let tripped = vm.meter.tripped();
-    vm.meter.stop();
+    let tripped = meter.tripped();
+    meter.stop();
     if let Some(t) = tripped {
         return Err(bad(format!("loading it {}", t.describe(&budgets))));
     }
@@ -179,7 +132,7 @@ impl Vm {
 
     /// Runs in flight end (as `budget`, "stopped") once `cut` is set.
     pub fn cut_by(&mut self, cut: crate::discovery::Stop) {
-        let _ = self.meter.cut.set(cut.clone());
+        let _ = self.scope.meter.cut.set(cut.clone());
         self.cut = Some(cut);
     }
 
@@ -199,7 +152,6 @@ impl Vm {
             active: AtomicBool::new(false),
             cut: std::sync::OnceLock::new(),
         });
-        let current: Current = Arc::new(Mutex::new(None));
         let g = lua.globals();
         for name in
             ["require", "loadstring", "load", "dofile", "loadfile", "getfenv", "setfenv", "debug", "io", "package"]
@@ -218,7 +170,6 @@ impl Vm {
             g.raw_set("os", safe)?;
         }
         let m = meter.clone();
-        let cur = current.clone();
         let memory_limit = budgets.memory as u64;
         g.raw_set(
             "__moonscan_check",
@@ -248,9 +199,14 @@ impl Vm {
         lua.load(PRELUDE).set_name("=moonscan prelude").exec()?;
         let patterns = Arc::new(PatternCache::default());
         g.raw_set("re", regex_module(&lua, &patterns)?)?;
-        let c = cur.clone();
-        let so = scan_output.clone();
-        g.raw_set("print", lua.create_function(move |_, args: MultiValue| log_line(&c, &so, &args))?)?;
+        // print is ctx:log by another name, for the run in progress.
+        g.raw_set(
+            "print",
+            lua.create_function(|lua, args: MultiValue| match lua.app_data_ref::<Active>() {
+                Some(run) => run.0.log(&args),
+                None => Err(mlua::Error::runtime("print used outside of a plugin run")),
+            })?,
+        )?;
         g.raw_set("hash", hash_module(&lua)?)?;
         lua.sandbox(true)?;
         lua.set_memory_limit(budgets.memory)?;
@@ -268,39 +224,23 @@ impl Vm {
         }
         args_table.set_readonly(true);
 
-        let host = Host {
-            cur: current.clone(),
-            meter: meter.clone(),
-            guard: Arc::new(guard),
-            budgets: Arc::new(budgets.clone()),
-            scan_output: scan_output.clone(),
+        let scope = Arc::new(Scope {
+            meter,
+            budgets: budgets.clone(),
+            guard,
+            scan_output,
             patterns,
-            tape: Arc::default(),
-        };
-        let tape = host.tape.clone();
-        let ctx_methods = ctx_methods(&lua, &host)?;
+            tape: std::sync::OnceLock::new(),
+        });
         let requires =
             Requires { env_meta, loaded: lua.create_table()?, loading: Arc::default(), envs: Arc::default() };
-        Ok(Vm {
-            lua,
-            meter,
-            scan_output,
-            cut: None,
-            current,
-            requires,
-            ctx_methods,
-            args: args_table,
-            plugins: Vec::new(),
-            budgets: budgets.clone(),
-            verbosity: 0,
-            tape,
-        })
+        Ok(Vm { lua, scope, cut: None, requires, args: args_table, plugins: Vec::new(), verbosity: 0 })
     }
 
     /// Records the runs' conversations on `tape`, or replays them from it
     /// (`plugins test --record/--replay`); set once, before the first run.
     pub fn set_tape(&self, tape: Arc<super::tape::Tape>) -> bool {
-        self.tape.set(tape).is_ok()
+        self.scope.tape.set(tape).is_ok()
     }
 
     /// The scan's `-v` level, as `ctx.verbosity` shows it (plus one for a
@@ -355,20 +295,21 @@ impl Vm {
         if !p.portrule {
             return Ok(false);
         }
+        let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
         let budgets = Budgets {
-            wall: self.budgets.wall.min(Duration::from_secs(1)),
-            steps: self.budgets.steps.min(1_000_000),
-            ..self.budgets.clone()
+            wall: budgets.wall.min(Duration::from_secs(1)),
+            steps: budgets.steps.min(1_000_000),
+            ..budgets.clone()
         };
-        self.meter.start(budgets.wall, budgets.steps);
+        meter.start(budgets.wall, budgets.steps);
         let verdict = async {
             let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
             let rule: Function = t.raw_get("portrule")?;
             rule.call_async::<Value>(self.port_table(info)?).await
         };
         let r = tokio::time::timeout(budgets.wall, verdict).await;
-        let tripped = self.meter.tripped();
-        self.meter.stop();
+        let tripped = meter.tripped();
+        meter.stop();
         match (tripped, r) {
             (Some(t), _) => Err((ErrorKind::Budget, format!("portrule {}", t.describe(&budgets)))),
             (None, Err(_)) => Err((ErrorKind::Budget, format!("portrule {}", Trip::Wall.describe(&budgets)))),
@@ -389,99 +330,61 @@ impl Vm {
         Ok(t)
     }
 
-    fn ctx_table(&self, p: &Plugin, info: &Service) -> mlua::Result<Table> {
-        let t = self.lua.create_table()?;
-        t.raw_set("verbosity", self.verbosity.saturating_add(u8::from(p.named)))?;
-        t.set_metatable(Some(self.ctx_methods.clone()))?;
-        t.raw_set("ip", info.ip.to_string())?;
-        t.raw_set("port", info.port)?;
-        t.raw_set("protocol", info.proto.as_str())?;
-        t.raw_set("service", info.known_service())?;
-        t.raw_set("product", info.id.product.as_deref())?;
-        t.raw_set("version", info.id.version.as_deref())?;
-        t.raw_set("tunnel", info.tunnel.map(|t| t.as_str()))?;
-        t.raw_set("banner", self.lua.create_string(&info.banner)?)?;
-        if let Some(tls) = &info.tls {
-            t.raw_set("tls", tls_table(&self.lua, tls)?)?;
-        }
-        t.raw_set("args", self.args.clone())?;
-        Ok(t)
-    }
-
     /// Runs plugin `i` on a port, within the budgets.
     pub async fn run(&self, i: usize, info: Arc<Service>) -> RunOutput {
         let p = &self.plugins[i];
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunCtx {
-            info: info.clone(),
-            sockets: 0,
-            tls_enums: 0,
-            read: 0,
-            output_left: self.budgets.output,
-            out: RunOutput::default(),
-            socks: Vec::new(),
-            datagrams: Vec::new(),
-        });
-        self.meter.start(self.budgets.wall, self.budgets.steps);
+        let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
+        let run = Arc::new(Run::new(self.scope.clone(), info));
+        self.lua.set_app_data(Active(run.clone()));
+        meter.start(budgets.wall, budgets.steps);
         let call = async {
             let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
-            let run: Function = t.raw_get("run")?;
-            let thread = self.lua.create_thread(run)?;
-            thread.into_async::<MultiValue>(self.ctx_table(p, &info)?)?.await
+            let f: Function = t.raw_get("run")?;
+            let thread = self.lua.create_thread(f)?;
+            let verbosity = self.verbosity.saturating_add(u8::from(p.named));
+            let ctx = Ctx::new(run.clone(), self.args.clone(), verbosity);
+            thread.into_async::<MultiValue>(ctx)?.await
         };
         // The interrupt stops Lua code; this stops a run waiting on I/O, and
         // the cut stops either at once (Lua code runs only while polled).
         let mut cut = self.cut.clone();
         let result = tokio::select! {
-            r = tokio::time::timeout(self.budgets.wall, call) => r,
+            r = tokio::time::timeout(budgets.wall, call) => r,
             _ = async { match cut.as_mut() { Some(c) => c.wait().await, None => std::future::pending().await } } => {
-                self.meter.trip(Trip::Stopped);
+                meter.trip(Trip::Stopped);
                 Ok(Ok(MultiValue::new()))
             }
         };
         if result.is_err() {
-            self.meter.trip(Trip::Wall);
+            meter.trip(Trip::Wall);
         }
-        let tripped = self.meter.tripped();
+        let tripped = meter.tripped();
         if matches!(tripped, Some(Trip::Wall | Trip::Stopped)) {
             // A run stopped while it waited keeps, in its dropped coroutine,
             // the host call it waited in (and the socket that call holds):
             // collected now, so every socket of the run closes with it.
             let _ = self.lua.gc_collect();
         }
-        let run = self.current.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (mut out, mut output_left) = match run {
-            Some(r) => {
-                for s in r.socks {
-                    if let Ok(mut s) = s.try_lock() {
-                        s.conn = None;
-                    }
-                }
-                for d in r.datagrams {
-                    if let Ok(mut d) = d.try_lock() {
-                        d.close();
-                    }
-                }
-                (r.out, r.output_left)
-            }
-            None => (RunOutput::default(), 0),
-        };
-        out.error = match (tripped, result) {
-            (Some(t), _) => Some((ErrorKind::Budget, t.describe(&self.budgets))),
-            (None, Ok(Err(e))) if memory_error(&e) => Some((ErrorKind::Budget, Trip::Memory.describe(&self.budgets))),
+        let error = match (tripped, result) {
+            (Some(t), _) => Some((ErrorKind::Budget, t.describe(budgets))),
+            (None, Ok(Err(e))) if memory_error(&e) => Some((ErrorKind::Budget, Trip::Memory.describe(budgets))),
             (None, Ok(Err(e))) => Some((ErrorKind::Plugin, short(&e))),
             (None, Ok(Ok(values))) => {
                 // Still metered: converting the returned data is charged to the run.
-                let r = returned(values, &p.id, &mut out, &mut output_left, &self.scan_output, &self.meter);
-                match self.meter.tripped() {
-                    Some(t) => Some((ErrorKind::Budget, t.describe(&self.budgets))),
+                let r = returned(values, &p.id, &run);
+                match meter.tripped() {
+                    Some(t) => Some((ErrorKind::Budget, t.describe(budgets))),
                     None => r,
                 }
             }
-            (None, Err(_)) => Some((ErrorKind::Budget, Trip::Wall.describe(&self.budgets))),
+            (None, Err(_)) => Some((ErrorKind::Budget, Trip::Wall.describe(budgets))),
         };
-        self.meter.stop();
+        meter.stop();
+        self.lua.remove_app_data::<Active>();
+        let mut out = run.end();
+        out.error = error;
         // Garbage from this run is not the next run's budget.
-        if self.lua.used_memory() > self.budgets.memory / 4 {
+        if self.lua.used_memory() > budgets.memory / 4 {
             let _ = self.lua.gc_collect();
         }
         out
@@ -636,68 +539,27 @@ fn memory_error(e: &mlua::Error) -> bool {
 /// result, as an NSE script returns it: a table (its structured output,
 /// with the text NSE would render from it), a table and its text, or text
 /// alone. The result is a finding titled with the plugin's id.
-fn returned(
-    values: MultiValue,
-    id: &str,
-    out: &mut RunOutput,
-    left: &mut u64,
-    scan: &OutputAllowance,
-    meter: &Meter,
-) -> Option<(ErrorKind, String)> {
+fn returned(values: MultiValue, id: &str, run: &Run) -> Option<(ErrorKind, String)> {
     let mut it = values.into_iter();
-    match (it.next(), it.next()) {
-        (None | Some(Value::Nil), Some(Value::String(why))) => {
-            let line = format!("{id}: {}", why.to_string_lossy().chars().take(MAX_LOG_LINE).collect::<String>());
-            if out.logs.len() < MAX_LOGS && charge_text(line.len() as u64, left, scan).is_ok() {
-                out.logs.push(line);
-            }
-            None
-        }
-        (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => None,
-        (Some(Value::String(text)), _) => {
-            let text = text.to_string_lossy();
-            match charge_text(text.len() as u64, left, scan) {
-                Ok(()) => {
-                    let output = Some(text.to_string());
-                    let title = id.to_string();
-                    out.findings.push(Finding {
-                        severity: Severity::Info,
-                        title,
-                        data: Json::Null,
-                        output,
-                        about: Default::default(),
-                    });
-                }
-                // The caller reports the budget that tripped.
-                Err(t) => meter.trip(t),
-            }
-            None
-        }
-        (Some(v), text) => match charge_output(&v, left, scan, meter) {
-            Ok(data) => {
+    // Past a budget the meter has tripped, and the caller says which.
+    let r = match (it.next(), it.next()) {
+        (None | Some(Value::Nil), Some(Value::String(why))) => run.log_line(format!("{id}: {}", why.to_string_lossy())),
+        (None | Some(Value::Nil) | Some(Value::Boolean(_)), _) => Ok(()),
+        (Some(Value::String(text)), _) => run.result(id, Json::Null, text.to_string_lossy()),
+        (Some(v), text) => match run.returned_data(&v) {
+            Ok(Ok(data)) => {
                 let text = match text {
-                    Some(Value::String(t)) => t.to_string_lossy().to_string(),
+                    Some(Value::String(t)) => t.to_string_lossy(),
                     _ => crate::findings::script_text::render(&data),
                 };
-                match charge_text(text.len() as u64, left, scan) {
-                    Ok(()) => {
-                        let output = Some(text);
-                        out.findings.push(Finding {
-                            severity: Severity::Info,
-                            title: id.to_string(),
-                            data,
-                            output,
-                            about: Default::default(),
-                        });
-                    }
-                    Err(t) => meter.trip(t),
-                }
-                None
+                run.result(id, data, text)
             }
-            Err(ConvertError::TooLarge(_)) => None, // the meter says which budget tripped
-            Err(e) => Some((ErrorKind::Parse, format!("returned something that is not data: {e}"))),
+            Ok(Err(ConvertError::TooLarge(_))) => Ok(()),
+            Ok(Err(e)) => return Some((ErrorKind::Parse, format!("returned something that is not data: {e}"))),
+            Err(e) => Err(e),
         },
-    }
+    };
+    r.err().map(|e| (ErrorKind::Plugin, short(&e)))
 }
 
 impl std::fmt::Debug for Vm {

@@ -5,8 +5,8 @@
 //! Out: `finding`, `log` and `error` events. What always holds: a plugin is
 //! text compiled by the host (never bytecode from a file), checked once when
 //! loaded (a missing or mistyped field refuses the file, naming the field),
-//! and every run is sandboxed ([`host`]) and budgeted ([`budget`]); its sockets reach only
-//! the scanned host on the scan's ports ([`net`]).
+//! and every run is sandboxed ([`host`]) and budgeted (`run`); its sockets
+//! reach only the scanned host on the scan's ports ([`net`]).
 //!
 //! A plugin file returns a table:
 //!
@@ -23,12 +23,12 @@
 //! ```
 
 mod api;
-pub mod budget;
 pub mod host;
 pub mod library;
 mod libs;
 pub mod meta;
 pub mod net;
+mod run;
 pub mod select;
 mod socket;
 pub mod ssh;
@@ -43,9 +43,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
 
-pub use budget::{Budgets, OutputAllowance};
-pub use host::{RunOutput, Vm};
+pub use host::Vm;
 pub use library::{Libraries, Library};
+pub use run::{Budgets, Finding, OutputAllowance, RunOutput};
 pub use select::Selection;
 
 /// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins/

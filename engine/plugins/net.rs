@@ -12,6 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use mlua::{Table, Value};
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
@@ -21,6 +22,7 @@ use crate::net::conn::{self, Conn};
 use crate::targets::TargetSpace;
 
 use super::tape::{SocketTape, Step};
+use super::value::known_keys;
 
 /// Where plugin sockets may go: the scan's own targets and ports, TCP
 /// connections to its TCP ports and datagrams to its UDP ports.
@@ -85,6 +87,91 @@ pub struct TlsOptions {
     pub alpn: Option<Vec<Vec<u8>>>,
 }
 
+/// Longest `host` a connect takes (an IPv6 address with a scope is at most 45 bytes).
+const MAX_HOST: usize = 64;
+/// Default time for one socket operation.
+pub(super) const SOCKET_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `ctx:connect{port=, host=, tls=, timeout=}`.
+pub(super) struct ConnectRequest {
+    pub(super) host: Option<String>,
+    pub(super) port: Option<u16>,
+    pub(super) tls: Option<TlsOptions>,
+    pub(super) timeout: Duration,
+}
+
+impl ConnectRequest {
+    const KEYS: &'static [&'static str] = &["host", "port", "tls", "timeout"];
+
+    pub(super) fn from_lua(opts: Option<&Table>) -> mlua::Result<ConnectRequest> {
+        ConnectRequest::from_lua_keys(opts, ConnectRequest::KEYS, "ctx:connect")
+    }
+
+    /// As [`ConnectRequest::from_lua`], for a table that may also hold `allowed` keys.
+    pub(super) fn from_lua_keys(opts: Option<&Table>, allowed: &[&str], what: &str) -> mlua::Result<ConnectRequest> {
+        let mut req = ConnectRequest { host: None, port: None, tls: None, timeout: SOCKET_TIMEOUT };
+        let Some(o) = opts else { return Ok(req) };
+        known_keys(o, allowed, what)?;
+        // An address is at most 45 bytes; anything longer is refused
+        // before it is copied out of the VM or quoted in a message.
+        req.host = match o.raw_get::<Option<mlua::String>>("host")? {
+            None => None,
+            Some(h) if h.as_bytes().len() > MAX_HOST => {
+                return Err(mlua::Error::runtime(format!(
+                    "{what}: host is {} bytes; an address is at most {MAX_HOST}",
+                    h.as_bytes().len()
+                )))
+            }
+            Some(h) => Some(h.to_string_lossy()),
+        };
+        req.port = match o.raw_get::<Value>("port")? {
+            Value::Nil => None,
+            Value::Integer(p) if (1..=65535).contains(&p) => Some(p as u16),
+            other => return Err(mlua::Error::runtime(format!("ctx:connect: bad port {other:?}"))),
+        };
+        if let Some(ms) = o.raw_get::<Option<f64>>("timeout")? {
+            req.timeout = Duration::from_millis(ms.clamp(1.0, 60_000.0) as u64);
+        }
+        req.tls = match o.raw_get::<Value>("tls")? {
+            Value::Nil | Value::Boolean(false) => None,
+            Value::Boolean(true) => Some(TlsOptions::default()),
+            Value::Table(t) => Some(tls_options(&t)?),
+            other => {
+                return Err(mlua::Error::runtime(format!("ctx:connect: tls must be true or a table, not {other:?}")))
+            }
+        };
+        Ok(req)
+    }
+}
+
+fn tls_options(t: &Table) -> mlua::Result<TlsOptions> {
+    known_keys(t, &["versions", "alpn"], "ctx:connect: tls")?;
+    let mut o = TlsOptions::default();
+    if let Some(v) = t.raw_get::<Option<Table>>("versions")? {
+        for s in v.sequence_values::<String>() {
+            o.versions.push(match s?.as_str() {
+                "1.2" | "TLSv1.2" => 12,
+                "1.3" | "TLSv1.3" => 13,
+                other => {
+                    return Err(mlua::Error::runtime(format!("TLS version {other:?}: moonscan speaks 1.2 and 1.3")))
+                }
+            });
+        }
+    }
+    if let Some(a) = t.raw_get::<Option<Table>>("alpn")? {
+        let mut list = Vec::new();
+        for s in a.sequence_values::<mlua::String>() {
+            let name = s?.as_bytes().to_vec();
+            if name.is_empty() || name.len() > 255 || list.len() >= 64 {
+                return Err(mlua::Error::runtime("ctx:connect: ALPN names are 1-255 bytes, at most 64 of them"));
+            }
+            list.push(name);
+        }
+        o.alpn = Some(list);
+    }
+    Ok(o)
+}
+
 /// Opens a TCP connection (and TLS on it) to an address the guard allowed.
 pub(crate) async fn open(
     ip: IpAddr,
@@ -120,27 +207,32 @@ fn explained(e: conn::OpenError) -> Error {
     }
 }
 
-/// `sock:starttls()`: the protocol's exchange in the clear on `tcp`, then
-/// a TLS handshake, by `until`. Returns the TLS connection and its facts,
-/// and how many bytes the exchange read (charged to the run either way).
+/// `sock:starttls()`: the protocol's exchange in the clear on `tcp` (none
+/// for `sock:tls_handshake()`, whose plugin made its own), then a TLS
+/// handshake, by `until`. Returns the TLS connection and its facts, and
+/// how many bytes the exchange read (charged to the run either way).
 pub(crate) async fn starttls(
     mut tcp: tokio::net::TcpStream,
-    proto: crate::net::starttls::Starttls,
+    proto: Option<crate::net::starttls::Starttls>,
     until: Instant,
 ) -> (Result<(Conn, TlsInfo)>, usize) {
     let ip = match tcp.peer_addr() {
         Ok(a) => a.ip(),
         Err(e) => return (Err(Error::with_source(ErrorKind::Io, "socket is closed", e)), 0),
     };
-    let (upgraded, read) = proto.upgrade_counted(&mut tcp, &ip.to_string(), until).await;
-    if let Err(e) = upgraded {
-        return (Err(Error::with_source(ErrorKind::Protocol, e.to_string(), e)), read);
+    let mut read = 0;
+    if let Some(proto) = proto {
+        let (upgraded, n) = proto.upgrade_counted(&mut tcp, &ip.to_string(), until).await;
+        read = n;
+        if let Err(e) = upgraded {
+            return (Err(Error::with_source(ErrorKind::Protocol, e.to_string(), e)), read);
+        }
     }
     let opened = async {
         // No ALPN: mail servers (Exim) refuse a protocol they do not speak.
         let connector = connector(&TlsOptions { alpn: Some(Vec::new()), ..TlsOptions::default() })?;
         let (conn, mut info) = conn::handshake(tcp, ip, &connector, until).await.map_err(explained)?;
-        info.starttls = Some(proto.name().to_string());
+        info.starttls = proto.map(|p| p.name().to_string());
         Ok((conn, info))
     };
     (opened.await, read)

@@ -1,5 +1,5 @@
 //! Plugin sockets as Lua sees them: `send`, `recv`, `recv_until`,
-//! `starttls`, `tls`, `close` on a connection [`Host::open_taped`] made.
+//! `starttls`, `tls_handshake`, `tls`, `close` on a connection [`Run::open_taped`] made.
 //!
 //! In: a plugin's calls on its socket. Out: data or `nil, err`. What always
 //! holds: every read has the socket's timeout and is charged to the run's
@@ -8,16 +8,18 @@
 
 use mlua::{Lua, UserData, UserDataMethods, Value};
 
-use super::api::{read_budget, tls_table, Host};
-use super::host::with_run;
+use std::sync::Arc;
+
 use super::libs::re_error;
 use super::net::{self, SharedSocket, Socket};
+use super::run::Run;
 use super::tape::{SocketTape, Step};
+use super::value::tls_table;
 use crate::error::{Error, ErrorKind};
 
 pub(super) struct LuaSocket {
     pub(super) sock: SharedSocket,
-    pub(super) host: Host,
+    pub(super) run: Arc<Run>,
 }
 
 impl LuaSocket {
@@ -32,12 +34,71 @@ impl LuaSocket {
     async fn fill_by(&self, s: &mut Socket, max: usize, until: tokio::time::Instant) -> crate::Result<usize> {
         let mut got = Vec::new();
         let n = s.read_into(max, until, &mut got).await?;
-        if !self.host.charge(n) {
+        if !self.run.charge(n) {
             s.close();
-            return Err(read_budget(&self.host.budgets));
+            return Err(self.run.over_read());
         }
         s.pending.extend_from_slice(&got);
         Ok(n)
+    }
+}
+
+impl LuaSocket {
+    /// TLS on the connection, after `proto`'s STARTTLS exchange if one is
+    /// given: true, or nil, why. The exchange's bytes are charged to the
+    /// run; on a tape, the upgrade is a step of its own.
+    async fn upgrade(
+        &self,
+        lua: &Lua,
+        proto: Option<crate::net::starttls::Starttls>,
+        what: &str,
+    ) -> mlua::Result<(Value, Value)> {
+        let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+        let mut s = self.sock.lock().await;
+        if !s.pending.is_empty() {
+            return failed(Error::new(ErrorKind::Protocol, format!("{what}: bytes were already read; call it first")));
+        }
+        if let Some(t @ SocketTape::Replay { .. }) = s.tape.as_mut() {
+            let (r, read) = t.replay_starttls();
+            if !self.run.charge(read) {
+                return failed(self.run.over_read());
+            }
+            return match r {
+                Ok(info) => {
+                    s.tls = info;
+                    Ok((Value::Boolean(true), Value::Nil))
+                }
+                Err(e) => failed(e),
+            };
+        }
+        let tcp = match s.conn.take() {
+            Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
+            other => {
+                let inside = other.is_some();
+                s.conn = other;
+                let why = if inside { "the socket already speaks TLS" } else { "socket is closed" };
+                return failed(Error::new(ErrorKind::Protocol, format!("{what}: {why}")));
+            }
+        };
+        let until = tokio::time::Instant::now() + s.timeout;
+        let (opened, read) = net::starttls(tcp, proto, until).await;
+        if let Some(t) = &s.tape {
+            t.note(match &opened {
+                Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None, read },
+                Err(e) => Step::Starttls { tls: None, error: Some(e.to_string()), read },
+            });
+        }
+        if !self.run.charge(read) {
+            return failed(self.run.over_read());
+        }
+        match opened {
+            Ok((conn, info)) => {
+                s.conn = Some(conn);
+                s.tls = Some(info);
+                Ok((Value::Boolean(true), Value::Nil))
+            }
+            Err(e) => failed(e),
+        }
     }
 }
 
@@ -131,7 +192,7 @@ impl UserData for LuaSocket {
         });
         methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
             let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
-            let re = this.host.patterns.get(&pattern)?;
+            let re = this.run.scope.patterns.get(&pattern)?;
             let mut s = this.sock.lock().await;
             loop {
                 let limit = s.pending.len().min(max);
@@ -158,66 +219,22 @@ impl UserData for LuaSocket {
         // (default: the service's name), then TLS on the same connection.
         methods.add_async_method("starttls", |lua, this, proto: Option<String>| async move {
             use crate::net::starttls::Starttls;
-            let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
             let name = match proto {
                 Some(p) => p,
-                None => with_run(&this.host.cur, |r| r.info.id.service.clone())?,
+                None => this.run.info.id.service.clone(),
             };
             let Some(proto) = Starttls::parse(&name) else {
                 let known = Starttls::NAMES.join(", ");
-                return failed(Error::new(
-                    ErrorKind::Config,
-                    format!("sock:starttls: no STARTTLS for {name:?} (one of {known})"),
-                ));
+                let why = format!("sock:starttls: no STARTTLS for {name:?} (one of {known})");
+                return lua_result(&lua, Err(Error::new(ErrorKind::Config, why)));
             };
-            let mut s = this.sock.lock().await;
-            if !s.pending.is_empty() {
-                return failed(Error::new(
-                    ErrorKind::Protocol,
-                    "sock:starttls: bytes were already read; call it first",
-                ));
-            }
-            if let Some(t @ SocketTape::Replay { .. }) = s.tape.as_mut() {
-                let (r, read) = t.replay_starttls();
-                if !this.host.charge(read) {
-                    return failed(read_budget(&this.host.budgets));
-                }
-                return match r {
-                    Ok(info) => {
-                        s.tls = info;
-                        Ok((Value::Boolean(true), Value::Nil))
-                    }
-                    Err(e) => failed(e),
-                };
-            }
-            let tcp = match s.conn.take() {
-                Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
-                other => {
-                    let inside = other.is_some();
-                    s.conn = other;
-                    let why = if inside { "the socket already speaks TLS" } else { "socket is closed" };
-                    return failed(Error::new(ErrorKind::Protocol, format!("sock:starttls: {why}")));
-                }
-            };
-            let until = tokio::time::Instant::now() + s.timeout;
-            let (opened, read) = net::starttls(tcp, proto, until).await;
-            if let Some(t) = &s.tape {
-                t.note(match &opened {
-                    Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None, read },
-                    Err(e) => Step::Starttls { tls: None, error: Some(e.to_string()), read },
-                });
-            }
-            if !this.host.charge(read) {
-                return failed(read_budget(&this.host.budgets));
-            }
-            match opened {
-                Ok((conn, info)) => {
-                    s.conn = Some(conn);
-                    s.tls = Some(info);
-                    Ok((Value::Boolean(true), Value::Nil))
-                }
-                Err(e) => failed(e),
-            }
+            this.upgrade(&lua, Some(proto), "sock:starttls").await
+        });
+        // sock:tls_handshake(): TLS on the connection now, after a plain
+        // exchange the plugin made itself (RDP's X.224 negotiation; NSE's
+        // socket:reconnect_ssl).
+        methods.add_async_method("tls_handshake", |lua, this, ()| async move {
+            this.upgrade(&lua, None, "sock:tls_handshake").await
         });
         methods.add_async_method("close", |_, this, ()| async move {
             this.sock.lock().await.close();

@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::budget::{Budgets, OutputAllowance};
-use super::host::{RunOutput, Vm};
+use super::host::Vm;
 use super::net::Guard;
+use super::run::{Budgets, OutputAllowance, RunOutput};
 use super::Plugin;
 use crate::discovery::stop_signal;
 use crate::findings::{ErrorKind, Event, FindingEvent, LogEvent, Service};

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::budget::{Budgets, OutputAllowance};
-use super::host::{RunOutput, Vm};
+use super::host::Vm;
 use super::net::Guard;
+use super::run::{Budgets, OutputAllowance, RunOutput};
 use super::{load_pack_dir, load_pack_dir_cached, load_source, Plugin};
 use crate::findings::{ErrorKind, Proto, Service, Severity};
 

@@ -4,16 +4,18 @@
 //!
 //! In: the plugin's options, during a run. Out: the table, or `nil, err`.
 //! What always holds: once per run; one socket of the budget through
-//! [`Host::admit`] (the guard); its own hellos are capped (1000, 90
+//! [`Run::admit`] (the guard); its own hellos are capped (1000, 90
 //! through MySQL, whose servers block a host after 100 broken handshakes;
 //! 6 at a time; `timeout` each); what they read is charged to the run's
 //! read budget, and no hello starts past it; it ends by the run's deadline.
 
 use mlua::{Lua, Table, Value};
 
-use super::api::{read_budget, tls_table, ConnectRequest, Host};
-use super::host::with_run;
-use super::net::Transport;
+use std::sync::Arc;
+
+use super::net::{ConnectRequest, Transport};
+use super::run::Run;
+use super::value::tls_table;
 use crate::error::{Error, ErrorKind};
 
 /// Most hellos through MySQL's STARTTLS: its servers block a host after
@@ -21,7 +23,7 @@ use crate::error::{Error, ErrorKind};
 const MYSQL_HELLOS: u32 = 90;
 
 /// `ctx:tls_enum{port=, starttls=, versions=, timeout=}`.
-pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
     let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
     let keys = ["host", "port", "timeout", "starttls", "versions"];
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:tls_enum")?;
@@ -40,25 +42,21 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
             versions.push(v);
         }
     }
-    let again = with_run(&h.cur, |r| {
-        r.tls_enums += 1;
-        r.tls_enums > 1
-    })?;
-    if again {
+    if !h.first_tls_enum()? {
         return failed(Error::new(ErrorKind::Budget, "ctx:tls_enum: once per run"));
     }
     let (ip, port) = match h.admit(&req, Transport::Tcp) {
         Ok(to) => to,
         Err(e) => return failed(e),
     };
-    let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
+    let read_left = h.read_left()?;
     let mut limits =
         crate::net::hello::enumerate::Limits { each: req.timeout, read_bytes: read_left, ..Default::default() };
     if starttls == Some(crate::net::starttls::Starttls::Mysql) {
         limits.hellos = MYSQL_HELLOS;
     }
     let addr = std::net::SocketAddr::new(ip, port);
-    let until = h.meter.deadline();
+    let until = h.deadline();
     let host_name = ip.to_string();
     // A task of its own: its many connections are polled by the
     // runtime directly, not through the Lua coroutine.
@@ -85,7 +83,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
     };
     drop(guard);
     if !h.charge(usize::try_from(found.read).unwrap_or(usize::MAX)) {
-        return failed(read_budget(&h.budgets));
+        return failed(h.over_read());
     }
     Ok((Value::Table(enumeration_table(&lua, &found)?), Value::Nil))
 }
@@ -96,7 +94,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Re
 /// cipher, time, random }`, `time` being the first four bytes of its random
 /// (the server's clock, or noise), `random` all 32 in hex; or `nil, err`.
 /// One socket of the budget; what it reads is charged to the run.
-pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
     use crate::net::hello::{client, exchange, ClientHello, HelloError};
     let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
     let keys = ["host", "port", "timeout", "starttls"];
@@ -107,9 +105,9 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
         Ok(to) => to,
         Err(e) => return failed(e.to_string()),
     };
-    let read_left = with_run(&h.cur, |r| h.budgets.read_bytes.saturating_sub(r.read))?;
+    let read_left = h.read_left()?;
     let until = tokio::time::Instant::now() + req.timeout;
-    let until = until.min(h.meter.deadline());
+    let until = until.min(h.deadline());
     let hello = ClientHello {
         version: client::TLS12,
         suites: client::suites_for(client::TLS12),
@@ -142,7 +140,7 @@ pub(super) async fn server_hello(lua: Lua, h: Host, opts: Option<Table>) -> mlua
     };
     drop(guard);
     if !h.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
-        return failed(read_budget(&h.budgets).to_string());
+        return failed(h.over_read().to_string());
     }
     let flight = match result {
         Ok(f) => f,

@@ -3,7 +3,7 @@
 //!
 //! In: a plugin's request, then datagrams to send. Out: a socket, then the
 //! datagrams the peer answers, or `nil, why`. What always holds: the socket
-//! takes the path every plugin socket takes ([`Host::admit`]: the guard,
+//! takes the path every plugin socket takes ([`Run::admit`]: the guard,
 //! which lets datagrams go only to the scan's UDP ports on the scanned
 //! host, never to an excluded address, and the run's socket budget); it is
 //! connected, so only the peer's datagrams are read; each `recv` waits at
@@ -19,9 +19,8 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
-use super::api::{read_budget, ConnectRequest, Host};
-use super::host::with_run;
-use super::net::{closed, timed_out, Transport};
+use super::net::{closed, timed_out, ConnectRequest, Transport};
+use super::run::{Closer, Run};
 use super::tape::{SocketTape, Step};
 use crate::error::{Error, ErrorKind};
 
@@ -42,6 +41,14 @@ pub(super) struct Datagram {
 }
 
 pub(super) type SharedDatagram = Arc<Mutex<Datagram>>;
+
+impl Closer for Mutex<Datagram> {
+    fn close_now(&self) {
+        if let Ok(mut d) = self.try_lock() {
+            d.close();
+        }
+    }
+}
 
 impl Datagram {
     /// Closes the socket (at the end of its run).
@@ -116,10 +123,10 @@ impl Datagram {
 }
 
 /// `ctx:udp{...}`: the socket, or `nil, why`.
-pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+pub(super) async fn open(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
     let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
     let req = ConnectRequest::from_lua_keys(opts.as_ref(), &["host", "port", "timeout"], "ctx:udp")?;
-    if let Some(tape) = h.tape.get().filter(|t| t.replaying()) {
+    if let Some(tape) = h.replay() {
         let replayed = h.aim(&req).and_then(|(_, port)| tape.open("udp", port, false, None));
         let st = match replayed {
             Ok(st) => st,
@@ -129,8 +136,8 @@ pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result
         return keep(lua, h, d);
     }
     let taped_failure = |e: &Error| {
-        if let Some(t) = h.tape.get() {
-            let port = req.port.or_else(|| with_run(&h.cur, |r| r.info.port).ok()).unwrap_or(0);
+        if let Some(t) = h.tape() {
+            let port = req.port.unwrap_or(h.info.port);
             t.open_failed("udp", port, false, e);
         }
     };
@@ -155,7 +162,7 @@ pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result
         taped_failure(&e);
         return failed(e);
     }
-    let tape = match h.tape.get().map(|t| t.open("udp", port, false, None)).transpose() {
+    let tape = match h.tape().map(|t| t.open("udp", port, false, None)).transpose() {
         Ok(t) => t,
         Err(e) => return failed(e),
     };
@@ -163,15 +170,15 @@ pub(super) async fn open(lua: Lua, h: Host, opts: Option<Table>) -> mlua::Result
 }
 
 /// The socket, closed when the run ends, as Lua sees it.
-fn keep(lua: Lua, h: Host, d: Datagram) -> mlua::Result<(Value, Value)> {
+fn keep(lua: Lua, h: Arc<Run>, d: Datagram) -> mlua::Result<(Value, Value)> {
     let shared = Arc::new(Mutex::new(d));
-    with_run(&h.cur, |r| r.datagrams.push(shared.clone()))?;
-    Ok((Value::UserData(lua.create_userdata(LuaDatagram { sock: shared, host: h })?), Value::Nil))
+    h.keep(shared.clone()).map_err(mlua::Error::external)?;
+    Ok((Value::UserData(lua.create_userdata(LuaDatagram { sock: shared, run: h })?), Value::Nil))
 }
 
 pub(super) struct LuaDatagram {
     sock: SharedDatagram,
-    host: Host,
+    run: Arc<Run>,
 }
 
 fn answer(lua: &Lua, r: crate::Result<Value>) -> mlua::Result<(Value, Value)> {
@@ -209,8 +216,8 @@ impl UserData for LuaDatagram {
                 Err(e) => return answer(&lua, Err(e)),
             };
             let n = buf.len();
-            if !this.host.charge(n) {
-                return answer(&lua, Err(read_budget(&this.host.budgets)));
+            if !this.run.charge(n) {
+                return answer(&lua, Err(this.run.over_read()));
             }
             let data = lua.create_string(&buf[..n.min(max)])?;
             answer(&lua, Ok(Value::String(data)))

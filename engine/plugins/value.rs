@@ -14,6 +14,8 @@
 use mlua::{Lua, Table, Value};
 use serde_json::{Map, Value as Json};
 
+use crate::findings::TlsInfo;
+
 /// Deepest nesting of tables converted.
 pub const MAX_DEPTH: usize = 16;
 /// Most values (tables, strings, numbers...) in one converted value.
@@ -228,6 +230,52 @@ pub fn from_json(lua: &Lua, j: &Json) -> mlua::Result<Value> {
             Value::Table(t)
         }
     })
+}
+
+/// Refuses a table with a key outside `allowed`, naming the keys.
+pub fn known_keys(t: &Table, allowed: &[&str], what: &str) -> mlua::Result<()> {
+    let unknown = unknown_keys(t, allowed)?;
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(mlua::Error::runtime(format!(
+        "{what}: unknown key{} {} (known: {})",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown.join(", "),
+        allowed.join(", ")
+    )))
+}
+
+/// The certificate chain and session facts as a Lua table; each
+/// certificate also has `pem`.
+pub fn tls_table(lua: &Lua, tls: &TlsInfo) -> mlua::Result<Table> {
+    let json = serde_json::to_value(tls).map_err(mlua::Error::external)?;
+    let Value::Table(t) = from_json(lua, &json)? else { return Err(mlua::Error::runtime("tls is not a table")) };
+    let chain: Table = t.raw_get("chain")?;
+    for (i, der) in tls.der.iter().enumerate() {
+        if let Ok(Value::Table(c)) = chain.raw_get::<Value>(i + 1) {
+            c.raw_set("pem", pem(der))?;
+            // nmap's view of it (subject_fields, pubkey, extensions, md5...).
+            if let Some(serde_json::Value::Object(fields)) = crate::net::x509_fields::fields(der) {
+                for (k, v) in fields {
+                    c.raw_set(k, from_json(lua, &v)?)?;
+                }
+            }
+        }
+    }
+    Ok(t)
+}
+
+fn pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut s = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        s.push_str(&String::from_utf8_lossy(chunk));
+        s.push('\n');
+    }
+    s.push_str("-----END CERTIFICATE-----\n");
+    s
 }
 
 #[cfg(test)]
