@@ -1,68 +1,59 @@
 -- rdp-ntlm-info: what an RDP server with NLA (CredSSP) tells about itself
 -- in its NTLM CHALLENGE (names, domain, OS build, clock), as nmap's
--- rdp-ntlm-info shows it -- as far as the plugin API allows.
+-- rdp-ntlm-info shows it.
 --
--- Sends nmap's X.224 Connection Request (cookie "mstshash=nmap", RDP
--- negotiation asking for TLS, CredSSP and CredSSP with early user auth)
--- and reads the Connection Confirm: the protocol the server selects, or
--- its negotiation failure. nmap then starts TLS on the same connection,
--- sends an NTLM NEGOTIATE in a CredSSP TSRequest and shows the CHALLENGE
--- (lib ntlm: ntlm.negotiate, ntlm.parse_challenge, ntlm.info). The
--- plugin API has no TLS after a plain exchange for RDP (sock:starttls
--- knows mail, LDAP, database and XMPP exchanges only), so this stops at
--- the negotiation: a server that selects CredSSP is an error naming what
--- is missing; one that selects plain TLS or RDP security (xrdp) gives no
--- result, as in nmap, which finds no NTLM there.
+-- Asks for TLS and CredSSP in the X.224 negotiation (lib rdp); a server
+-- that selects CredSSP gets TLS on the same connection and a TSRequest
+-- with an NTLM NEGOTIATE (no credentials), and answers with the CHALLENGE
+-- (lib ntlm). A server that selects plain TLS or RDP security (xrdp) has
+-- no NTLM to read: no result, as in nmap.
 
-local TIMEOUT = 5000
-local PROTOCOL_SSL, PROTOCOL_HYBRID, PROTOCOL_HYBRID_EX = 1, 2, 8
-
--- A TPKT (RFC 1006) holding an X.224 TPDU of `code` with `data`.
-local function tpkt(code, data)
-  local tpdu = string.pack("BB", #data + 1, code) .. data
-  return string.pack(">BBI2", 3, 0, #tpdu + 4) .. tpdu
-end
+local ntlm = require "ntlm"
+local rdp = require "rdp"
 
 return {
   id = "rdp-ntlm-info",
-  description = "Asks an RDP server for CredSSP (NLA); nmap's rdp-ntlm-info then reads the server's NTLM CHALLENGE, which needs TLS after X.224 that the plugin API lacks.",
+  description = "Reads the NTLM CHALLENGE of an RDP server with NLA (CredSSP): NetBIOS and DNS names, domain, OS build and clock, as nmap's rdp-ntlm-info does.",
   categories = { "default", "discovery", "safe" },
   ports = { 3389 },
   services = { "ms-wbt-server" },
   run = function(ctx)
-    local sock, err = ctx:connect{ timeout = TIMEOUT }
+    local sock, err = ctx:connect{ timeout = 5000 }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end
-    local request = string.pack(">I2I2B", 0, 0, 0) .. "Cookie: mstshash=nmap\r\n"
-      .. string.pack("<BBI2I4", 1, 0, 8, bit32.bor(PROTOCOL_SSL, PROTOCOL_HYBRID, PROTOCOL_HYBRID_EX))
-    local ok, serr = sock:send(tpkt(0xE0, request))
-    local head = ok and sock:recv_exact(4)
-    local len = head and string.byte(head, 1) == 3 and string.unpack(">I2", head, 3)
-    local body = len and len >= 11 and len <= 512 and sock:recv_exact(len - 4)
+    local asked = bit32.bor(rdp.SSL, rdp.HYBRID, rdp.HYBRID_EX)
+    local ok, serr = sock:send(rdp.connection_request(asked))
+    local confirm, cerr = ok and rdp.read_confirm(sock)
+    if not confirm then
+      sock:close()
+      return nil, tostring(serr or cerr)
+    end
+    if not confirm.selected or bit32.band(confirm.selected, rdp.HYBRID + rdp.HYBRID_EX) == 0 then
+      sock:close()
+      ctx:log("no CredSSP: " .. (confirm.reason or ("protocol " .. tostring(confirm.selected or "RDP"))))
+      return
+    end
+    local der
+    ok, err = sock:tls_handshake()
+    if ok then
+      ok, err = sock:send(rdp.ts_request(ntlm.negotiate()))
+    end
+    if ok then
+      der, err = rdp.receive_ts_request(sock)
+    end
     sock:close()
-    if not body then
-      return nil, "no X.224 Connection Confirm: " .. tostring(serr or "not a TPKT")
+    if not der then
+      return nil, "CredSSP: " .. tostring(err)
     end
-    if string.byte(body, 2) ~= 0xD0 then
-      return nil, "not an X.224 Connection Confirm"
+    local token, why = rdp.nego_token(der)
+    if not token then
+      return nil, why
     end
-    -- After LI, code, two references and the class: the RDP negotiation.
-    if #body < 15 then
-      ctx:log("no RDP negotiation: standard RDP security only")
-      return
+    local challenge, nerr = ntlm.parse_challenge(ntlm.find(token))
+    if not challenge then
+      return nil, "NTLM: " .. tostring(nerr)
     end
-    local kind, _, _, value = string.unpack("<BBI2I4", body, 8)
-    if kind == 3 then
-      ctx:log("RDP negotiation failure, code " .. value)
-      return
-    elseif kind ~= 2 then
-      return nil, "unknown RDP negotiation type " .. kind
-    end
-    if bit32.band(value, PROTOCOL_HYBRID + PROTOCOL_HYBRID_EX) ~= 0 then
-      return nil, "the server selected CredSSP (NLA, protocol " .. value
-        .. "): its NTLM CHALLENGE comes inside TLS started after X.224, which sock:starttls cannot do for RDP"
-    end
-    ctx:log("the server selected protocol " .. value .. " (no CredSSP): no NTLM to read")
+    return ntlm.info(challenge)
   end,
 }

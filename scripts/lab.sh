@@ -13,7 +13,8 @@
 #
 # nginx (80, 443), sshd (22) and redis (6379) listen on every address of
 # mstarget, so 198.18.0.2 has exactly those 4 open ports. vsftpd (21), exim
-# (25), PostgreSQL (5432) and memcached (11211) listen on 198.18.0.3 only.
+# (25, SMTPS 465, submission 587), PostgreSQL (5432), memcached (11211) and
+# FreeRDP's shadow server (3389, NLA) listen on 198.18.0.3 only.
 # (198.18.0.3 also reaches the wildcard listeners above.)
 #
 # 198.18.0.6 reaches the same wildcard listeners as 198.18.0.2, behind an
@@ -79,7 +80,7 @@ LEGACY_TLS=(
     "198.18.0.10:TLSv1.2:kDHE:dh"
     "198.18.0.11:TLSv1 TLSv1.1 TLSv1.2:eNULL:aNULL"
 )
-PORTS2=(21 25 5432 11211)
+PORTS2=(21 25 465 587 3389 5432 11211)
 RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
 # The live hosts of 198.18.2.0/24 (host discovery tests and benchmarks).
 LIVE8="3 17 42 77 100 128 200 254"
@@ -102,7 +103,8 @@ ns_exists() { [ -e "/run/netns/$1" ]; } # where "ip netns add" mounts them
 
 service_of_port() {
     case $1 in
-    21) echo vsftpd ;; 22) echo sshd ;; 25) echo exim4 ;; 80 | 443) echo nginx ;;
+    21) echo vsftpd ;; 22) echo sshd ;; 25 | 465 | 587) echo exim4 ;; 80 | 443) echo nginx ;;
+    3389) echo freerdp-shadow-cli ;;
     5432) echo postgres ;; 6379) echo redis ;; 11211) echo memcached ;;
     esac
 }
@@ -154,6 +156,8 @@ install_packages() {
     test -x /usr/sbin/exim4 || missing+=(exim4-daemon-light)
     pg_bindir >/dev/null || missing+=(postgresql)
     test -x /usr/bin/memcached || missing+=(memcached)
+    test -x /usr/bin/freerdp-shadow-cli || missing+=(freerdp2-shadow-x11)
+    test -x /usr/bin/Xvfb || missing+=(xvfb)
     command -v runuser >/dev/null || missing+=(util-linux)
     command -v nft >/dev/null || missing+=(nftables)
     mapfile -t -O "${#missing[@]}" missing < <(zoo_missing_packages)
@@ -505,7 +509,9 @@ start_exim() {
     cat >"$STATE/exim.conf" <<EOF
 primary_hostname = lab.moonscan.test
 local_interfaces = $TARGET2
-daemon_smtp_ports = 25
+# SMTP, SMTPS (TLS from the first byte) and submission (STARTTLS).
+daemon_smtp_ports = 25 : 465 : 587
+tls_on_connect_ports = 465
 spool_directory = $STATE/exim
 log_file_path = $STATE/exim/%slog
 pid_file_path = $STATE/exim.pid
@@ -623,6 +629,31 @@ start_memcached() {
     echo $! >"$STATE/memcached.pid"
 }
 
+# An RDP server with NLA (CredSSP): FreeRDP's shadow server, showing an
+# Xvfb screen, both in the foreground inside mstarget. Its NTLM CHALLENGE
+# is what rdp-ntlm-info reads (xrdp on the zoo offers no CredSSP). The SAM
+# file holds one user whose password nobody knows: no one logs in.
+start_rdp() {
+    pid_alive "$STATE/rdp.pid" freerdp-shadow && return 0
+    local d=$STATE/rdp
+    mkdir -p "$d"
+    echo "lab:::$(openssl rand -hex 16):::" >"$d/sam"
+    if ! pid_alive "$STATE/rdp-x.pid" Xvfb; then
+        # Display 78: its lock and socket in /tmp must not meet a real X server's.
+        rm -f /tmp/.X78-lock /tmp/.X11-unix/X78
+        ip netns exec "$TGT_NS" setsid /usr/bin/Xvfb :78 -nolisten tcp -screen 0 640x480x24 \
+            </dev/null >>"$d/xvfb.log" 2>&1 &
+        echo $! >"$STATE/rdp-x.pid"
+        for _ in $(seq 50); do [ -e /tmp/.X11-unix/X78 ] && break; sleep 0.1; done
+    fi
+    log "starting freerdp-shadow-cli"
+    # HOME: where it keeps the certificate it makes.
+    ip netns exec "$TGT_NS" env DISPLAY=:78 HOME="$d" setsid /usr/bin/freerdp-shadow-cli \
+        /bind-address:"$TARGET2" /port:3389 /sec:nla +auth /sam-file:"$d/sam" \
+        </dev/null >>"$d/shadow.log" 2>&1 &
+    echo $! >"$STATE/rdp.pid"
+}
+
 # Wait (up to 10 s in total) until every service port answers from msscan.
 wait_ports() {
     local p deadline=$((SECONDS + 10))
@@ -671,6 +702,7 @@ cmd_up() {
     start_postgres
     setup_postgres_store
     start_memcached
+    start_rdp
     zoo_start
     udp_start
     wait_ports
@@ -688,6 +720,9 @@ cmd_down() {
     # SIGINT: "fast" shutdown, which does not wait for clients to leave.
     stop_service "$STATE/postgres.pid" postgres INT
     stop_service "$STATE/memcached.pid" memcached
+    stop_service "$STATE/rdp.pid" freerdp-shadow
+    stop_service "$STATE/rdp-x.pid" Xvfb
+    rm -f /tmp/.X78-lock /tmp/.X11-unix/X78
     zoo_stop
     udp_stop
     local ns pid
@@ -710,7 +745,7 @@ cmd_status() {
     for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
         if ns_exists "$ns"; then echo "namespace $ns: present"; else echo "namespace $ns: MISSING"; ok=1; fi
     done
-    for svc in nginx sshd redis vsftpd exim postgres memcached; do
+    for svc in nginx sshd redis vsftpd exim postgres memcached rdp; do
         if pid_alive "$STATE/$svc.pid" "$svc"; then
             echo "$svc: running (pid $(tr -dc 0-9 <"$STATE/$svc.pid"))"
         else

@@ -34,6 +34,17 @@ fn the_zoo_plugins_read_as_nmaps_scripts() {
     compare_with_nmap(&targets, ids, 13);
 }
 
+/// rdp-ntlm-info on FreeRDP's shadow server with NLA (TLS after the X.224
+/// negotiation, then CredSSP carrying NTLM) and on xrdp (no CredSSP: no
+/// result, as in nmap), and smtp-commands on SMTP, SMTPS (TLS first) and
+/// submission, beside nmap's scripts (the server's clock aside).
+#[test]
+fn rdp_ntlm_info_and_smtp_commands_on_smtps_read_as_nmaps_scripts() {
+    let _lab = lab();
+    let targets = ["-p", "25,465,587,3389", "198.18.0.3", "198.18.0.5"];
+    compare_with_nmap(&targets, "rdp-ntlm-info,smtp-commands", 4);
+}
+
 /// The plugins on the core library's protocol modules (ssh2, ber and
 /// ldap, mysql) against OpenSSH, slapd and MariaDB, beside nmap's scripts.
 #[test]

@@ -16,13 +16,17 @@ fn findings(out: &str) -> Vec<Value> {
     evs.into_iter().filter(|e| e["type"] == "finding").collect()
 }
 
-/// Records `plugin` on the lab's `port` (UDP with `udp`), replays it, and
-/// returns both runs' findings and the recording.
+/// Records `plugin` on `port` of the lab's first target (UDP with `udp`),
+/// replays it, and returns both runs' findings and the recording.
 fn record_and_replay(plugin: &str, port: &str, udp: bool) -> (Vec<Value>, Vec<Value>, Value) {
+    record_and_replay_on(TARGET, plugin, port, udp)
+}
+
+fn record_and_replay_on(target: &str, plugin: &str, port: &str, udp: bool) -> (Vec<Value>, Vec<Value>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let file = repo().join("plugins").join(format!("{plugin}.lua"));
     let mut cmd = in_lab(bin());
-    cmd.args(["plugins", "test"]).arg(&file).args(["--target", TARGET, "--port", port, "--json", "--record"]);
+    cmd.args(["plugins", "test"]).arg(&file).args(["--target", target, "--port", port, "--json", "--record"]);
     cmd.arg(dir.path());
     if udp {
         cmd.arg("--udp");
@@ -46,6 +50,24 @@ fn a_tcp_conversation_replays_to_the_same_findings() {
     let steps = recording["sockets"][0]["steps"].as_array().unwrap();
     assert_eq!(recording["sockets"][0]["transport"], "tcp");
     assert!(steps.iter().any(|s| s["op"] == "send") && steps.iter().any(|s| s["op"] == "recv"), "{recording}");
+}
+
+/// rdp-ntlm-info on FreeRDP's shadow server: X.224 in the clear, then
+/// `sock:tls_handshake()` and CredSSP inside TLS, replayed from what the
+/// plugin saw inside TLS.
+#[test]
+fn a_conversation_through_a_tls_handshake_replays_to_the_same_findings() {
+    let _lab = lab();
+    let (live, replayed, recording) = record_and_replay_on("198.18.0.3", "rdp-ntlm-info", "3389", false);
+    assert!(
+        live.iter().any(|f| f["output"].as_str().is_some_and(|o| o.contains("Product_Version"))),
+        "rdp-ntlm-info read no CHALLENGE live: {live:?}"
+    );
+    assert_eq!(live, replayed);
+    let steps = recording["sockets"][0]["steps"].as_array().unwrap();
+    let upgrade = steps.iter().position(|s| s["op"] == "starttls").expect("the TLS handshake is a step");
+    assert!(steps[..upgrade].iter().any(|s| s["op"] == "recv"), "X.224 comes before TLS: {recording}");
+    assert!(steps[upgrade..].iter().any(|s| s["op"] == "send"), "CredSSP comes after: {recording}");
 }
 
 #[test]
