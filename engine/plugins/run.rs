@@ -681,5 +681,5 @@ fn log_text(args: &MultiValue) -> String {
 
 /// A host call made outside a run (a plugin kept `ctx` past its run).
 fn no_run(e: mlua::Error) -> Error {
-    Error::with_source(ErrorKind::Sandbox, "no run in progress", e)
+    Error::with_source(ErrorKind::Sandbox, "ctx used outside of a plugin run", e)
 }

@@ -646,6 +646,46 @@ async fn required_modules_load_once_per_vm_read_only_in_the_sandbox() {
     assert_eq!(d["writable"], false, "a loaded module is read-only");
 }
 
+/// A `ctx` a module keeps past its run: the next run's calls on it are
+/// refused, and nothing they try reaches the next run's output.
+#[tokio::test]
+async fn a_ctx_kept_past_its_run_refuses_every_call() {
+    let keep = "local kept return { put = function(x) kept = x end, get = function() return kept end }";
+    let body = r#"
+        local k = require "keep"
+        local old = k.get()
+        if not old then k.put(ctx) return end
+        local tried = {}
+        for _, call in ipairs({
+            function() old:finding{ title = "late" } end,
+            function() old:log("late") end,
+            function() return old:connect{} end,
+            function() return old:udp{ port = 53 } end,
+            function() return old.http:get("/") end,
+        }) do
+            -- A raise, or nil and why: either way, not done.
+            local ok, got, why = pcall(call)
+            table.insert(tried, (ok and got ~= nil) and "allowed" or tostring(ok and why or got))
+        end
+        ctx:finding{ title = "tried", data = tried }
+    "#;
+    let budgets = Budgets { wall: Duration::from_millis(500), ..Budgets::default() };
+    let scan = OutputAllowance::new(budgets.scan_output);
+    let p = with_modules(body, &[("keep", keep)]);
+    let vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), scan).unwrap();
+    let first = vm.run(0, info(22)).await;
+    assert_eq!((first.error, first.findings.len()), (None, 0));
+    let out = vm.run(0, info(23)).await;
+    assert_eq!(out.error, None, "{out:?}");
+    assert_eq!(out.findings.len(), 1, "only this run's own finding: {out:?}");
+    assert!(out.logs.is_empty(), "{out:?}");
+    let tried = out.findings[0].data.as_array().unwrap();
+    assert_eq!(tried.len(), 5);
+    for t in tried {
+        assert!(t.as_str().is_some_and(|t| t.contains("outside of a plugin run")), "{tried:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_missing_module_or_a_cycle_is_an_error_and_a_module_spends_the_runs_budgets() {
     // Names computed at run time are checked when the code runs.
