@@ -16,6 +16,7 @@ local MAX_VALUE = 300
 local TIMEOUT = 5000
 
 local text = require "text"
+local web = require "web"
 
 -- One request; its status, the raw header lines (after the status line,
 -- as sent) and the headers by lower-case name; or nil, err.
@@ -69,8 +70,7 @@ return {
   args = { "http-headers.useget" },
   services = { "http", "https", "http-proxy", "http-alt" },
   run = function(ctx)
-    -- TLS when detection found it, or when the port table says https (no -sV).
-    local tls = ctx.tunnel == "ssl" or ctx.service == "https"
+    local tls = web.tls(ctx)
     local kind = "HEAD"
     local resp, err
     if not ctx.args["http-headers.useget"] then

@@ -12,6 +12,8 @@
 -- The finding comes from the OPTIONS answer alone: the risky methods the
 -- server itself lists.
 
+local web = require "web"
+
 local RISKY = { PUT = true, DELETE = true, TRACE = true, CONNECT = true, PATCH = true }
 local RISKY_ORDER = { "PUT", "DELETE", "TRACE", "CONNECT", "PATCH" }
 local SAFE = { "GET", "HEAD", "POST", "OPTIONS" }
@@ -74,8 +76,7 @@ return {
   args = { "http-methods.url-path" },
   services = { "http", "https", "http-proxy", "http-alt" },
   run = function(ctx)
-    -- TLS when detection found it, or when the port table says https (no -sV).
-    local tls = ctx.tunnel == "ssl" or ctx.service == "https"
+    local tls = web.tls(ctx)
     local path = ctx.args["http-methods.url-path"] or "/"
     local opts = { max = 65536, tls = tls }
     local resp, err = ctx.http:request("OPTIONS", path, opts)

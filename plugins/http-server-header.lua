@@ -3,6 +3,8 @@
 -- first; GET / when HEAD fails or the answer has no Server header (some
 -- servers answer HEAD differently).
 
+local web = require "web"
+
 local MAX_VALUE = 300
 
 return {
@@ -11,8 +13,7 @@ return {
   categories = { "default", "discovery", "safe" },
   services = { "http", "https", "http-proxy", "http-alt" },
   run = function(ctx)
-    -- TLS when detection found it, or when the port table says https (no -sV).
-    local tls = ctx.tunnel == "ssl" or ctx.service == "https"
+    local tls = web.tls(ctx)
     local resp, err = ctx.http:head("/", { max = 65536, tls = tls })
     local method = "HEAD"
     if not resp or not resp.headers["server"] then

@@ -51,6 +51,9 @@ pub struct Vm {
     requires: Requires,
     args: Table,
     plugins: Vec<Plugin>,
+    /// Each plugin's chunk, loaded from its bytecode at its first run in
+    /// this VM; a run calls a clone of it with a fresh environment.
+    chunks: Vec<std::sync::OnceLock<Function>>,
     verbosity: u8,
 }
 
@@ -127,6 +130,7 @@ impl Vm {
     ) -> mlua::Result<Vm> {
         let mut vm = Vm::bare(budgets, guard, args, scan_output)?;
         vm.plugins = plugins.to_vec();
+        vm.chunks = plugins.iter().map(|_| std::sync::OnceLock::new()).collect();
         Ok(vm)
     }
 
@@ -234,7 +238,16 @@ impl Vm {
         });
         let requires =
             Requires { env_meta, loaded: lua.create_table()?, loading: Arc::default(), envs: Arc::default() };
-        Ok(Vm { lua, scope, cut: None, requires, args: args_table, plugins: Vec::new(), verbosity: 0 })
+        Ok(Vm {
+            lua,
+            scope,
+            cut: None,
+            requires,
+            args: args_table,
+            plugins: Vec::new(),
+            chunks: Vec::new(),
+            verbosity: 0,
+        })
     }
 
     /// Records the runs' conversations on `tape`, or replays them from it
@@ -258,12 +271,31 @@ impl Vm {
         self.lua.used_memory()
     }
 
-    /// Plugin `p`'s chunk, compiled at its first use in the process.
-    fn plugin_chunk(&self, p: &Plugin) -> mlua::Result<Function> {
-        let bytecode =
-            p.code.bytecode().map_err(|e| mlua::Error::RuntimeError(format!("{}: {e}", p.path.display())))?;
-        let env = self.env_for(&p.libs)?;
-        self.instantiate(bytecode, &p.id, &env)
+    /// Plugin `i`'s chunk with a fresh global table: its bytecode (compiled
+    /// at its first use in the process) is loaded once per VM, and each
+    /// run calls a clone of that function (no second load).
+    fn plugin_chunk(&self, i: usize) -> mlua::Result<Function> {
+        let p = &self.plugins[i];
+        let loaded = match self.chunks[i].get() {
+            Some(f) => f,
+            None => {
+                let bytecode =
+                    p.code.bytecode().map_err(|e| mlua::Error::RuntimeError(format!("{}: {e}", p.path.display())))?;
+                let f = self.lua.load(bytecode).set_mode(ChunkMode::Binary).set_name(format!("={}", p.id));
+                let f = f.into_function()?;
+                self.chunks[i].get_or_init(|| f)
+            }
+        };
+        let f = loaded.deep_clone()?;
+        f.set_environment(self.fresh_env(&p.libs)?)?;
+        Ok(f)
+    }
+
+    /// A fresh global table for code that requires from `libs`.
+    fn fresh_env(&self, libs: &Libraries) -> mlua::Result<Table> {
+        let env = self.lua.create_table()?;
+        env.set_metatable(Some(self.env_for(libs)?))?;
+        Ok(env)
     }
 
     /// The environment metatable of code that requires from `libs` (see [`Requires::env_for`]).
@@ -303,7 +335,7 @@ impl Vm {
         };
         meter.start(budgets.wall, budgets.steps);
         let verdict = async {
-            let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
+            let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
             let rule: Function = t.raw_get("portrule")?;
             rule.call_async::<Value>(self.port_table(info)?).await
         };
@@ -338,7 +370,7 @@ impl Vm {
         self.lua.set_app_data(Active(run.clone()));
         meter.start(budgets.wall, budgets.steps);
         let call = async {
-            let t: Table = self.plugin_chunk(p)?.call_async(()).await?;
+            let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
             let f: Function = t.raw_get("run")?;
             let thread = self.lua.create_thread(f)?;
             let verbosity = self.verbosity.saturating_add(u8::from(p.named));
