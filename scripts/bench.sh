@@ -26,6 +26,10 @@
 #            each identifies (tests/sv_compare.py verdicts), wall time, ratio
 #            (target: as many identified as nmap, moonscan/nmap <= 0.05).
 #            nmap takes about 3 minutes: timed once, moonscan RUNS times
+#   coverage -sV -sC on the same daemons and 198.18.0.2: the (host, port,
+#            script) results nmap reports, how many moonscan reports too,
+#            and those only moonscan reports; both timed once (target: at
+#            least 80 % of nmap's results, moonscan/nmap <= 0.05)
 #   udp      -sU --top-ports 100 198.18.0.2 (ICMP not rate-limited): moonscan
 #            -sU vs nmap -sU -T4 given the same 100 ports (moonscan's top-ports
 #            table is its own, not nmap's): times, ratio, each port's state in
@@ -59,7 +63,7 @@
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover sslenum tlssv (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -72,7 +76,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$REPO/target/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons udp udprate ping discover sslenum tlssv)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 
 usage() {
@@ -504,6 +508,52 @@ ratio = med / float(nt)
 print(f"  wall time: moonscan median {med:.2f} s ({len(timed['times'])} runs; first run {float(mt):.2f} s), nmap {float(nt):.1f} s (one run)")
 print(f"  ratio moonscan/nmap: {ratio:.3f} = 1/{1 / ratio:.0f} (target <= 0.05: {'met' if ratio <= 0.05 else 'MISSED'})")
 print(f"  peak RSS: moonscan {int(mm) / 1024:.1f} MB, nmap {int(nm) / 1024:.1f} MB")
+PY
+}
+
+job_coverage() {
+    local dir=$OUT/coverage line addrs=(198.18.0.2) ports=(22 80 443 6379) list
+    mkdir -p "$dir"
+    while read -r line; do
+        addrs+=("${line%%:*}")
+        read -ra list <<<"$(tr , ' ' <<<"${line#*:}")"
+        ports+=("${list[@]}")
+    done < <(bash "$REPO/scripts/lab.sh" ports)
+    list=$(printf '%s\n' "${ports[@]}" | sort -nu | paste -sd, -)
+    local args=(-n -Pn -sV -sC -p "$list" "${addrs[@]}")
+    echo "== -sV -sC on the lab's daemons (${addrs[*]}, ${#ports[@]} ports) against nmap -sV -sC (target: >= 80 % of nmap's script results, moonscan/nmap <= 0.05)"
+    attempt coverage "nmap -sV -sC" /dev/null /usr/bin/time -f "%e %M" -o "$dir/nmap.time" nmap "${args[@]}" -oX "$dir/nmap.xml" || return 1
+    attempt coverage "moonscan -sV -sC" /dev/null /usr/bin/time -f "%e %M" -o "$dir/moonscan.time" "$MS" "${args[@]}" -oX "$dir/moonscan.xml" || return 1
+    python3 - "$dir" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+d = sys.argv[1]
+def results(path):
+    out = set()
+    for h in ET.parse(path).getroot().iter("host"):
+        addr = h.find("address").get("addr")
+        for p in h.iter("port"):
+            for s in p.iter("script"):
+                out.add((addr, int(p.get("portid")), s.get("id")))
+        for hs in h.iter("hostscript"):
+            for s in hs.iter("script"):
+                out.add((addr, "host", s.get("id")))
+    return out
+nm, ms = results(f"{d}/nmap.xml"), results(f"{d}/moonscan.xml")
+both = nm & ms
+print(f"  nmap's results: {len(nm)}; moonscan reports {len(both)} of them ({100 * len(both) / max(len(nm), 1):.0f} %,"
+      f" target >= 80 %: {'met' if len(both) >= 0.8 * len(nm) else 'MISSED'}), and {len(ms - nm)} more")
+missing = Counter(k[2] for k in nm - ms)
+print("  only nmap: " + (", ".join(f"{i} x{n}" for i, n in sorted(missing.items())) or "none"))
+extra = Counter(k[2] for k in ms - nm)
+print("  only moonscan: " + (", ".join(f"{i} x{n}" for i, n in sorted(extra.items())) or "none"))
+nt, nmem = open(f"{d}/nmap.time").read().split()
+mt, mmem = open(f"{d}/moonscan.time").read().split()
+ratio = float(mt) / float(nt)
+print(f"  wall time: moonscan {float(mt):.2f} s, nmap {float(nt):.1f} s (one run each): ratio {ratio:.3f}"
+      f" (target <= 0.05: {'met' if ratio <= 0.05 else 'MISSED'}); peak RSS moonscan {int(mmem) / 1024:.1f} MB,"
+      f" nmap {int(nmem) / 1024:.1f} MB")
 PY
 }
 
