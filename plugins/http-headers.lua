@@ -68,7 +68,8 @@ return {
   description = "Shows the HTTP response headers of / as nmap's http-headers does and reports missing security headers.",
   categories = { "default", "discovery", "safe" },
   args = { "http-headers.useget" },
-  services = { "http", "https", "http-proxy", "http-alt" },
+  ports = web.PORTS,
+  services = web.SERVICES,
   run = function(ctx)
     local tls = web.tls(ctx)
     local kind = "HEAD"

@@ -74,7 +74,8 @@ return {
   description = "Finds the HTTP methods a server supports (OPTIONS, then probing GET, HEAD, POST, OPTIONS) as nmap's http-methods does, and flags risky ones it lists.",
   categories = { "default", "discovery", "safe" },
   args = { "http-methods.url-path" },
-  services = { "http", "https", "http-proxy", "http-alt" },
+  ports = web.PORTS,
+  services = web.SERVICES,
   run = function(ctx)
     local tls = web.tls(ctx)
     local path = ctx.args["http-methods.url-path"] or "/"

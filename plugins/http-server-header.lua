@@ -11,7 +11,8 @@ return {
   id = "http-server-header",
   description = "Reports the HTTP Server header of the default page.",
   categories = { "default", "discovery", "safe" },
-  services = { "http", "https", "http-proxy", "http-alt" },
+  ports = web.PORTS,
+  services = web.SERVICES,
   run = function(ctx)
     local tls = web.tls(ctx)
     local resp, err = ctx.http:head("/", { max = 65536, tls = tls })

@@ -1,12 +1,14 @@
 -- http-title: the title of a web server's default page, as nmap's
 -- http-title reports it (table { title, redirect_url } and its text),
 -- following one redirect on the same host.
+local web = require "web"
+
 return {
   id = "http-title",
   description = "Shows the title of a web server's default page.",
   categories = { "default", "discovery", "safe" },
-  ports = { 80, 443, 8000, 8008, 8080, 8443 },
-  services = { "http", "https", "http-proxy", "http-alt" },
+  ports = web.PORTS,
+  services = web.SERVICES,
   run = function(ctx)
     local resp, err = ctx.http:get("/")
     if not resp then

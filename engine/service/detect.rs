@@ -292,10 +292,12 @@ impl Run<'_> {
     /// XMPP, news): its chain through STARTTLS on a fresh connection, by
     /// rustls or, if it refuses the server, the first-flight reader. A
     /// server that does not offer STARTTLS, or whose TLS fails, keeps the
-    /// service found in the clear and no `tls`.
+    /// service found in the clear and no `tls`. A port nothing identified
+    /// goes by the port table's name.
     async fn starttls(&mut self) {
-        let found = self.out.identity.as_ref().or(self.soft.as_ref());
-        let Some(proto) = found.and_then(|id| Starttls::parse(&id.service)) else { return };
+        let found = self.out.identity.as_ref().or(self.soft.as_ref()).map(|id| id.service.as_str());
+        let name = found.or_else(|| crate::targets::ports::service_name(self.addr.port(), "tcp"));
+        let Some(proto) = name.and_then(Starttls::parse) else { return };
         if self.out.tls.is_some() {
             return;
         }
