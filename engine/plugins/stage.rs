@@ -120,6 +120,11 @@ async fn worker(
     let mut made: Option<Vm> = None;
     loop {
         let Ok(info) = ports.recv().await else { break };
+        // Taking a port can wake another worker on this thread (the channel
+        // passes a notification on), into tokio's next-task slot, which no
+        // other thread may steal: a plugin that computes here would hold it
+        // there for its whole run. A yield lets it go first.
+        tokio::task::yield_now().await;
         if cut.is_set() {
             // Keep taking ports so the stage before never blocks.
             skipped.fetch_add(1, Ordering::Relaxed);
