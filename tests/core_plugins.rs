@@ -337,3 +337,22 @@ fn memcached_info_reads_the_lab_memcached_and_flags_no_auth() {
     let open = titled(&evs, "memcached-info", TARGET2, 11211, "memcached answers without authentication");
     assert_eq!(open["severity"], "medium");
 }
+
+/// `-sV` runs the plugins of the version category, as nmap's `-sV` runs
+/// its version scripts: mqtt-subscribe on Mosquitto and rfc868-time on
+/// xinetd's time service, and no other plugin (redis-info is not one).
+#[test]
+fn service_detection_runs_the_version_plugins() {
+    let _lab = lab();
+    let evs = clean_lab_scan(&["-sV", "-n", "-Pn", "-p", "37,1883,6379", "198.18.0.5"]);
+    let plugins: std::collections::BTreeSet<(&str, u64)> =
+        of_type(&evs, "finding").iter().map(|f| (f["plugin"].as_str().unwrap(), f["port"].as_u64().unwrap())).collect();
+    let want = [("mqtt-subscribe", 1883), ("rfc868-time", 37)].into_iter().collect();
+    assert_eq!(plugins, want, "{evs:#?}");
+    // Their settings come with -sV alone; without -sV, -sC or --script they apply to nothing.
+    let evs = clean_lab_scan(&["-sV", "-n", "-Pn", "-p", "6379", "198.18.0.5", "--script-timeout", "2s"]);
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    let o = run(&["-sT", "-n", "-p", "1", "--script-timeout", "2s", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("apply with --script, -sC or -sV only"), "{}", stderr(&o));
+}

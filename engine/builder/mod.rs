@@ -123,6 +123,8 @@ pub struct ScanBuilder {
     link: LinkOptions,
     detect: Option<DetectSettings>,
     scripts: Option<ScriptSettings>,
+    /// Service detection leaves out the `version` plugins ([`ScanBuilder::version_scripts`]).
+    no_version_scripts: bool,
     lock: Option<PathBuf>,
     args: Vec<String>,
     open_files: Option<u64>,
@@ -347,6 +349,15 @@ impl ScanBuilder {
         self
     }
 
+    /// Whether service detection also runs the plugins of the `version`
+    /// category on the ports they select, as nmap's `-sV` runs its version
+    /// scripts (default: on). They run with the settings of
+    /// [`ScanBuilder::script_settings`] when there are some, else the defaults.
+    pub fn version_scripts(mut self, on: bool) -> Self {
+        self.no_version_scripts = !on;
+        self
+    }
+
     /// Plugins selected by `expr` (`--script`), with default budgets.
     pub fn scripts(mut self, expr: impl Into<String>) -> Self {
         self.scripts = Some(ScriptSettings { expr: expr.into(), ..ScriptSettings::default() });
@@ -517,14 +528,28 @@ impl ScanBuilder {
         } else {
             None
         };
-        let plugins = match &self.scripts {
+        // nmap's -sV runs the scripts of the version category too.
+        let version_too = self.detect.is_some() && !self.no_version_scripts;
+        let implicit = ScriptSettings { expr: "version".into(), ..ScriptSettings::default() };
+        let scripts = self.scripts.as_ref().or(version_too.then_some(&implicit));
+        let plugins = match scripts {
             None => None,
             Some(s) => {
                 let dir = s.plugin_dir.clone().unwrap_or_else(crate::plugins::default_dir);
                 let available = available_plugins(&dir, packs)?;
-                let chosen = crate::plugins::select(&available, &s.expr)?;
-                if chosen.is_empty() {
-                    return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
+                let mut chosen = Vec::new();
+                if self.scripts.is_some() {
+                    chosen = crate::plugins::select(&available, &s.expr)?;
+                    if chosen.is_empty() {
+                        return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
+                    }
+                }
+                if version_too {
+                    for p in available.iter().filter(|p| p.categories.iter().any(|c| c == "version")) {
+                        if !chosen.iter().any(|c| c.path == p.path && c.id == p.id) {
+                            chosen.push(p.clone());
+                        }
+                    }
                 }
                 // Arguments no selected plugin declares it reads (a typo, or
                 // one for a plugin not selected) are said, not silently kept.
@@ -543,7 +568,9 @@ impl ScanBuilder {
                 }
                 let (budgets, args) = (s.budgets.clone(), s.args.clone());
                 let verbosity = self.verbosity;
-                Some(Arc::new(PluginConfig { plugins: chosen, budgets, args, workers, verbosity }))
+                // -sV alone with no version plugin in the folder: no plugin stage.
+                (!chosen.is_empty())
+                    .then(|| Arc::new(PluginConfig { plugins: chosen, budgets, args, workers, verbosity }))
             }
         };
         if let Some(r) = &self.resume {

@@ -99,7 +99,7 @@ pub struct Args {
     /// UDP scan (-sU).
     #[arg(long = "udp")]
     pub udp: bool,
-    /// Service and version detection (-sV).
+    /// Service and version detection (-sV), with the plugins of the version category (as nmap's version scripts).
     #[arg(long = "service-version")]
     pub service_version: bool,
     /// Try probes up to this rarity, 0 (only the port's own) to 9 (all); default 7.
@@ -552,7 +552,8 @@ pub fn validate(
     })
 }
 
-/// The plugins `--script`/`-sC` select, with their budgets and arguments.
+/// The plugins `--script`/`-sC` select (and `-sV`'s version plugins), with
+/// their budgets and arguments.
 fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
     let expr = match (&args.script, args.script_default) {
         (None, false) => {
@@ -570,10 +571,14 @@ fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
                 args.plugin_dir.is_some(),
                 args.script_trace,
             ];
-            if plugin_flags.contains(&true) {
-                return Err(usage("--script-* and --plugin-dir apply with --script or -sC only"));
+            if !plugin_flags.contains(&true) {
+                return Ok(None);
             }
-            return Ok(None);
+            // -sV runs the version plugins (the builder adds them), with these settings.
+            if !args.service_version {
+                return Err(usage("--script-* and --plugin-dir apply with --script, -sC or -sV only"));
+            }
+            "version".to_string()
         }
         (Some(e), false) => e.clone(),
         (None, true) => "default".to_string(),
