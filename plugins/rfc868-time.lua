@@ -15,9 +15,8 @@ return {
   id = "rfc868-time",
   description = "Reads the date and time from an RFC 868 Time service (TCP or UDP 37), as nmap's rfc868-time does.",
   categories = { "discovery", "safe", "version" },
-  portrule = function(port)
-    return (port.protocol == "tcp" or port.protocol == "udp") and (port.number == 37 or port.service == "time")
-  end,
+  ports = { 37 }, -- TCP and UDP
+  services = { "time" },
   run = function(ctx)
     local data, err
     if ctx.protocol == "udp" then

@@ -18,9 +18,8 @@ return {
   id = "rpcinfo",
   description = "Lists the RPC programs a portmapper (rpcbind) knows, with their versions and ports, as nmap's rpcinfo does.",
   categories = { "default", "discovery", "safe", "version" },
-  portrule = function(port)
-    return port.number == 111 and (port.protocol == "tcp" or port.protocol == "udp")
-  end,
+  ports = { 111 }, -- TCP and UDP
+  services = { "rpcbind" },
   run = function(ctx)
     local transport = ctx.protocol == "udp" and "udp" or "tcp"
     local function open()

@@ -321,7 +321,7 @@ impl Vm {
     /// 1,000,000 steps) is an error saying why; the plugin does not run.
     pub async fn wants(&self, i: usize, info: &Service) -> std::result::Result<bool, (ErrorKind, String)> {
         let p = &self.plugins[i];
-        if p.ports.contains(&info.port) || info.known_service().is_some_and(|s| p.services.iter().any(|x| x == s)) {
+        if p.listed_for(info) {
             return Ok(true);
         }
         if !p.portrule {

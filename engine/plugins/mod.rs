@@ -121,6 +121,18 @@ impl std::fmt::Debug for Code {
 }
 
 impl Plugin {
+    /// Whether the plugin runs on this port by its `ports` and `services`
+    /// alone (a portrule may still take it: [`Vm::wants`]).
+    pub fn listed_for(&self, info: &crate::findings::Service) -> bool {
+        self.ports.contains(&info.port) || info.known_service().is_some_and(|s| self.services.iter().any(|x| x == s))
+    }
+
+    /// Whether the plugin may run on this port: listed for it, or a
+    /// portrule decides (no VM is needed to know a plugin never runs).
+    pub fn may_run_on(&self, info: &crate::findings::Service) -> bool {
+        self.portrule || self.listed_for(info)
+    }
+
     /// The name events carry: `pack:id` for a plugin of an installed pack,
     /// the bare id for core plugins and files given by path.
     pub fn name(&self) -> String {

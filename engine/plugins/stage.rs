@@ -39,11 +39,29 @@ pub struct PluginConfig {
     pub verbosity: u8,
 }
 
+impl PluginConfig {
+    /// Whether any selected plugin may run on this port (see [`Plugin::may_run_on`]).
+    fn may_run_on(&self, info: &Service) -> bool {
+        self.plugins.iter().any(|p| p.may_run_on(info))
+    }
+}
+
 /// How long plugin runs in flight may go on after the scan is stopped.
 pub const GRACE: Duration = Duration::from_millis(500);
 
 /// Runs the selected plugins on every port that arrives until `ports` closes.
 pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiver<Arc<Service>>, ctx: Ctx) {
+    // Ports no plugin can run on are passed over here; the plugin threads
+    // start at the first port one can (a -sV scan whose ports no version
+    // plugin lists starts none).
+    let mut ports = ports;
+    let first = loop {
+        match ports.recv().await {
+            Some(p) if cfg.may_run_on(&p) => break p,
+            Some(_) => {}
+            None => return,
+        }
+    };
     // The cut: set GRACE after the stop.
     let (cut_handle, cut) = stop_signal();
     let mut stop = ctx.stop.clone();
@@ -61,10 +79,13 @@ pub async fn run_stage(cfg: Arc<PluginConfig>, guard: Guard, ports: mpsc::Receiv
     // thread, a task could wait in that thread's unstealable next-task
     // slot behind a plugin computing there: the interrupt never yields.)
     let (tx, queue) = async_channel::bounded::<Arc<Service>>(cfg.workers.max(1));
+    let feeder_cfg = cfg.clone();
     let feeder = tokio::spawn(async move {
-        let mut ports = ports;
+        if tx.send(first).await.is_err() {
+            return;
+        }
         while let Some(p) = ports.recv().await {
-            if tx.send(p).await.is_err() {
+            if feeder_cfg.may_run_on(&p) && tx.send(p).await.is_err() {
                 break;
             }
         }
