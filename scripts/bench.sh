@@ -471,15 +471,22 @@ job_nmapdb() {
     bench nmapdb "" own "${own[*]}" imported "${imported[*]}" nmap "${nm[*]}"
 }
 
-job_daemons() {
-    local dir=$OUT/daemons line addrs=() ports=() list
-    mkdir -p "$dir"
+# The lab's detection targets (`lab.sh ports`) added to the caller's arrays
+# addrs and ports; sets list to every port once, comma-separated.
+lab_targets() {
+    local line each
     while read -r line; do
         addrs+=("${line%%:*}")
-        read -ra list <<<"$(tr , ' ' <<<"${line#*:}")"
-        ports+=("${list[@]}")
+        read -ra each <<<"$(tr , ' ' <<<"${line#*:}")"
+        ports+=("${each[@]}")
     done < <(bash "$REPO/scripts/lab.sh" ports)
     list=$(printf '%s\n' "${ports[@]}" | sort -nu | paste -sd, -)
+}
+
+job_daemons() {
+    local dir=$OUT/daemons addrs=() ports=() list
+    mkdir -p "$dir"
+    lab_targets
     local ms=("$MS" -n -Pn -sV -p "$list" "${addrs[@]}") nm=(nmap -n -Pn -sV -p "$list" "${addrs[@]}")
     echo "== -sV on the lab's daemons (${addrs[*]}, ${#ports[@]} ports) against nmap -sV (target: identified >= nmap's, moonscan/nmap <= 0.05)"
     attempt daemons "nmap -sV" /dev/null /usr/bin/time -f "%e %M" -o "$dir/nmap.time" "${nm[@]}" -oX "$dir/nmap.xml" || return 1
@@ -512,14 +519,9 @@ PY
 }
 
 job_coverage() {
-    local dir=$OUT/coverage line addrs=(198.18.0.2) ports=(22 80 443 6379) list
+    local dir=$OUT/coverage addrs=(198.18.0.2) ports=(22 80 443 6379) list
     mkdir -p "$dir"
-    while read -r line; do
-        addrs+=("${line%%:*}")
-        read -ra list <<<"$(tr , ' ' <<<"${line#*:}")"
-        ports+=("${list[@]}")
-    done < <(bash "$REPO/scripts/lab.sh" ports)
-    list=$(printf '%s\n' "${ports[@]}" | sort -nu | paste -sd, -)
+    lab_targets
     local args=(-n -Pn -sV -sC -p "$list" "${addrs[@]}")
     echo "== -sV -sC on the lab's daemons (${addrs[*]}, ${#ports[@]} ports) against nmap -sV -sC (target: >= 80 % of nmap's script results)"
     attempt coverage "nmap -sV -sC" /dev/null /usr/bin/time -f "%e %M" -o "$dir/nmap.time" nmap "${args[@]}" -oX "$dir/nmap.xml" || return 1
