@@ -9,6 +9,8 @@
 -- memcached that answers is a medium finding: anyone who reaches the port
 -- can read, change and flush the cache.
 
+local text = require "text"
+
 local MAX_REPLY = 65536
 local TIMEOUT = 5000
 local MAX_STATS = 512
@@ -60,14 +62,6 @@ local function stats_of(sock, cmd, into)
   return count, last or reply
 end
 
--- NSE's text for an ordered list of { key, value }.
-local function nse_text(entries)
-  local out = {}
-  for _, e in ipairs(entries) do
-    out[#out + 1] = "\n  " .. e[1] .. ": " .. e[2]
-  end
-  return table.concat(out)
-end
 
 return {
   id = "memcached-info",
@@ -133,6 +127,6 @@ return {
         entries[#entries + 1] = { f[2], v }
       end
     end
-    return result, nse_text(entries)
+    return result, text.pairs(entries)
   end,
 }

@@ -9,6 +9,8 @@
 -- a high finding: anyone who reaches the port can read and write the data
 -- (and often more).
 
+local text = require "text"
+
 local MAX_BULK = 256 * 1024
 local MAX_ITEMS = 4096
 local TIMEOUT = 5000
@@ -252,21 +254,6 @@ local function extras(verbosity)
   }
 end
 
--- NSE's text for an ordered list of { key, value } (a value is a string or a list).
-local function nse_text(entries)
-  local out = {}
-  for _, e in ipairs(entries) do
-    if type(e[2]) == "table" then
-      out[#out + 1] = "\n  " .. e[1] .. ": "
-      for _, v in ipairs(e[2]) do
-        out[#out + 1] = "\n    " .. v
-      end
-    else
-      out[#out + 1] = "\n  " .. e[1] .. ": " .. e[2]
-    end
-  end
-  return table.concat(out)
-end
 
 return {
   id = "redis-info",
@@ -360,6 +347,6 @@ return {
       end
     end
     sock:close()
-    return result, nse_text(entries)
+    return result, text.pairs(entries)
   end,
 }

@@ -30,6 +30,11 @@ return {
     check(text.printable("a\0b") == "a\\x00b", "NUL escaped")
     check(text.printable("\255\127ok\r\n\t") == "\\xFF\\x7Fok\r\n\t", "high bytes escaped, line ends kept")
     check(text.printable("") == "", "empty")
+    -- NSE's text of an ordered table: scalars on their key's line, lists under it.
+    check(text.pairs({ { "Version", "7.0" }, { "Ports", { "1", "2" } }, { "Empty", {} } })
+      == "\n  Version: 7.0\n  Ports: \n    1\n    2\n  Empty: ", "ordered pairs")
+    check(text.pairs({}) == "", "no pairs")
+    check(text.pairs({ { "n", 3 } }) == "\n  n: 3", "a number")
     return "ok " .. passed
   end,
 }
