@@ -102,7 +102,9 @@ for key, sc in sorted(theirs.items()):
     if key[2] == "ssh-hostkey":
         # nmap 7.93 skips RSA keys of OpenSSH >= 8.8 (it looks for "ssh-rsa"
         # in the server's list): every key nmap shows must be moonscan's.
-        missing = [k for k in want[None] if k not in have.get(None, [])]
+        # libnmap gives one key-less table as a dict, several as a list.
+        listed = lambda keys: keys if isinstance(keys, list) else [keys]
+        missing = [k for k in listed(want[None]) if k not in listed(have.get(None, []))]
         if missing:
             problems.append(f"{key}: keys nmap shows and moonscan lacks: {missing}")
     elif want != have:
