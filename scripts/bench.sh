@@ -537,11 +537,17 @@ def results(path):
         addr = h.find("address").get("addr")
         for p in h.iter("port"):
             for s in p.iter("script"):
-                out.add((addr, int(p.get("portid")), s.get("id")))
+                if fact(s):
+                    out.add((addr, int(p.get("portid")), s.get("id")))
         for hs in h.iter("hostscript"):
             for s in hs.iter("script"):
-                out.add((addr, "host", s.get("id")))
+                if fact(s):
+                    out.add((addr, "host", s.get("id")))
     return out
+# nmap writes a script that failed as a result of its own ("ERROR: Script
+# execution failed"): a failure, not a fact either tool reports.
+def fact(s):
+    return not s.get("output", "").startswith("ERROR: Script execution failed")
 nm, ms = results(f"{d}/nmap.xml"), results(f"{d}/moonscan.xml")
 both = nm & ms
 print(f"  nmap's results: {len(nm)}; moonscan reports {len(both)} of them ({100 * len(both) / max(len(nm), 1):.0f} %,"
