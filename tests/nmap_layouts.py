@@ -32,6 +32,8 @@ VOLATILE = {
     # fraction of a second by 2^28, not 2^32, which puts it up to 16 s late).
     "ntp-info": {"receive time stamp"},
     "rdp-ntlm-info": {"System_Time"},
+    # A new id for each stream.
+    "xmpp-info": {"stream_id"},
 }
 
 # Counters inside text values: masked wherever they appear.
@@ -44,6 +46,10 @@ VOLATILE_TEXT = {
 # Scripts whose words nmap prints in the order of a Lua hash table (it
 # changes from run to run): the same words, in any order.
 UNORDERED_WORDS = {"pop3-capabilities", "imap-capabilities"}
+
+# Scripts whose lines nmap prints in a Lua hash table's order (and moonscan
+# by name): the same lines, in any order; the elements are compared as well.
+UNORDERED_LINES = {"xmpp-info"}
 
 # mqtt-subscribe's topics are the broker's live $SYS counters: the set
 # changes over seconds (Mosquitto publishes $SYS every sys_interval, 10 s,
@@ -113,7 +119,10 @@ for key, sc in sorted(theirs.items()):
             problems.append(f"{key}: keys nmap shows and moonscan lacks: {missing}")
     elif want != have:
         problems.append(f"{key}: elements differ:\n  nmap:     {want}\n  moonscan: {have}")
-    if key[2] != "ssh-hostkey" and masked(key[2], sc["output"]).strip() != masked(key[2], got["output"]).strip():
+    if key[2] in UNORDERED_LINES:
+        if sorted(masked(key[2], sc["output"]).split("\n")) != sorted(masked(key[2], got["output"]).split("\n")):
+            problems.append(f"{key}: lines differ:\n  nmap:     {sc['output']!r}\n  moonscan: {got['output']!r}")
+    elif key[2] != "ssh-hostkey" and masked(key[2], sc["output"]).strip() != masked(key[2], got["output"]).strip():
         problems.append(f"{key}: output differs:\n  nmap:     {sc['output']!r}\n  moonscan: {got['output']!r}")
 # nmap's documented XPath for a certificate's expiry finds the same dates.
 q = ".//port/script[@id='ssl-cert']/table[@key='validity']/elem[@key='notAfter']"

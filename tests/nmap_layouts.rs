@@ -84,6 +84,15 @@ fn the_rpc_and_time_plugins_read_as_nmaps_scripts() {
     compare_with_nmap(&["-sU", "-p", "37,111", "198.18.0.5"], ids, 2);
 }
 
+/// xmpp-info (lib/xmpp.lua) against prosody's client and server ports: a
+/// table of list items and named keys, as nmap writes it (the list first,
+/// without keys), the stream id aside.
+#[test]
+fn xmpp_info_reads_as_nmaps_script() {
+    let _lab = lab();
+    compare_with_nmap(&["-p", "5222,5269", "198.18.0.5"], "xmpp-info", 2);
+}
+
 /// smb-protocols, smb2-security-mode and smb2-time (lib/smb.lua, `scope =
 /// "host"`) against Samba: both tools show them as host scripts, and the
 /// text and the structured output read the same, the server's clock aside.

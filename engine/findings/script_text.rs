@@ -29,18 +29,38 @@ fn entry(out: &mut String, v: &Value, indent: &str) {
         }
         Value::Object(map) => {
             let deeper = format!("{indent}  ");
-            for (k, item) in map {
+            for (k, item) in nse_entries(map) {
                 if item.is_null() {
                     continue;
                 }
                 out.push('\n');
                 out.push_str(indent);
-                out.push_str(k);
-                out.push_str(": ");
+                if let Some(k) = k {
+                    out.push_str(k);
+                    out.push_str(": ");
+                }
                 entry(out, item, &deeper);
             }
         }
     }
+}
+
+/// A table's entries as NSE shows them: a Lua table with both list items and
+/// named keys reaches JSON as an object whose list keys are "1", "2"...;
+/// the list (keys 1 to n, each there, as Lua's length counts them) comes
+/// first, in order and without keys, as nmap writes a table's array part,
+/// then every other key by name (rpcinfo's program number 100000 keeps its
+/// key, as in nmap's output). A plugin's own string keys "1", "2"... read
+/// the same way: JSON cannot tell them apart.
+pub fn nse_entries(map: &serde_json::Map<String, Value>) -> Vec<(Option<&str>, &Value)> {
+    let mut listed = Vec::new();
+    while let Some(v) = map.get(&(listed.len() + 1).to_string()) {
+        listed.push((None, v));
+    }
+    let n = listed.len();
+    let in_list = |k: &str| k.parse::<usize>().is_ok_and(|i| (1..=n).contains(&i) && i.to_string() == k);
+    listed.extend(map.iter().filter(|(k, _)| !in_list(k)).map(|(k, v)| (Some(k.as_str()), v)));
+    listed
 }
 
 #[cfg(test)]
@@ -61,5 +81,19 @@ mod tests {
             "\n  clients: \n    connected: 1\n    tls: false\n  list: \n    a\n    \n      k: 2"
         );
         assert_eq!(render(&json!({"gone": null, "x": 1.5})), "\n  x: 1.5");
+    }
+
+    #[test]
+    fn list_items_of_a_mixed_table_come_first_without_keys() {
+        // {"STARTTLS Failed", info = {...}} in Lua: keys 1 to 3 are the list
+        // (in order: "3" after "2"); 5 is past a gap, "01" and "x1" are names.
+        let v = json!({"info": {"lang": "en"}, "1": "first", "3": "third", "2": "second", "5": "fifth", "01": "a", "x1": "b"});
+        assert_eq!(render(&v), "\n  first\n  second\n  third\n  01: a\n  5: fifth\n  info: \n    lang: en\n  x1: b");
+        let map = v.as_object().unwrap();
+        let keys: Vec<_> = nse_entries(map).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, [None, None, None, Some("01"), Some("5"), Some("info"), Some("x1")]);
+        // A table keyed by numbers alone, none of them 1 (rpcinfo's programs), keeps its keys.
+        let rpc = json!({"100000": {"tcp": 111}, "100003": {"tcp": 2049}});
+        assert_eq!(render(&rpc), "\n  100000: \n    tcp: 111\n  100003: \n    tcp: 2049");
     }
 }

@@ -53,6 +53,7 @@ use serde_json::Value;
 use super::report::{
     ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Scripts, Shown,
 };
+use crate::findings::script_text::nse_entries;
 use crate::findings::{HostState, PortState};
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
@@ -239,8 +240,8 @@ fn scripts_xml(doc: &mut String, by_id: &Scripts) {
             // The script's own table is the <script> element: its entries
             // are its children, as nmap writes a structured result.
             Shown::Result(Value::Object(m)) => {
-                for (k, v) in m {
-                    value_xml(doc, Some(k), v, 1);
+                for (k, v) in nse_entries(m) {
+                    value_xml(doc, k, v, 1);
                 }
             }
             Shown::Result(Value::Array(a)) => {
@@ -302,8 +303,8 @@ fn value_xml(doc: &mut String, key: Option<&str>, v: &Value, depth: usize) {
         Value::Object(m) => {
             open(doc, "table");
             doc.push('\n');
-            for (k, v) in m {
-                value_xml(doc, Some(k), v, depth + 1);
+            for (k, v) in nse_entries(m) {
+                value_xml(doc, k, v, depth + 1);
             }
             doc.push_str("</table>\n");
         }
@@ -539,6 +540,25 @@ mod tests {
              <elem key=\"plugin\">ssh-hostkey</elem>\n<elem key=\"title\">SSH host key shared</elem>\n\
              <elem key=\"severity\">low</elem>\n</table>\n</script></port>"
         ));
+    }
+
+    #[test]
+    fn list_items_of_a_mixed_table_are_written_without_keys_first() {
+        // xmpp-info's {"STARTTLS Failed", info = {...}} reaches JSON as {"1": ..., "info": ...}.
+        let mut evs = scan();
+        let end = evs.pop().unwrap();
+        let data = serde_json::json!({"info": {"errors": ["host-unknown"], "1": "x", "3": "y"}, "1": "STARTTLS Failed"});
+        evs.push(result("198.18.0.2", 443, "xmpp-info", "\n  STARTTLS Failed", data));
+        evs.push(end);
+        let doc = render(&evs);
+        well_formed(&doc).unwrap();
+        assert!(
+            doc.contains(
+                "output=\"&#xa;  STARTTLS Failed\"><elem>STARTTLS Failed</elem>\n<table key=\"info\">\n\
+                 <elem>x</elem>\n<elem key=\"3\">y</elem>\n<table key=\"errors\">\n<elem>host-unknown</elem>\n</table>\n</table>\n</script>"
+            ),
+            "{doc}"
+        );
     }
 
     #[test]
