@@ -547,7 +547,8 @@ mod tests {
         // xmpp-info's {"STARTTLS Failed", info = {...}} reaches JSON as {"1": ..., "info": ...}.
         let mut evs = scan();
         let end = evs.pop().unwrap();
-        let data = serde_json::json!({"info": {"errors": ["host-unknown"], "1": "x", "3": "y"}, "1": "STARTTLS Failed"});
+        let data =
+            serde_json::json!({"info": {"errors": ["host-unknown"], "1": "x", "3": "y"}, "1": "STARTTLS Failed"});
         evs.push(result("198.18.0.2", 443, "xmpp-info", "\n  STARTTLS Failed", data));
         evs.push(end);
         let doc = render(&evs);
