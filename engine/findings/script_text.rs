@@ -58,7 +58,13 @@ pub fn nse_entries(map: &serde_json::Map<String, Value>) -> Vec<(Option<&str>, &
         listed.push((None, v));
     }
     let n = listed.len();
-    let in_list = |k: &str| k.parse::<usize>().is_ok_and(|i| (1..=n).contains(&i) && i.to_string() == k);
+    // "1" to "n" as written from an integer: no sign, no leading zero.
+    let in_list = |k: &str| {
+        n > 0
+            && !k.starts_with('0')
+            && k.bytes().all(|b| b.is_ascii_digit())
+            && k.parse::<usize>().is_ok_and(|i| i <= n)
+    };
     listed.extend(map.iter().filter(|(k, _)| !in_list(k)).map(|(k, v)| (Some(k.as_str()), v)));
     listed
 }
