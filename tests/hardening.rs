@@ -254,3 +254,34 @@ fn a_resume_file_for_another_space_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("resuming: the targets now make 1 (address, port) pairs, not 5"), "{err}");
 }
+
+// Second review, case 1: a Certificate message of 87,000 empty
+// certificates on 80 ports, under -sV and the TLS plugins. Each port keeps
+// the chain's first 16 and counts the rest; memory stays that of a scan.
+#[test]
+fn a_chain_of_empty_certificates_on_many_ports_costs_bounded_memory() {
+    let _lab = lab();
+    let _server = Hostile::start("tls_empty_chain.py", 20000, &["--ports", "80"]);
+    let (out, rss_kb) = crate::service::time_v(&[
+        "-sV",
+        "-n",
+        "-Pn",
+        "--script",
+        "ssl-cert,ssl-enum-ciphers",
+        "-p",
+        "20000-20079",
+        HOSTILE_IP,
+        "-oJ",
+        "-",
+    ]);
+    let text = stdout(&out);
+    let evs = events(&text);
+    let services: Vec<&Value> = of_type(&evs, "service").into_iter().filter(|s| s["ip"] == HOSTILE_IP).collect();
+    assert_eq!(services.len(), 80, "{}", stderr(&out));
+    for s in &services {
+        let chain = s["tls"]["chain"].as_array().unwrap_or_else(|| panic!("no chain: {s}"));
+        assert_eq!((chain.len(), &s["tls"]["chain_cut"]), (16, &Value::from(86_984)), "{}", s["port"]);
+    }
+    assert!(text.len() < 4 << 20, "{} bytes of NDJSON for 80 ports", text.len());
+    assert!(rss_kb < 80 * 1024, "peak RSS {rss_kb} kB");
+}

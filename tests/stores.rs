@@ -308,6 +308,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
                     subject: nasty.into(),
                     issuer: "CN=ca".into(),
                     san: vec!["DNS:a".into(), nasty.into()],
+                    san_cut: 0,
                     not_before: "2026-01-01T00:00:00Z".into(),
                     not_after: "2027-01-01T00:00:00Z".into(),
                     serial: "01".into(),
@@ -326,6 +327,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
                     ..Default::default()
                 },
             ],
+            chain_cut: 7,
             der: vec![],
         })),
         t: 1.5,

@@ -297,7 +297,7 @@ fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
     let bad =
         |m: String| moonscan::Error::new(moonscan::ErrorKind::Config, format!("--tls-chain {}: {m}", path.display()));
     let text = moonscan::files::read_text_capped(path, 16 << 20, "--tls-chain")?;
-    let mut der = Vec::new();
+    let (mut der, mut sent) = (Vec::new(), 0);
     let mut body: Option<String> = None;
     for line in text.lines() {
         let line = line.trim();
@@ -305,7 +305,12 @@ fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
             body = Some(String::new());
         } else if line == "-----END CERTIFICATE-----" {
             let b = body.take().ok_or_else(|| bad("END without BEGIN".into()))?;
-            der.push(base64::engine::general_purpose::STANDARD.decode(b).map_err(|e| bad(format!("bad base64: {e}")))?);
+            let cert =
+                base64::engine::general_purpose::STANDARD.decode(b).map_err(|e| bad(format!("bad base64: {e}")))?;
+            if der.len() < moonscan::service::tls::MAX_CHAIN {
+                der.push(cert);
+            }
+            sent += 1;
         } else if let Some(b) = body.as_mut() {
             b.push_str(line);
         }
@@ -313,6 +318,5 @@ fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
     if der.is_empty() {
         return Err(bad("no certificate in it".into()));
     }
-    let chain = der.iter().map(|d| moonscan::service::tls::summarise(d)).collect();
-    Ok(TlsInfo { chain, der, ..TlsInfo::default() })
+    Ok(TlsInfo::default().with_chain(der, sent))
 }

@@ -214,8 +214,12 @@ pub struct TlsInfo {
     pub ja3s: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ja4s: String,
-    /// Leaf first, as the server sent it.
+    /// Leaf first, as the server sent it; at most the first sixteen
+    /// certificates (`net::tls::MAX_CHAIN`).
     pub chain: Vec<CertSummary>,
+    /// Certificates the server sent past those kept.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub chain_cut: u32,
     /// The DER bytes of each certificate, in chain order (for plugins).
     #[serde(skip)]
     pub der: Vec<Vec<u8>>,
@@ -228,6 +232,9 @@ pub struct CertSummary {
     pub issuer: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub san: Vec<String>,
+    /// Subject alternative names past those a chain keeps (1,000 in all).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub san_cut: u32,
     /// RFC 3339, UTC.
     pub not_before: String,
     pub not_after: String,

@@ -4,7 +4,11 @@
 //! In: a finished rustls client session, or certificate DER bytes. Out:
 //! [`TlsInfo`] and [`CertSummary`]. What always holds: any bytes give a
 //! summary (a certificate x509-parser cannot read gets its fingerprint and
-//! an `error`), never a panic; the work is linear in the input.
+//! an `error`), never a panic; the work is linear in the input. What a
+//! chain may cost is bounded whatever a server sends ([`keep_chain`]): at
+//! most [`MAX_CHAIN`] certificates are kept and summarised, and their
+//! summaries' names are bounded in count and length; what was cut is
+//! counted (`chain_cut`, `san_cut`), never silently dropped.
 
 #![deny(unsafe_code)]
 
@@ -30,7 +34,8 @@ pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&super::hello
     let cipher =
         conn.negotiated_cipher_suite().map(|s| super::hello::suite_name(u16::from(s.suite()))).unwrap_or_default();
     let alpn = conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
-    let der: Vec<Vec<u8>> = conn.peer_certificates().unwrap_or_default().iter().map(|c| c.to_vec()).collect();
+    let certs = conn.peer_certificates().unwrap_or_default();
+    let (der, sent) = (certs.iter().take(MAX_CHAIN).map(|c| c.to_vec()).collect(), certs.len());
     // rustls negotiates only ECDHE (TLS 1.2) and (EC)DHE groups (TLS 1.3).
     let group = conn.negotiated_key_exchange_group().map(|g| u16::from(g.name()));
     let kx = match group {
@@ -49,13 +54,61 @@ pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&super::hello
         kx_bits: group.map_or(0, super::hello::group_bits),
         ja3s: hello.map(super::hello::ja3s).unwrap_or_default(),
         ja4s: hello.map(super::hello::ja4s).unwrap_or_default(),
-        chain: der.iter().map(|d| summarise(d)).collect(),
-        der,
+        ..TlsInfo::default()
     }
+    .with_chain(der, sent)
+}
+
+/// Most certificates of a chain kept and summarised: real chains hold two
+/// to five (a misconfigured server's a few more). A server may send tens of
+/// thousands of empty ones in one Certificate message; past this they are
+/// only counted.
+pub const MAX_CHAIN: usize = 16;
+/// Most subject alternative names kept over a whole chain (public CAs
+/// issue certificates with up to a few hundred).
+pub const MAX_SANS: usize = 1000;
+/// Longest subject alternative name kept, in characters (a DNS name is at
+/// most 253).
+const MAX_SAN_CHARS: usize = 256;
+/// Longest subject or issuer kept, in characters.
+const MAX_NAME_CHARS: usize = 1024;
+
+impl TlsInfo {
+    /// This session with the chain whose first certificates are `der`,
+    /// of `sent` the server sent: see [`keep_chain`].
+    pub fn with_chain(mut self, der: Vec<Vec<u8>>, sent: usize) -> TlsInfo {
+        (self.chain, self.der, self.chain_cut) = keep_chain(der, sent);
+        self
+    }
+}
+
+/// The part of a chain that is kept: its first [`MAX_CHAIN`] certificates
+/// of `der` (which holds the first of the `sent` the server sent), their
+/// summaries (with [`MAX_SANS`] names in all), and how many were cut.
+pub fn keep_chain(mut der: Vec<Vec<u8>>, sent: usize) -> (Vec<CertSummary>, Vec<Vec<u8>>, u32) {
+    der.truncate(MAX_CHAIN);
+    let cut = sent.max(der.len()) - der.len();
+    let mut sans = MAX_SANS;
+    let chain = der.iter().map(|d| summarise_within(d, &mut sans)).collect();
+    (chain, der, u32::try_from(cut).unwrap_or(u32::MAX))
 }
 
 /// Summarises one certificate.
 pub fn summarise(der: &[u8]) -> CertSummary {
+    summarise_within(der, &mut MAX_SANS.clone())
+}
+
+/// The first `max` characters of `s`.
+fn cut_chars(s: String, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => s[..at].to_string(),
+        None => s,
+    }
+}
+
+/// Summarises one certificate, keeping at most `sans` of its subject
+/// alternative names (less what it keeps).
+fn summarise_within(der: &[u8], sans: &mut usize) -> CertSummary {
     let sha256 = hex(&Sha256::digest(der), "");
     let cert = match X509Certificate::from_der(der) {
         Ok((_, cert)) => cert,
@@ -67,16 +120,22 @@ pub fn summarise(der: &[u8]) -> CertSummary {
     let name_of =
         |oid: &x509_parser::der_parser::oid::Oid| oid2sn(oid, reg).map_or_else(|_| oid.to_id_string(), str::to_string);
 
-    let mut san = Vec::new();
+    let (mut san, mut san_cut) = (Vec::new(), 0u32);
     if let Ok(Some(ext)) = cert.subject_alternative_name() {
         for name in &ext.value.general_names {
-            san.push(match name {
+            if *sans == 0 {
+                san_cut = san_cut.saturating_add(1);
+                continue;
+            }
+            *sans -= 1;
+            let text = match name {
                 GeneralName::DNSName(s) => format!("DNS:{s}"),
                 GeneralName::RFC822Name(s) => format!("email:{s}"),
                 GeneralName::URI(s) => format!("URI:{s}"),
                 GeneralName::IPAddress(b) => format!("IP:{}", ip_text(b)),
                 other => format!("{other:?}").chars().take(200).collect(),
-            });
+            };
+            san.push(cut_chars(text, MAX_SAN_CHARS));
         }
     }
 
@@ -98,9 +157,10 @@ pub fn summarise(der: &[u8]) -> CertSummary {
     };
 
     CertSummary {
-        subject: cert.subject().to_string(),
-        issuer: cert.issuer().to_string(),
+        subject: cut_chars(cert.subject().to_string(), MAX_NAME_CHARS),
+        issuer: cut_chars(cert.issuer().to_string(), MAX_NAME_CHARS),
         san,
+        san_cut,
         not_before: rfc3339(cert.validity().not_before.timestamp()),
         not_after: rfc3339(cert.validity().not_after.timestamp()),
         serial: hex(cert.raw_serial(), ""),

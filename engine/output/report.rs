@@ -217,7 +217,11 @@ impl Collected {
             }
             Event::Service(s) => {
                 self.services_seen = true;
-                self.port(s.ip, s.proto, s.port, s.t).service = Some(s.clone());
+                // nmap's formats show no chain: a scan of many TLS ports
+                // keeps none for its report.
+                let mut kept = s.clone();
+                kept.tls = None;
+                self.port(s.ip, s.proto, s.port, s.t).service = Some(kept);
             }
             Event::Finding(f) => {
                 let finding = Finding {

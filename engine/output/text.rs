@@ -150,7 +150,10 @@ impl<W: Write + Send> Sink for Text<W> {
                     if let Some(alpn) = &tls.alpn {
                         write!(o, ", ALPN {}", screen(alpn))?;
                     }
-                    writeln!(o, ", {} certificate(s)", tls.chain.len())?;
+                    match tls.chain_cut {
+                        0 => writeln!(o, ", {} certificate(s)", tls.chain.len())?,
+                        cut => writeln!(o, ", {} certificate(s) ({cut} more sent, not kept)", tls.chain.len())?,
+                    }
                     if let Some(c) = tls.chain.first() {
                         writeln!(o, "  Certificate: {}; issuer: {}", screen(&c.subject), screen(&c.issuer))?;
                         if !c.san.is_empty() {

@@ -319,6 +319,7 @@ where
                 if !keep {
                     info.chain = Vec::new();
                     info.der = Vec::new();
+                    info.chain_cut = 0;
                 }
                 accepted.push(Accepted { suite: f.suite, info });
                 Ok(f.suite)

@@ -194,7 +194,7 @@ where
 /// the code that read it (`rustls` or `hello`).
 pub fn info(f: &Flight, path: &str) -> TlsInfo {
     use tls_parser::TlsCipherKx;
-    let chain: Vec<_> = f.chain.iter().map(|d| super::tls::summarise(d)).collect();
+    let (chain, der, chain_cut) = super::tls::keep_chain(f.chain.clone(), f.chain_sent);
     let kx_kind = tls_parser::TlsCipherSuite::from_id(f.suite).map(|s| &s.kx);
     let mut kx = match kx_kind {
         Some(TlsCipherKx::Ecdhe | TlsCipherKx::Aecdh) => "ecdhe",
@@ -235,7 +235,8 @@ pub fn info(f: &Flight, path: &str) -> TlsInfo {
         ja3s: ja3s(f),
         ja4s: ja4s(f),
         chain,
-        der: f.chain.clone(),
+        chain_cut,
+        der,
     }
 }
 

@@ -387,6 +387,13 @@ pub(crate) struct TlsSession {
     pub ja4s: String,
     #[serde(default)]
     pub starttls: Option<String>,
+    /// Certificates the server sent past those kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chain_cut: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl TlsSession {
@@ -399,6 +406,7 @@ impl TlsSession {
             ja3s: t.ja3s.clone(),
             ja4s: t.ja4s.clone(),
             starttls: t.starttls.clone(),
+            chain_cut: t.chain_cut,
         }
     }
 }

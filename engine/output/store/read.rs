@@ -204,6 +204,7 @@ impl Db {
                 subject: r.text(),
                 issuer: r.text(),
                 san: serde_json::from_str(&r.text()).unwrap_or_default(),
+                san_cut: 0,
                 not_before: r.text(),
                 not_after: r.text(),
                 serial: r.text(),
@@ -265,6 +266,7 @@ impl Db {
                     ja4s: session.ja4s,
                     starttls: session.starttls,
                     chain,
+                    chain_cut: session.chain_cut,
                     der: Vec::new(),
                 }));
             }

@@ -72,6 +72,7 @@ fn service(addr: &str, p: u16, version: &str) -> Event {
                     subject: "CN=lab.moonscan.test, O=moonscan lab".into(),
                     issuer: "CN=ca".into(),
                     san: vec!["DNS:lab.moonscan.test".into(), "DNS:www.lab.moonscan.test".into()],
+                    san_cut: 0,
                     not_before: "2026-11-21T15:57:00Z".into(),
                     not_after: "2036-11-18T15:57:00Z".into(),
                     serial: "0a1b".into(),
@@ -93,6 +94,7 @@ fn service(addr: &str, p: u16, version: &str) -> Event {
                     ..CertSummary::default()
                 },
             ],
+            chain_cut: 2,
             ..TlsInfo::default()
         })),
         ..s
