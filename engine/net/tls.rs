@@ -231,6 +231,22 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_chain_keeps_sixteen_certificates_and_a_thousand_names() {
+        let pem = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/lab-cert.pem")).unwrap();
+        let der = pem_to_der(&pem);
+        // 600 copies of a certificate of two names: 1,000 names are kept.
+        let (chain, kept, cut) = keep_chain(vec![der; 600], 600);
+        assert_eq!((chain.len(), kept.len(), cut), (MAX_CHAIN, MAX_CHAIN, 584));
+        let sans: usize = chain.iter().map(|c| c.san.len()).sum();
+        assert_eq!(sans, 2 * MAX_CHAIN);
+        assert_eq!(cut_chars("é".repeat(300), 256).chars().count(), 256);
+        // The name budget spans the chain.
+        let mut left = 3;
+        let (a, b) = (summarise_within(&kept[0], &mut left), summarise_within(&kept[1], &mut left));
+        assert_eq!((a.san.len(), a.san_cut, b.san.len(), b.san_cut, left), (2, 0, 1, 1, 0));
+    }
+
+    #[test]
     fn the_lab_certificate_is_summarised() {
         let pem = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/lab-cert.pem")).unwrap();
         let der = pem_to_der(&pem);

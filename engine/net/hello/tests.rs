@@ -179,6 +179,29 @@ fn hostile_lengths_are_refused_from_their_headers() {
 }
 
 #[test]
+fn a_chain_of_thousands_of_empty_certificates_keeps_sixteen_and_counts_the_rest() {
+    let lab = lab_der();
+    let mut chain: Vec<&[u8]> = vec![&lab];
+    chain.extend(std::iter::repeat_n(&[][..], 80_000));
+    let mut hs = message(2, &server_hello(TLS12, 0xc02f, &[]));
+    hs.extend(message(11, &certificate(&chain)));
+    hs.extend(message(14, &[]));
+    let bytes: Vec<u8> = hs.chunks(16384).flat_map(|c| record(22, c)).collect();
+    let f = FlightReader::new().push(&bytes).unwrap().unwrap();
+    assert_eq!((f.chain.len(), f.chain_sent), (crate::net::tls::MAX_CHAIN, 80_001));
+    let t = info(&f, "hello");
+    assert_eq!((t.chain.len(), t.der.len(), t.chain_cut), (16, 16, 79_985));
+    assert_eq!(t.chain[0].subject, "CN=lab.moonscan.test, O=moonscan lab");
+    assert!(t.chain[1].error.is_some());
+    // A list whose entries overrun it is refused.
+    let mut body = certificate(&[&lab]);
+    body[2] -= 1;
+    let mut hs = message(2, &server_hello(TLS12, 0xc02f, &[]));
+    hs.extend(message(11, &body));
+    assert!(matches!(FlightReader::new().push(&record(22, &hs)), Err(HelloError::Malformed(_))));
+}
+
+#[test]
 fn a_huge_extension_block_is_read_or_refused_within_bounds() {
     // 60 KB of extensions, over four records.
     let ext: Vec<(u16, Vec<u8>)> = (0..60).map(|i| (0x1000 + i, vec![0x41; 1000])).collect();
