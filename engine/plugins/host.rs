@@ -9,11 +9,16 @@
 //!   `getfenv`/`setfenv`, `string.dump` and `print` do not exist (`print`
 //!   is `ctx:log` by another name); only text compiled by the host is loaded.
 //!   `require` finds modules by name in the plugin's libraries only
-//!   ([`super::library`]): each runs once per VM, in a fresh environment,
-//!   within the budgets of the run that first requires it.
+//!   ([`super::library`]): each runs at its first `require` in a run, in a
+//!   fresh environment, within that run's budgets.
 //! - Every run gets a fresh environment: the plugin chunk is instantiated
-//!   again from its bytecode with a new global table, so nothing one run
-//!   writes is seen by the next.
+//!   again from its bytecode with a new global table, and the modules it
+//!   requires are instances of its own (from their cached bytecode), so
+//!   nothing one run writes, in its globals or in a module's tables or
+//!   upvalues, is seen by the next run, of this plugin or another, on this
+//!   host or another. What stays in the VM between runs (the sandbox's
+//!   globals and libraries, the environments' metatables, the script
+//!   arguments) is read-only.
 //! - Budgets per run (wall time, interrupt steps, bytes read, sockets) and
 //!   per VM (memory) stop a run that exceeds them, reported as `budget`. A
 //!   tripped budget stays tripped for the rest of the run: the interrupt
@@ -54,6 +59,9 @@ pub struct Vm {
     /// Each plugin's chunk, loaded from its bytecode at its first run in
     /// this VM; a run calls a clone of it with a fresh environment.
     chunks: Vec<std::sync::OnceLock<Function>>,
+    /// Set once a run's table of each plugin was found to declare what the
+    /// plugin was selected by (see [`Vm::plugin_table`]).
+    declared: Vec<std::sync::OnceLock<()>>,
     verbosity: u8,
 }
 
@@ -131,6 +139,7 @@ impl Vm {
         let mut vm = Vm::bare(budgets, guard, args, scan_output)?;
         vm.plugins = plugins.to_vec();
         vm.chunks = plugins.iter().map(|_| std::sync::OnceLock::new()).collect();
+        vm.declared = plugins.iter().map(|_| std::sync::OnceLock::new()).collect();
         Ok(vm)
     }
 
@@ -246,6 +255,7 @@ impl Vm {
             args: args_table,
             plugins: Vec::new(),
             chunks: Vec::new(),
+            declared: Vec::new(),
             verbosity: 0,
         })
     }
@@ -271,10 +281,12 @@ impl Vm {
         self.lua.used_memory()
     }
 
-    /// Plugin `i`'s chunk with a fresh global table: its bytecode (compiled
-    /// at its first use in the process) is loaded once per VM, and each
-    /// run calls a clone of that function (no second load).
+    /// Plugin `i`'s chunk with a fresh global table and no module loaded
+    /// yet (a run's `require`s make instances of its own): its bytecode
+    /// (compiled at its first use in the process) is loaded once per VM,
+    /// and each run calls a clone of that function (no second load).
     fn plugin_chunk(&self, i: usize) -> mlua::Result<Function> {
+        self.requires.loaded.clear()?;
         let p = &self.plugins[i];
         let loaded = match self.chunks[i].get() {
             Some(f) => f,
@@ -289,6 +301,27 @@ impl Vm {
         let f = loaded.deep_clone()?;
         f.set_environment(self.fresh_env(&p.libs)?)?;
         Ok(f)
+    }
+
+    /// Plugin `i`'s table, from a fresh instance of its chunk. The first
+    /// in this VM must declare what the plugin was selected by: its
+    /// metadata came from its file or from a cache entry, which proves no
+    /// more than that some file once had it, so an edited entry (say, an
+    /// intrusive plugin made `default, safe`) is refused before it runs.
+    async fn plugin_table(&self, i: usize) -> mlua::Result<Table> {
+        let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
+        if self.declared[i].get().is_none() {
+            let p = &self.plugins[i];
+            if !check_table(&t).is_ok_and(|m| m == p.meta()) {
+                return Err(mlua::Error::runtime(format!(
+                    "{}: its table does not declare what the plugin was selected by (an edited metadata cache \
+                     entry?); not run",
+                    p.path.display()
+                )));
+            }
+            let _ = self.declared[i].set(());
+        }
+        Ok(t)
     }
 
     /// A fresh global table for code that requires from `libs`.
@@ -335,7 +368,7 @@ impl Vm {
         };
         meter.start(budgets.wall, budgets.steps);
         let verdict = async {
-            let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
+            let t = self.plugin_table(i).await?;
             let rule: Function = t.raw_get("portrule")?;
             rule.call_async::<Value>(self.port_table(info)?).await
         };
@@ -370,7 +403,7 @@ impl Vm {
         self.lua.set_app_data(Active(run.clone()));
         meter.start(budgets.wall, budgets.steps);
         let call = async {
-            let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
+            let t = self.plugin_table(i).await?;
             let f: Function = t.raw_get("run")?;
             let thread = self.lua.create_thread(f)?;
             let verbosity = self.verbosity.saturating_add(u8::from(p.named));
@@ -424,12 +457,13 @@ impl Vm {
 }
 
 /// What `require` needs in one VM: the sandbox's globals, the modules
-/// loaded, the ones being loaded (a cycle's trace), and one environment
-/// metatable per set of libraries.
+/// loaded in the run in progress, the ones being loaded (a cycle's trace),
+/// and one environment metatable per set of libraries.
 #[derive(Clone)]
 struct Requires {
     env_meta: Table,
-    /// Modules loaded, by `origin NUL name`.
+    /// Modules loaded by the run in progress, by `origin NUL name`;
+    /// emptied when a run (or a portrule) starts.
     loaded: Table,
     /// The modules being loaded now, by `origin NUL name`, with their files.
     loading: Arc<Mutex<Vec<(String, String)>>>,
@@ -472,10 +506,10 @@ impl Requires {
     }
 
     /// `require(name)`: the module `name` of `libs`, loaded at its first
-    /// `require` in this VM and the same value after. A module runs with
-    /// a fresh environment that requires from its own library on (a core
-    /// module never sees a pack's); its tables, and its environment, are
-    /// read-only once it has loaded.
+    /// `require` in a run and the same value after, in that run only. A
+    /// module runs with a fresh environment that requires from its own
+    /// library on (a core module never sees a pack's); its tables, and its
+    /// environment, are read-only once it has loaded.
     fn require_fn(&self, lua: &Lua, libs: Libraries) -> mlua::Result<Function> {
         let this = self.clone();
         lua.create_function(move |lua, name: String| {
@@ -510,8 +544,8 @@ impl Requires {
                     .set_environment(env.clone())
                     .into_function()?;
                 let v: Value = chunk.call(name.as_str())?;
-                // Shared by every later run in this VM: read-only, so one
-                // run cannot leave state in it for the next.
+                // Read-only for the rest of the run, as a loaded module is
+                // in Lua; other runs get instances of their own.
                 freeze(&env)?;
                 if let Value::Table(t) = &v {
                     freeze(t)?;

@@ -9,7 +9,8 @@
 //! cycle of modules requiring each other, is an error naming the file when
 //! the plugin or pack is loaded (names given as literal strings; others
 //! fail the same way when the code runs); a module's code runs in the
-//! sandbox and budgets of the run that first requires it, once per VM.
+//! sandbox and budgets of the run that requires it, once per run (each
+//! run has instances of its own: see `host.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

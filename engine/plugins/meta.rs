@@ -8,7 +8,7 @@ pub use crate::findings::{About, ABOUT_MAX, MAX_REMEDIATION};
 use super::value::unknown_keys;
 
 /// Plugin metadata as the file's table gives it.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Meta {
     pub id: String,
     pub description: String,

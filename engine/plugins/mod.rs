@@ -121,6 +121,21 @@ impl std::fmt::Debug for Code {
 }
 
 impl Plugin {
+    /// What its table declared (or its metadata cache entry said it did).
+    pub(crate) fn meta(&self) -> meta::Meta {
+        meta::Meta {
+            id: self.id.clone(),
+            description: self.description.clone(),
+            categories: self.categories.clone(),
+            ports: self.ports.clone(),
+            services: self.services.clone(),
+            portrule: self.portrule,
+            args: self.args.clone(),
+            about: self.about.clone(),
+            host_scope: self.host_scope,
+        }
+    }
+
     /// Whether the plugin runs on this port by its `ports` and `services`
     /// alone (a portrule may still take it: [`Vm::wants`]).
     pub fn listed_for(&self, info: &crate::findings::Service) -> bool {
@@ -195,18 +210,7 @@ fn meta_path(cache: &Path, bytes: &[u8], libs: &Libraries) -> PathBuf {
 /// Records a checked plugin's metadata in `cache`, keyed by the sha256 of
 /// its source, so that later loads of the same bytes need not run it.
 pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
-    let meta = meta::Meta {
-        id: p.id.clone(),
-        description: p.description.clone(),
-        categories: p.categories.clone(),
-        ports: p.ports.clone(),
-        services: p.services.clone(),
-        portrule: p.portrule,
-        args: p.args.clone(),
-        about: p.about.clone(),
-        host_scope: p.host_scope,
-    };
-    let json = serde_json::to_vec(&meta).map_err(|e| bad(cache, e))?;
+    let json = serde_json::to_vec(&p.meta()).map_err(|e| bad(cache, e))?;
     if json.len() as u64 > MAX_META {
         return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
     }

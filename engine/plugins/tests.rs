@@ -625,8 +625,61 @@ async fn run_modules(body: &str, modules: &[(&str, &str)]) -> RunOutput {
     run_with(with_modules(body, modules), budgets, Guard::offline(), 22).await.0
 }
 
+/// A module's private state (a local table its functions close over, as
+/// lib/smtp.lua's TLS options) handed to a plugin's callback: what one run
+/// writes there, or stores in the module's locals, no later run sees: not
+/// the same plugin's on another host, nor another plugin's.
 #[tokio::test]
-async fn required_modules_load_once_per_vm_read_only_in_the_sandbox() {
+async fn a_runs_writes_to_a_modules_private_state_reach_no_other_run() {
+    let opts = r#"
+        local private = { alpn = { "h2" } }
+        local stash
+        return {
+            with = function(f) return f(private) end,
+            alpn = function() return private.alpn[1] end,
+            put = function(x) stash = x end,
+            get = function() return stash end,
+        }"#;
+    // Plugin 0 writes on port 22 and reads elsewhere; plugin 1 reads.
+    let writer = r#"
+        local m = require "opts"
+        if ctx.port == 22 then
+            local ok = pcall(m.with, function(t) t.alpn = { "evil" } t.secret = ctx.ip end)
+            m.put(ctx.ip .. " secret")
+            ctx:finding{ title = "w", data = { wrote = ok, alpn = m.alpn() } }
+            return
+        end
+"#;
+    let reader = r#"
+        local m = require "opts"
+        local leaked = m.with(function(t) return t.secret end)
+        ctx:finding{ title = "r", data = { alpn = m.alpn(), leaked = leaked or "", stash = m.get() or "" } }
+    "#;
+    let writer = format!("{writer}{reader}");
+    let budgets = Budgets { wall: Duration::from_millis(500), ..Budgets::default() };
+    let scan = OutputAllowance::new(budgets.scan_output);
+    let (w, r) = (with_modules(&writer, &[("opts", opts)]), with_modules(reader, &[("opts", opts)]));
+    let vm = Vm::new(&[w, r], &budgets, Guard::offline(), &BTreeMap::new(), scan).unwrap();
+    let first = vm.run(0, info(22)).await;
+    assert_eq!(first.error, None, "{first:?}");
+    // Within its own run the write may stand; it is the run's own instance.
+    assert_eq!(first.findings[0].data["alpn"], if first.findings[0].data["wrote"] == true { "evil" } else { "h2" });
+    let other_host = {
+        let mut s = Service::bare("t".into(), "127.0.0.2".parse().unwrap(), 25, Proto::Tcp);
+        s.banner = b"220 smtp\r\n".to_vec();
+        Arc::new(s)
+    };
+    for (i, port_info) in [(1, other_host.clone()), (0, other_host), (1, info(22))] {
+        let out = vm.run(i, port_info).await;
+        assert_eq!(out.error, None, "{out:?}");
+        let d = &out.findings[0].data;
+        assert_eq!(d["alpn"], "h2", "plugin {i} saw another run's write: {d}");
+        assert_eq!((&d["leaked"], &d["stash"]), (&"".into(), &"".into()), "plugin {i} saw another run's data: {d}");
+    }
+}
+
+#[tokio::test]
+async fn required_modules_load_once_per_run_read_only_in_the_sandbox() {
     let counter = "local m = { loads = 0 } m.name = ... m.io = io m.again = require 'leaf' return m";
     let leaf = "return { hello = function() return 'hi' end }";
     let body = r#"
@@ -639,50 +692,33 @@ async fn required_modules_load_once_per_vm_read_only_in_the_sandbox() {
     let out = run_modules(body, &[("counter", counter), ("leaf", leaf)]).await;
     assert_eq!(out.error, None, "{out:?}");
     let d = &out.findings[0].data;
-    assert_eq!(d["same"], true, "one load per VM");
+    assert_eq!(d["same"], true, "one load per run");
     assert_eq!(d["name"], "counter", "the module gets its name, as in Lua");
     assert_eq!(d["io"], true, "no io in a module either");
     assert_eq!(d["hi"], "hi", "modules require modules");
     assert_eq!(d["writable"], false, "a loaded module is read-only");
 }
 
-/// A `ctx` a module keeps past its run: the next run's calls on it are
-/// refused, and nothing they try reaches the next run's output.
+/// A `ctx` a module keeps past its run: the next run has a module
+/// instance of its own, where nothing was kept.
 #[tokio::test]
-async fn a_ctx_kept_past_its_run_refuses_every_call() {
+async fn a_ctx_kept_in_a_module_is_gone_in_the_next_run() {
     let keep = "local kept return { put = function(x) kept = x end, get = function() return kept end }";
     let body = r#"
         local k = require "keep"
         local old = k.get()
-        if not old then k.put(ctx) return end
-        local tried = {}
-        for _, call in ipairs({
-            function() old:finding{ title = "late" } end,
-            function() old:log("late") end,
-            function() return old:connect{} end,
-            function() return old:udp{ port = 53 } end,
-            function() return old.http:get("/") end,
-        }) do
-            -- A raise, or nil and why: either way, not done.
-            local ok, got, why = pcall(call)
-            table.insert(tried, (ok and got ~= nil) and "allowed" or tostring(ok and why or got))
-        end
-        ctx:finding{ title = "tried", data = tried }
+        k.put(ctx)
+        ctx:finding{ title = old and "found an old ctx" or "nothing kept" }
     "#;
     let budgets = Budgets { wall: Duration::from_millis(500), ..Budgets::default() };
     let scan = OutputAllowance::new(budgets.scan_output);
     let p = with_modules(body, &[("keep", keep)]);
     let vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), scan).unwrap();
-    let first = vm.run(0, info(22)).await;
-    assert_eq!((first.error, first.findings.len()), (None, 0));
-    let out = vm.run(0, info(23)).await;
-    assert_eq!(out.error, None, "{out:?}");
-    assert_eq!(out.findings.len(), 1, "only this run's own finding: {out:?}");
-    assert!(out.logs.is_empty(), "{out:?}");
-    let tried = out.findings[0].data.as_array().unwrap();
-    assert_eq!(tried.len(), 5);
-    for t in tried {
-        assert!(t.as_str().is_some_and(|t| t.contains("outside of a plugin run")), "{tried:?}");
+    for port in [22, 23] {
+        let out = vm.run(0, info(port)).await;
+        assert_eq!(out.error, None, "{out:?}");
+        let titles: Vec<&str> = out.findings.iter().map(|f| f.title.as_str()).collect();
+        assert_eq!(titles, ["nothing kept"], "run on port {port}");
     }
 }
 
