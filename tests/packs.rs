@@ -706,3 +706,91 @@ fn a_pack_with_a_library_module_installs_signed_and_its_plugin_requires_it() {
         &["lib/sshbanner.lua: require \"nowhere\": no module lib/nowhere.lua"],
     );
 }
+
+/// Second review, case 4: with HOME, MOONSCAN_HOME and XDG_DATA_HOME unset,
+/// the data folder is the user's home's (from the password database),
+/// never ./.moonscan of a folder another user prepared.
+#[test]
+fn without_home_the_data_folder_is_never_the_current_folder() {
+    let env = Env::new();
+    fs::create_dir_all(env.path(".moonscan/packs/planted")).unwrap();
+    fs::create_dir_all(env.path(".moonscan/trusted")).unwrap();
+    fs::write(env.path(".moonscan/trusted/planted.pub"), "untrusted comment: planted\nRWQ=\n").unwrap();
+    let o = env
+        .cmd(&["pack", "list"])
+        .env_remove("MOONSCAN_HOME")
+        .env_remove("HOME")
+        .env_remove("XDG_DATA_HOME")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!text.contains("planted"), "./.moonscan was read:\n{text}");
+    assert_eq!(o.status.code(), Some(0), "{text}");
+}
+
+/// A data folder (or a folder in it) that another user owns, or that its
+/// group or others may write, is refused by `pack` and by scans alike.
+#[test]
+fn a_data_folder_another_user_could_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let home = env.home.path();
+    fs::create_dir_all(home.join("trusted")).unwrap();
+    let refused = |needle: &str| {
+        for args in [&["pack", "list"][..], &["--script-help", "banner"][..]] {
+            let o = env.run(args);
+            let err = stderr(&o);
+            assert_ne!(o.status.code(), Some(0), "{args:?} ran with the data folder {needle}");
+            assert!(err.contains(needle) && err.contains("only you can write"), "{args:?}: {err}");
+        }
+    };
+    fs::set_permissions(home.join("trusted"), fs::Permissions::from_mode(0o777)).unwrap();
+    refused("can be written by its group or others (mode 777)");
+    fs::set_permissions(home.join("trusted"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(home, fs::Permissions::from_mode(0o775)).unwrap();
+    refused("can be written by its group or others (mode 775)");
+    fs::set_permissions(home, fs::Permissions::from_mode(0o755)).unwrap();
+    // scripts/test.sh runs the tests as root, which may give a folder away.
+    std::os::unix::fs::chown(home, Some(65534), None).expect("chown (the tests run as root)");
+    refused("belongs to user 65534");
+    std::os::unix::fs::chown(home, Some(0), None).unwrap();
+    assert_eq!(env.run(&["pack", "list"]).status.code(), Some(0));
+}
+
+/// A metadata cache entry edited to make an intrusive plugin `default,
+/// safe`: `-sC` does not run it (its own table says otherwise), and says so.
+#[test]
+fn an_edited_metadata_cache_entry_cannot_make_a_plugin_default() {
+    let env = Env::new();
+    let dir = env.path("plugins");
+    fs::create_dir(&dir).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    fs::write(
+        dir.join("login-attempt.lua"),
+        format!(
+            "return {{ id = 'login-attempt', description = 'Tries logins.', categories = {{ 'intrusive', 'brute' }},\n\
+             ports = {{ {port} }}, run = function(ctx) return 'tried a login' end }}\n"
+        ),
+    )
+    .unwrap();
+    let dir = dir.to_str().unwrap();
+    // Its metadata is cached at its first load.
+    env.ok(&["--script-help", "login-attempt", "--plugin-dir", dir]);
+    let cache = env.home.path().join("cache/plugin-meta");
+    let entries: Vec<PathBuf> = fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let text = fs::read_to_string(&entries[0]).unwrap();
+    let edited = text.replace(r#"["intrusive","brute"]"#, r#"["default","safe"]"#);
+    assert_ne!(edited, text, "{text}");
+    fs::write(&entries[0], edited).unwrap();
+
+    let out = env.run(&["-sT", "-Pn", "-n", "-p", &port, "127.0.0.1", "-sC", "--plugin-dir", dir, "-oJ", "-"]);
+    drop(listener);
+    let evs = crate::util::events(&stdout(&out));
+    let ran: Vec<_> = evs.iter().filter(|e| e["plugin"] == "login-attempt" && e["type"] != "error").collect();
+    assert!(ran.is_empty(), "the plugin ran: {ran:?}");
+    let errors: Vec<_> = evs.iter().filter(|e| e["plugin"] == "login-attempt" && e["type"] == "error").collect();
+    assert_eq!(errors.len(), 1, "{}", stdout(&out));
+    assert!(errors[0]["message"].as_str().unwrap().contains("does not declare what the plugin was selected by"));
+}

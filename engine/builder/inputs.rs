@@ -106,7 +106,7 @@ impl ScanBuilder {
 pub fn available_plugins(plugin_dir: &Path, packs: Vec<crate::packs::InstalledPack>) -> Result<Vec<Plugin>> {
     // Metadata cached as for installed packs: a scan runs only the plugins
     // it selects, not every file of the folder to read its table.
-    let cache = crate::packs::meta_cache_dir(&crate::packs::data_dir());
+    let cache = crate::packs::meta_cache_dir(&crate::packs::data_dir()?);
     let mut plugins =
         if plugin_dir.is_dir() { crate::plugins::load_pack_dir_cached(plugin_dir, Some(&cache))? } else { Vec::new() };
     for pack in packs {

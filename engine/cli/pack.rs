@@ -116,22 +116,22 @@ enum TrustCmd {
 
 /// Runs `moonscan pack ...` (`argv` starts at "pack"); returns the exit status.
 pub fn run(args: PackArgs) -> u8 {
-    let data = packs::data_dir();
+    let data = packs::data_dir;
     let result = match args.cmd {
         Cmd::New { dir, name } => new_pack(&dir, name),
         Cmd::Keygen { base, force } => keygen(&base, force),
         Cmd::Sign { dir, key, update_hashes } => sign_pack(&dir, &key, update_hashes),
-        Cmd::Verify { path, allow_unsigned } => verify(&data, &path, allow_unsigned),
+        Cmd::Verify { path, allow_unsigned } => data().and_then(|d| verify(&d, &path, allow_unsigned)),
         Cmd::Install { path, allow_unsigned, allow_downgrade } => {
-            install(&data, &path, allow_unsigned, allow_downgrade)
+            data().and_then(|d| install(&d, &path, allow_unsigned, allow_downgrade))
         }
-        Cmd::List => list(&data),
-        Cmd::Remove { name } => packs::remove(&data, &name).map(|()| {
+        Cmd::List => data().and_then(|d| list(&d)),
+        Cmd::Remove { name } => data().and_then(|d| packs::remove(&d, &name)).map(|()| {
             say!("removed pack {name}");
             0
         }),
-        Cmd::Trust { cmd } => trust(&data, cmd),
-        Cmd::Lock { out, check } => lock(&data, &out, check.as_deref()),
+        Cmd::Trust { cmd } => data().and_then(|d| trust(&d, cmd)),
+        Cmd::Lock { out, check } => data().and_then(|d| lock(&d, &out, check.as_deref())),
     };
     match result {
         Ok(code) => code,

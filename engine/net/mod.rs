@@ -17,6 +17,12 @@ pub mod starttls;
 pub mod tls;
 pub mod x509_fields;
 
+/// The process's effective user id.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// The soft open-file limit (1024 if it cannot be read).
 pub fn nofile_limit() -> u64 {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

@@ -78,19 +78,59 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// moonscan's data folder: `$MOONSCAN_HOME` if set, else
-/// `$XDG_DATA_HOME/moonscan`, else `~/.local/share/moonscan`.
-pub fn data_dir() -> PathBuf {
+/// `$XDG_DATA_HOME/moonscan`, else `~/.local/share/moonscan`, the home
+/// folder being `$HOME` or, without it, the user's password entry's (never
+/// the current folder). Refused when another user could write it or the
+/// folders in it (see [`check_private`]): keys, packs and plugin metadata
+/// planted there would run.
+pub fn data_dir() -> Result<PathBuf> {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    if let Some(h) = var("MOONSCAN_HOME") {
-        return PathBuf::from(h);
+    let dir = if let Some(h) = var("MOONSCAN_HOME") {
+        PathBuf::from(h)
+    } else if let Some(x) = var("XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
+        PathBuf::from(x).join("moonscan")
+    } else {
+        match std::env::home_dir().filter(|h| h.is_absolute()) {
+            Some(h) => h.join(".local/share/moonscan"),
+            None => {
+                return Err(refuse(
+                    "no data folder: HOME is not set and this user has no home folder in the password database; \
+                     set MOONSCAN_HOME to a folder only you can write",
+                ))
+            }
+        }
+    };
+    check_private(&dir)?;
+    Ok(dir)
+}
+
+/// Refuses a data folder, or a folder of it that moonscan reads (packs,
+/// trusted keys, the metadata cache), that belongs to another user (root
+/// aside) or that its group or others may write. Folders not made yet pass.
+pub fn check_private(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::net::effective_uid();
+    for d in [dir.to_path_buf(), packs_dir(dir), trust_dir(dir), dir.join("cache"), meta_cache_dir(dir)] {
+        let m = match fs::metadata(&d) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io_err(&d, e)),
+        };
+        let why = if m.uid() != me && m.uid() != 0 {
+            format!("belongs to user {}", m.uid())
+        } else if m.mode() & 0o022 != 0 {
+            format!("can be written by its group or others (mode {:o})", m.mode() & 0o777)
+        } else {
+            continue;
+        };
+        return Err(refuse(format!(
+            "data folder {}: {} {why}: another user could plant trusted keys, packs or plugin metadata there; \
+             use a folder only you can write (chmod go-w, or set MOONSCAN_HOME)",
+            dir.display(),
+            d.display()
+        )));
     }
-    if let Some(x) = var("XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
-        return PathBuf::from(x).join("moonscan");
-    }
-    match var("HOME") {
-        Some(h) => PathBuf::from(h).join(".local/share/moonscan"),
-        None => PathBuf::from(".moonscan"),
-    }
+    Ok(())
 }
 
 /// The pack name of the plugins that ship with moonscan (`plugins/`); no
@@ -654,7 +694,7 @@ pub fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
 pub fn installed_checked(lock: Option<&Path>, core_dir: &Path) -> Result<Vec<InstalledPack>> {
     let core = plugins::core_library(core_dir)?;
     let packs: Vec<InstalledPack> =
-        scan_installed_with(&data_dir(), &core)?.into_iter().map(|(_, r)| r).collect::<Result<_>>()?;
+        scan_installed_with(&data_dir()?, &core)?.into_iter().map(|(_, r)| r).collect::<Result<_>>()?;
     let default_lock = PathBuf::from("moonscan.lock");
     let lock = match lock {
         Some(l) => Some(l.to_path_buf()),
