@@ -1,8 +1,9 @@
 //! Embedding moonscan: scan the lab's web server with service detection and
 //! one plugin, printing each finding the moment it is found.
 //!
-//! Run it in the lab's scanner namespace (scripts/lab.sh up first):
-//! `ip netns exec msscan target/debug/examples/embed 198.18.0.2`
+//! Run it in the lab's scanner namespace, never outside it (its address is
+//! the lab's): `scripts/lab.sh exec target/debug/examples/embed 198.18.0.2`
+//! (with a CARGO_TARGET_DIR, that folder's examples/embed).
 
 use moonscan::findings::Event;
 

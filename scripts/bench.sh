@@ -75,7 +75,7 @@ RUNS=${RUNS:-10}
 OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
-MS=${MS:-$REPO/target/release/moonscan}
+MS=${MS:-$(scripts/cargo-target-dir.sh)/release/moonscan}
 JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 

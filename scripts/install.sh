@@ -33,7 +33,8 @@ if [ -z "$binary" ]; then
     command -v cargo >/dev/null || { echo "install.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
     echo "install.sh: building moonscan (release; the first build takes several minutes)" >&2
     cargo build --release --bin moonscan >&2
-    binary=$PWD/target/release/moonscan
+    # Where cargo put it: CARGO_TARGET_DIR and build.target-dir are honoured.
+    binary=$(scripts/cargo-target-dir.sh)/release/moonscan
 fi
 [ -x "$binary" ] || { echo "install.sh: $binary is not an executable" >&2; exit 1; }
 

@@ -94,6 +94,24 @@ zoo_run() { # name cmd...
     echo $! >"$ZOO_DIR/$name.pid"
 }
 
+# As zoo_run, for a daemon that keeps a lock or a socket at a fixed path
+# under /run (rpcbind's /run/rpcbind.lock and /run/rpcbind.sock): /run is
+# shared by every network namespace, so another copy on the host (NFS tools,
+# a second lab) would make it refuse to start. It gets a /run of its own, a
+# tmpfs in the mount namespace "ip netns exec" makes for it, with the lab's
+# state folder ($STATE) mounted back in.
+zoo_run_private_run() { # name cmd...
+    local name=$1
+    shift
+    zoo_run "$name" sh -c 'set -e
+        mount --make-rprivate /
+        mount --rbind "$0" /mnt
+        mount -t tmpfs -o mode=755 moonscan-lab-run /run
+        mkdir -p "$0"
+        mount --move /mnt "$0"
+        exec "$@"' "$STATE" "$@"
+}
+
 # The FTP daemons that conflict with vsftpd as packages: downloaded once,
 # unpacked into $ZOO_CACHE/PACKAGE.
 zoo_unpacked() { # package -> prints the root it is unpacked in
@@ -598,7 +616,7 @@ zoo_start_rpcbind() {
     # rpcbind binds TCP (and IPv6) to every address whatever -h says, so it
     # gets its sockets as systemd would hand them over (LISTEN_FDS): TCP and
     # UDP 111 on the zoo's address, IPv6 on mstarget's loopback only.
-    zoo_run rpcbind /usr/bin/python3 -c '
+    zoo_run_private_run rpcbind /usr/bin/python3 -c '
 import os, socket, sys
 socks, fds = [], []
 for fam, addr in ((socket.AF_INET, sys.argv[1]), (socket.AF_INET6, "::1")):
@@ -693,23 +711,26 @@ zoo_start() {
 zoo_addr() { echo "$ZOO"; } # name:comm:ports -> address
 
 # Wait (up to SECS in all) until "CHECK ADDRESS PORT" succeeds on every port
-# of every "name:...:ports" entry, ADDRESS_OF giving an entry's address. A
-# port that never answers is a warning (logs in LOGS), not the end of the lab.
+# of every "name:...:ports" entry, ADDRESS_OF giving an entry's address. Every
+# port that never answers is named (logs in LOGS), and then it fails: the
+# tests compare every port of the lab with nmap's view of it.
 wait_answering() { # secs check address_of logs entries...
-    local check=$2 address_of=$3 logs=$4 deadline=$((SECONDS + $1)) d p addr
+    local check=$2 address_of=$3 logs=$4 deadline=$((SECONDS + $1)) d p addr failed=()
     shift 4
     for d in "$@"; do
         addr=$("$address_of" "$d")
         for p in $(echo "${d##*:}" | tr , ' '); do
             until "$check" "$addr" "$p"; do
                 if ((SECONDS >= deadline)); then
-                    log "warning: ${d%%:*} is not answering on $addr:$p (logs in $logs)"
+                    log "error: ${d%%:*} is not answering on $addr:$p (logs in $logs)"
+                    failed+=("${d%%:*}")
                     break
                 fi
                 sleep 0.5
             done
         done
     done
+    [ ${#failed[@]} -eq 0 ] || die "did not come up: ${failed[*]} (logs in $logs; 'scripts/lab.sh status' tells the rest)"
 }
 
 zoo_alive() { # name:comm:ports
@@ -717,10 +738,8 @@ zoo_alive() { # name:comm:ports
     pid_alive "$ZOO_DIR/${1%%:*}.pid" "${rest%%:*}"
 }
 
-# Wait until every zoo port answers (RabbitMQ and Tomcat take seconds). A
-# daemon that does not come up is a warning, not the end of the lab: the
-# rest of the tests need only the core services, and tests/daemons.rs fails
-# on every zoo port that is closed.
+# Wait until every zoo port answers (RabbitMQ and Tomcat take seconds); a
+# daemon that does not come up fails the lab, naming it.
 zoo_wait() {
     local deadline=$((SECONDS + 90))
     wait_answering 90 port_open zoo_addr "$ZOO_DIR" "${ZOO_DAEMONS[@]}"
@@ -728,8 +747,7 @@ zoo_wait() {
     # first): wait until it answers a PING.
     until zoo_spamd_ready; do
         if ((SECONDS >= deadline)); then
-            log "warning: spamd is not answering PING on $ZOO:783 (logs in $ZOO_DIR)"
-            break
+            die "did not come up: spamd is not answering PING on $ZOO:783 (logs in $ZOO_DIR)"
         fi
         sleep 0.5
     done

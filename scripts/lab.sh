@@ -164,6 +164,9 @@ install_packages() {
     mapfile -t -O "${#missing[@]}" missing < <(udp_missing_packages)
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing: ${missing[*]}"
+    # Units of these daemons the host had before are the user's: never touched.
+    local had
+    had=$(root_units)
     # The packages' own daemons (vsftpd, exim4, postgresql, memcached, nginx...)
     # must not start in the root namespace: a policy-rc.d that denies every
     # action keeps invoke-rc.d (and deb-systemd-invoke) from starting them.
@@ -182,7 +185,7 @@ install_packages() {
     fi
     [ "$ours" -eq 0 ] || rm -f "$policy"
     [ "$rc" -eq 0 ] || die "could not install ${missing[*]}"
-    stop_root_daemons
+    stop_new_root_daemons "$had"
     # spamassassin's postinst imports its update keys with gpg, which leaves
     # a gpg-agent running in the root namespace.
     if [ -d /var/lib/spamassassin/sa-update-keys ] && command -v gpgconf >/dev/null; then
@@ -190,21 +193,33 @@ install_packages() {
     fi
 }
 
-# If the host runs systemd, the units the packages enabled would start at the
-# next boot (or, with an allowing policy-rc.d, are running already): stop and
-# disable them. The lab starts its own copies inside mstarget.
-stop_root_daemons() {
+# The systemd units of the daemons the lab runs copies of (inside mstarget).
+ROOT_UNITS=(vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb slapd named smbd nmbd squid
+    tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node dictd mpd
+    gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa prosody rpcbind xinetd)
+
+# Those of ROOT_UNITS this host has, one a line (none without systemd);
+# rpcbind.socket too, which would start rpcbind on the first connection.
+root_units() {
     [ -d /run/systemd/system ] || return 0
     local unit
-    for unit in vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb slapd named smbd nmbd \
-        squid tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node \
-        dictd mpd gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa prosody rpcbind \
-        xinetd; do
-        systemctl list-unit-files "$unit.service" >/dev/null 2>&1 || continue
-        systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+    for unit in "${ROOT_UNITS[@]/%/.service}" rpcbind.socket; do
+        systemctl list-unit-files "$unit" >/dev/null 2>&1 && echo "$unit"
     done
-    # rpcbind's socket unit would start it again on the first connection.
-    systemctl disable --now rpcbind.socket >/dev/null 2>&1 || true
+    return 0
+}
+
+# On a systemd host, the units the packages just installed enabled would
+# start at the next boot (or, under a policy-rc.d that allows it, run
+# already): stop and disable those, and only those. A unit the host had
+# before the install (HAD, from root_units) is the user's, left as it is.
+stop_new_root_daemons() { # had
+    local unit
+    while read -r unit; do
+        [ -n "$unit" ] || continue
+        grep -qxF "$unit" <<<"$1" && continue
+        systemctl disable --now "$unit" >/dev/null 2>&1 || true
+    done < <(root_units)
 }
 
 # --- network ----------------------------------------------------------------
@@ -788,7 +803,9 @@ cmd_scan() {
     # Builds (with cargo's progress) and puts moonscan, its man page and
     # completions on this machine (scripts/install.sh).
     "$REPO/scripts/install.sh" || die "scripts/install.sh failed"
-    exec ip netns exec "$SCAN_NS" "$REPO/target/release/moonscan" "$@"
+    local target
+    target=$("$REPO/scripts/cargo-target-dir.sh") || die "cannot tell where cargo builds"
+    exec ip netns exec "$SCAN_NS" "$target/release/moonscan" "$@"
 }
 
 main() {

@@ -15,6 +15,7 @@ command -v script >/dev/null || missing+=(bsdutils)
 command -v nmap >/dev/null || missing+=(nmap) # its nmap-service-probes file feeds the probes-import test
 command -v ss >/dev/null || missing+=(iproute2)
 command -v cc >/dev/null || missing+=(gcc)
+command -v g++ >/dev/null || missing+=(g++) # Luau (mlua) is C++
 test -x /usr/bin/time || missing+=(time)               # peak RSS in the service tests
 test -x /usr/bin/python3 || missing+=(python3)         # tests/hostile/*.py servers
 # nmap's own clients read moonscan's -oX (tests/outputs.rs): python-libnmap
@@ -52,4 +53,5 @@ fi
 bash scripts/lab.sh up
 cargo build --all-targets # examples/ too: tests/pipeline.rs runs examples/embed in the lab
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q
-cargo test "$@"
+# Every test binary runs even after one fails: a lab problem hides no doc test.
+cargo test --no-fail-fast "$@"

@@ -106,7 +106,11 @@ fn every_lab_daemon_is_named_as_nmap_names_it() {
             }
         }
     }
-    assert!(closed.is_empty(), "lab ports open to neither scanner (see scripts/lab.sh status): {closed:?}\n{table}");
+    assert!(
+        closed.is_empty(),
+        "every lab daemon's port open to both scanners expected; open to neither: {closed:?} (their daemons did not \
+         come up: scripts/lab.sh status)\n{table}"
+    );
 
     // Every port nmap names, moonscan names the same.
     let by_scripts =

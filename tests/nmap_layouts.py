@@ -132,5 +132,10 @@ if "ssl-cert" in ids:
         problems.append(f"XPath {q}: nmap {a}, moonscan {b}")
 for p in problems:
     print(p)
+# Which of the asked scripts nmap gave no result for (a daemon that did not
+# come up shows here by its script's name).
+seen = {k[2] for k in theirs}
+print(f"scripts nmap reported: {', '.join(sorted(seen & set(ids))) or 'none'}; "
+      f"missing: {', '.join(sorted(set(ids) - seen)) or 'none'}")
 print(f"compared {compared} script results")
 sys.exit(1 if problems or compared == 0 else 0)

@@ -144,7 +144,7 @@ fn compare_with_nmap(targets: &[&str], ids: &str, min: usize) {
     let said = stdout(&compare);
     assert!(compare.status.success(), "{said}{}", stderr(&compare));
     let n: usize = said.trim().rsplit(' ').nth(2).and_then(|n| n.parse().ok()).unwrap_or(0);
-    assert!(n >= min, "{said}");
+    assert!(n >= min, "at least {min} script results of {ids} on {targets:?} expected, {n} compared:\n{said}");
 }
 
 /// IVRE (PyPI), which stores nmap scans for analysis, imports a lab
