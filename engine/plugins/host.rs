@@ -245,8 +245,13 @@ impl Vm {
             patterns,
             tape: std::sync::OnceLock::new(),
         });
-        let requires =
-            Requires { env_meta, loaded: lua.create_table()?, loading: Arc::default(), envs: Arc::default() };
+        let requires = Requires {
+            env_meta,
+            loaded: lua.create_table()?,
+            loading: Arc::default(),
+            chunks: Arc::default(),
+            envs: Arc::default(),
+        };
         Ok(Vm {
             lua,
             scope,
@@ -467,6 +472,10 @@ struct Requires {
     loaded: Table,
     /// The modules being loaded now, by `origin NUL name`, with their files.
     loading: Arc<Mutex<Vec<(String, String)>>>,
+    /// Each module's chunk, loaded from its bytecode at its first `require`
+    /// in this VM, by `origin NUL name`; a run calls a clone of it with a
+    /// fresh environment, as it does its plugin's chunk.
+    chunks: Arc<Mutex<std::collections::HashMap<String, Function>>>,
     /// Per set of libraries (by their addresses): the metatable of the
     /// environments of code that requires from it.
     envs: Arc<Mutex<Vec<LibEnv>>>,
@@ -476,11 +485,20 @@ struct Requires {
 /// code that requires from it.
 type LibEnv = (Vec<usize>, Table);
 
-/// Most tables one module may hold (its own, those in it, its globals'):
-/// each is made read-only once it has loaded; more is an error.
-pub(super) const MAX_FROZEN: usize = 10_000;
-
 impl Requires {
+    /// A fresh instance of module `m`'s chunk (see [`Requires::chunks`]).
+    fn chunk(&self, lua: &Lua, key: &str, m: &super::library::Module) -> mlua::Result<Function> {
+        let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = chunks.get(key) {
+            return f.deep_clone();
+        }
+        let bytecode = m.code.bytecode().map_err(|e| mlua::Error::runtime(format!("{}: {e}", m.file)))?;
+        let f = lua.load(bytecode).set_mode(ChunkMode::Binary).set_name(format!("={}", m.file)).into_function()?;
+        let clone = f.deep_clone();
+        chunks.insert(key.to_string(), f);
+        clone
+    }
+
     /// The environment metatable of code that requires from `libs`: the
     /// sandbox's globals, and a `require` that looks in `libs` (made once
     /// per VM for each set of libraries).
@@ -508,8 +526,9 @@ impl Requires {
     /// `require(name)`: the module `name` of `libs`, loaded at its first
     /// `require` in a run and the same value after, in that run only. A
     /// module runs with a fresh environment that requires from its own
-    /// library on (a core module never sees a pack's); its tables, and its
-    /// environment, are read-only once it has loaded.
+    /// library on (a core module never sees a pack's). Its instance is the
+    /// run's alone, so it need not be read-only (making every table of it
+    /// read-only at each run cost more than the run).
     fn require_fn(&self, lua: &Lua, libs: Libraries) -> mlua::Result<Function> {
         let this = self.clone();
         lua.create_function(move |lua, name: String| {
@@ -534,22 +553,13 @@ impl Requires {
                 stack.push((key.clone(), m.file.clone()));
             }
             let result = (|| -> mlua::Result<Value> {
-                let bytecode = m.code.bytecode().map_err(|e| mlua::Error::runtime(format!("{}: {e}", m.file)))?;
                 let env = lua.create_table()?;
                 env.set_metatable(Some(this.env_for(lua, &libs.from(at))?))?;
-                let chunk = lua
-                    .load(bytecode)
-                    .set_mode(ChunkMode::Binary)
-                    .set_name(format!("={}", m.file))
-                    .set_environment(env.clone())
-                    .into_function()?;
+                let chunk = this.chunk(lua, &key, m)?;
+                chunk.set_environment(env)?;
+                // The run's own instance: what the run writes in it (or in
+                // what its functions close over) ends with the run.
                 let v: Value = chunk.call(name.as_str())?;
-                // Read-only for the rest of the run, as a loaded module is
-                // in Lua; other runs get instances of their own.
-                freeze(&env)?;
-                if let Value::Table(t) = &v {
-                    freeze(t)?;
-                }
                 Ok(if v.is_nil() { Value::Boolean(true) } else { v })
             })();
             this.loading.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -558,34 +568,6 @@ impl Requires {
             Ok(v)
         })
     }
-}
-
-/// Makes `t` and the tables it holds (keys, values, metatables) read-only;
-/// more than [`MAX_FROZEN`] of them is an error (none could stay writable).
-fn freeze(t: &Table) -> mlua::Result<()> {
-    let mut todo = vec![t.clone()];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(t) = todo.pop() {
-        if !seen.insert(t.to_pointer() as usize) {
-            continue;
-        }
-        if seen.len() > MAX_FROZEN {
-            return Err(mlua::Error::runtime(format!("a module may hold at most {MAX_FROZEN} tables")));
-        }
-        if let Some(m) = t.metatable() {
-            todo.push(m);
-        }
-        for pair in t.pairs::<Value, Value>() {
-            let (k, v) = pair?;
-            for x in [k, v] {
-                if let Value::Table(inner) = x {
-                    todo.push(inner);
-                }
-            }
-        }
-        t.set_readonly(true);
-    }
-    Ok(())
 }
 
 /// Luau's LUA_MEMERRMSG: the error value of an allocation that failed.
