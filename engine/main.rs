@@ -168,14 +168,10 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
             // An XML file is one document: a resumed scan writes its own, beside the first.
             cli::Dest::File(path) if resuming && *format == cli::Format::Xml => {
-                let resumed = (1..)
-                    .map(|n| {
-                        path.with_extension(if n == 1 { "resumed.xml".to_string() } else { format!("resumed-{n}.xml") })
-                    })
-                    .find(|p| !p.exists())
-                    .expect("an unused name");
+                let (resumed, f) =
+                    cli::resume::create_beside(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
                 moonscan::tell!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
-                Box::new(File::create(&resumed).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", resumed.display()))?)
+                Box::new(f)
             }
             cli::Dest::File(path) => {
                 Box::new(open_output(path, resuming).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?)
