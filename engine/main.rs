@@ -91,7 +91,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.is_usage() { 2 } else { 1 });
         }
     };
-    match run(plan) {
+    match run(plan, argv) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             moonscan::tell!("moonscan: {e:#}");
@@ -128,15 +128,16 @@ fn print_all(bytes: &[u8]) -> ExitCode {
     }
 }
 
-fn run(plan: cli::Plan) -> anyhow::Result<u8> {
+/// Runs the planned scan; `argv` is its command line as typed, which only
+/// the resume file keeps (the outputs record it redacted).
+fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     for note in &plan.scan.notes {
         moonscan::tell!("moonscan: {note}");
     }
     let resuming = plan.resume_file.is_some();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let verbose = plan.scan.config().verbosity > 0;
-    let (order, space_len, seed, args) =
-        (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed(), plan.scan.config().args.clone());
+    let (order, space_len, seed) = (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed());
     let resumable = plan.scan.config().resumable();
     let scan_plugins = plan.scan.config().plugins.clone();
     let mut scan = rt.block_on(async { ScanHandle::start(plan.scan) });
@@ -167,14 +168,10 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
             cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
             // An XML file is one document: a resumed scan writes its own, beside the first.
             cli::Dest::File(path) if resuming && *format == cli::Format::Xml => {
-                let resumed = (1..)
-                    .map(|n| {
-                        path.with_extension(if n == 1 { "resumed.xml".to_string() } else { format!("resumed-{n}.xml") })
-                    })
-                    .find(|p| !p.exists())
-                    .expect("an unused name");
+                let (resumed, f) =
+                    cli::resume::create_beside(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
                 moonscan::tell!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
-                Box::new(File::create(&resumed).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", resumed.display()))?)
+                Box::new(f)
             }
             cli::Dest::File(path) => {
                 Box::new(open_output(path, resuming).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?)
@@ -252,7 +249,7 @@ fn run(plan: cli::Plan) -> anyhow::Result<u8> {
     } else if end.interrupted {
         let left = order.remaining(space_len);
         if !left.is_empty() {
-            let file = cli::resume::ResumeFile { moonscan_resume: 1, args, seed, space_len, segments: left };
+            let file = cli::resume::ResumeFile { moonscan_resume: 1, args: argv, seed, space_len, segments: left };
             // A resumed scan interrupted again updates its own resume file.
             let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();

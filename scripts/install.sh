@@ -40,15 +40,20 @@ fi
 
 install -d "$prefix/bin" "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
     "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
-# Each file whole or not at all: written beside, then renamed.
+# Each file whole or not at all: written into a new file beside it (mktemp:
+# a random name, created only if nothing has it, so a link planted under a
+# prefix someone else can write to is never followed), then renamed over it
+# (mv -T: a link or folder at the target is replaced, not entered).
 put() { # target command...
-    local target=$1
+    local target=$1 tmp
     shift
-    if ! "$@" >"$target.tmp"; then
-        rm -f "$target.tmp"
+    tmp=$(mktemp "$target.XXXXXXXX")
+    if ! "$@" >"$tmp"; then
+        rm -f -- "$tmp"
         return 1
     fi
-    mv -f "$target.tmp" "$target"
+    chmod 644 -- "$tmp"
+    mv -fT -- "$tmp" "$target"
 }
 install -m 755 "$binary" "$prefix/bin/moonscan"
 put "$prefix/share/man/man1/moonscan.1" "$binary" man

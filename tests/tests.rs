@@ -22,6 +22,7 @@ mod plugins;
 mod recordings;
 mod routes;
 mod scan_types;
+mod secrets;
 mod service;
 mod ssh_plugins;
 mod stores;

@@ -376,9 +376,11 @@ impl ScanBuilder {
         self
     }
 
-    /// The command line recorded in `scan_start` (default: none).
+    /// The command line recorded in `scan_start` (default: none), with
+    /// `--script-args` values and URL passwords replaced
+    /// ([`crate::output::redact`]): every output and store records it.
     pub fn command_line(mut self, args: Vec<String>) -> Self {
-        self.args = args;
+        self.args = crate::output::redact::command_line(&args);
         self
     }
 

@@ -227,7 +227,8 @@ pub struct Args {
     #[arg(long = "output-all", value_name = "BASE")]
     pub output_all: Option<PathBuf>,
 
-    /// Store the scan in a SQLite FILE or a PostgreSQL database (postgres://user@host/db).
+    /// Store the scan in a SQLite FILE or a PostgreSQL database (postgres://user@host/db; a password
+    /// not in the URL comes from $PGPASSWORD or ~/.pgpass, as for psql; outputs never show it).
     #[arg(long = "db", value_name = "FILE|URL")]
     pub db: Option<String>,
 

@@ -6,8 +6,14 @@
 //! the scan order not yet sent. Probes in flight at the interrupt were
 //! answered or timed out before the file was written, so a resumed scan
 //! sends every remaining probe once and no earlier one again.
+//!
+//! The command line is kept as typed, passwords and `--script-args`
+//! included (the outputs record it redacted): the file is written mode 0600,
+//! through a private temporary file (see [`save`]). A resumed scan's XML
+//! goes to a new file beside the first ([`create_beside`]).
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 
 use moonscan::targets::Segment;
 use moonscan::{Error, ErrorKind, Result};
@@ -116,13 +122,45 @@ fn first_common(a: Segment, b: Segment) -> Option<u64> {
     u64::try_from(x).ok()
 }
 
-/// Writes the file whole, or not at all (a temporary file renamed over it).
-pub fn save(path: &Path, f: &ResumeFile) -> std::io::Result<()> {
-    let tmp = path.with_extension("resume.tmp");
+/// Writes the file whole, or not at all: into a new temporary file beside
+/// it (a random name made with O_EXCL, mode 0600: nothing planted there is
+/// written through, and only the user can read the command line it keeps,
+/// passwords included), then renamed over it (a link at `path` is replaced,
+/// not followed).
+pub fn save(path: &Path, f: &ResumeFile) -> io::Result<()> {
+    use std::io::Write;
     let mut f = f.clone();
     f.segments.sort_by_key(|s| (s.next, s.step));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&f).map_err(std::io::Error::other)?)?;
-    std::fs::rename(&tmp, path)
+    let bytes = serde_json::to_vec_pretty(&f).map_err(io::Error::other)?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().prefix(".moonscan.resume-").tempfile_in(dir)?;
+    tmp.write_all(&bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Most names [`create_beside`] tries.
+pub const BESIDE_NAMES: u32 = 1000;
+
+/// A resumed scan's XML file, a new one beside the first: NAME.resumed.xml,
+/// else NAME.resumed-2.xml and so on. Each is created only if nothing has
+/// that name (O_EXCL, O_NOFOLLOW): a file, or a link (even one that points
+/// nowhere), is passed over, never written through.
+pub fn create_beside(path: &Path) -> io::Result<(PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for n in 1..=BESIDE_NAMES {
+        let p = path.with_extension(if n == 1 { "resumed.xml".to_string() } else { format!("resumed-{n}.xml") });
+        match std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).open(&p) {
+            Ok(f) => return Ok((p, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", p.display()))),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("the names for a resumed scan's XML are taken (.resumed.xml to .resumed-{BESIDE_NAMES}.xml)"),
+    ))
 }
 
 #[cfg(test)]
@@ -159,6 +197,49 @@ mod tests {
         // Larger than 16 MiB: refused without reading it whole.
         std::fs::File::create(&path).unwrap().set_len((16 << 20) + 1).unwrap();
         assert!(load(&path).unwrap_err().to_string().contains("larger than 16777216 bytes"));
+    }
+
+    // Regression: an interrupted scan wrote moonscan.resume.tmp through a
+    // link another user planted (a root-owned 0600 file was overwritten), and
+    // left the command line, passwords included, readable by all (0644).
+    #[test]
+    fn save_writes_through_no_planted_link_and_only_for_its_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "victim").unwrap();
+        let path = dir.path().join(DEFAULT);
+        std::os::unix::fs::symlink(&victim, dir.path().join("moonscan.resume.tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        save(&path, &sample()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "victim");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.is_file(), "the link at the file's own name is replaced, not followed");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(load(&path).unwrap().args, sample().args);
+        // Nothing else is left beside it.
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+    }
+
+    // Regression: `--resume` with -oX created NAME.resumed.xml through a
+    // dangling link.
+    #[test]
+    fn a_resumed_xml_passes_over_links_and_files_and_its_names_run_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let xml = dir.path().join("scan.xml");
+        let outside = dir.path().join("outside");
+        std::os::unix::fs::symlink(&outside, dir.path().join("scan.resumed.xml")).unwrap();
+        std::fs::write(dir.path().join("scan.resumed-2.xml"), "first resume").unwrap();
+        let (p, _) = create_beside(&xml).unwrap();
+        assert_eq!(p, dir.path().join("scan.resumed-3.xml"));
+        assert!(!outside.exists(), "the dangling link was not created through");
+        assert_eq!(std::fs::read_to_string(dir.path().join("scan.resumed-2.xml")).unwrap(), "first resume");
+        for n in 4..=BESIDE_NAMES {
+            std::fs::write(dir.path().join(format!("scan.resumed-{n}.xml")), "").unwrap();
+        }
+        let e = create_beside(&xml).unwrap_err();
+        assert!(e.to_string().contains("are taken (.resumed.xml to .resumed-1000.xml)"), "{e}");
     }
 
     // Regression: a file listing one segment 2,000 times sent 2,000 probes

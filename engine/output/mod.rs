@@ -11,6 +11,7 @@ mod grepable;
 mod ndjson;
 mod nmap_script_ids;
 mod normal;
+pub mod redact;
 mod report;
 mod sarif;
 mod screen;

@@ -128,25 +128,11 @@ impl<W: Write> Sarif<W> {
     }
 }
 
-/// The command line, `--script-args` values left out (they may hold
-/// credentials, and SARIF files are uploaded to dashboards).
+/// The command line, `--script-args` values and URL passwords left out
+/// (SARIF files are uploaded to dashboards): already so when the builder
+/// recorded it, and again here for a `scan_start` made some other way.
 fn command_line(args: &[String]) -> String {
-    let mut out: Vec<&str> = Vec::with_capacity(args.len());
-    let mut hide = false;
-    for a in args {
-        if hide {
-            out.push("<redacted>");
-            hide = false;
-        } else if a == "--script-args" {
-            out.push(a);
-            hide = true;
-        } else if a.starts_with("--script-args=") {
-            out.push("--script-args=<redacted>");
-        } else {
-            out.push(a);
-        }
-    }
-    out.join(" ")
+    super::redact::command_line(args).join(" ")
 }
 
 /// Info is no problem (`none`); low a `note`; medium a `warning`; high and

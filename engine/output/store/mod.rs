@@ -169,19 +169,10 @@ impl Store {
     }
 }
 
-/// `target` as messages should show it: a URL's password is left out.
+/// `target` as messages should show it: a URL's password is left out
+/// ([`super::redact::url`]).
 pub fn display_name(target: &str) -> String {
-    if !is_postgres(target) {
-        return target.to_string();
-    }
-    match target.split_once("://").and_then(|(scheme, rest)| {
-        let (auth, host) = rest.split_once('@')?;
-        let user = auth.split(':').next().unwrap_or("");
-        Some(format!("{scheme}://{user}@{host}"))
-    }) {
-        Some(s) => s,
-        None => target.to_string(),
-    }
+    super::redact::url(target).into_owned()
 }
 
 fn state_name(s: PortState) -> &'static str {

@@ -9,12 +9,17 @@
 //! for the same rows as INSERT literals (four round trips instead of one,
 //! which matters only for small flushes). Reads use bound parameters.
 //!
+//! A URL without a password takes one as libpq does: `$PGPASSWORD`, else
+//! the first matching line of the password file (`$PGPASSFILE`, default
+//! `~/.pgpass`), read only if no one but its owner may read it.
+//!
 //! The sync client runs its own small Tokio runtime, which cannot be
 //! entered from a thread that is already inside one: every call is then made
 //! from a scoped helper thread instead.
 
 use std::borrow::Cow;
 use std::error::Error as StdError;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use postgres::types::{FromSql, ToSql, Type};
@@ -76,6 +81,116 @@ fn pg_message(e: &postgres::Error) -> String {
     }
 }
 
+/// Largest password file read.
+const MAX_PASSFILE: u64 = 1 << 20;
+
+/// Where a password comes from when the URL has none.
+#[derive(Debug, Default)]
+struct Passwords {
+    /// `$PGPASSWORD` (empty is none).
+    env: Option<String>,
+    /// `$PGPASSFILE`, else `~/.pgpass`.
+    file: Option<PathBuf>,
+    /// The user name to match when the URL has none (the driver logs in
+    /// as the system user then).
+    system_user: Option<String>,
+}
+
+impl Passwords {
+    fn from_env() -> Passwords {
+        let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then_some(v);
+        Passwords {
+            env: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
+            file: std::env::var_os("PGPASSFILE")
+                .and_then(nonempty)
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").and_then(nonempty).map(|h| PathBuf::from(h).join(".pgpass"))),
+            system_user: whoami::username().ok(),
+        }
+    }
+}
+
+/// Gives `cfg` the password libpq would use when the URL has none. Returns
+/// why a password file was passed over (for the error of a failed
+/// connection: libpq prints it as a warning).
+fn fill_password(cfg: &mut Config, from: &Passwords) -> Option<String> {
+    if cfg.get_password().is_some() {
+        return None;
+    }
+    if let Some(p) = &from.env {
+        cfg.password(p.as_str());
+        return None;
+    }
+    let path = from.file.as_ref()?;
+    let meta = std::fs::metadata(path).ok()?;
+    let skip = |why: &str| Some(format!("password file {} not read: {why}", path.display()));
+    if !meta.is_file() {
+        return skip("not a plain file");
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return skip("group or others may read it (chmod 0600 it)");
+        }
+    }
+    let text = match crate::files::read_text_capped(path, MAX_PASSFILE, "password file") {
+        Ok(t) => t,
+        Err(e) => return Some(e.to_string()),
+    };
+    let host = match cfg.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        // libpq matches a Unix socket (or no host) as localhost.
+        _ => "localhost".to_string(),
+    };
+    let port = cfg.get_ports().first().copied().unwrap_or(5432).to_string();
+    let user = cfg.get_user().map(str::to_string).or_else(|| from.system_user.clone())?;
+    let db = cfg.get_dbname().map_or_else(|| user.clone(), str::to_string);
+    if let Some(p) = passfile_lookup(&text, [&host, &port, &db, &user]) {
+        cfg.password(p);
+    }
+    None
+}
+
+/// The password of the first line of a `.pgpass` file that matches host,
+/// port, database and user: `hostname:port:database:username:password`,
+/// `*` matching anything, `\:` and `\\` a literal colon and backslash,
+/// lines starting with `#` ignored.
+fn passfile_lookup(text: &str, want: [&str; 4]) -> Option<String> {
+    for line in text.lines() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        // (as written, unescaped) for each field.
+        let mut fields: Vec<(String, String)> = vec![(String::new(), String::new())];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            let last = fields.len() - 1;
+            match c {
+                '\\' => {
+                    let next = chars.next().unwrap_or('\\');
+                    fields[last].0.extend([c, next]);
+                    fields[last].1.push(next);
+                }
+                ':' if fields.len() < 5 => fields.push((String::new(), String::new())),
+                // The password ends at a colon, as libpq reads it.
+                ':' => break,
+                c => {
+                    fields[last].0.push(c);
+                    fields[last].1.push(c);
+                }
+            }
+        }
+        if fields.len() < 5 {
+            continue;
+        }
+        if fields.iter().zip(want).all(|((raw, text), w)| raw == "*" || text == w) {
+            return Some(fields[4].1.clone());
+        }
+    }
+    None
+}
+
 impl Pg {
     /// Connects and creates the tables if they are missing.
     pub fn connect(url: &str) -> crate::Result<Pg> {
@@ -86,8 +201,12 @@ impl Pg {
         if cfg.get_application_name().is_none() {
             cfg.application_name("moonscan");
         }
+        let passed_over = fill_password(&mut cfg, &Passwords::from_env());
         off_runtime(move || {
-            let client = cfg.connect(NoTls).map_err(|e| pg_err(e).context("cannot connect"))?;
+            let client = cfg.connect(NoTls).map_err(|e| {
+                let why = passed_over.map_or_else(String::new, |w| format!(" ({w})"));
+                Error::with_source(ErrorKind::Store, format!("cannot connect: {}{why}", pg_message(&e)), e)
+            })?;
             let mut pg = Pg { client, staged: false };
             pg.create_schema().map_err(|e| db_error(format!("creating the tables: {e}")))?;
             Ok(pg)
@@ -397,5 +516,71 @@ impl Backend for Pg {
 
     fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
         off_runtime(|| self.query_now(sql, params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passfile_lines_match_as_libpq_reads_them() {
+        let text = "# comment\n\
+                    other:5432:db:u:wrong\n\
+                    h:5432:db:u\n\
+                    h:*:db:u:hun\\:ter\\\\2:ignored\r\n\
+                    *:*:*:*:fallback\n";
+        assert_eq!(passfile_lookup(text, ["h", "5432", "db", "u"]).as_deref(), Some("hun:ter\\2"));
+        assert_eq!(passfile_lookup(text, ["x", "1", "y", "z"]).as_deref(), Some("fallback"));
+        // An escaped star is a star, not a wildcard.
+        assert_eq!(passfile_lookup("\\*:*:*:*:p\n", ["h", "1", "d", "u"]), None);
+        assert_eq!(passfile_lookup("\\*:*:*:*:p\n", ["*", "1", "d", "u"]).as_deref(), Some("p"));
+        assert_eq!(passfile_lookup("h:5432:db:u\n", ["h", "5432", "db", "u"]), None, "four fields: no password");
+    }
+
+    #[test]
+    fn a_url_without_password_takes_pgpassword_then_the_password_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pgpass");
+        std::fs::write(&file, "127.0.0.1:5432:x:u:from-file\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let cfg = |url: &str| -> Config { url.parse().unwrap() };
+        let from = |env: Option<&str>| Passwords {
+            env: env.map(String::from),
+            file: Some(file.clone()),
+            system_user: Some("u".into()),
+        };
+        let password = |c: &Config| c.get_password().map(|p| String::from_utf8_lossy(p).into_owned());
+
+        let mut c = cfg("postgres://u@127.0.0.1/x");
+        assert_eq!(fill_password(&mut c, &from(None)), None);
+        assert_eq!(password(&c).as_deref(), Some("from-file"));
+        // The system user (and the database named after it) when the URL has none.
+        std::fs::write(&file, "127.0.0.1:5432:u:u:as-system-user\n").unwrap();
+        let mut c = cfg("postgres://127.0.0.1");
+        fill_password(&mut c, &from(None));
+        assert_eq!(password(&c).as_deref(), Some("as-system-user"));
+        // $PGPASSWORD first; the URL's own password before both.
+        let mut c = cfg("postgres://u@127.0.0.1/x");
+        fill_password(&mut c, &from(Some("from-env")));
+        assert_eq!(password(&c).as_deref(), Some("from-env"));
+        let mut c = cfg("postgres://u:in-url@127.0.0.1/x");
+        fill_password(&mut c, &from(Some("from-env")));
+        assert_eq!(password(&c).as_deref(), Some("in-url"));
+        // A file others may read is passed over, and the error will say why.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mut c = cfg("postgres://u@127.0.0.1/u");
+        let why = fill_password(&mut c, &from(None)).unwrap();
+        assert!(why.contains("chmod 0600"), "{why}");
+        assert_eq!(password(&c), None);
+        // Larger than 1 MiB: not read.
+        std::fs::write(&file, vec![b'#'; (MAX_PASSFILE + 1) as usize]).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let why = fill_password(&mut c, &from(None)).unwrap();
+        assert!(why.contains("larger than 1048576 bytes"), "{why}");
+        // No file: nothing to say.
+        let none = Passwords { file: Some(dir.path().join("none")), ..Passwords::default() };
+        assert_eq!(fill_password(&mut c, &none), None);
     }
 }

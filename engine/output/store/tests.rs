@@ -398,7 +398,10 @@ fn urls_choose_postgres_and_messages_hide_passwords() {
     assert!(is_postgres("PostgreSQL://u@h/d"));
     assert!(!is_postgres("moonscan.db"));
     assert!(!is_postgres("./postgres://x"));
-    assert_eq!(display_name("postgres://u:secret@h:5432/d"), "postgres://u@h:5432/d");
+    assert_eq!(display_name("postgres://u:secret@h:5432/d"), "postgres://u:***@h:5432/d");
+    // Regression: a bare @ in the password showed what followed it.
+    assert_eq!(display_name("postgres://u:se@cret@h/d"), "postgres://u:***@h/d");
+    assert_eq!(display_name("postgres://u@h/d?password=secret"), "postgres://u@h/d?password=***");
     assert_eq!(display_name("postgres://u@h/d"), "postgres://u@h/d");
     assert_eq!(display_name("/tmp/x.db"), "/tmp/x.db");
     let e = open("postgres://u@[bad/d").err().expect("bad URL refused");

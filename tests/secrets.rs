@@ -1,0 +1,189 @@
+//! What a scan leaves on disk is safe to keep and to share: no output or
+//! store records a URL's password or `--script-args` values (only the
+//! resume file keeps the command line whole, for its owner alone), and no
+//! file moonscan names itself (the resume file, a resumed scan's XML, the
+//! files install.sh writes) is written through a link someone planted.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{bin, in_lab, lab, repo, stderr, stdout, wait_for_events, TARGET};
+
+/// The password and script argument the tests look for.
+const SECRET: &str = "hunter2";
+/// Every output format, each to its own file.
+const OUTPUTS: [&str; 10] = ["-oX", "o.xml", "-oN", "o.nmap", "-oG", "o.gnmap", "-oJ", "o.json", "--sarif", "o.sarif"];
+
+/// A connect scan of every port of `target`, slow enough to interrupt.
+fn slow_scan(cmd: &mut Command, dir: &Path, target: &str, extra: &[&str]) -> Child {
+    cmd.args(["-sT", "-Pn", "-n", "-p", "1-65535", target, "--max-rate", "300"])
+        .args(extra)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("moonscan starts")
+}
+
+/// Ctrl-C once the scan's NDJSON (o.json in `dir`) has begun; waits for the exit.
+fn interrupt_once_started(child: Child, dir: &Path) -> Output {
+    wait_for_events(&dir.join("o.json"), 1, |e| e["type"] == "scan_start", Duration::from_secs(20));
+    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "an interrupted scan exits 1: {}", stderr(&out));
+    out
+}
+
+/// Asserts no output file in `dir` holds the secret; returns the scan id.
+fn outputs_hold_no_secret(dir: &Path) -> String {
+    for file in OUTPUTS.iter().skip(1).step_by(2) {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(!text.contains(SECRET), "{file} holds the secret:\n{text}");
+    }
+    let start: Value =
+        serde_json::from_str(std::fs::read_to_string(dir.join("o.json")).unwrap().lines().next().expect("scan_start"))
+            .unwrap();
+    let args: Vec<&str> = start["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    let at = args.iter().position(|a| *a == "--script-args").expect("--script-args recorded");
+    assert_eq!(args[at + 1], "<redacted>");
+    start["scan_id"].as_str().unwrap().to_string()
+}
+
+/// The resume file: mode 0600, and the command line whole so the scan can be finished.
+fn resume_file_is_private_and_whole(dir: &Path, whole: &[&str]) {
+    let path = dir.join("moonscan.resume");
+    let meta = std::fs::symlink_metadata(&path).expect("a resume file");
+    assert!(meta.is_file());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let args: Vec<&str> = f["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    for w in whole {
+        assert!(args.contains(w), "{w} kept in the resume file: {args:?}");
+    }
+}
+
+// Regression: --script-args values were written raw everywhere but SARIF,
+// and the resume file was readable by all (0644).
+#[test]
+fn script_args_stay_out_of_every_output_and_the_sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = format!("user=x,pass={SECRET}");
+    let mut extra = vec!["--script", "banner", "--script-args", &args, "--db", "scan.db"];
+    extra.extend(OUTPUTS);
+    let child = slow_scan(&mut Command::new(bin()), dir.path(), "127.0.0.1", &extra);
+    interrupt_once_started(child, dir.path());
+    let id = outputs_hold_no_secret(dir.path());
+    let conn = rusqlite::Connection::open(dir.path().join("scan.db")).unwrap();
+    let stored: String =
+        conn.query_row("SELECT CAST(args AS TEXT) FROM scans WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
+    assert!(stored.contains("<redacted>") && !stored.contains(SECRET), "{stored}");
+    resume_file_is_private_and_whole(dir.path(), &[&args]);
+}
+
+// Regression: `--db postgres://user:secret@host/db` put the password in
+// every output, in the database's scans table and in the resume file (0644).
+#[test]
+fn a_database_password_stays_out_of_every_output_and_the_postgres_store() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    // The lab trusts the moonscan role: the password is only carried.
+    let url = format!("postgres://moonscan:{SECRET}@198.18.0.3/moonscan_results");
+    let args = format!("pass={SECRET}");
+    let mut extra = vec!["--script", "banner", "--script-args", &args, "--db", &url];
+    extra.extend(OUTPUTS);
+    let child = slow_scan(&mut in_lab(bin()), dir.path(), TARGET, &extra);
+    interrupt_once_started(child, dir.path());
+    let id = outputs_hold_no_secret(dir.path());
+    let xml = std::fs::read_to_string(dir.path().join("o.xml")).unwrap();
+    assert!(xml.contains("postgres://moonscan:***@198.18.0.3/moonscan_results"), "{xml}");
+    let show = in_lab(bin()).args(["db", "--db", &url, "show", &id]).output().unwrap();
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    let command = stdout(&show).lines().find(|l| l.starts_with("command: ")).unwrap_or_default().to_string();
+    assert!(command.contains("moonscan:***@198.18.0.3") && !command.contains(SECRET), "{command}");
+    resume_file_is_private_and_whole(dir.path(), &[&url, &args]);
+}
+
+// Regression: Ctrl-C wrote moonscan.resume.tmp through a link another user
+// planted, and `--resume` with -oX created NAME.resumed.xml through a
+// dangling link.
+#[test]
+fn an_interrupted_scan_and_its_resume_write_through_no_planted_link() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("work");
+    std::fs::create_dir(&dir).unwrap();
+    let victim = top.path().join("victim");
+    std::fs::write(&victim, "root's file").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("moonscan.resume.tmp")).unwrap();
+    let child = slow_scan(&mut Command::new(bin()), &dir, "127.0.0.1", &["-oX", "o.xml", "-oJ", "o.json"]);
+    let out = interrupt_once_started(child, &dir);
+    assert!(stderr(&out).contains("moonscan --resume moonscan.resume"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file");
+    resume_file_is_private_and_whole(&dir, &["127.0.0.1"]);
+
+    let outside = top.path().join("outside.xml");
+    std::os::unix::fs::symlink(&outside, dir.join("o.resumed.xml")).unwrap();
+    let child = Command::new(bin())
+        .args(["--resume", "moonscan.resume"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while !dir.join("o.resumed-2.xml").exists() {
+        assert!(Instant::now() < until, "the resumed scan never opened its XML");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(stderr(&out).contains("the resumed scan's XML goes to o.resumed-2.xml"), "{}", stderr(&out));
+    assert!(!outside.exists(), "the dangling link was created through");
+    assert!(std::fs::symlink_metadata(dir.join("o.resumed.xml")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file");
+}
+
+// Regression: install.sh wrote `$target.tmp` through a link planted under a
+// prefix another user owns.
+#[test]
+fn install_sh_writes_through_no_planted_link() {
+    let top = tempfile::tempdir().unwrap();
+    let prefix = top.path().join("prefix");
+    let victim = top.path().join("victim");
+    std::fs::write(&victim, "root's file").unwrap();
+    let files = [
+        "share/man/man1/moonscan.1",
+        "share/bash-completion/completions/moonscan",
+        "share/zsh/site-functions/_moonscan",
+        "share/fish/vendor_completions.d/moonscan.fish",
+    ];
+    for f in files {
+        let target = prefix.join(f);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&victim, format!("{}.tmp", target.display())).unwrap();
+    }
+    // A link at a final name is replaced, not written through.
+    std::os::unix::fs::symlink(&victim, prefix.join(files[0])).unwrap();
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/install.sh"))
+        .args(["--binary", bin(), "--prefix"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's file");
+    for f in files {
+        let meta = std::fs::symlink_metadata(prefix.join(f)).unwrap();
+        assert!(meta.is_file(), "{f} is a file of its own");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o644, "{f}");
+    }
+    assert!(std::fs::read_to_string(prefix.join(files[0])).unwrap().contains(".TH moonscan 1"));
+}
