@@ -794,3 +794,26 @@ fn an_edited_metadata_cache_entry_cannot_make_a_plugin_default() {
     assert_eq!(errors.len(), 1, "{}", stdout(&out));
     assert!(errors[0]["message"].as_str().unwrap().contains("does not declare what the plugin was selected by"));
 }
+
+/// Folders moonscan makes in its data folder are 0755 whatever the umask:
+/// under a umask of 002 a later run must not refuse the folder it made.
+#[test]
+fn data_folders_made_under_a_lax_umask_are_not_group_writable() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let home = env.home.path().join("data");
+    let o = Command::new("sh")
+        .args(["-c", "umask 002 && exec \"$0\" --script-help banner"])
+        .arg(bin())
+        .env("MOONSCAN_HOME", &home)
+        .current_dir(env.work.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for d in ["", "cache", "cache/plugin-meta"] {
+        let mode = fs::metadata(home.join(d)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o755, "{d}");
+    }
+    let again = env.cmd(&["--script-help", "banner"]).env("MOONSCAN_HOME", &home).output().unwrap();
+    assert!(again.status.success(), "{}", stderr(&again));
+}

@@ -104,6 +104,14 @@ pub fn data_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Makes `dir` and its missing parents as folders of the data folder:
+/// mode 0755 whatever the umask (a umask of 002 would make them group
+/// writable, which [`check_private`] refuses at the next run).
+pub fn make_data_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)
+}
+
 /// Refuses a data folder, or a folder of it that moonscan reads (packs,
 /// trusted keys, the metadata cache), that belongs to another user (root
 /// aside) or that its group or others may write. Folders not made yet pass.
@@ -482,7 +490,7 @@ pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool) -> R
             )));
         }
     }
-    fs::create_dir_all(&packs).map_err(|e| io_err(&packs, e))?;
+    make_data_dir(&packs).map_err(|e| io_err(&packs, e))?;
     let staging = tempfile::Builder::new()
         .prefix(&format!(".staging-{name}-"))
         .tempdir_in(&packs)
@@ -846,7 +854,7 @@ pub fn trust_add(data_dir: &Path, key_text: &str) -> Result<TrustedKey> {
         )));
     }
     let dir = trust_dir(data_dir);
-    fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+    make_data_dir(&dir).map_err(|e| io_err(&dir, e))?;
     let path = dir.join(format!("{}.pub", key.id));
     write_atomic(&path, key.to_file_text().as_bytes())?;
     Ok(TrustedKey { file: path, ..key })

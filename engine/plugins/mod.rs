@@ -214,7 +214,7 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
     if json.len() as u64 > MAX_META {
         return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
     }
-    std::fs::create_dir_all(cache).map_err(|e| bad(cache, e))?;
+    crate::packs::make_data_dir(cache).map_err(|e| bad(cache, e))?;
     crate::files::write_atomic(&meta_path(cache, bytes, &p.libs), &json)
 }
 
