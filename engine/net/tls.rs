@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use x509_parser::prelude::*;
 use x509_parser::public_key::PublicKey;
 
+use crate::findings::script_text::one_line;
 use crate::findings::{CertSummary, TlsInfo};
 
 /// The session facts of a finished handshake, with the whole chain;
@@ -98,9 +99,11 @@ pub fn summarise(der: &[u8]) -> CertSummary {
     };
 
     CertSummary {
-        subject: cert.subject().to_string(),
-        issuer: cert.issuer().to_string(),
-        san,
+        // Names are the server's text: each on one line (a line break in a
+        // CN written `\x0A`), so no output can show it as a line of its own.
+        subject: one_line(&cert.subject().to_string()).into_owned(),
+        issuer: one_line(&cert.issuer().to_string()).into_owned(),
+        san: san.iter().map(|s| one_line(s).into_owned()).collect(),
         not_before: rfc3339(cert.validity().not_before.timestamp()),
         not_after: rfc3339(cert.validity().not_after.timestamp()),
         serial: hex(cert.raw_serial(), ""),
