@@ -133,6 +133,111 @@ fn server_strings_cannot_drive_the_terminal() {
     assert!(!text.lines().any(|l| l.starts_with("Discovered open port 31337")), "{text}");
 }
 
+/// The forged line the hostile plugins and certificate carry.
+const FORGED: &str = "Discovered open port 31337";
+
+/// Lines whose text, after nmap's script bars, starts with the forged line.
+fn forged_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.trim_start_matches(['|', '_', ' ']).starts_with(FORGED)).collect()
+}
+
+fn data_plugin(name: &str) -> String {
+    repo().join("tests/data/plugins").join(name).to_string_lossy().into_owned()
+}
+
+/// Every string in a JSON document.
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(m) => m.iter().for_each(|(k, x)| {
+            out.push(k.clone());
+            strings(x, out)
+        }),
+        _ => {}
+    }
+}
+
+/// A line break in a value (a plugin's title, its data, its returned
+/// table, as a server sent them) stays on its line in the text outputs
+/// (the line-per-event text, the terminal's report, -oN, -oG, -oX); SARIF's
+/// text fields hold no control character but line feeds.
+#[test]
+fn line_breaks_in_values_cannot_forge_report_lines() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    let plugins = format!("{},{}", data_plugin("forge-lines.lua"), data_plugin("forge-titles.lua"));
+    let args = ["-sT", "-n", "-p", &port, "--script", &plugins, "127.0.0.1"];
+    let outputs = ["-oN", &file("n"), "-oG", &file("g"), "-oX", &file("x"), "--sarif", &file("s")];
+    let out = run(&[&args[..], &outputs[..]].concat());
+    let text = stdout(&out);
+    assert!(text.contains("forge-lines") && text.contains("forge-titles"), "{text}{}", stderr(&out));
+    // The terminal's report (a terminal: `script`).
+    let cmd = format!("{} {} 2>/dev/null", bin(), args.join(" "));
+    let tty = Command::new("script").args(["-qec", &cmd, "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+    let tty = String::from_utf8_lossy(&tty.stdout).replace("\r\n", "\n");
+    assert!(tty.contains("|_forge-titles") || tty.contains("| forge-titles"), "{tty}");
+    let normal = std::fs::read_to_string(file("n")).unwrap();
+    assert!(normal.contains("x\\x0A|Discovered open port 31337/tcp"), "{normal}");
+    for (what, t) in [
+        ("text", text.as_str()),
+        ("terminal", tty.as_str()),
+        ("-oN", normal.as_str()),
+        ("-oG", &std::fs::read_to_string(file("g")).unwrap()),
+        ("-oX", &std::fs::read_to_string(file("x")).unwrap()),
+    ] {
+        assert_eq!(forged_lines(t), Vec::<&str>::new(), "{what}:\n{t}");
+        for bad in ["\x1b", "\r", "\0"] {
+            assert!(!t.contains(bad), "{what}: {bad:?}:\n{t}");
+        }
+    }
+    let sarif: Value = serde_json::from_str(&std::fs::read_to_string(file("s")).unwrap()).unwrap();
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    assert!(results.len() >= 3, "{sarif}");
+    let mut texts = Vec::new();
+    for r in results {
+        texts.push(r["message"]["text"].as_str().unwrap().to_string());
+    }
+    for rule in sarif["runs"][0]["tool"]["driver"]["rules"].as_array().unwrap() {
+        for k in ["shortDescription", "fullDescription", "help"] {
+            strings(&rule[k], &mut texts);
+        }
+    }
+    for t in &texts {
+        assert!(!t.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{t:?}");
+        assert_eq!(forged_lines(t), Vec::<&str>::new(), "{t:?}");
+    }
+}
+
+/// A certificate whose CN, O and SAN hold a line break and a forged line
+/// (tests/data/tls/newline-cn.pem): ssl-cert's lines stay its own.
+#[test]
+fn a_line_break_in_a_certificate_name_cannot_forge_report_lines() {
+    let pem = repo().join("tests/data/tls/newline-cn.pem");
+    let plugin = repo().join("plugins/ssl-cert.lua");
+    for json in [false, true] {
+        let mut args = vec!["plugins", "test", plugin.to_str().unwrap(), "--port", "443"];
+        args.extend(["--tls-chain", pem.to_str().unwrap()]);
+        if json {
+            args.push("--json");
+        }
+        let out = run(&args);
+        let text = stdout(&out);
+        let shown = if json { "lab\\\\x0A|Discovered" } else { "lab\\x0A|Discovered open port 31337/tcp" };
+        assert!(text.contains(shown), "{text}{}", stderr(&out));
+        assert_eq!(forged_lines(&text), Vec::<&str>::new(), "{text}");
+        if json {
+            for ev in events(&text) {
+                let mut all = Vec::new();
+                strings(&ev, &mut all);
+                assert!(all.iter().all(|s| !s.contains("\n|Discovered")), "{ev}");
+            }
+        }
+    }
+}
+
 /// What the command line quotes back (a bad flag, a bad target, a resume
 /// file's command line, a file name) is screened as well.
 #[test]

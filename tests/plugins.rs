@@ -483,3 +483,21 @@ fn an_installed_pack_is_selected_by_name_category_and_lock() {
     assert!(err.contains("acme-web") && err.contains("moonscan.lock"), "{err}");
     assert!(evs.is_empty(), "nothing ran");
 }
+
+/// --script-max-send: a plugin sending bulk to a loopback listener is
+/// stopped at the budget (no lab).
+#[test]
+fn the_send_budget_flag_trips() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let plugin = repo().join("tests/data/plugins/send-bulk.lua");
+    let args = ["-sT", "-n", "-p", &port, "--script", plugin.to_str().unwrap(), "--script-max-send", "200000"];
+    let out = run(&[&args[..], &["-oJ", "-", "127.0.0.1"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let evs = crate::util::events(&stdout(&out));
+    let errors = of_type(&evs, "error");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["kind"], "budget");
+    assert!(errors[0]["message"].as_str().unwrap().contains("sent more than 200000 bytes"), "{errors:?}");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:?}");
+}

@@ -144,6 +144,9 @@ pub struct Args {
     /// Bytes one plugin run may read from the network; default 4194304.
     #[arg(long = "script-max-read", value_name = "BYTES")]
     pub script_max_read: Option<u64>,
+    /// Bytes one plugin run may send (TCP and UDP; at most 262144 of them in datagrams); default 4194304.
+    #[arg(long = "script-max-send", value_name = "BYTES")]
+    pub script_max_send: Option<u64>,
     /// Sockets one plugin run may open; default 16.
     #[arg(long = "script-max-sockets", value_name = "N")]
     pub script_max_sockets: Option<u32>,
@@ -565,6 +568,7 @@ fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
                 args.script_max_steps.is_some(),
                 args.script_max_memory.is_some(),
                 args.script_max_read.is_some(),
+                args.script_max_send.is_some(),
                 args.script_max_sockets.is_some(),
                 args.script_max_output.is_some(),
                 args.script_max_scan_output.is_some(),
@@ -600,6 +604,9 @@ fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
     }
     if let Some(n) = args.script_max_read {
         budgets.read_bytes = n;
+    }
+    if let Some(n) = args.script_max_send {
+        budgets.send_bytes = n;
     }
     if let Some(n) = args.script_max_sockets {
         budgets.sockets = n;

@@ -3,8 +3,31 @@
 //! first, then `key: value` for named entries (a nested table's entries on
 //! the lines below its key). The text starts with a line break, so under a
 //! port it reads `| id: ` and then the entries, as nmap prints them.
+//! What always holds: each key and each string value is one line (its
+//! control characters, line breaks included, written as `\xNN`), so a
+//! value from a server cannot start a line of its own in any output.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use serde_json::Value;
+
+/// One value on one line: every control character (C0 and C1, line
+/// breaks and tabs included) written as a visible `\xNN`.
+pub fn one_line(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            let _ = write!(out, "\\x{:02X}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// NSE's rendering of `v` (a scalar is its text alone).
 pub fn render(v: &Value) -> String {
@@ -18,7 +41,7 @@ fn entry(out: &mut String, v: &Value, indent: &str) {
         Value::Null => {}
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => out.push_str(s),
+        Value::String(s) => out.push_str(&one_line(s)),
         Value::Array(items) => {
             let deeper = format!("{indent}  ");
             for item in items {
@@ -36,7 +59,7 @@ fn entry(out: &mut String, v: &Value, indent: &str) {
                 out.push('\n');
                 out.push_str(indent);
                 if let Some(k) = k {
-                    out.push_str(k);
+                    out.push_str(&one_line(k));
                     out.push_str(": ");
                 }
                 entry(out, item, &deeper);
@@ -87,6 +110,14 @@ mod tests {
             "\n  clients: \n    connected: 1\n    tls: false\n  list: \n    a\n    \n      k: 2"
         );
         assert_eq!(render(&json!({"gone": null, "x": 1.5})), "\n  x: 1.5");
+    }
+
+    #[test]
+    fn a_value_or_key_with_a_line_break_stays_on_its_line() {
+        let v = json!({"cn": "a\n|Discovered open port 31337/tcp\r\x1b", "k\ney": ["b\nc"]});
+        assert_eq!(render(&v), "\n  cn: a\\x0A|Discovered open port 31337/tcp\\x0D\\x1B\n  k\\x0Aey: \n    b\\x0Ac");
+        assert_eq!(one_line("plain"), "plain");
+        assert_eq!(one_line("\u{9b}\0\t"), "\\x9B\\x00\\x09");
     }
 
     #[test]

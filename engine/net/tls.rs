@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use x509_parser::prelude::*;
 use x509_parser::public_key::PublicKey;
 
+use crate::findings::script_text::one_line;
 use crate::findings::{CertSummary, TlsInfo};
 
 /// The session facts of a finished handshake, with the whole chain;
@@ -135,7 +136,7 @@ fn summarise_within(der: &[u8], sans: &mut usize) -> CertSummary {
                 GeneralName::IPAddress(b) => format!("IP:{}", ip_text(b)),
                 other => format!("{other:?}").chars().take(200).collect(),
             };
-            san.push(cut_chars(text, MAX_SAN_CHARS));
+            san.push(cut_chars(one_line(&text).into_owned(), MAX_SAN_CHARS));
         }
     }
 
@@ -157,8 +158,10 @@ fn summarise_within(der: &[u8], sans: &mut usize) -> CertSummary {
     };
 
     CertSummary {
-        subject: cut_chars(cert.subject().to_string(), MAX_NAME_CHARS),
-        issuer: cut_chars(cert.issuer().to_string(), MAX_NAME_CHARS),
+        // Names are the server's text: each on one line (a line break in a
+        // CN written `\x0A`), so no output can show it as a line of its own.
+        subject: cut_chars(one_line(&cert.subject().to_string()).into_owned(), MAX_NAME_CHARS),
+        issuer: cut_chars(one_line(&cert.issuer().to_string()).into_owned(), MAX_NAME_CHARS),
         san,
         san_cut,
         not_before: rfc3339(cert.validity().not_before.timestamp()),

@@ -63,6 +63,8 @@ fn name(n: &X509Name) -> Value {
     let mut m = Map::new();
     for attr in n.iter_attributes() {
         let value = attr.as_str().map_or_else(|_| hex(attr.attr_value().data, ""), str::to_string);
+        // The server's text, one line (see tls::summarise).
+        let value = crate::findings::script_text::one_line(&value).into_owned();
         m.insert(long_name(attr.attr_type()), Value::String(value));
     }
     Value::Object(m)
@@ -183,6 +185,7 @@ fn general_names(names: &[GeneralName]) -> String {
             GeneralName::DirectoryName(d) => format!("DirName:{d}"),
             other => format!("othername:{other:?}").chars().take(200).collect(),
         })
+        .map(|n| crate::findings::script_text::one_line(&n).into_owned())
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -532,6 +532,7 @@ pub(super) fn method_conf(m: ServiceMethod) -> (&'static str, u8) {
 /// [`FINDINGS_ID`], each `[severity] plugin: title`, so nmap's own keys stay
 /// as nmap's scripts write them.
 pub(super) fn scripts(by_id: &Scripts) -> Vec<Script<'_>> {
+    use crate::findings::script_text::one_line;
     let mut out = Vec::new();
     let mut extra = Vec::new();
     for (id, findings) in by_id {
@@ -543,13 +544,14 @@ pub(super) fn scripts(by_id: &Scripts) -> Vec<Script<'_>> {
             }
             None => {
                 // Each title, its data below it as NSE renders a table.
+                // A title is one line: a line break in it is a value's, not the layout's.
                 let text = findings
                     .iter()
                     .map(|f| match &f.data {
                         Value::Object(_) | Value::Array(_) => {
-                            format!("{}{}", f.title, crate::findings::script_text::render(&f.data))
+                            format!("{}{}", one_line(&f.title), crate::findings::script_text::render(&f.data))
                         }
-                        _ => f.title.clone(),
+                        _ => one_line(&f.title).into_owned(),
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
@@ -562,7 +564,7 @@ pub(super) fn scripts(by_id: &Scripts) -> Vec<Script<'_>> {
     if !extra.is_empty() {
         let text = extra
             .iter()
-            .map(|(id, f)| format!("[{}] {id}: {}", f.severity.as_str(), f.title))
+            .map(|(id, f)| format!("[{}] {id}: {}", f.severity.as_str(), one_line(&f.title)))
             .collect::<Vec<_>>()
             .join("\n");
         out.push(Script { id: FINDINGS_ID.to_string(), text, shown: Shown::Extra(extra) });

@@ -7,7 +7,10 @@
 //! low `note`, medium `warning`, high and critical `error`), which it also
 //! keeps in its properties with the finding's data and metadata. The
 //! document is written whole at close (also when a scan is interrupted);
-//! findings are held until then, within the scan's output budget.
+//! findings are held until then, within the scan's output budget. Its
+//! text fields (a result's message, a rule's descriptions and help) hold
+//! no control character but line feeds and tabs: the others are written
+//! `\xNN`, so `jq -r` cannot print an escape sequence to a terminal.
 
 use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
@@ -16,6 +19,7 @@ use std::time::SystemTime;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::screen::{screen, screen_text};
 use super::Sink;
 use crate::findings::{About, Event, FindingEvent, ScanEnd, Severity};
 
@@ -64,10 +68,14 @@ impl<W: Write> Sarif<W> {
             std::net::IpAddr::V6(a) => format!("[{a}]"),
         };
         let proto = f.proto.as_str();
-        let mut message = f.title.clone();
-        if let Some(o) = &f.output {
-            message = format!("{}:{}{}", f.title, if o.starts_with('\n') { "" } else { " " }, o);
-        }
+        // Text fields are read with `jq -r` on terminals: their control
+        // characters are written as `\xNN` (line feeds and tabs of a result's
+        // text kept; a title is one line).
+        let title = screen(&f.title);
+        let message = match &f.output {
+            Some(o) => format!("{title}:{}{}", if o.starts_with('\n') { "" } else { " " }, screen_text(o)),
+            None => title.into_owned(),
+        };
         let mut fp = Sha256::new();
         for part in [f.plugin.as_str(), &f.ip.to_string(), proto, &f.port.to_string(), &f.title] {
             fp.update(part.as_bytes());
@@ -189,15 +197,17 @@ fn rule(r: &Rule) -> Value {
     let mut v = json!({
         "id": r.id,
         "name": r.id,
-        "shortDescription": { "text": if short.is_empty() { r.id.as_str() } else { short } },
-        "fullDescription": { "text": if r.description.is_empty() { r.id.as_str() } else { r.description.as_str() } },
+        "shortDescription": { "text": screen(if short.is_empty() { r.id.as_str() } else { short }) },
+        "fullDescription": {
+            "text": screen_text(if r.description.is_empty() { r.id.as_str() } else { r.description.as_str() })
+        },
         "properties": props,
     });
     if let Some(uri) = r.about.references.iter().find(|u| u.starts_with("https://") || u.starts_with("http://")) {
         v["helpUri"] = json!(uri);
     }
     if let Some(fix) = &r.about.remediation {
-        v["help"] = json!({ "text": fix });
+        v["help"] = json!({ "text": screen_text(fix) });
     }
     v
 }

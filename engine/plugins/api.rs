@@ -309,6 +309,7 @@ async fn http_call(lua: &Lua, run: &Run, verb: &str, path: &str, opts: Option<&T
         v4 => v4.to_string(),
     };
     let request = net::request_bytes(verb, path, &host, &headers, &body);
+    run.charge_send(request.len(), false).map_err(HttpError::Failed)?;
     if let Err(e) = s.send(&request).await {
         return Err(HttpError::Failed(e.context("send")));
     }

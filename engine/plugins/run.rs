@@ -10,7 +10,8 @@
 //! opens passes [`Run::admit`] (the guard and the socket budget) or,
 //! replayed, [`Run::aim`] (the budget, no network) and closes when the run
 //! ends; every byte read is charged ([`Run::charge`]) before the plugin
-//! sees it; every list a plugin can grow (findings, logs, refusals) is
+//! sees it, every byte a plugin sends ([`Run::charge_send`]) before it
+//! goes, and datagrams are paced ([`Run::pace_datagram`]); every list a plugin can grow (findings, logs, refusals) is
 //! capped; once the run has ended, its `ctx` and sockets refuse every call.
 
 use std::net::IpAddr;
@@ -39,6 +40,9 @@ pub struct Budgets {
     pub memory: usize,
     /// Bytes one run may read from the network.
     pub read_bytes: u64,
+    /// Bytes one run may send (TCP and UDP together; datagrams also
+    /// within [`MAX_DATAGRAM_BYTES`]).
+    pub send_bytes: u64,
     /// Sockets one run may open.
     pub sockets: u32,
     /// Bytes of findings (and returned data) one run may report, counted
@@ -55,6 +59,7 @@ impl Default for Budgets {
             steps: 50_000_000,
             memory: 64 << 20,
             read_bytes: 4 << 20,
+            send_bytes: 4 << 20,
             sockets: 16,
             output: 1 << 20,
             scan_output: 32 << 20,
@@ -74,7 +79,20 @@ pub enum Trip {
     ScanOutput,
     /// The scan was interrupted (Ctrl-C) and the grace for runs in flight passed.
     Stopped,
+    Send,
+    /// More bytes of datagrams than [`MAX_DATAGRAM_BYTES`].
+    Datagrams,
 }
+
+/// Bytes of datagrams one run may send: a plugin asks a UDP service a few
+/// questions (a DNS, SNMP or NTP query is under 100 bytes; 178 datagrams of
+/// the largest size fit), it does not send bulk.
+pub const MAX_DATAGRAM_BYTES: u64 = 256 << 10;
+
+/// Datagrams a run sends at once before pacing starts, then how many a
+/// second: a run that waits for each answer never waits for the pace.
+pub const DATAGRAM_BURST: u32 = 16;
+pub const DATAGRAMS_PER_SECOND: u32 = 100;
 
 impl Trip {
     pub(super) fn from_u8(v: u8) -> Option<Trip> {
@@ -87,6 +105,8 @@ impl Trip {
             6 => Trip::Output,
             7 => Trip::ScanOutput,
             8 => Trip::Stopped,
+            9 => Trip::Send,
+            10 => Trip::Datagrams,
             _ => return None,
         })
     }
@@ -101,6 +121,8 @@ impl Trip {
             Trip::Output => format!("reported more than {} bytes of findings", b.output),
             Trip::ScanOutput => format!("reported findings past the scan's {} bytes for all plugins", b.scan_output),
             Trip::Stopped => "stopped: the scan was interrupted".to_string(),
+            Trip::Send => format!("sent more than {} bytes", b.send_bytes),
+            Trip::Datagrams => format!("sent more than {MAX_DATAGRAM_BYTES} bytes of datagrams"),
         }
     }
 }
@@ -378,6 +400,12 @@ struct State {
     /// `ctx:tls_enum` calls (one per run).
     tls_enums: u32,
     read: u64,
+    /// Bytes sent, and of them in datagrams.
+    sent: u64,
+    sent_datagrams: u64,
+    /// When the next datagram is due at the pace (GCRA's theoretical
+    /// arrival time; a burst may come before it).
+    datagram_due: Option<std::time::Instant>,
     /// Bytes of findings and logs this run may still report.
     output_left: u64,
     out: RunOutput,
@@ -399,6 +427,9 @@ impl Run {
             sockets: 0,
             tls_enums: 0,
             read: 0,
+            sent: 0,
+            sent_datagrams: 0,
+            datagram_due: None,
             output_left: scope.budgets.output,
             out: RunOutput::default(),
             open: Vec::new(),
@@ -468,6 +499,56 @@ impl Run {
             ErrorKind::Budget,
             format!("{BUDGET_PREFIX}: read more than {} bytes", self.scope.budgets.read_bytes),
         )
+    }
+
+    // ---- the send budget and the datagram pace ----
+
+    /// Charges `n` bytes about to be sent (`datagram`: in one datagram) to
+    /// the run: the error of a run past its send budget, or past
+    /// [`MAX_DATAGRAM_BYTES`] (the meter trips, as for reads: the run ends
+    /// at its next step; nothing is sent).
+    pub(super) fn charge_send(&self, n: usize, datagram: bool) -> crate::Result<()> {
+        let max = self.scope.budgets.send_bytes;
+        let over = self
+            .with(|st| {
+                st.sent = st.sent.saturating_add(n as u64);
+                if datagram {
+                    st.sent_datagrams = st.sent_datagrams.saturating_add(n as u64);
+                }
+                if st.sent > max {
+                    Some(Trip::Send)
+                } else if st.sent_datagrams > MAX_DATAGRAM_BYTES {
+                    Some(Trip::Datagrams)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or(Some(Trip::Send));
+        match over {
+            None => Ok(()),
+            Some(t) => {
+                self.scope.meter.trip(t);
+                Err(Error::new(ErrorKind::Budget, format!("{BUDGET_PREFIX}: {}", t.describe(&self.scope.budgets))))
+            }
+        }
+    }
+
+    /// Waits for the next datagram's turn: [`DATAGRAM_BURST`] at once, then
+    /// [`DATAGRAMS_PER_SECOND`] (the run's deadline still ends the wait).
+    pub(super) async fn pace_datagram(&self) -> mlua::Result<()> {
+        let wait = self.with(|st| {
+            let gap = Duration::from_secs(1) / DATAGRAMS_PER_SECOND;
+            let now = std::time::Instant::now();
+            let due = st.datagram_due.map_or(now, |d| d.max(now));
+            st.datagram_due = Some(due + gap);
+            // Up to a burst's worth may go before its time.
+            let earliest = due.checked_sub(gap * (DATAGRAM_BURST - 1)).unwrap_or(now);
+            earliest.saturating_duration_since(now)
+        })?;
+        if !wait.is_zero() {
+            tokio::time::sleep_until((tokio::time::Instant::now() + wait).min(self.deadline())).await;
+        }
+        Ok(())
     }
 
     /// True for the run's first `ctx:tls_enum`, false after.

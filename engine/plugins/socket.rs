@@ -4,7 +4,8 @@
 //! In: a plugin's calls on its socket. Out: data or `nil, err`. What always
 //! holds: every read has the socket's timeout and is charged to the run's
 //! read budget before the plugin sees it (the connection closes once it is
-//! spent); `recv` and `recv_until` return at most [`net::MAX_RECV`] bytes.
+//! spent); every send is charged to the run's send budget before it goes;
+//! `recv` and `recv_until` return at most [`net::MAX_RECV`] bytes.
 
 use mlua::{Lua, UserData, UserDataMethods, Value};
 
@@ -111,8 +112,14 @@ fn lua_result(lua: &Lua, r: crate::Result<Vec<u8>>) -> mlua::Result<(Value, Valu
 
 impl UserData for LuaSocket {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        // sock:send(data): true, or nil, why (past the run's send budget,
+        // nothing is sent and the run ends at its next step).
         methods.add_async_method("send", |lua, this, data: mlua::String| async move {
-            let r = this.sock.lock().await.send(&data.as_bytes()).await;
+            let data = data.as_bytes();
+            if let Err(e) = this.run.charge_send(data.len(), false) {
+                return Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+            }
+            let r = this.sock.lock().await.send(&data).await;
             match r {
                 Ok(()) => Ok((Value::Boolean(true), Value::Nil)),
                 Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),

@@ -12,7 +12,12 @@
 //! conversation parted; reads are still charged to the read budget. The
 //! host's own protocol helpers (ctx.ssh, ctx:tls_enum, ctx:server_hello,
 //! ctx:ssh_auth_methods) speak to the server themselves: they are not
-//! recorded, and a replayed run gets `nil, why` from them.
+//! recorded, and a replayed run gets `nil, why` from them. A recording
+//! holds at most [`MAX_SOCKETS`] sockets, [`MAX_STEPS`] steps,
+//! [`MAX_CERTIFICATES`] certificates and [`MAX_NAMES`] alternative names
+//! (counted as the file streams by, before anything is built from it: a
+//! hostile file is refused in memory that does not grow with it), and a
+//! run that recorded more is not saved.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -40,6 +45,23 @@ mod b64 {
 
 /// Most bytes one recording may hold (a run reads at most its read budget).
 pub const MAX_RECORDING: u64 = 64 << 20;
+
+/// Most sockets one recording holds: a run opens at most its socket budget
+/// (`plugins test` runs with the default, 16; refused opens count too).
+pub const MAX_SOCKETS: u64 = 1_024;
+
+/// Most steps (sends, reads, ends, failures, upgrades) of all its sockets
+/// together: each read or send moves at least one byte of a run's budgets
+/// (4 MiB read, 4 MiB sent), and real runs record tens to thousands; this
+/// is 16 bytes a step at both budgets' end, about 12 MiB of steps in memory.
+pub const MAX_STEPS: u64 = 1 << 18;
+
+/// Most certificate summaries of all its TLS sessions together (a chain
+/// is a handful; one per socket and upgrade).
+pub const MAX_CERTIFICATES: u64 = 4_096;
+
+/// Most subject alternative names of all those certificates.
+pub const MAX_NAMES: u64 = 1 << 16;
 
 /// What a run saw: the port it ran on, and each socket's exchange in the
 /// order the sockets were opened.
@@ -360,28 +382,282 @@ fn preview(b: &[u8]) -> String {
     }
 }
 
-/// Reads DIR/recording.json.
+/// How much of each kind a recording holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Tally {
+    sockets: u64,
+    steps: u64,
+    certificates: u64,
+    names: u64,
+}
+
+impl Tally {
+    fn add(self, o: Tally) -> Tally {
+        Tally {
+            sockets: self.sockets.saturating_add(o.sockets),
+            steps: self.steps.saturating_add(o.steps),
+            certificates: self.certificates.saturating_add(o.certificates),
+            names: self.names.saturating_add(o.names),
+        }
+    }
+
+    fn of_tls(t: Option<&TlsInfo>) -> Tally {
+        let chain = t.map_or(&[][..], |t| &t.chain[..]);
+        Tally {
+            certificates: chain.len() as u64,
+            names: chain.iter().map(|c| c.san.len() as u64).sum(),
+            ..Tally::default()
+        }
+    }
+
+    /// The counts of a recording made.
+    fn of(r: &Recording) -> Tally {
+        let mut t = Tally::of_tls(r.tls.as_ref()).add(Tally { sockets: r.sockets.len() as u64, ..Tally::default() });
+        for x in &r.sockets {
+            t = t.add(Tally::of_tls(x.tls.as_ref()));
+            t = t.add(Tally { steps: x.steps.len() as u64, ..Tally::default() });
+            for s in &x.steps {
+                if let Step::Starttls { tls: Some(info), .. } = s {
+                    t = t.add(Tally::of_tls(Some(info)));
+                }
+            }
+        }
+        t
+    }
+
+    /// What is past its cap, if anything is.
+    fn over(&self) -> Option<String> {
+        let caps = [
+            (self.sockets, MAX_SOCKETS, "sockets"),
+            (self.steps, MAX_STEPS, "steps"),
+            (self.certificates, MAX_CERTIFICATES, "certificates"),
+            (self.names, MAX_NAMES, "subject alternative names"),
+        ];
+        caps.iter()
+            .find(|(n, max, _)| n > max)
+            .map(|(_, max, what)| format!("more than {max} {what}, the most a recording holds"))
+    }
+}
+
+/// The shape of a recording, read only to count what it holds: every
+/// list is walked one element at a time and dropped, so counting a file
+/// takes memory that does not grow with its lists (only with its longest
+/// string), and stops at the first list whose count passes a cap.
+mod shape {
+    use std::marker::PhantomData;
+
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::Deserialize;
+
+    use super::Tally;
+
+    /// What one element adds to the count.
+    pub(super) trait Counted {
+        fn tally(&self) -> Tally;
+    }
+
+    /// A list, counted: the sum of its elements' tallies.
+    pub(super) struct Many<T>(pub(super) Tally, PhantomData<T>);
+
+    impl<T> Default for Many<T> {
+        fn default() -> Self {
+            Many(Tally::default(), PhantomData)
+        }
+    }
+
+    impl<'de, T: Deserialize<'de> + Counted> Deserialize<'de> for Many<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Walk<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de> + Counted> Visitor<'de> for Walk<T> {
+                type Value = Many<T>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a list")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Many<T>, A::Error> {
+                    let mut sum = Tally::default();
+                    while let Some(item) = seq.next_element::<T>()? {
+                        sum = sum.add(item.tally());
+                        // Past a cap the file is refused here, not read to its end.
+                        if let Some(why) = sum.over() {
+                            return Err(serde::de::Error::custom(why));
+                        }
+                    }
+                    Ok(Many(sum, PhantomData))
+                }
+            }
+            d.deserialize_seq(Walk(PhantomData))
+        }
+    }
+
+    /// A whole recording, counted; its version kept in `version` as soon
+    /// as it is read, and the count stopped there if it is not 1 (a newer
+    /// format says so, not which field it lacks).
+    pub(super) struct Recording<'a> {
+        pub(super) version: &'a std::cell::Cell<Option<u32>>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Recording<'_> {
+        type Value = Tally;
+
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Tally, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Recording<'_> {
+        type Value = Tally;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a recording")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tally, A::Error> {
+            let mut sum = Tally::default();
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "version" => {
+                        let v = map.next_value::<u32>()?;
+                        self.version.set(Some(v));
+                        if v != 1 {
+                            return Err(serde::de::Error::custom("a version this build does not read"));
+                        }
+                    }
+                    "tls" => {
+                        sum = sum.add(map.next_value::<Option<Tls>>()?.as_ref().map(Tls::tally).unwrap_or_default())
+                    }
+                    "sockets" => sum = sum.add(map.next_value::<Many<Socket>>()?.0),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                if let Some(why) = sum.over() {
+                    return Err(serde::de::Error::custom(why));
+                }
+            }
+            Ok(sum)
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct Socket {
+        #[serde(default)]
+        tls: Option<Tls>,
+        #[serde(default)]
+        steps: Many<Step>,
+    }
+
+    impl Counted for Socket {
+        fn tally(&self) -> Tally {
+            let me = Tally { sockets: 1, ..Tally::default() };
+            me.add(self.tls.as_ref().map(Tls::tally).unwrap_or_default()).add(self.steps.0)
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct Step {
+        #[serde(default)]
+        tls: Option<Tls>,
+    }
+
+    impl Counted for Step {
+        fn tally(&self) -> Tally {
+            let me = Tally { steps: 1, ..Tally::default() };
+            me.add(self.tls.as_ref().map(Tls::tally).unwrap_or_default())
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct Tls {
+        #[serde(default)]
+        chain: Many<Certificate>,
+    }
+
+    impl Counted for Tls {
+        fn tally(&self) -> Tally {
+            self.chain.0
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct Certificate {
+        #[serde(default)]
+        san: Many<Name>,
+    }
+
+    impl Counted for Certificate {
+        fn tally(&self) -> Tally {
+            Tally { certificates: 1, ..Tally::default() }.add(self.san.0)
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct Name(IgnoredAny);
+
+    impl Counted for Name {
+        fn tally(&self) -> Tally {
+            Tally { names: 1, ..Tally::default() }
+        }
+    }
+}
+
+/// A file read through a cap: past `left` bytes, an error.
+struct Capped<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.left = self.left.checked_sub(n as u64).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("larger than {MAX_RECORDING} bytes"))
+        })?;
+        Ok(n)
+    }
+}
+
+/// Reads DIR/recording.json: its version, then what it holds counted
+/// against the caps, then (only within them) the recording itself, each
+/// pass streaming from the same open file.
 pub fn load(dir: &std::path::Path) -> Result<Recording> {
+    use std::io::{BufReader, Seek};
     let path = dir.join("recording.json");
-    let bytes = crate::files::read_capped(&path, MAX_RECORDING, "recording")?;
+    let io = |e: std::io::Error| Error::with_source(ErrorKind::Config, format!("recording {}: {e}", path.display()), e);
+    let mut file = std::fs::File::open(&path).map_err(io)?;
     let bad = |e: serde_json::Error| {
         Error::with_source(ErrorKind::Config, format!("{}: not a recording: {e}", path.display()), e)
     };
-    // The version first: a newer format says so, not which field it lacks.
-    #[derive(Deserialize)]
-    struct Version {
-        version: u32,
+    fn pass(file: &mut std::fs::File) -> std::io::Result<BufReader<Capped<&mut std::fs::File>>> {
+        file.rewind()?;
+        Ok(BufReader::with_capacity(64 << 10, Capped { inner: file, left: MAX_RECORDING }))
     }
-    let v: Version = serde_json::from_slice(&bytes).map_err(bad)?;
-    if v.version != 1 {
-        let why = format!("{}: recording version {} (this build reads 1)", path.display(), v.version);
-        return Err(Error::new(ErrorKind::Config, why));
+    // Counted first, the version with it: a newer format says so, not which
+    // field it lacks, and a file past a cap is refused before it is built.
+    let version = std::cell::Cell::new(None);
+    let mut de = serde_json::Deserializer::from_reader(pass(&mut file).map_err(io)?);
+    let counted = serde::de::DeserializeSeed::deserialize(shape::Recording { version: &version }, &mut de)
+        .and_then(|t| de.end().map(|()| t));
+    match (version.get(), counted) {
+        (Some(v), _) if v != 1 => {
+            let why = format!("{}: recording version {v} (this build reads 1)", path.display());
+            return Err(Error::new(ErrorKind::Config, why));
+        }
+        // What it is not is said by the reading that builds it.
+        (_, Err(e)) if e.is_syntax() || e.is_eof() || e.is_io() => return Err(bad(e)),
+        (_, Err(e)) => {
+            return Err(Error::with_source(ErrorKind::Config, format!("{}: refused: {e}", path.display()), e))
+        }
+        (_, Ok(_)) => {}
     }
-    serde_json::from_slice(&bytes).map_err(bad)
+    serde_json::from_reader(pass(&mut file).map_err(io)?).map_err(bad)
 }
 
-/// Writes DIR/recording.json (DIR made if need be).
+/// Writes DIR/recording.json (DIR made if need be); a run that recorded
+/// more than a recording holds is not saved (it could not be replayed).
 pub fn save(dir: &std::path::Path, r: &Recording) -> Result<()> {
+    if let Some(why) = Tally::of(r).over() {
+        return Err(Error::new(ErrorKind::Budget, format!("the run recorded {why}; not saved")));
+    }
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::with_source(ErrorKind::Io, format!("cannot make {}", dir.display()), e))?;
     let json =
@@ -451,6 +727,67 @@ mod tests {
         let mut s = replayed(vec![Step::Fail { error: "Connection timed out".into(), timeout: true, send: false }]);
         let e = s.replay_read(10, &mut Vec::new()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Timeout);
+    }
+
+    /// A recording of `items` joined by commas between `pre` and `post`.
+    fn hostile(pre: &str, item: &str, n: u64, post: &str) -> tempfile::TempDir {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(dir.path().join("recording.json")).unwrap();
+        let mut w = std::io::BufWriter::new(f);
+        write!(w, "{{\"version\":1,\"plugin\":\"t\",\"ip\":\"127.0.0.1\",\"port\":80,\"protocol\":\"tcp\",").unwrap();
+        write!(w, "\"service\":null,\"banner\":\"\",{pre}").unwrap();
+        for i in 0..n {
+            w.write_all(if i == 0 { b"" } else { b"," }).unwrap();
+            w.write_all(item.as_bytes()).unwrap();
+        }
+        w.write_all(post.as_bytes()).unwrap();
+        w.flush().unwrap();
+        dir
+    }
+
+    const SOCKET: &str = r#"{"transport":"tcp","port":80,"steps":[]}"#;
+    const CERT: &str = r#"{"subject":"","issuer":"","not_before":"","not_after":"","serial":"","key_type":"",
+        "key_bits":0,"signature_algorithm":"","self_signed":false,"sha256":""}"#;
+
+    #[test]
+    fn recordings_past_a_cap_are_refused_and_at_it_read() {
+        let steps = |n| hostile(r#""sockets":[{"transport":"tcp","port":80,"steps":["#, r#"{"op":"end"}"#, n, "]}]}");
+        let sockets = |n| hostile(r#""sockets":["#, SOCKET, n, "]}");
+        // Certificates of every session count together: 2 sockets' chains.
+        let certs = |n| {
+            let socket = format!(
+                r#"{{"transport":"tcp","port":443,"tls":{{"version":"","cipher":"","chain":[{}]}},"steps":[]}}"#,
+                vec![CERT; n as usize].join(",")
+            );
+            hostile(r#""sockets":["#, &socket, 2, "]}")
+        };
+        let names = |n| {
+            let cert = CERT.replace(
+                "\"sha256\":\"\"",
+                &format!("\"sha256\":\"\",\"san\":[{}]", vec!["\"DNS:a\""; n as usize].join(",")),
+            );
+            hostile(r#""tls":{"version":"","cipher":"","chain":["#, &cert, 1, "]},\"sockets\":[]}")
+        };
+        let refused = |d: tempfile::TempDir| load(d.path()).unwrap_err().to_string();
+        type Make<'a> = &'a dyn Fn(u64) -> tempfile::TempDir;
+        let cases: [(Make, u64, &str); 4] = [
+            (&steps, MAX_STEPS, "more than 262144 steps"),
+            (&sockets, MAX_SOCKETS, "more than 1024 sockets"),
+            (&certs, MAX_CERTIFICATES / 2, "more than 4096 certificates"),
+            (&names, MAX_NAMES, "more than 65536 subject alternative names"),
+        ];
+        for (make, at, why) in cases {
+            let e = refused(make(at + 1));
+            assert!(e.contains(&format!("refused: {why}, the most a recording holds")), "{e}");
+            let r = load(make(at).path()).unwrap_or_else(|e| panic!("{why}: at the cap: {e}"));
+            assert_eq!(Tally::of(&r).over(), None);
+        }
+        // A run that recorded past a cap is not saved.
+        let mut r = load(sockets(MAX_SOCKETS).path()).unwrap();
+        r.sockets.push(Exchange::default());
+        let e = save(tempfile::tempdir().unwrap().path(), &r).unwrap_err().to_string();
+        assert!(e.contains("the run recorded more than 1024 sockets"), "{e}");
     }
 
     #[test]

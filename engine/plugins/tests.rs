@@ -852,7 +852,7 @@ async fn a_udp_socket_sends_a_bounded_number_of_datagrams_and_waits_its_timeout(
         end
         local t = os.clock()
         local r, rerr = s:recv()
-        local big = pcall(function() return s:send(string.rep("x", 65508)) end)
+        local big = pcall(function() return s:send(string.rep("x", 1473)) end)
         ctx:finding{ title = "t", data = { sent = sent, why = why, r = r, rerr = rerr, big = big } }
     "#;
     let (out, took) = run_with(with_run(body), Budgets::default(), udp_guard(port), port).await;
@@ -861,6 +861,107 @@ async fn a_udp_socket_sends_a_bounded_number_of_datagrams_and_waits_its_timeout(
     assert_eq!(d["sent"].as_u64(), Some(u64::from(super::udp::MAX_DATAGRAMS)), "{d}");
     assert!(d["why"].as_str().unwrap().contains("at most 64 datagrams"), "{d}");
     assert_eq!((d["r"].is_null(), d["rerr"].as_str()), (true, Some("timeout")), "{d}");
-    assert_eq!(d["big"], false, "a datagram past 65,507 bytes is an error");
+    assert_eq!(d["big"], false, "a datagram past 1,472 bytes is an error");
     assert!(took >= Duration::from_millis(100) && took < Duration::from_secs(3), "{took:?}");
+}
+
+/// A loopback receiver that counts the datagrams and bytes it gets, and
+/// when each datagram came (ms since it started).
+async fn udp_counter() -> (u16, Arc<std::sync::Mutex<Vec<(u128, usize)>>>) {
+    let s = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let port = s.local_addr().unwrap().port();
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = got.clone();
+    let t = Instant::now();
+    tokio::spawn(async move {
+        let mut b = vec![0u8; 65536];
+        while let Ok(n) = s.recv(&mut b).await {
+            seen.lock().unwrap().push((t.elapsed().as_millis(), n));
+        }
+    });
+    (port, got)
+}
+
+/// One run once sent 769 datagrams of 65,507 bytes (50 MB) in 0.1 s: now a
+/// datagram holds at most 1,472 bytes, a run sends at most 256 KiB of them,
+/// paced (16 at once, then 100 a second).
+#[tokio::test]
+async fn udp_sends_are_capped_in_size_and_bytes_and_paced() {
+    let (port, got) = udp_counter().await;
+    let body = r#"
+        local big = pcall(function() local s = ctx:udp{} return s:send(string.rep("x", 1473)) end)
+        ctx:log(big and "big sent" or "big refused")
+        local data = string.rep("x", 1472)
+        for i = 1, 16 do
+            local s = assert(ctx:udp{})
+            for j = 1, 64 do
+                local ok, err = s:send(data)
+                if not ok then ctx:log("not stopped: " .. err) return end
+            end
+        end
+    "#;
+    let budgets = Budgets { sockets: 17, ..Budgets::default() };
+    let (out, took) = run_with(with_run(body), budgets, udp_guard(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.as_ref().unwrap().1.contains("sent more than 262144 bytes of datagrams"), "{out:?}");
+    assert_eq!(out.logs[0], "big refused", "a datagram past 1,472 bytes is an error");
+    assert_eq!(out.logs.len(), 1, "the run ends at the send past the cap: {out:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got = got.lock().unwrap().clone();
+    let bytes: usize = got.iter().map(|g| g.1).sum();
+    assert_eq!(got.len(), 262_144 / 1472, "whole datagrams within the cap");
+    assert!(bytes <= 262_144, "{bytes}");
+    // 178 datagrams: 16 at once, then 162 at 100 a second.
+    assert!(took >= Duration::from_millis(1500), "{took:?}");
+    let first_half_second = got.iter().filter(|g| g.0 < 500).count();
+    assert!(first_half_second <= 16 + 50 + 2, "{first_half_second} datagrams in the first 0.5 s");
+}
+
+/// A run's TCP sends (its sockets and ctx.http) are charged to the send
+/// budget (--script-max-send): past it, nothing is sent and the run ends
+/// at once, as past the read budget; what got through stays within it.
+#[tokio::test]
+async fn tcp_sends_are_charged_to_the_send_budget() {
+    use tokio::io::AsyncReadExt;
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let got = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = got.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut b = vec![0u8; 65536];
+                while let Ok(n) = s.read(&mut b).await {
+                    if n == 0 {
+                        break;
+                    }
+                    seen.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let budgets = Budgets { send_bytes: 1 << 20, ..Budgets::default() };
+    let body = r#"
+        local s = assert(ctx:connect{})
+        local chunk = string.rep("x", 65536)
+        for i = 1, 1000 do
+            local ok, err = s:send(chunk)
+            if not ok then ctx:log("not stopped: " .. err) return end
+        end
+    "#;
+    let (out, _) = run_with(with_run(body), budgets.clone(), guard_for(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.as_ref().unwrap().1.contains("sent more than 1048576 bytes"), "{out:?}");
+    assert!(out.logs.is_empty(), "the run ends at the send past the budget: {out:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let n = got.load(std::sync::atomic::Ordering::Relaxed);
+    // At most 16 chunks of 64 KiB went (the socket closes with RST, so
+    // what was still queued may not arrive), the 17th did not.
+    assert!(n > 0 && n <= 1 << 20, "{n} bytes arrived");
+    // ctx.http's request is charged too.
+    let body = "local r, err = ctx.http:get('/', { body = string.rep('b', 2097152) }) ctx:log(err)";
+    let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
+    assert!(out.error.as_ref().unwrap().1.contains("sent more than 1048576 bytes"), "{out:?}");
 }

@@ -9,7 +9,10 @@
 //! connected, so only the peer's datagrams are read; each `recv` waits at
 //! most the socket's timeout and is charged to the run's read budget before
 //! the plugin sees it; one socket sends at most [`MAX_DATAGRAMS`] datagrams
-//! of at most [`MAX_DATAGRAM`] bytes; the socket closes when the run ends.
+//! of at most [`MAX_SEND`] bytes, each charged to the run's send budget and
+//! to [`MAX_DATAGRAM_BYTES`] before it goes, and paced per run
+//! ([`DATAGRAM_BURST`] at once, then [`DATAGRAMS_PER_SECOND`]); the socket
+//! closes when the run ends.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -21,11 +24,19 @@ use tokio::sync::Mutex;
 
 use super::net::{closed, timed_out, ConnectRequest, Transport};
 use super::run::{Closer, Run};
+#[cfg(doc)]
+use super::run::{DATAGRAMS_PER_SECOND, DATAGRAM_BURST, MAX_DATAGRAM_BYTES};
 use super::tape::{SocketTape, Step};
 use crate::error::{Error, ErrorKind};
 
-/// Most bytes one datagram carries (IPv4's UDP payload limit).
+/// Most bytes one datagram read carries (IPv4's UDP payload limit).
 pub const MAX_DATAGRAM: usize = 65_507;
+
+/// Most bytes a plugin's datagram carries: what fits an Ethernet frame
+/// (1,500 bytes less IPv4's and UDP's headers), so no datagram a plugin
+/// sends is fragmented on the way. A query a plugin asks (DNS, SNMP, NTP,
+/// RPC) is far smaller; a bigger one is bulk, not a question.
+pub const MAX_SEND: usize = 1_472;
 
 /// Most datagrams one socket sends: a plugin asks a few questions, it does
 /// not flood the host.
@@ -193,14 +204,21 @@ impl UserData for LuaDatagram {
         // sock:send(data): true, or nil, why.
         methods.add_async_method("send", |lua, this, data: mlua::String| async move {
             let data = data.as_bytes();
-            if data.len() > MAX_DATAGRAM {
-                let why = format!("udp send: a datagram holds at most {MAX_DATAGRAM} bytes, not {}", data.len());
+            if data.len() > MAX_SEND {
+                let why = format!("udp send: a datagram holds at most {MAX_SEND} bytes, not {}", data.len());
                 return Err(mlua::Error::runtime(why));
             }
             let mut d = this.sock.lock().await;
             if d.sent >= MAX_DATAGRAMS {
                 let why = format!("udp send: one socket sends at most {MAX_DATAGRAMS} datagrams");
                 return answer(&lua, Err(Error::new(ErrorKind::Budget, why)));
+            }
+            if let Err(e) = this.run.charge_send(data.len(), true) {
+                return answer(&lua, Err(e));
+            }
+            // A replay sends nothing: no pace.
+            if this.run.replay().is_none() {
+                this.run.pace_datagram().await?;
             }
             d.sent += 1;
             let r = d.send(&data).await.map(|()| Value::Boolean(true));
