@@ -616,3 +616,30 @@ fn two_machines_share_one_rate_limit() {
     assert!((19..=22).contains(&out.len()), "{} probes", out.len());
     assert!(b.counts().sent > 0, "the second machine got its share");
 }
+
+/// An answer without a verdict (ARP/NDP) ends its probe once, times the
+/// round trip of a probe sent once, and is refused for a probe never sent,
+/// answered already or given up.
+#[test]
+fn answers_without_a_verdict_end_their_probe_once() {
+    let t0 = Instant::now();
+    let (a, b, c): (IpAddr, IpAddr, IpAddr) =
+        ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap(), "198.18.0.4".parse().unwrap());
+    let slow = Pace { timeout: Duration::from_secs(2), ..pace(1, 64) };
+    let mut m = Machine::new(vec![(a, 9), (b, 9)].into_iter(), slow, t0, Seen::set()).report_silence().share_rtt();
+    let mut out = Vec::new();
+    m.poll(t0, 64, &mut out);
+    assert_eq!(out, vec![(a, 9), (b, 9)]);
+    assert!(!m.answered_at(c, 9, t0), "never asked");
+    assert!(!m.answered_at(a, 8, t0), "another probe of the host");
+    assert!(m.answered_at(a, 9, t0 + Duration::from_millis(3)));
+    assert!(!m.answered_at(a, 9, t0 + Duration::from_millis(4)), "a duplicate");
+    assert_eq!(m.timeout_for(b), MIN_RTT_TIMEOUT, "the round trip was timed");
+    // b is sent again, then given up; an answer after that is refused.
+    m.poll(t0 + MIN_RTT_TIMEOUT, 64, &mut out);
+    assert_eq!(out.len(), 3);
+    m.poll(t0 + 2 * MIN_RTT_TIMEOUT, 64, &mut out);
+    assert_eq!(m.take_silent().iter().map(|v| v.ip).collect::<Vec<_>>(), vec![b]);
+    assert!(!m.answered_at(b, 9, t0 + 2 * MIN_RTT_TIMEOUT));
+    assert!(m.is_done());
+}
