@@ -124,7 +124,7 @@ pub(crate) async fn run(
         // Without host discovery (-Pn) every host is taken as up, and its
         // first probe needs its MAC if it is on-link: all are asked first.
         // With discovery, discovery asks them.
-        let ask = cfg.discovery.is_none().then(|| Pace {
+        let ask = cfg.discovery.is_none().then_some(Pace {
             timeout: cfg.timing.timeout,
             retries: cfg.timing.retries,
             window: cfg.timing.raw_window,

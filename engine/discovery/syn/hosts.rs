@@ -89,6 +89,14 @@ impl Iterator for PingFeed<'_> {
                 }
             }
             let (ip, _) = self.hosts.next()?;
+            if self.links.on_link(ip).is_some_and(|h| h.src == ip) {
+                // Our own address on the link: a request for it would be a
+                // gratuitous ARP, and no frame of ours comes back to us.
+                let down =
+                    HostVerdict { ip, up: false, reason: Reason::NoResponse, ttl: None, latency: None, mac: None };
+                self.decided.borrow_mut().push_back(down);
+                continue;
+            }
             if self.links.on_link(ip).is_none() && self.links.hop(ip).is_err() {
                 // No path: never probed, down (the scan said why once per block).
                 let down =
@@ -115,6 +123,8 @@ pub struct Discovery<'a> {
     links: &'a Links,
     plan: Arc<HostPlan>,
     pending: HashMap<u128, Pending>,
+    /// ARP/NDP requests sent, retries included.
+    requests: u64,
     decided: Rc<RefCell<VecDeque<HostVerdict>>>,
 }
 
@@ -122,7 +132,7 @@ impl<'a> Discovery<'a> {
     /// Discovery of `feed`'s hosts, paced as `machine` says.
     pub fn new(feed: PingFeed<'a>, make: impl FnOnce(PingFeed<'a>) -> Machine<PingFeed<'a>>) -> Discovery<'a> {
         let (links, plan, decided) = (feed.links, feed.plan.clone(), feed.decided.clone());
-        Discovery { machine: make(feed), links, plan, pending: HashMap::new(), decided }
+        Discovery { machine: make(feed), links, plan, pending: HashMap::new(), requests: 0, decided }
     }
 
     /// Notes the probes just sent (`due`, from the machine's poll).
@@ -130,6 +140,7 @@ impl<'a> Discovery<'a> {
     /// already decided (sent before its answer came) opens nothing.
     pub fn sent(&mut self, due: &[(IpAddr, u16)], now: Instant) {
         for &(ip, idx) in due {
+            self.requests += u64::from(idx == neighbour::PROBE);
             let mut probes = probes_of(self.links, &self.plan, ip);
             if probes.next() == Some(idx) {
                 let left = 1 + probes.count() as u16;
@@ -208,6 +219,12 @@ impl<'a> Discovery<'a> {
             }
         }
         out.extend(self.decided.borrow_mut().drain(..));
+    }
+
+    /// The ARP/NDP requests sent so far, retries included (among the
+    /// machine's probes sent).
+    pub fn requests(&self) -> u64 {
+        self.requests
     }
 
     pub fn is_done(&self) -> bool {
@@ -346,7 +363,8 @@ mod tests {
             let mut due = Vec::new();
             d.machine.poll(t0, 64, &mut due);
             d.sent(&due, t0);
-            assert_eq!(due.len(), 10, "one request a host: {due:?}");
+            assert_eq!(due.len(), 9, "one request a host, none to our own address: {due:?}");
+            assert!(due.iter().all(|&(h, _)| h != ip(src)));
             assert!(due.iter().all(|&(_, i)| i == neighbour::PROBE), "no ICMP or TCP probe on-link: {due:?}");
             let mac = [2, 0, 0, 0, 0, 2];
             let answer = |from: &str, to: &str| Answer { ip: ip(from), mac, to: ip(to) };
@@ -370,8 +388,9 @@ mod tests {
                 d.take_decided(&mut decided);
             }
             assert!(d.is_done());
-            assert_eq!(d.machine.counts().sent, 1 + 9 * 3, "three tries of each silent host");
-            assert_eq!(decided.len(), 9);
+            assert_eq!(d.machine.counts().sent, 1 + 8 * 3, "three tries of each silent host");
+            assert_eq!(d.requests(), d.machine.counts().sent, "all of them ARP/NDP requests");
+            assert_eq!(decided.len(), 9, "8 silent hosts and our own address");
             assert!(decided.iter().all(|v| !v.up && v.reason == Reason::NoResponse && v.mac.is_none()));
             // A late answer changes nothing.
             assert_eq!(d.on_neighbour(&answer(other, src), t), None);

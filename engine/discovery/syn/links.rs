@@ -108,7 +108,9 @@ impl Links {
         let k = key(ip);
         match self.blocks.get(&block_of(k)) {
             Some(Block::All(h)) => Ok(*h),
-            Some(Block::OnLink(h)) => self.macs.get(&k).map(|&dst_mac| Hop { dst_mac, ..*h }).ok_or("no ARP/NDP answer"),
+            Some(Block::OnLink(h)) => {
+                self.macs.get(&k).map(|&dst_mac| Hop { dst_mac, ..*h }).ok_or("no ARP/NDP answer")
+            }
             Some(Block::Split) => self.hosts.get(&k).copied().flatten().ok_or("no route"),
             Some(Block::Unreachable(_, why)) => Err(why.as_str()),
             None => Err("not a target"),
@@ -257,14 +259,15 @@ impl Links {
         // Only a speed-up: without it every host is asked.
         let known = route::confirmed_neighbours(self.ifindex).unwrap_or_default();
         let mut ask = Vec::new();
-        for &(lo, hi) in &self.on_link {
-            for k in lo..=hi {
-                match known.get(&addr(k)) {
-                    Some(&mac) => {
-                        self.macs.insert(k, mac);
-                    }
-                    None => ask.push(k),
+        // Not our own address: a request for it would be a gratuitous ARP.
+        let targets = self.on_link.iter().flat_map(|&(lo, hi)| lo..=hi);
+        let targets: Vec<u128> = targets.filter(|&k| self.on_link(addr(k)).is_some_and(|h| key(h.src) != k)).collect();
+        for k in targets {
+            match known.get(&addr(k)) {
+                Some(&mac) => {
+                    self.macs.insert(k, mac);
                 }
+                None => ask.push(k),
             }
         }
         if ask.is_empty() {
@@ -316,11 +319,6 @@ impl Links {
             }
         }
         Ok(())
-    }
-
-    /// The on-link targets' MACs learned before the scan.
-    pub fn known_macs(&self) -> usize {
-        self.macs.len()
     }
 
     fn use_interface(&mut self, r: &Route) -> Result<()> {

@@ -8,10 +8,12 @@
 //! Two threads: this one runs the [`Machine`] (which probe to send when),
 //! builds frames from a [`Template`] and sends them in batches; a receiver
 //! thread takes frames in batches, parses them and keeps only replies whose
-//! ack matches the probe's keyed [`Cookie`]. The kernel answers SYN-ACKs to
-//! our half-open probes with a RST itself (it has no socket for them), which
-//! is what we want: the target's half-open connection goes away, and the
-//! result was already taken from the SYN-ACK.
+//! ack matches the probe's keyed [`Cookie`] (and, with host discovery, ARP
+//! replies and neighbour advertisements, which each sender thread checks
+//! against the requests its discovery sent on-link). The kernel answers
+//! SYN-ACKs to our half-open probes with a RST itself (it has no socket for
+//! them), which is what we want: the target's half-open connection goes
+//! away, and the result was already taken from the SYN-ACK.
 
 pub mod cookie;
 pub mod frame;
@@ -546,11 +548,12 @@ fn drive(
     Ok(interrupted)
 }
 
-/// The port scan's counts, with discovery's probes counted as sent.
+/// The port scan's counts, with discovery's IP probes counted as sent
+/// (its ARP/NDP requests are not: the link's business, as a gateway's are).
 fn counts(m: &Machine<Targets>, disc: &Option<Discovery>) -> Counts {
     let mut c = m.counts();
     if let Some(d) = disc {
-        c.sent += d.machine.counts().sent;
+        c.sent += d.machine.counts().sent - d.requests();
     }
     c
 }

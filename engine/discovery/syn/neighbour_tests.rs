@@ -172,7 +172,14 @@ fn solicited_advertisements_are_answers_and_look_alikes_are_not() {
 fn the_parser_never_panics() {
     let good = [
         arp(2, THEIRS, "198.18.0.2", "198.18.0.1"),
-        advert("2001:2::2", "2001:2::2", "2001:2::1", SOLICITED, 255, &[2, 1, 8, 9, 9, 9, 9, 9, 1, 1, 0, 0, 0, 0, 0, 0]),
+        advert(
+            "2001:2::2",
+            "2001:2::2",
+            "2001:2::1",
+            SOLICITED,
+            255,
+            &[2, 1, 8, 9, 9, 9, 9, 9, 1, 1, 0, 0, 0, 0, 0, 0],
+        ),
     ];
     for f in &good {
         assert!(parse(f, Checksum::Unchecked).is_some());
