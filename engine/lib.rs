@@ -101,6 +101,21 @@ pub mod fuzz {
         }
     }
 
+    /// On-link discovery's receiver: any frame read as an ARP reply or a
+    /// neighbour advertisement, with and without the checksum checked, and
+    /// judged against a request from one source of each family.
+    pub fn neighbour_reply(frame: &[u8]) {
+        use crate::discovery::syn::{neighbour::parse, Hop};
+        use crate::net::packet::Checksum;
+        for sum in [Checksum::Unchecked, Checksum::Valid] {
+            if let Some(a) = parse(frame, sum) {
+                for src in [[198, 18, 0, 1].into(), std::net::Ipv6Addr::LOCALHOST.into()] {
+                    let _ = a.answers(&Hop { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [0; 6], src });
+                }
+            }
+        }
+    }
+
     /// A server's first flight as the TLS first-flight reader takes it:
     /// whole, then in pieces whose sizes the input's first byte sets; a
     /// flight that is read is turned into the `tls` object.

@@ -87,7 +87,7 @@ pub struct UdpPlan {
     pub payloads: Arc<Payloads>,
 }
 
-/// How long to wait for ARP/NDP answers before a raw scan.
+/// How long to wait for a gateway's ARP/NDP answer before a raw scan.
 const ARP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Random bytes; an unreadable random source only makes them less random.
@@ -121,7 +121,27 @@ pub(crate) async fn run(
             addrs = also.addrs().clone();
         }
         let opts = cfg.link.clone();
-        let resolved = tokio::task::spawn_blocking(move || Links::resolve(&addrs, &opts, ARP_TIMEOUT)).await;
+        // Without host discovery (-Pn) every host is taken as up, and its
+        // first probe needs its MAC if it is on-link: all are asked first.
+        // With discovery, discovery asks them.
+        let ask = cfg.discovery.is_none().then_some(Pace {
+            timeout: cfg.timing.timeout,
+            retries: cfg.timing.retries,
+            window: cfg.timing.raw_window,
+            max_rate: cfg.timing.max_rate,
+            scan_delay: None,
+        });
+        let stop = stop.clone();
+        let resolved = tokio::task::spawn_blocking(move || {
+            let mut links = Links::resolve(&addrs, &opts, ARP_TIMEOUT)?;
+            if let Some(pace) = ask.filter(|_| !links.loopback) {
+                links.ask_neighbours(pace, &|| stop.is_set()).map_err(|e| {
+                    Error::with_source(ErrorKind::Io, format!("ARP/NDP requests to on-link targets failed: {e}"), e)
+                })?;
+            }
+            Ok::<_, Error>(links)
+        })
+        .await;
         Some(resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))??)
     } else {
         None

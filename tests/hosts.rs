@@ -6,6 +6,8 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -179,6 +181,143 @@ fn ping_scan_reports_hosts_in_every_format() {
     let mac = of_type(&evs, "host").into_iter().find(|h| h["ip"] == "198.18.0.2").unwrap().clone();
     assert_eq!(mac["reason"], "arp-response");
     assert!(mac["mac"].as_str().is_some_and(|m| m.len() == 17), "{mac}");
+}
+
+/// How often each address was asked by an ARP request or neighbour
+/// solicitation, from tcpdump's lines: "ARP, Request who-has 198.18.0.77
+/// tell 198.18.0.1, length 46", "ICMP6, neighbor solicitation, who has
+/// 2001:2::77, length 32".
+fn asked(lines: &[String]) -> std::collections::BTreeMap<String, usize> {
+    let mut asked = std::collections::BTreeMap::new();
+    for l in lines {
+        let rest = l.split_once("who-has ").or_else(|| l.split_once("who has ")).map(|(_, r)| r);
+        if let Some(ip) = rest.and_then(|r| r.split([' ', ',']).next()) {
+            *asked.entry(ip.to_string()).or_default() += 1;
+        }
+    }
+    asked
+}
+
+/// ARP requests and neighbour solicitations, captured on the target side.
+fn neighbour_requests() -> Capture {
+    Capture::packets("arp[6:2] = 1 or (icmp6 and ip6[40] = 135)")
+}
+
+/// Entries planted in the scanner namespace's neighbour table for
+/// addresses nobody holds (same MAC for all), removed when dropped.
+struct Planted(Vec<(&'static str, &'static str)>);
+
+impl Planted {
+    fn new(entries: &[(&'static str, &'static str)]) -> Planted {
+        for (ip, state) in entries {
+            let st = Command::new("ip")
+                .args(["netns", "exec", "msscan", "ip", "neigh", "replace", ip])
+                .args(["lladdr", "02:00:00:00:00:77", "dev", "ms-scan0", "nud", state])
+                .status()
+                .unwrap();
+            assert!(st.success(), "planting {ip} {state}");
+        }
+        Planted(entries.to_vec())
+    }
+}
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        for (ip, _) in &self.0 {
+            let _ = Command::new("ip")
+                .args(["netns", "exec", "msscan", "ip", "neigh", "del", ip, "dev", "ms-scan0"])
+                .status();
+        }
+    }
+}
+
+/// A neighbour table entry is no answer: addresses nobody holds are down
+/// whatever their entry says (STALE, as four forged ARP requests leave
+/// them; REACHABLE; PERMANENT), and each was asked; the real hosts answer
+/// ARP and NDP and are up with their MAC.
+#[test]
+fn neighbour_table_entries_never_make_a_host_up() {
+    let _lab = lab();
+    let fake = [
+        ("198.18.0.77", "stale"),
+        ("198.18.0.78", "reachable"),
+        ("198.18.0.79", "permanent"),
+        ("2001:2::77", "stale"),
+        ("2001:2::78", "reachable"),
+        ("2001:2::79", "permanent"),
+    ];
+    let planted = Planted::new(&fake);
+    let mut args = vec!["-sn", "-n", "-v", "198.18.0.2", "2001:2::2"];
+    args.extend(fake.iter().map(|f| f.0));
+    let cap = neighbour_requests();
+    let (out, evs) = lab_scan(&args);
+    let asked = asked(&cap.stop_lines());
+    drop(planted);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let hosts = of_type(&evs, "host");
+    let state = |ip: &str| hosts.iter().find(|h| h["ip"] == ip).map(|h| (h["state"].clone(), h["reason"].clone()));
+    for (ip, _) in fake {
+        assert_eq!(state(ip), Some(("down".into(), "no-response".into())), "{ip}: {hosts:?}");
+    }
+    assert_eq!(state("198.18.0.2"), Some(("up".into(), "arp-response".into())));
+    assert_eq!(state("2001:2::2"), Some(("up".into(), "nd-response".into())));
+    for h in hosts.iter().filter(|h| h["state"] == "up") {
+        assert!(h["mac"].as_str().is_some_and(|m| m.len() == 17 && m != "02:00:00:00:00:77"), "{h}");
+    }
+    let end = of_type(&evs, "scan_end")[0];
+    assert_eq!((end["hosts_up"].as_u64(), end["hosts_down"].as_u64()), (Some(2), Some(6)), "{end}");
+    for (ip, _) in fake {
+        assert_eq!(asked.get(ip), Some(&3), "{ip} is asked, three times: {asked:?}");
+    }
+    assert!(asked.contains_key("198.18.0.2") && asked.contains_key("2001:2::2"), "{asked:?}");
+}
+
+/// On-link discovery asks by ARP from the raw engine, every host at once
+/// and each silent one three times (nmap's tries; the kernel, which did
+/// it before, asked once a second): a /24 takes about 0.3 s (was 1.1 s,
+/// and 25 s for a /21). The time bound is generous; the hosts found are
+/// the lab's on-link ones.
+#[test]
+fn on_link_ping_scan_of_a_24_is_quick() {
+    let _lab = lab();
+    let cap = neighbour_requests();
+    let t0 = Instant::now();
+    let (out, evs) = lab_scan(&["-sn", "-n", "198.18.0.0/24"]);
+    let took = t0.elapsed();
+    let asked = asked(&cap.stop_lines());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(asked.len(), 255, "every address but ours is asked: {asked:?}");
+    assert!(!asked.contains_key("198.18.0.1"), "no gratuitous ARP");
+    let silent = asked.iter().filter(|(ip, _)| !up_hosts(&evs).contains(*ip)).filter(|(_, &n)| n < 3).count();
+    assert_eq!(silent, 0, "silent addresses are asked three times: {asked:?}");
+    let up = up_hosts(&evs);
+    for must in ["198.18.0.2", "198.18.0.3", "198.18.0.5", "198.18.0.6"] {
+        assert!(up.contains(must), "{must}: {up:?}");
+    }
+    let last = |h: &String| h.rsplit('.').next().and_then(|n| n.parse::<u8>().ok());
+    assert!(up.iter().all(|h| last(h).is_some_and(|n| (2..=11).contains(&n))), "only the lab's hosts: {up:?}");
+    assert!(of_type(&evs, "host").iter().all(|h| h["reason"] == "arp-response"));
+    assert!(took < Duration::from_secs(5), "-sn of an on-link /24 took {took:?}");
+}
+
+/// -Pn takes every on-link host as up: their MACs are asked before the
+/// port scan (with an empty neighbour table too), the hosts that answer
+/// get their ports scanned, the others none.
+#[test]
+fn no_ping_on_link_asks_the_macs_first() {
+    let _lab = lab();
+    let st = Command::new("ip").args(["netns", "exec", "msscan", "ip", "neigh", "flush", "dev", "ms-scan0"]).status();
+    assert!(st.is_ok_and(|s| s.success()));
+    let cap = Capture::start("dst net 198.18.0.0/24 and dst port 22");
+    let (out, evs) = lab_scan(&["-Pn", "-n", "-p", "22", "198.18.0.0/28"]);
+    let probed: BTreeSet<String> = cap.stop().into_iter().map(|(_, ip)| ip).collect();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(of_type(&evs, "host").is_empty(), "no host events without discovery");
+    let open: BTreeSet<String> = open_ports(&evs).into_iter().map(|(ip, _)| ip).collect();
+    for must in ["198.18.0.2", "198.18.0.3", "198.18.0.5"] {
+        assert!(open.contains(must), "{must}: {open:?}");
+    }
+    assert_eq!(probed, open, "SYNs go to the hosts that answered ARP only");
 }
 
 /// Each -P probe alone finds a live host by its own kind of answer; the

@@ -139,15 +139,19 @@ impl Capture {
         self.stop_with_ports().into_iter().map(|(t, ip, _)| (t, ip)).collect()
     }
 
-    /// Stops the capture; returns (timestamp, destination address, port) per packet.
-    pub fn stop_with_ports(mut self) -> Vec<(f64, String, u16)> {
+    /// Stops the capture; returns tcpdump's line for each packet.
+    pub fn stop_lines(mut self) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(300));
         let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
         let st = self.child.wait().unwrap();
         assert!(st.success() || st.code().is_none(), "tcpdump failed: {st}");
-        std::fs::read_to_string(self.lines.path())
-            .unwrap()
-            .lines()
+        std::fs::read_to_string(self.lines.path()).unwrap().lines().map(str::to_string).collect()
+    }
+
+    /// Stops the capture; returns (timestamp, destination address, port) per packet.
+    pub fn stop_with_ports(self) -> Vec<(f64, String, u16)> {
+        self.stop_lines()
+            .iter()
             .filter_map(|l| {
                 // "1700000000.123456 IP 198.18.0.1.40000 > 198.19.0.5.80: tcp 0"
                 let mut w = l.split_whitespace();

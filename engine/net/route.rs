@@ -5,10 +5,13 @@
 //! outgoing interface, the source address, and the next hop's MAC address. This
 //! module asks the kernel directly (RTM_GETROUTE for one address, RTM_GETNEIGH
 //! dumps) instead of running `ip` or parsing /proc, and provokes ARP/NDP through an
-//! ordinary UDP socket when the neighbour table has no entry yet. Interface names,
+//! ordinary UDP socket when the neighbour table has no entry yet (for a gateway: an
+//! on-link target is asked by the raw engine's own ARP/NDP requests, and only an entry
+//! the kernel confirmed, REACHABLE or PERMANENT, stands in for an answer). Interface names,
 //! MACs and flags come from if_indextoname and the SIOCGIF* ioctls. Each request uses
 //! its own short-lived netlink socket with a receive timeout, so nothing can hang.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -57,15 +60,35 @@ pub fn route_via(dst: IpAddr, ifname: &str) -> io::Result<Route> {
 }
 
 /// The neighbour table's MAC for `addr` on `ifindex` (RTM_GETNEIGH dump, filtered), if it has a usable entry
-/// (NUD state REACHABLE, STALE, DELAY, PROBE, PERMANENT or NOARP; not INCOMPLETE/FAILED).
+/// (NUD state REACHABLE, STALE, DELAY, PROBE, PERMANENT or NOARP; not INCOMPLETE/FAILED): the MAC frames to a
+/// next hop may carry (the kernel sends on a STALE entry too). It says nothing of whether the host is there: a
+/// forged ARP request makes a STALE entry.
 pub fn neighbour_mac(ifindex: u32, addr: IpAddr) -> io::Result<Option<[u8; 6]>> {
+    let entries = neighbour_dump(ifindex, family_of(addr))?;
+    Ok(entries.iter().find_map(|p| neigh_match(p, ifindex, Some(addr), NUD_USABLE)).map(|e| e.1))
+}
+
+/// Every entry of the neighbour table on `ifindex`, of both families, whose state is confirmed: REACHABLE (the
+/// neighbour answered lately) or PERMANENT (set by hand). One RTM_GETNEIGH dump a family.
+pub fn confirmed_neighbours(ifindex: u32) -> io::Result<HashMap<IpAddr, [u8; 6]>> {
+    let mut out = HashMap::new();
+    for family in [libc::AF_INET as u8, libc::AF_INET6 as u8] {
+        for p in neighbour_dump(ifindex, family)? {
+            out.extend(neigh_match(&p, ifindex, None, NUD_CONFIRMED));
+        }
+    }
+    Ok(out)
+}
+
+/// The RTM_NEWNEIGH payloads of a dump of one family's neighbour table.
+fn neighbour_dump(ifindex: u32, family: u8) -> io::Result<Vec<Vec<u8>>> {
     // struct ndmsg: family, pad1, pad2 (u16), ifindex (i32), state (u16), flags, type.
-    let ndmsg = [family_of(addr), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let ndmsg = [family, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     // NDA_IFINDEX lets kernels that can filter dumps by interface do so; neigh_match still checks every entry.
     let attrs: [(u16, &[u8]); 1] = [(libc::NDA_IFINDEX, &ifindex.to_ne_bytes())];
     let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
     let replies = netlink_exchange(&nl_request(libc::RTM_GETNEIGH, flags, &ndmsg, &attrs), true)?;
-    Ok(replies.iter().filter(|(ty, _)| *ty == libc::RTM_NEWNEIGH).find_map(|(_, p)| neigh_match(p, ifindex, addr)))
+    Ok(replies.into_iter().filter(|(ty, _)| *ty == libc::RTM_NEWNEIGH).map(|(_, p)| p).collect())
 }
 
 /// The next hop's MAC for frames along `route` to `dst`: zeros on loopback; else the neighbour table's entry;
@@ -111,6 +134,8 @@ const IFF_LOOPBACK: u32 = 0x8;
 const ARPHRD_LOOPBACK: u32 = 772;
 /// NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_NOARP | NUD_PERMANENT.
 const NUD_USABLE: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80;
+/// NUD_REACHABLE | NUD_PERMANENT: the neighbour answered lately, or the entry was set by hand.
+const NUD_CONFIRMED: u16 = 0x02 | 0x80;
 
 fn get_route(dst: IpAddr, oif: Option<u32>) -> io::Result<Route> {
     let (dst_len, dst_bytes) = match dst {
@@ -351,15 +376,16 @@ fn parse_route(payload: &[u8]) -> Option<RouteReply> {
     Some(r)
 }
 
-/// The MAC of an RTM_NEWNEIGH payload if it is a usable entry for `addr` on `ifindex`.
-fn neigh_match(payload: &[u8], ifindex: u32, addr: IpAddr) -> Option<[u8; 6]> {
-    if u32_at(payload, 4)? != ifindex || u16_at(payload, 8)? & NUD_USABLE == 0 {
+/// The address and MAC of an RTM_NEWNEIGH payload if it is an entry on `ifindex` in one of the NUD `states`
+/// (and for `addr`, when one is given).
+fn neigh_match(payload: &[u8], ifindex: u32, addr: Option<IpAddr>, states: u16) -> Option<(IpAddr, [u8; 6])> {
+    if u32_at(payload, 4)? != ifindex || u16_at(payload, 8)? & states == 0 {
         return None;
     }
     let attrs = || Attrs(payload.get(NDMSG_LEN..).unwrap_or(&[]));
     let dst = attrs().find(|(ty, _)| *ty == libc::NDA_DST).and_then(|(_, v)| ip_from(v))?;
     let lladdr = attrs().find(|(ty, _)| *ty == libc::NDA_LLADDR)?.1;
-    (dst == addr).then(|| lladdr.try_into().ok()).flatten()
+    addr.is_none_or(|a| a == dst).then(|| Some((dst, lladdr.try_into().ok()?))).flatten()
 }
 
 /// Sends one request on a fresh NETLINK_ROUTE socket and returns the (type, payload) of each reply message:
@@ -468,8 +494,17 @@ mod tests {
         let good = nl_request(libc::RTM_NEWNEIGH, 0, &ndmsg, &attrs);
         let msgs = parse_messages(&good);
         assert_eq!(msgs.len(), 1);
-        assert_eq!(neigh_match(msgs[0].2, 7, "198.18.0.2".parse().unwrap()), Some([1, 2, 3, 4, 5, 6]));
-        assert_eq!(neigh_match(msgs[0].2, 8, "198.18.0.2".parse().unwrap()), None);
+        let a: IpAddr = "198.18.0.2".parse().unwrap();
+        assert_eq!(neigh_match(msgs[0].2, 7, Some(a), NUD_USABLE), Some((a, [1, 2, 3, 4, 5, 6])));
+        assert_eq!(neigh_match(msgs[0].2, 7, None, NUD_CONFIRMED), Some((a, [1, 2, 3, 4, 5, 6])), "REACHABLE");
+        assert_eq!(neigh_match(msgs[0].2, 8, Some(a), NUD_USABLE), None);
+        assert_eq!(neigh_match(msgs[0].2, 7, Some("198.18.0.3".parse().unwrap()), NUD_USABLE), None);
+        // The same entry STALE (as a forged ARP request leaves it): usable as a next hop, never confirmed.
+        let stale = [libc::AF_INET as u8, 0, 0, 0, 7, 0, 0, 0, 4, 0, 0, 0];
+        let stale = nl_request(libc::RTM_NEWNEIGH, 0, &stale, &attrs);
+        let msgs = parse_messages(&stale);
+        assert_eq!(neigh_match(msgs[0].2, 7, Some(a), NUD_USABLE), Some((a, [1, 2, 3, 4, 5, 6])));
+        assert_eq!(neigh_match(msgs[0].2, 7, None, NUD_CONFIRMED), None);
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let mut rand = move || {
             state ^= state << 13;
@@ -480,9 +515,9 @@ mod tests {
         let addr = "198.18.0.2".parse().unwrap();
         let check = |buf: &[u8]| {
             for (_, _, payload) in parse_messages(buf) {
-                let _ = (parse_route(payload), neigh_match(payload, 7, addr));
+                let _ = (parse_route(payload), neigh_match(payload, 7, Some(addr), NUD_USABLE));
             }
-            let _ = (parse_route(buf), neigh_match(buf, 7, addr), Attrs(buf).count());
+            let _ = (parse_route(buf), neigh_match(buf, 7, None, NUD_CONFIRMED), Attrs(buf).count());
         };
         for cut in 0..=good.len() {
             check(&good[..cut]);

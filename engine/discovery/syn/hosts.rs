@@ -4,12 +4,14 @@
 //! [`Discovery`] runs its own [`Machine`] over `(host, probe index)` pairs
 //! ([`PingFeed`]: a host's probes one after the other, hosts in the scan's
 //! keyed order) and decides each host up at its first answer or down when
-//! every probe to it is given up. On-link hosts were asked by ARP/NDP
-//! before the scan ([`Links`]); their verdict comes out of the same feed.
-//! A host found up goes into a [`LiveFeed`], from which the port scan's
-//! machine takes pairs while discovery goes on. What is kept per host is
-//! bounded by the probes outstanding: a host is pending only while one of
-//! its probes is.
+//! every probe to it is given up. An on-link host gets one probe instead
+//! of the plan's, an ARP request or neighbour solicitation (as nmap on
+//! Ethernet): it is up only when it answers that request, never from the
+//! neighbour table, and its answer gives the MAC its ports are scanned
+//! with. A host found up goes into a [`LiveFeed`], from which the port
+//! scan's machine takes pairs while discovery goes on. What is kept per
+//! host is bounded by the probes outstanding: a host is pending only while
+//! one of its probes is.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -20,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::links::Links;
 use super::machine::Machine;
+use super::neighbour::{self, Answer};
 use crate::discovery::ping::HostPlan;
 use crate::findings::Reason;
 use crate::targets::addrs::key;
@@ -36,9 +39,17 @@ pub struct HostVerdict {
     pub mac: Option<[u8; 6]>,
 }
 
+/// The discovery probes of `ip`, by index: an ARP/NDP request
+/// ([`neighbour::PROBE`]) for an on-link host, else the plan's that apply.
+fn probes_of<'p>(links: &Links, plan: &'p HostPlan, ip: IpAddr) -> impl Iterator<Item = u16> + 'p {
+    let on_link = links.on_link(ip).is_some();
+    let plan = plan.probes_for(ip).filter(move |_| !on_link).map(|(i, _)| i);
+    on_link.then_some(neighbour::PROBE).into_iter().chain(plan)
+}
+
 /// The discovery probes of a share of the hosts: each host's probes in a
-/// row. On-link hosts and unreachable ones get no probe: their verdicts
-/// are left in `decided`.
+/// row. Unreachable hosts get no probe: their verdicts are left in
+/// `decided`.
 pub struct PingFeed<'a> {
     hosts: ScanOrder,
     links: &'a Links,
@@ -68,9 +79,9 @@ impl Iterator for PingFeed<'_> {
     fn next(&mut self) -> Option<(IpAddr, u16)> {
         loop {
             if let Some((ip, from)) = self.current {
-                let next = self.plan.probes_for(ip).find(|&(i, _)| usize::from(i) >= from);
+                let next = probes_of(self.links, &self.plan, ip).find(|&i| usize::from(i) >= from);
                 match next {
-                    Some((i, _)) => {
+                    Some(i) => {
                         self.current = Some((ip, usize::from(i) + 1));
                         return Some((ip, i));
                     }
@@ -78,13 +89,15 @@ impl Iterator for PingFeed<'_> {
                 }
             }
             let (ip, _) = self.hosts.next()?;
-            if let Some(mac) = self.links.neighbour(ip) {
-                let reason = if ip.is_ipv4() { Reason::ArpResponse } else { Reason::NdResponse };
-                let (up, reason) = if mac.is_some() { (true, reason) } else { (false, Reason::NoResponse) };
-                self.decided.borrow_mut().push_back(HostVerdict { ip, up, reason, ttl: None, latency: None, mac });
+            if self.links.on_link(ip).is_some_and(|h| h.src == ip) {
+                // Our own address on the link: a request for it would be a
+                // gratuitous ARP, and no frame of ours comes back to us.
+                let down =
+                    HostVerdict { ip, up: false, reason: Reason::NoResponse, ttl: None, latency: None, mac: None };
+                self.decided.borrow_mut().push_back(down);
                 continue;
             }
-            if self.links.hop(ip).is_err() {
+            if self.links.on_link(ip).is_none() && self.links.hop(ip).is_err() {
                 // No path: never probed, down (the scan said why once per block).
                 let down =
                     HostVerdict { ip, up: false, reason: Reason::NetUnreach, ttl: None, latency: None, mac: None };
@@ -107,16 +120,19 @@ struct Pending {
 /// Host discovery of one sender thread's share of the hosts.
 pub struct Discovery<'a> {
     pub machine: Machine<PingFeed<'a>>,
+    links: &'a Links,
     plan: Arc<HostPlan>,
     pending: HashMap<u128, Pending>,
+    /// ARP/NDP requests sent, retries included.
+    requests: u64,
     decided: Rc<RefCell<VecDeque<HostVerdict>>>,
 }
 
 impl<'a> Discovery<'a> {
     /// Discovery of `feed`'s hosts, paced as `machine` says.
     pub fn new(feed: PingFeed<'a>, make: impl FnOnce(PingFeed<'a>) -> Machine<PingFeed<'a>>) -> Discovery<'a> {
-        let (plan, decided) = (feed.plan.clone(), feed.decided.clone());
-        Discovery { machine: make(feed), plan, pending: HashMap::new(), decided }
+        let (links, plan, decided) = (feed.links, feed.plan.clone(), feed.decided.clone());
+        Discovery { machine: make(feed), links, plan, pending: HashMap::new(), requests: 0, decided }
     }
 
     /// Notes the probes just sent (`due`, from the machine's poll).
@@ -124,8 +140,9 @@ impl<'a> Discovery<'a> {
     /// already decided (sent before its answer came) opens nothing.
     pub fn sent(&mut self, due: &[(IpAddr, u16)], now: Instant) {
         for &(ip, idx) in due {
-            let mut probes = self.plan.probes_for(ip);
-            if probes.next().is_some_and(|(first, _)| first == idx) {
+            self.requests += u64::from(idx == neighbour::PROBE);
+            let mut probes = probes_of(self.links, &self.plan, ip);
+            if probes.next() == Some(idx) {
                 let left = 1 + probes.count() as u16;
                 self.pending.insert(key(ip), Pending { left, first: now, why: None });
             }
@@ -147,7 +164,7 @@ impl<'a> Discovery<'a> {
         };
         let first = p.first;
         self.pending.remove(&host);
-        for (i, _) in self.plan.probes_for(r.src) {
+        for i in probes_of(self.links, &self.plan, r.src) {
             self.machine.forget(r.src, i);
         }
         self.machine.source().skip(r.src);
@@ -159,6 +176,24 @@ impl<'a> Discovery<'a> {
             latency: Some(now.saturating_duration_since(first)),
             mac: None,
         })
+    }
+
+    /// Takes an ARP reply or neighbour advertisement: an on-link host is up
+    /// if it answers the request this discovery sent it (still
+    /// outstanding, asked from the source `a` answers), with the MAC it gives.
+    pub fn on_neighbour(&mut self, a: &Answer, now: Instant) -> Option<HostVerdict> {
+        let hop = self.links.on_link(a.ip)?;
+        if !a.answers(&hop) || !self.pending.contains_key(&key(a.ip)) {
+            return None;
+        }
+        if !self.machine.answered_at(a.ip, neighbour::PROBE, now) {
+            return None;
+        }
+        let p = self.pending.remove(&key(a.ip))?;
+        self.machine.source().skip(a.ip);
+        let reason = if a.ip.is_ipv4() { Reason::ArpResponse } else { Reason::NdResponse };
+        let latency = Some(now.saturating_duration_since(p.first));
+        Some(HostVerdict { ip: a.ip, up: true, reason, ttl: None, latency, mac: Some(a.mac) })
     }
 
     /// One of the host's probes is over without an answer: the host is
@@ -176,7 +211,7 @@ impl<'a> Discovery<'a> {
     }
 
     /// Verdicts decided since the last call: hosts whose every probe was
-    /// given up, and on-link hosts (ARP/NDP).
+    /// given up, and hosts without a path.
     pub fn take_decided(&mut self, out: &mut Vec<HostVerdict>) {
         for v in self.machine.take_silent() {
             if let Some(d) = self.one_less(v.ip) {
@@ -184,6 +219,12 @@ impl<'a> Discovery<'a> {
             }
         }
         out.extend(self.decided.borrow_mut().drain(..));
+    }
+
+    /// The ARP/NDP requests sent so far, retries included (among the
+    /// machine's probes sent).
+    pub fn requests(&self) -> u64 {
+        self.requests
     }
 
     pub fn is_done(&self) -> bool {
@@ -295,6 +336,66 @@ impl Iterator for LiveFeed<'_> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// On-link hosts are asked by ARP/NDP, one request each and no other
+    /// probe; a host is up only at the answer to its own request, from the
+    /// source asked, with the MAC it gives; the rest are down once their
+    /// requests (and their retries) are given up.
+    #[test]
+    fn on_link_hosts_are_up_only_when_they_answer_this_discoverys_request() {
+        use super::super::frame::Hop;
+        use super::super::machine::{Pace, Seen};
+        for (src, lo, hi, live, other) in [
+            ("198.18.0.1", "198.18.0.0", "198.18.0.9", "198.18.0.2", "198.18.0.3"),
+            ("2001:2::1", "2001:2::", "2001:2::9", "2001:2::2", "2001:2::3"),
+        ] {
+            let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+            let hop = Hop { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [0; 6], src: ip(src) };
+            let links = Links::on_link_for_tests(ip(lo), ip(hi), hop);
+            let addrs = crate::targets::AddrSet::from_ranges(vec![(key(ip(lo)), key(ip(hi)))]);
+            let hosts = crate::targets::TargetSpace::new(&addrs, &Default::default(), vec![0]).unwrap();
+            let plan = Arc::new(HostPlan { ping_only: true, ..HostPlan::nmap_default() });
+            let feed = PingFeed::new(hosts.order(3, crate::targets::Shard::WHOLE, 0), &links, plan);
+            let pace =
+                Pace { timeout: Duration::from_secs(1), retries: 2, window: 1024, max_rate: None, scan_delay: None };
+            let t0 = Instant::now();
+            let mut d = Discovery::new(feed, |f| Machine::new(f, pace, t0, Seen::set()).report_silence().share_rtt());
+            let mut due = Vec::new();
+            d.machine.poll(t0, 64, &mut due);
+            d.sent(&due, t0);
+            assert_eq!(due.len(), 9, "one request a host, none to our own address: {due:?}");
+            assert!(due.iter().all(|&(h, _)| h != ip(src)));
+            assert!(due.iter().all(|&(_, i)| i == neighbour::PROBE), "no ICMP or TCP probe on-link: {due:?}");
+            let mac = [2, 0, 0, 0, 0, 2];
+            let answer = |from: &str, to: &str| Answer { ip: ip(from), mac, to: ip(to) };
+            let t1 = t0 + Duration::from_millis(2);
+            assert_eq!(d.on_neighbour(&answer(live, "198.18.0.99"), t1), None, "answers another source");
+            assert_eq!(d.on_neighbour(&answer(if lo.contains(':') { "2001:3::2" } else { "10.0.0.2" }, src), t1), None);
+            let v = d.on_neighbour(&answer(live, src), t1).expect("its answer makes it up");
+            let reason = if lo.contains(':') { Reason::NdResponse } else { Reason::ArpResponse };
+            assert_eq!((v.ip, v.up, v.reason, v.mac), (ip(live), true, reason, Some(mac)));
+            assert_eq!(v.latency, Some(Duration::from_millis(2)));
+            assert_eq!(d.on_neighbour(&answer(live, src), t1), None, "once");
+            // The rest: their requests go again (twice), then they are down.
+            let mut decided = Vec::new();
+            let mut t = t1;
+            for _ in 0..40 {
+                t += Duration::from_millis(100);
+                due.clear();
+                d.machine.poll(t, 64, &mut due);
+                d.sent(&due, t);
+                assert!(due.iter().all(|&(h, i)| i == neighbour::PROBE && h != ip(live)), "{due:?}");
+                d.take_decided(&mut decided);
+            }
+            assert!(d.is_done());
+            assert_eq!(d.machine.counts().sent, 1 + 8 * 3, "three tries of each silent host");
+            assert_eq!(d.requests(), d.machine.counts().sent, "all of them ARP/NDP requests");
+            assert_eq!(decided.len(), 9, "8 silent hosts and our own address");
+            assert!(decided.iter().all(|v| !v.up && v.reason == Reason::NoResponse && v.mac.is_none()));
+            // A late answer changes nothing.
+            assert_eq!(d.on_neighbour(&answer(other, src), t), None);
+        }
+    }
 
     #[test]
     fn the_live_feed_gives_every_port_of_every_host_once_in_turns() {

@@ -2,24 +2,37 @@
 //! next hop's MAC address per target.
 //!
 //! Routes are asked of the kernel once per /24 (IPv4) or /64 (IPv6) block of
-//! the targets. Behind a gateway, one MAC serves the whole block; on-link
-//! targets each need their own, resolved by ARP/NDP before the scan starts
-//! (a host that never answers is down: its probes are not sent). Every
-//! target must leave through the same interface.
+//! the targets. Behind a gateway, one MAC serves the whole block. On-link
+//! targets each need their own, which only an answer to a request of this
+//! scan gives: with host discovery, the discovery of each host asks
+//! (ARP/NDP from the raw engine, [`super::hosts`]); a scan that takes every
+//! host as up (`-Pn`) asks them all first ([`Links::ask_neighbours`]), or
+//! takes a confirmed entry of the neighbour table (REACHABLE, PERMANENT).
+//! An unconfirmed entry (STALE and the like, which anyone's forged ARP
+//! request makes) is never used. Every target must leave through the same
+//! interface.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::io;
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use super::frame::Hop;
+use super::machine::{Machine, Pace, Seen};
+use super::neighbour;
 use crate::error::{Error, ErrorKind, Result};
+use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::net::route::{self, Route};
 use crate::targets::addrs::{addr, key};
 use crate::targets::AddrSet;
 
-/// Most on-link hosts resolved by ARP/NDP before a scan (the check comes
-/// before any packet is sent).
+/// Most on-link hosts asked by ARP/NDP in a scan (the check comes before
+/// any packet is sent).
 pub const MAX_ON_LINK: usize = 1 << 15;
+
+/// The receive buffer of the socket that asks on-link hosts before a scan:
+/// room for the answers to a burst of requests.
+const ASK_BUFFER: usize = 8 << 20;
 
 /// Most addresses looked up one by one, in /24 blocks whose first address
 /// has no route (a host route may lead to others): a /16's worth.
@@ -38,8 +51,9 @@ pub struct LinkOptions {
 enum Block {
     /// Every target of the block goes through this hop.
     All(Hop),
-    /// On-link: each target has its own entry in `hosts`.
-    PerHost,
+    /// On-link: each target is reached along this hop with its own MAC
+    /// (in `macs` once known; `dst_mac` here is unused).
+    OnLink(Hop),
     /// No route for the block's first address, but one for some others
     /// (host routes): each target has its own entry in `hosts`, `None`
     /// where the kernel has no route.
@@ -57,7 +71,12 @@ pub struct Links {
     /// The targets are this machine's own addresses (reached through loopback).
     pub loopback: bool,
     blocks: HashMap<(bool, u128), Block>,
+    /// The targets of split blocks.
     hosts: HashMap<u128, Option<Hop>>,
+    /// The on-link targets, as ranges (at most [`MAX_ON_LINK`] addresses).
+    on_link: Vec<(u128, u128)>,
+    /// MACs of on-link targets learned before the scan ([`Links::ask_neighbours`]).
+    macs: HashMap<u128, [u8; 6]>,
 }
 
 fn block_of(k: u128) -> (bool, u128) {
@@ -89,20 +108,21 @@ impl Links {
         let k = key(ip);
         match self.blocks.get(&block_of(k)) {
             Some(Block::All(h)) => Ok(*h),
-            Some(Block::PerHost) => self.hosts.get(&k).copied().flatten().ok_or("no ARP/NDP answer"),
+            Some(Block::OnLink(h)) => {
+                self.macs.get(&k).map(|&dst_mac| Hop { dst_mac, ..*h }).ok_or("no ARP/NDP answer")
+            }
             Some(Block::Split) => self.hosts.get(&k).copied().flatten().ok_or("no route"),
             Some(Block::Unreachable(_, why)) => Err(why.as_str()),
             None => Err("not a target"),
         }
     }
 
-    /// For an on-link target (asked by ARP/NDP): `Some` with the MAC
-    /// address that answered, or `Some(None)` if none did; `None` for a
-    /// target behind a gateway or unreachable.
-    pub fn neighbour(&self, ip: IpAddr) -> Option<Option<[u8; 6]>> {
-        let k = key(ip);
-        match self.blocks.get(&block_of(k)) {
-            Some(Block::PerHost) => Some(self.hosts.get(&k).copied().flatten().map(|h| h.dst_mac)),
+    /// For an on-link target: the path to its link (its MAC not filled
+    /// in), along which ARP/NDP asks for it; `None` for a target behind a
+    /// gateway or unreachable.
+    pub fn on_link(&self, ip: IpAddr) -> Option<Hop> {
+        match self.blocks.get(&block_of(key(ip))) {
+            Some(Block::OnLink(h)) => Some(*h),
             _ => None,
         }
     }
@@ -115,7 +135,9 @@ impl Links {
         })
     }
 
-    /// Resolves every target of `addrs`.
+    /// Resolves the path of every target of `addrs`: routes, source
+    /// addresses and gateways' MACs (waiting up to `arp_timeout` for each
+    /// gateway). On-link targets' own MACs are not asked here.
     pub fn resolve(addrs: &AddrSet, opts: &LinkOptions, arp_timeout: Duration) -> Result<Links> {
         Links::resolve_within(addrs, opts, arp_timeout, SPLIT_LOOKUPS)
     }
@@ -129,10 +151,17 @@ impl Links {
         arp_timeout: Duration,
         split_lookups: u128,
     ) -> Result<Links> {
-        let mut links =
-            Links { ifindex: 0, ifname: String::new(), loopback: false, blocks: HashMap::new(), hosts: HashMap::new() };
+        let mut links = Links {
+            ifindex: 0,
+            ifname: String::new(),
+            loopback: false,
+            blocks: HashMap::new(),
+            hosts: HashMap::new(),
+            on_link: Vec::new(),
+            macs: HashMap::new(),
+        };
         let mut gateway_macs: HashMap<IpAddr, Option<[u8; 6]>> = HashMap::new();
-        let mut on_link: Vec<(IpAddr, Route)> = Vec::new();
+        let mut on_link: u128 = 0;
         // Addresses looked up one by one in blocks whose first has no route.
         let mut split_budget = split_lookups;
         for &(lo, hi) in addrs.ranges() {
@@ -193,14 +222,15 @@ impl Links {
                             }
                         } else {
                             let (s, e) = (lo.max(block_start(b)), hi.min(block_end(b)));
-                            if on_link.len() as u128 + (e - s + 1) > MAX_ON_LINK as u128 {
+                            on_link += e - s + 1;
+                            if on_link > MAX_ON_LINK as u128 {
                                 return Err(Error::new(
                                     ErrorKind::Config,
                                     format!("more than {MAX_ON_LINK} on-link targets for a SYN scan; use -sT"),
                                 ));
                             }
-                            on_link.extend((s..=e).map(|k| (addr(k), r.clone())));
-                            Block::PerHost
+                            links.on_link.push((s, e));
+                            Block::OnLink(Hop { src_mac: r.if_mac, dst_mac: [0; 6], src })
                         }
                     }
                 };
@@ -211,8 +241,84 @@ impl Links {
                 b = (b.0, b.1 + 1);
             }
         }
-        links.resolve_on_link(on_link, opts, arp_timeout)?;
         Ok(links)
+    }
+
+    /// Learns the MAC of every on-link target that answers, before a scan
+    /// that takes every host as up (`-Pn`: its first probe to a host needs
+    /// the MAC; with host discovery, discovery asks instead). A confirmed
+    /// entry of the neighbour table (REACHABLE, PERMANENT) is taken as it
+    /// is; the others are asked by ARP/NDP requests sent on a packet socket
+    /// as `pace` allows (rate, window, timeout, tries), whose answers are
+    /// read from it. Stops asking, keeping what it learned, once `stop`
+    /// says so. A target that never answers keeps no path.
+    pub fn ask_neighbours(&mut self, pace: Pace, stop: &dyn Fn() -> bool) -> io::Result<()> {
+        if self.on_link.is_empty() {
+            return Ok(());
+        }
+        // Only a speed-up: without it every host is asked.
+        let known = route::confirmed_neighbours(self.ifindex).unwrap_or_default();
+        let mut ask = Vec::new();
+        // Not our own address: a request for it would be a gratuitous ARP.
+        let targets = self.on_link.iter().flat_map(|&(lo, hi)| lo..=hi);
+        let targets: Vec<u128> = targets.filter(|&k| self.on_link(addr(k)).is_some_and(|h| key(h.src) != k)).collect();
+        for k in targets {
+            match known.get(&addr(k)) {
+                Some(&mac) => {
+                    self.macs.insert(k, mac);
+                }
+                None => ask.push(k),
+            }
+        }
+        if ask.is_empty() {
+            return Ok(());
+        }
+        let sock = PacketSocket::open(self.ifindex)?;
+        sock.tune(ASK_BUFFER)?;
+        let probes = ask.into_iter().map(|k| (addr(k), neighbour::PROBE));
+        let mut m = Machine::new(probes, pace, Instant::now(), Seen::set())
+            .share_rtt()
+            .quick_probe(neighbour::PROBE, neighbour::FIRST_WAIT);
+        let mut frames = vec![vec![0u8; neighbour::MAX_REQUEST]; BATCH];
+        let mut lens = [0usize; BATCH];
+        let mut bufs = vec![[0u8; FRAME]; BATCH];
+        let mut got_lens = [0usize; BATCH];
+        let mut sums = [Checksum::Unchecked; BATCH];
+        let mut due = Vec::with_capacity(BATCH);
+        let mut stopped = false;
+        while !m.is_done() {
+            if !stopped && stop() {
+                stopped = true;
+                m.stop();
+            }
+            let now = Instant::now();
+            due.clear();
+            m.poll(now, BATCH, &mut due);
+            let mut n = 0;
+            for &(ip, _) in &due {
+                if let Some(hop) = self.on_link(ip) {
+                    lens[n] = neighbour::fill_request(&mut frames[n], &hop, ip);
+                    n += usize::from(lens[n] > 0);
+                }
+            }
+            super::send_all(&sock, &frames[..n], &lens[..n])?;
+            // A full batch out: more may be due at once.
+            let wait = if due.len() == BATCH {
+                Duration::ZERO
+            } else {
+                m.next_wakeup(now).map_or(Duration::from_millis(5), |t| t.saturating_duration_since(now))
+            };
+            let got = sock.recv_batch(&mut bufs, &mut got_lens, &mut sums, wait.min(Duration::from_millis(5)))?;
+            let now = Instant::now();
+            for i in 0..got {
+                let Some(a) = neighbour::parse(&bufs[i][..got_lens[i]], sums[i]) else { continue };
+                let asked = self.on_link(a.ip).is_some_and(|hop| a.answers(&hop));
+                if asked && m.answered_at(a.ip, neighbour::PROBE, now) {
+                    self.macs.insert(key(a.ip), a.mac);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn use_interface(&mut self, r: &Route) -> Result<()> {
@@ -231,49 +337,6 @@ impl Links {
         }
         Ok(())
     }
-
-    /// ARP/NDP for on-link targets: what the neighbour table knows, then one
-    /// datagram to each missing host (the kernel resolves it), then polling.
-    fn resolve_on_link(&mut self, hosts: Vec<(IpAddr, Route)>, opts: &LinkOptions, timeout: Duration) -> Result<()> {
-        let mut missing = self.take_known(hosts, opts)?;
-        if missing.is_empty() {
-            return Ok(());
-        }
-        let v4 = UdpSocket::bind("0.0.0.0:0").ok();
-        let v6 = UdpSocket::bind("[::]:0").ok();
-        for (ip, _) in &missing {
-            let sock = if ip.is_ipv4() { &v4 } else { &v6 };
-            if let Some(s) = sock {
-                let _ = s.send_to(&[0], SocketAddr::new(*ip, 9));
-            }
-        }
-        let deadline = Instant::now() + timeout;
-        while !missing.is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-            missing = self.take_known(missing, opts)?;
-        }
-        for (ip, _) in missing {
-            self.hosts.insert(key(ip), None);
-        }
-        Ok(())
-    }
-}
-
-impl Links {
-    /// Records the hosts the neighbour table knows; returns the others.
-    fn take_known(&mut self, hosts: Vec<(IpAddr, Route)>, opts: &LinkOptions) -> Result<Vec<(IpAddr, Route)>> {
-        let mut unknown = Vec::new();
-        for (ip, r) in hosts {
-            match route::neighbour_mac(r.ifindex, ip).ok().flatten() {
-                Some(mac) => {
-                    let hop = Hop { src_mac: r.if_mac, dst_mac: mac, src: source(&r, opts)? };
-                    self.hosts.insert(key(ip), Some(hop));
-                }
-                None => unknown.push((ip, r)),
-            }
-        }
-        Ok(unknown)
-    }
 }
 
 fn lookup(dst: IpAddr, opts: &LinkOptions) -> std::io::Result<Route> {
@@ -288,5 +351,32 @@ fn source(r: &Route, opts: &LinkOptions) -> Result<IpAddr> {
         Some(s) if s.is_ipv4() == r.src.is_ipv4() => Ok(s),
         Some(s) => Err(Error::new(ErrorKind::Config, format!("-S {s} is not of the targets' address family"))),
         None => Ok(r.src),
+    }
+}
+
+#[cfg(test)]
+impl Links {
+    /// Links on which every address from `lo` to `hi` is on-link along
+    /// `hop` (no MAC known yet): for tests without a kernel.
+    pub(crate) fn on_link_for_tests(lo: IpAddr, hi: IpAddr, hop: Hop) -> Links {
+        let (lo, hi) = (key(lo), key(hi));
+        let mut blocks = HashMap::new();
+        let (mut b, last) = (block_of(lo), block_of(hi));
+        loop {
+            blocks.insert(b, Block::OnLink(hop));
+            if b == last {
+                break;
+            }
+            b = (b.0, b.1 + 1);
+        }
+        Links {
+            ifindex: 1,
+            ifname: "test0".into(),
+            loopback: false,
+            blocks,
+            hosts: HashMap::new(),
+            on_link: vec![(lo, hi)],
+            macs: HashMap::new(),
+        }
     }
 }

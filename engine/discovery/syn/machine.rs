@@ -125,6 +125,9 @@ pub struct Machine<I> {
     /// ([`Machine::share_rtt`]: host discovery, where most hosts never answer).
     all_rtt: Option<(Duration, Duration)>,
     share_rtt: bool,
+    /// Probes of this "port" wait at most this long while no round trip is
+    /// known ([`Machine::quick_probe`]).
+    quick: Option<(u16, Duration)>,
     /// The targets come in while the machine runs (hosts as discovery finds
     /// them): a `None` from them means "nothing yet" until [`Machine::close`].
     open_ended: bool,
@@ -169,6 +172,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             rtt_trim_at: RTT_HOSTS,
             all_rtt: None,
             share_rtt: false,
+            quick: None,
             open_ended: false,
             clock: now,
         }
@@ -181,13 +185,21 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// (`--max-rtt-timeout`). Per host: a near host's quick answers never
     /// shorten the wait for a far one.
     pub fn timeout_for(&self, ip: IpAddr) -> Duration {
-        self.timeout_of(key(ip))
+        self.timeout_of((key(ip), 0))
     }
 
-    fn timeout_of(&self, host: u128) -> Duration {
-        let own = self.rtt.get(&host).or(if self.share_rtt { self.all_rtt.as_ref() } else { None });
+    /// The same for the probe `port` of `ip` (see [`Machine::quick_probe`]).
+    pub fn timeout_for_probe(&self, ip: IpAddr, port: u16) -> Duration {
+        self.timeout_of((key(ip), port))
+    }
+
+    fn timeout_of(&self, k: Key) -> Duration {
+        let own = self.rtt.get(&k.0).or(if self.share_rtt { self.all_rtt.as_ref() } else { None });
         match own {
-            None => self.pace.timeout,
+            None => match self.quick {
+                Some((port, wait)) if port == k.1 => wait.min(self.pace.timeout),
+                _ => self.pace.timeout,
+            },
             Some(&(srtt, var)) => (srtt + 4 * var).clamp(MIN_RTT_TIMEOUT.min(self.pace.timeout), self.pace.timeout),
         }
     }
@@ -221,6 +233,16 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// never answer and the ones that do tell how far the network is.
     pub fn share_rtt(self) -> Machine<I> {
         Machine { share_rtt: true, ..self }
+    }
+
+    /// Probes of `port` whose host's round trip is not known yet (nor, with
+    /// shared round trips, any host's) wait `wait` rather than
+    /// `pace.timeout` (at most that): nmap's ARP/NDP requests, which a
+    /// host on the link answers within milliseconds, wait 100 ms at first.
+    /// A probe waiting behind one with a longer timeout still times out
+    /// late, never early.
+    pub fn quick_probe(self, port: u16, wait: Duration) -> Machine<I> {
+        Machine { quick: Some((port, wait)), ..self }
     }
 
     /// Targets that come in while the machine runs: until [`Machine::close`],
@@ -369,13 +391,30 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         None
     }
 
+    /// Takes an answer that says nothing of a port (an ARP or NDP reply) to
+    /// the probe `port` of `ip`, come at `now`: true if that probe was
+    /// outstanding, which is then done (and its round trip timed if it was
+    /// sent once); false for a duplicate, a late answer or a probe never sent.
+    pub fn answered_at(&mut self, ip: IpAddr, port: u16, now: Instant) -> bool {
+        let k = (key(ip), port);
+        match self.inflight.remove(&k) {
+            Some((nth, sent)) => {
+                if nth == 1 {
+                    self.sample(k.0, now.saturating_duration_since(sent));
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Moves probes whose time ran out to the resend queue or gives them up.
     /// The queue is in send order and each host has its own timeout, so a
     /// probe may wait behind an earlier one with a longer timeout: it then
     /// times out late, never early.
     fn expire(&mut self, now: Instant) {
         while let Some(&(sent, k, nth)) = self.timers.front() {
-            if sent + self.timeout_of(k.0) > now {
+            if sent + self.timeout_of(k) > now {
                 break;
             }
             self.timers.pop_front();
@@ -525,7 +564,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
 
     /// When the machine next has something to do, if nothing comes in before.
     pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
-        let timer = self.timers.front().map(|t| t.0 + self.timeout_of(t.1 .0));
+        let timer = self.timers.front().map(|t| t.0 + self.timeout_of(t.1));
         let held = self.held.iter().map(|h| h.0).min();
         let timer = match (timer, held) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -616,3 +616,56 @@ fn two_machines_share_one_rate_limit() {
     assert!((19..=22).contains(&out.len()), "{} probes", out.len());
     assert!(b.counts().sent > 0, "the second machine got its share");
 }
+
+/// An answer without a verdict (ARP/NDP) ends its probe once, times the
+/// round trip of a probe sent once, and is refused for a probe never sent,
+/// answered already or given up.
+#[test]
+fn answers_without_a_verdict_end_their_probe_once() {
+    let t0 = Instant::now();
+    let (a, b, c): (IpAddr, IpAddr, IpAddr) =
+        ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap(), "198.18.0.4".parse().unwrap());
+    let slow = Pace { timeout: Duration::from_secs(2), ..pace(1, 64) };
+    let mut m = Machine::new(vec![(a, 9), (b, 9)].into_iter(), slow, t0, Seen::set()).report_silence().share_rtt();
+    let mut out = Vec::new();
+    m.poll(t0, 64, &mut out);
+    assert_eq!(out, vec![(a, 9), (b, 9)]);
+    assert!(!m.answered_at(c, 9, t0), "never asked");
+    assert!(!m.answered_at(a, 8, t0), "another probe of the host");
+    assert!(m.answered_at(a, 9, t0 + Duration::from_millis(3)));
+    assert!(!m.answered_at(a, 9, t0 + Duration::from_millis(4)), "a duplicate");
+    assert_eq!(m.timeout_for(b), MIN_RTT_TIMEOUT, "the round trip was timed");
+    // b is sent again, then given up; an answer after that is refused.
+    m.poll(t0 + MIN_RTT_TIMEOUT, 64, &mut out);
+    assert_eq!(out.len(), 3);
+    m.poll(t0 + 2 * MIN_RTT_TIMEOUT, 64, &mut out);
+    assert_eq!(m.take_silent().iter().map(|v| v.ip).collect::<Vec<_>>(), vec![b]);
+    assert!(!m.answered_at(b, 9, t0 + 2 * MIN_RTT_TIMEOUT));
+    assert!(m.is_done());
+}
+
+/// A quick probe (ARP/NDP) waits its own short time while no round trip
+/// is known, the other probes the full timeout; once one is known, both
+/// follow it.
+#[test]
+fn quick_probes_wait_their_own_time_until_a_round_trip_is_known() {
+    let t0 = Instant::now();
+    let slow = Pace { timeout: Duration::from_secs(2), ..pace(0, 64) };
+    let (a, b): (IpAddr, IpAddr) = ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap());
+    let quick = Duration::from_millis(100);
+    let mut m = Machine::new(vec![(a, 7), (b, 7), (b, 1)].into_iter(), slow, t0, Seen::set())
+        .report_silence()
+        .share_rtt()
+        .quick_probe(7, quick);
+    assert_eq!((m.timeout_for_probe(a, 7), m.timeout_for_probe(a, 1)), (quick, slow.timeout));
+    let mut out = Vec::new();
+    m.poll(t0, 64, &mut out);
+    m.poll(t0 + quick, 64, &mut out);
+    let silent: Vec<_> = m.take_silent().into_iter().map(|v| (v.ip, v.port)).collect();
+    assert_eq!(silent, vec![(a, 7), (b, 7)], "the quick probes are given up, the other waits");
+    assert!(!m.is_done());
+    // Never longer than the scan's own timeout.
+    let m = Machine::new(std::iter::empty(), Pace { timeout: Duration::from_millis(50), ..slow }, t0, Seen::set())
+        .quick_probe(7, quick);
+    assert_eq!(m.timeout_for_probe(a, 7), Duration::from_millis(50));
+}

@@ -8,16 +8,19 @@
 //! Two threads: this one runs the [`Machine`] (which probe to send when),
 //! builds frames from a [`Template`] and sends them in batches; a receiver
 //! thread takes frames in batches, parses them and keeps only replies whose
-//! ack matches the probe's keyed [`Cookie`]. The kernel answers SYN-ACKs to
-//! our half-open probes with a RST itself (it has no socket for them), which
-//! is what we want: the target's half-open connection goes away, and the
-//! result was already taken from the SYN-ACK.
+//! ack matches the probe's keyed [`Cookie`] (and, with host discovery, ARP
+//! replies and neighbour advertisements, which each sender thread checks
+//! against the requests its discovery sent on-link). The kernel answers
+//! SYN-ACKs to our half-open probes with a RST itself (it has no socket for
+//! them), which is what we want: the target's half-open connection goes
+//! away, and the result was already taken from the SYN-ACK.
 
 pub mod cookie;
 pub mod frame;
 pub mod hosts;
 pub mod links;
 pub mod machine;
+pub mod neighbour;
 pub mod reply;
 
 use std::io;
@@ -42,6 +45,7 @@ use super::Stats;
 use crate::findings::{Event, HostState, PortEvent, PortState, Proto, ScanType};
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::pipeline::Found;
+use crate::targets::addrs::key;
 use crate::targets::{ScanOrder, TargetSpace};
 
 /// Socket buffers: room for a burst of replies while the thread is busy.
@@ -207,9 +211,17 @@ pub fn run(
     })
 }
 
-/// A validated reply, and whether it answers a discovery probe (its
-/// `sport` is then the probe's index).
-type Tagged = (bool, Reply);
+/// A validated reply, as the receiver hands it to a sender thread.
+#[derive(Clone, Copy, Debug)]
+enum Tagged {
+    /// An answer to a port probe.
+    Port(Reply),
+    /// An answer to a discovery probe (its `sport` the probe's index).
+    Ping(Reply),
+    /// An ARP reply or neighbour advertisement (each sender thread keeps
+    /// those that answer its own requests).
+    Neighbour(neighbour::Answer),
+}
 
 /// The receiver thread: frames in, validated replies out to the worker whose
 /// probe they answer, until `quit`.
@@ -229,7 +241,13 @@ fn receive(
         let n = sock.recv_batch(&mut bufs, &mut lens, &mut sums, Duration::from_millis(5))?;
         for i in 0..n {
             let f = &bufs[i][..lens[i]];
-            let Some(r) = reply::parse(f, sums[i]) else { continue };
+            let Some(r) = reply::parse(f, sums[i]) else {
+                // Only discovery asks on-link hosts; which thread asked is its own to know.
+                if let Some(a) = ping.and_then(|_| neighbour::parse(f, sums[i])) {
+                    per.iter_mut().for_each(|batch| batch.push(Tagged::Neighbour(a)));
+                }
+                continue;
+            };
             // The port scan's replies first (most replies), then discovery's.
             let port = if r.proto == Proto::Tcp || r.icmp.is_some() {
                 cookie.accepts(&r).map(|w| (w, r))
@@ -237,9 +255,9 @@ fn receive(
                 accept_udp(cookie, payloads, r, f)
             };
             if let Some((w, a)) = port {
-                per[w].push((false, a));
+                per[w].push(Tagged::Port(a));
             } else if let Some((w, a)) = ping.and_then(|p| p.accepts(&r)) {
-                per[w].push((true, a));
+                per[w].push(Tagged::Ping(a));
             }
         }
         for (w, batch) in per.iter_mut().enumerate() {
@@ -297,6 +315,12 @@ fn drive(
     let pace = shared.opts.pace;
     let t0 = Instant::now();
     let mut disc: Option<Discovery> = None;
+    // MACs of the on-link hosts this thread's discovery found up.
+    let learned: std::cell::RefCell<std::collections::HashMap<u128, [u8; 6]>> = Default::default();
+    let path = |ip: IpAddr| -> Option<Hop> {
+        let hop = shared.links.hop(ip).ok();
+        hop.or_else(|| Some(Hop { dst_mac: *learned.borrow().get(&key(ip))?, ..shared.links.on_link(ip)? }))
+    };
     let count = unreachable.clone();
     let reachable = move |&(ip, _): &(IpAddr, u16)| {
         let ok = shared.links.hop(ip).is_ok();
@@ -322,7 +346,10 @@ fn drive(
                 Some(plan) => {
                     let pings = PingFeed::new(order, shared.links, plan.clone());
                     disc = Some(Discovery::new(pings, |f| {
-                        Machine::new(f, Pace { max_rate: None, ..pace }, t0, Seen::set()).report_silence().share_rtt()
+                        Machine::new(f, Pace { max_rate: None, ..pace }, t0, Seen::set())
+                            .report_silence()
+                            .share_rtt()
+                            .quick_probe(neighbour::PROBE, neighbour::FIRST_WAIT)
                     }));
                     Machine::new(Targets::Live(Box::new(feed)), pace, t0, seen).open_ended()
                 }
@@ -339,7 +366,8 @@ fn drive(
     let udp = kind == ScanType::Udp;
     let proto = if udp { Proto::Udp } else { Proto::Tcp };
     let mut scratch = [0u8; frame::MAX_UDP_PAYLOAD];
-    let mut frames = vec![vec![0u8; if udp { frame::MAX_UDP_PROBE } else { frame::MAX_PROBE }]; BATCH];
+    let longest = if udp { frame::MAX_UDP_PROBE } else { frame::MAX_PROBE };
+    let mut frames = vec![vec![0u8; longest.max(frame::MAX_PING).max(neighbour::MAX_REQUEST)]; BATCH];
     let mut lens = [0usize; BATCH];
     let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
     let mut pings: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
@@ -384,6 +412,9 @@ fn drive(
                 ctx.emit_blocking(Event::Host(ev));
             }
         }
+        if let Some(mac) = v.mac.filter(|_| v.up) {
+            learned.borrow_mut().insert(key(v.ip), mac);
+        }
         if v.up && !plan.as_ref().is_some_and(|p| p.ping_only) {
             if let Targets::Live(f) = m.feed() {
                 f.add(v.ip);
@@ -392,13 +423,23 @@ fn drive(
     };
     let take = |m: &mut Machine<Targets>, disc: &mut Option<Discovery>, batch: Vec<Tagged>| {
         let now = Instant::now();
-        for (is_ping, r) in &batch {
-            if !is_ping {
-                if let Some(v) = m.on_reply_at(r, now) {
-                    tell(v);
+        for t in &batch {
+            match t {
+                Tagged::Port(r) => {
+                    if let Some(v) = m.on_reply_at(r, now) {
+                        tell(v);
+                    }
                 }
-            } else if let Some(v) = disc.as_mut().and_then(|d| d.on_reply(r, now)) {
-                host(m, v);
+                Tagged::Ping(r) => {
+                    if let Some(v) = disc.as_mut().and_then(|d| d.on_reply(r, now)) {
+                        host(m, v);
+                    }
+                }
+                Tagged::Neighbour(a) => {
+                    if let Some(v) = disc.as_mut().and_then(|d| d.on_neighbour(a, now)) {
+                        host(m, v);
+                    }
+                }
             }
         }
     };
@@ -447,6 +488,12 @@ fn drive(
             let mut n = 0;
             if let (Some(pc), Some(plan)) = (shared.ping, plan.as_deref()) {
                 for &(ip, idx) in &pings {
+                    if idx == neighbour::PROBE {
+                        let Some(hop) = shared.links.on_link(ip) else { continue };
+                        lens[n] = neighbour::fill_request(&mut frames[n], &hop, ip);
+                        n += usize::from(lens[n] > 0);
+                        continue;
+                    }
                     // Only reachable hosts are pinged (PingFeed).
                     let Ok(hop) = shared.links.hop(ip) else { continue };
                     let (seq, sport) = pc.probe(hop.src, ip, idx, worker);
@@ -463,7 +510,7 @@ fn drive(
             }
             for &(ip, port) in &due {
                 // A target without a path (taken as up with -Pn) is never sent to.
-                let Ok(hop) = shared.links.hop(ip) else { continue };
+                let Some(hop) = path(ip) else { continue };
                 let (seq, sport) = shared.cookie.probe(hop.src, ip, port, worker);
                 lens[n] = if udp {
                     let body = shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut scratch));
@@ -501,17 +548,18 @@ fn drive(
     Ok(interrupted)
 }
 
-/// The port scan's counts, with discovery's probes counted as sent.
+/// The port scan's counts, with discovery's IP probes counted as sent
+/// (its ARP/NDP requests are not: the link's business, as a gateway's are).
 fn counts(m: &Machine<Targets>, disc: &Option<Discovery>) -> Counts {
     let mut c = m.counts();
     if let Some(d) = disc {
-        c.sent += d.machine.counts().sent;
+        c.sent += d.machine.counts().sent - d.requests();
     }
     c
 }
 
 /// Sends every frame, waiting briefly whenever the kernel's queue is full.
-fn send_all(tx: &PacketSocket, frames: &[Vec<u8>], lens: &[usize]) -> io::Result<()> {
+pub(super) fn send_all(tx: &PacketSocket, frames: &[Vec<u8>], lens: &[usize]) -> io::Result<()> {
     let views: Vec<&[u8]> = frames.iter().zip(lens).map(|(f, &n)| &f[..n]).collect();
     let mut sent = 0;
     let mut stalls = 0u32;
