@@ -41,7 +41,7 @@ pub struct Budgets {
     /// Bytes one run may read from the network.
     pub read_bytes: u64,
     /// Bytes one run may send (TCP and UDP together; datagrams also
-    /// within [`MAX_DATAGRAM_BYTES`]).
+    /// within the 256 KiB of `MAX_DATAGRAM_BYTES`).
     pub send_bytes: u64,
     /// Sockets one run may open.
     pub sockets: u32,
