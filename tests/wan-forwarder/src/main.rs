@@ -19,6 +19,11 @@
 //! What always holds:
 //!   - Memory is bounded: path.rs holds at most queue + LINE_CAP frames per
 //!     direction; each read takes at most BATCH frames before due frames go.
+//!   - A frame's arrival is the time the kernel received it, not the time
+//!     we read it: when the scheduler keeps the forwarder waiting, frames
+//!     pile up in the socket, and read all at once they would look like a
+//!     burst that the bottleneck's queue then drops. Only their sending is
+//!     late then (by the wait).
 //!   - Checksums are never touched: the senders on the veths must complete
 //!     them (lab.sh turns their tx offload off). A frame whose checksum the
 //!     kernel left partial is still forwarded (the receiver drops it) and
@@ -177,6 +182,12 @@ fn run(args: &Args) -> Result<(), String> {
             Err(e) => break Err(format!("poll: {e}")),
         };
         let mut failed = None;
+        // Maps the kernel's wall-clock stamps onto the monotonic clock.
+        let (mono, wall) = (Instant::now(), SystemTime::now());
+        let arrival = |stamp: Option<SystemTime>| {
+            let age = stamp.and_then(|s| wall.duration_since(s).ok()).unwrap_or_default();
+            mono.checked_sub(age).unwrap_or(mono)
+        };
         for i in 0..2 {
             if !readable[i] {
                 continue;
@@ -188,7 +199,7 @@ fn run(args: &Args) -> Result<(), String> {
                     Ok(Some(f)) => {
                         io[i].partial_csum += u64::from(f.partial_csum);
                         io[i].truncated += u64::from(f.truncated);
-                        paths[i].arrive(Instant::now(), buf[..f.len].to_vec());
+                        paths[i].arrive(arrival(f.stamp), buf[..f.len].to_vec());
                     }
                     Err(e) => {
                         failed = Some(format!("{}: {e}", args.ifs[i]));

@@ -2,7 +2,9 @@
 //! the forwarder obeys, and ppoll. All of the crate's `unsafe` is here.
 //!
 //! In: interface names; frames to send.
-//! Out: frames read, with whether the kernel marked them outgoing (our own
+//! Out: frames read, with the time the kernel received them (SO_TIMESTAMPNS:
+//!     a forwarder that the scheduler kept waiting still knows when each
+//!     frame arrived), and whether the kernel marked them outgoing (our own
 //!     sends, seen again on the socket bound to the interface they left by)
 //!     or left their checksum partial (TP_STATUS_CSUMNOTREADY: the sender's
 //!     tx checksum offload is on, and the frame would arrive corrupt).
@@ -16,7 +18,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const ETH_P_ALL: u16 = 0x0003;
 
@@ -26,6 +28,8 @@ pub struct Packet {
 
 pub struct Frame {
     pub len: usize,
+    /// When the kernel received it (wall clock), if it said.
+    pub stamp: Option<SystemTime>,
     /// Sent by this host (by us): not a frame to forward.
     pub outgoing: bool,
     /// The checksum was left for the hardware to complete.
@@ -66,6 +70,7 @@ impl Packet {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let raw = fd.as_raw_fd();
         setopt(raw, libc::SOL_PACKET, libc::PACKET_AUXDATA, &1 as &libc::c_int)?;
+        setopt(raw, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, &1 as &libc::c_int)?;
         // Our own sends are dropped by the kernel where it can (4.20+); the
         // PACKET_OUTGOING check in `recv` covers older kernels.
         let _ = setopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
@@ -95,7 +100,7 @@ impl Packet {
         // SAFETY: zeroed structs are valid; every pointer below stays live
         // for the call and the lengths are those of the buffers.
         let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
-        let mut ctrl = [0u64; 16]; // aligned room for one tpacket_auxdata cmsg
+        let mut ctrl = [0u64; 16]; // aligned room for the auxdata and timestamp cmsgs
         let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
         let mut msg: libc::msghdr = unsafe { zeroed() };
         msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
@@ -111,6 +116,7 @@ impl Packet {
             return if e.kind() == io::ErrorKind::WouldBlock { Ok(None) } else { Err(e) };
         }
         let mut partial_csum = false;
+        let mut stamp = None;
         // SAFETY: the CMSG macros walk the control buffer the kernel filled.
         unsafe {
             let mut c = libc::CMSG_FIRSTHDR(&msg);
@@ -119,12 +125,17 @@ impl Packet {
                     let aux: libc::tpacket_auxdata = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                     partial_csum = aux.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0;
                 }
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                    let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                    stamp = UNIX_EPOCH.checked_add(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+                }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
         let n = n as usize;
         Ok(Some(Frame {
             len: n.min(buf.len()),
+            stamp,
             outgoing: sll.sll_pkttype == libc::PACKET_OUTGOING,
             partial_csum,
             truncated: n > buf.len() || msg.msg_flags & libc::MSG_TRUNC != 0,
