@@ -74,8 +74,9 @@ impl Packet {
         // Our own sends are dropped by the kernel where it can (4.20+); the
         // PACKET_OUTGOING check in `recv` covers older kernels.
         let _ = setopt(raw, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
-        // Room for bursts (32 MiB; FORCE needs CAP_NET_ADMIN, plain is capped).
-        let buf: libc::c_int = 32 << 20;
+        // Room for bursts the forwarder cannot keep up with: 128 MiB, some
+        // 170,000 small frames (FORCE needs CAP_NET_ADMIN; plain is capped).
+        let buf: libc::c_int = 128 << 20;
         if setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &buf).is_err() {
             setopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &buf)?;
         }
