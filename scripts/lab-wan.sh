@@ -285,18 +285,23 @@ wan_down() {
     ! ns_exists "$SCAN_NS" || ip -n "$SCAN_NS" link del "$WAN_SCAN_IF" 2>/dev/null || true
 }
 
-# The forwarder's counters now: it appends them to its log on SIGUSR1.
+# The forwarder's counters now: it appends them to its log on SIGUSR1 (a
+# forwarder working off a backlog may take a moment).
 wan_counters() {
     local pid n i
     pid_alive "$WAN_DIR/forwarder.pid" wan-forwarder || return 1
     pid=$(tr -dc 0-9 <"$WAN_DIR/forwarder.pid")
     n=$(grep -c ' report ' "$WAN_DIR/forwarder.log" || true)
     kill -USR1 "$pid"
-    for ((i = 0; i < 20; i++)); do
-        [ "$(grep -c ' report ' "$WAN_DIR/forwarder.log" || true)" -ge $((n + 2)) ] && break
+    for ((i = 0; i < 100; i++)); do
+        if [ "$(grep -c ' report ' "$WAN_DIR/forwarder.log" || true)" -ge $((n + 2)) ]; then
+            grep ' report ' "$WAN_DIR/forwarder.log" | tail -n +$((n + 1)) | head -n 2
+            return 0
+        fi
         sleep 0.05
     done
-    grep ' report ' "$WAN_DIR/forwarder.log" | tail -n 2
+    echo "wan-forwarder: no counters within 5 s"
+    return 1
 }
 
 wan_status() {
