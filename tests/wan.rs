@@ -158,14 +158,15 @@ fn wan_round_trip_time_is_what_was_set_and_wan_up_again_replaces_it() {
 }
 
 /// With 10 % loss each way about 19 % of the round trips are lost, and the
-/// forwarder's counters show about 10 % in each direction.
+/// forwarder's counters show about 10 % in each direction (400 round trips:
+/// the bounds are more than 3 standard deviations away).
 #[test]
 fn wan_loss_is_about_what_was_set_each_way() {
     let _lab = lab();
     let wan = Wan::up(&["--rtt", "20", "--jitter", "0", "--loss", "10", "--rate", "100000"]);
-    let (rtts, _) = echoes(200, Duration::from_millis(2), Duration::from_millis(500));
-    let lost = 1.0 - rtts.len() as f64 / 200.0;
-    eprintln!("wan loss 10 % each way: {:.1} % of 200 round trips lost", lost * 100.0);
+    let (rtts, _) = echoes(400, Duration::from_millis(2), Duration::from_millis(500));
+    let lost = 1.0 - rtts.len() as f64 / 400.0;
+    eprintln!("wan loss 10 % each way: {:.1} % of 400 round trips lost", lost * 100.0);
     assert!((0.10..=0.30).contains(&lost), "round trip loss {:.1} %, expected about 19 %", lost * 100.0);
     for (dir, c) in wan.counters() {
         let share = c["lost"] as f64 / c["arrived"].max(1) as f64;
@@ -220,4 +221,46 @@ fn wan_up_refuses_bad_settings() {
         assert!(!out.status.success() && err.contains(says), "wan up {args:?}: {err}");
     }
     assert_eq!(std::path::Path::new("/run/netns/mswan").exists(), wan_was_up, "a refused wan up touched the WAN");
+}
+
+/// What `ip -n msscan` says of its routes and addresses, without the
+/// WAN's own veth (ms-wan0) and /24.
+fn scanner_side() -> String {
+    let mut text = String::new();
+    for what in [&["route"][..], &["-br", "addr"][..], &["-6", "route"][..]] {
+        let out = Command::new("ip").args(["-n", "msscan"]).args(what).output().expect("ip runs");
+        text += &String::from_utf8_lossy(&out.stdout);
+    }
+    text.lines().filter(|l| !l.contains("198.18.4.") && !l.contains("ms-wan0")).collect::<Vec<_>>().join("\n")
+}
+
+/// `wan up` adds to msscan only its own veth and /24 (the lab's routes and
+/// targets stay as they were), and `wan down` stops the forwarder, which
+/// logs its counters as it goes, and leaves msscan as it was.
+#[test]
+fn wan_up_and_down_leave_the_rest_of_the_lab_as_it_was() {
+    let _lab = lab();
+    let before = scanner_side();
+    let wan = Wan::up(&["--rtt", "10", "--jitter", "0"]);
+    assert_eq!(scanner_side(), before, "wan up changed msscan beyond its own /24");
+    let route = Command::new("ip").args(["-n", "msscan", "route", "get", "198.18.4.2"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&route.stdout).contains("dev ms-wan0"), "198.18.4.2 is not reached over the WAN");
+    for (ip, port) in [("198.18.0.2", 22), ("198.18.4.2", 22)] {
+        let addr: SocketAddr = format!("{ip}:{port}").parse().unwrap();
+        in_lab_thread(move || {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(3)).unwrap_or_else(|e| panic!("{addr}: {e}"));
+        });
+    }
+    drop(wan);
+    assert_eq!(scanner_side(), before, "wan down left msscan changed");
+    let link = Command::new("ip").args(["-n", "msscan", "link", "show", "ms-wan0"]).output().unwrap();
+    assert!(!link.status.success(), "ms-wan0 is still in msscan after wan down");
+    for ns in ["mswan", "mswantgt"] {
+        assert!(!std::path::Path::new("/run/netns").join(ns).exists(), "{ns} is still there after wan down");
+    }
+    let dir = std::path::Path::new("/run/moonscan-lab/wan");
+    assert!(!dir.join("forwarder.pid").exists(), "the forwarder's pid file outlived it");
+    let log = std::fs::read_to_string(dir.join("forwarder.log")).expect("the forwarder's log");
+    let last: Vec<&str> = log.lines().rev().take(2).collect();
+    assert!(last.iter().all(|l| l.contains(" stop ") && l.contains("forwarded=")), "no counters on exit: {last:?}");
 }
