@@ -317,8 +317,11 @@ wan_status() {
             ok=1
         fi
     done
-    [ -s "$WAN_DIR/forwarder.log" ] && grep ' start ' "$WAN_DIR/forwarder.log" | tail -n 1
-    wan_counters || true
+    # The settings and counters of the running forwarder (the log keeps
+    # those of earlier ones too).
+    pid_alive "$WAN_DIR/forwarder.pid" wan-forwarder || return 1
+    grep ' start ' "$WAN_DIR/forwarder.log" | tail -n 1
+    wan_counters || ok=1
     if port_open "$WAN_TARGET" 22; then echo "port $WAN_TARGET:22 from $SCAN_NS: open"; else
         echo "port $WAN_TARGET:22 from $SCAN_NS: no answer"
         ok=1
