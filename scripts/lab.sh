@@ -54,7 +54,12 @@
 # The namespaces have no link to the root namespace; only msrate has a
 # default route, to mstarget, which has none.
 #
-# Usage: scripts/lab.sh up|down|status|ports [tcp|udp|all]|exec CMD...|scan ARGS...
+# A WAN (delay, jitter, loss, a bottleneck and its queue) to one more target,
+# 198.18.4.2, is opt-in: "lab.sh wan up [--rtt MS] [--jitter MS] [--loss PCT]
+# [--rate PPS] [--queue N]", "wan down", "wan status", "wan ports" (see
+# scripts/lab-wan.sh). Without "wan up" nothing of it exists.
+#
+# Usage: scripts/lab.sh up|down|status|ports [tcp|udp|all]|exec CMD...|scan ARGS...|wan up|down|status|ports
 set -euo pipefail
 
 SCAN_NS=msscan
@@ -90,12 +95,15 @@ LIVE8="3 17 42 77 100 128 200 254"
 . "$REPO/scripts/lab-udp.sh"
 # shellcheck source=scripts/lab-www.sh
 . "$REPO/scripts/lab-www.sh"
+# shellcheck source=scripts/lab-wan.sh
+. "$REPO/scripts/lab-wan.sh"
 
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: error: $*" >&2; exit 1; }
 
 usage() {
     echo "usage: $0 up|down|status|ports [tcp|udp|all]|exec CMD [ARGS...]|scan [ARGS...]" >&2
+    echo "       $0 wan up [--rtt MS] [--jitter MS] [--loss PCT] [--rate PPS] [--queue N]|wan down|wan status|wan ports" >&2
     exit 2
 }
 
@@ -727,6 +735,7 @@ cmd_up() {
 }
 
 cmd_down() {
+    wan_down
     stop_service "$STATE/nginx.pid" nginx
     stop_service "$STATE/sshd.pid" sshd
     stop_service "$STATE/redis.pid" redis-server
@@ -786,14 +795,14 @@ ensure_up() { { all_ports_open && ns_exists "$RATE_NS"; } || cmd_up; }
 # test runs all call "exec", and two "up"s at once would race (ssh-keygen,
 # initdb). The script runs again under flock -o, which holds the lock itself,
 # so the daemons started never inherit it.
-locked() { # up|down|ensure-up
+locked() { # up|down|ensure-up|wan up ARGS...|wan down
     if [ -n "${MOONSCAN_LAB_LOCKED:-}" ]; then
         unset MOONSCAN_LAB_LOCKED
-        case $1 in up) cmd_up ;; down) cmd_down ;; ensure-up) ensure_up ;; esac
+        case $1 in up) cmd_up ;; down) cmd_down ;; ensure-up) ensure_up ;; wan) cmd_wan "${@:2}" ;; esac
         return
     fi
     local rc=0
-    MOONSCAN_LAB_LOCKED=1 flock -o -E 75 -w 600 "$LOCK" "$BASH" "${BASH_SOURCE[0]}" "$1" || rc=$?
+    MOONSCAN_LAB_LOCKED=1 flock -o -E 75 -w 600 "$LOCK" "$BASH" "${BASH_SOURCE[0]}" "$@" || rc=$?
     [ "$rc" -ne 75 ] || die "timed out waiting for $LOCK"
     return "$rc"
 }
@@ -806,6 +815,16 @@ cmd_scan() {
     local target
     target=$("$REPO/scripts/cargo-target-dir.sh") || die "cannot tell where cargo builds"
     exec ip netns exec "$SCAN_NS" "$target/release/moonscan" "$@"
+}
+
+# "wan up" and "wan down" run under the lock (and touch only the WAN's
+# namespaces); "wan up" builds the forwarder first, outside it.
+cmd_wan() {
+    case ${1:-} in
+    up) wan_up "${@:2}" ;;
+    down) wan_down ;;
+    *) usage ;;
+    esac
 }
 
 main() {
@@ -841,6 +860,23 @@ main() {
         exec ip netns exec "$SCAN_NS" "$@"
         ;;
     scan) cmd_scan "$@" ;;
+    wan)
+        case ${1:-} in
+        up)
+            # Under the lock (the script runs again) the build is done.
+            if [ -z "${MOONSCAN_LAB_LOCKED:-}" ]; then
+                wan_build
+                MOONSCAN_WAN_BIN=$(wan_bin)
+                export MOONSCAN_WAN_BIN
+            fi
+            locked wan "$@"
+            ;;
+        down) locked wan down ;;
+        status) wan_status ;;
+        ports) wan_ports ;;
+        *) usage ;;
+        esac
+        ;;
     *) usage ;;
     esac
 }

@@ -51,6 +51,10 @@ if ! target/pyvenv/bin/python -c 'import ivre, tinydb, jsonschema, rfc3987' 2>/d
 fi
 
 bash scripts/lab.sh up
+# The lab WAN's forwarder is a crate of its own (tests/wan-forwarder): its
+# path model's unit tests.
+cargo test -q --release --manifest-path tests/wan-forwarder/Cargo.toml \
+    --target-dir "$(scripts/cargo-target-dir.sh)/wan-forwarder"
 cargo build --all-targets # examples/ too: tests/pipeline.rs runs examples/embed in the lab
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -q
 # Every test binary runs even after one fails: a lab problem hides no doc test.

@@ -3,7 +3,8 @@
 //! `util` starts commands and the lab; `cli` checks flags and errors;
 //! `loopback` scans listeners on 127.0.0.1; `lab` scans the lab's
 //! namespaces with connect scans and `syn` with raw SYN scans (root
-//! required: these tests fail, never skip, without it).
+//! required: these tests fail, never skip, without it); `wan` checks the
+//! lab's WAN (scripts/lab.sh wan) that later tests scan through.
 
 mod cli;
 mod core_plugins;
@@ -31,3 +32,4 @@ mod tls;
 mod udp;
 mod udp_payloads;
 mod util;
+mod wan;

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""The WAN target's listeners (scripts/lab.sh wan up runs this in mswantgt).
+
+In: --addr ADDR, --tcp PORT,PORT... and --udp PORT,PORT...
+Out: a TCP listener on each TCP port that accepts every connection and
+closes it at once (an open port that says nothing), and on each UDP port an
+echo: every datagram goes back to its sender unchanged.
+What always holds: one thread, no state kept per connection or peer; runs
+until SIGTERM (the default action); exits non-zero if a port cannot be bound.
+"""
+import argparse
+import selectors
+import socket
+
+
+def ports(text):
+    return [int(p) for p in text.split(",") if p]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--addr", required=True)
+    ap.add_argument("--tcp", type=ports, default=[])
+    ap.add_argument("--udp", type=ports, default=[])
+    args = ap.parse_args()
+    sel = selectors.DefaultSelector()
+    for port in args.tcp:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((args.addr, port))
+        s.listen(4096)
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, "tcp")
+    for port in args.udp:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((args.addr, port))
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ, "udp")
+    while True:
+        for key, _ in sel.select():
+            s = key.fileobj
+            try:
+                if key.data == "tcp":
+                    conn, _ = s.accept()
+                    conn.close()
+                else:
+                    data, peer = s.recvfrom(65535)
+                    s.sendto(data, peer)
+            except (BlockingIOError, ConnectionError):
+                pass
+
+
+if __name__ == "__main__":
+    main()
