@@ -179,7 +179,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
         };
         sinks.push(match format {
             cli::Format::Normal => Box::new(output::Normal::new(writer).with_reasons(plan.reasons)),
-            cli::Format::Xml => Box::new(output::Xml::new(writer)),
+            cli::Format::Xml => Box::new(output::Xml::new(writer).with_stylesheet(plan.stylesheet.clone())),
             cli::Format::Grepable => Box::new(output::Grepable::new(writer)),
         });
     }

@@ -23,6 +23,7 @@ test -x /usr/bin/python3 || missing+=(python3)         # tests/hostile/*.py serv
 /usr/bin/python3 -c 'import libnmap.parser' 2>/dev/null || missing+=(python3-libnmap)
 command -v ndiff >/dev/null || missing+=(ndiff)
 command -v xmllint >/dev/null || missing+=(libxml2-utils)
+command -v xsltproc >/dev/null || missing+=(xsltproc) # renders -oX with nmap's stylesheet (tests/outputs.rs)
 command -v minisign >/dev/null || missing+=(minisign) # checks pack.sig files both ways (tests/packs.rs)
 command -v sslscan >/dev/null || missing+=(sslscan)   # ssl-enum-ciphers is compared with it (tests/tls.rs)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv) # for nmaptocsv below

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::IpAddr;
+use std::path::Path;
 
 use clap::Subcommand;
 use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, Proto, Service, ServiceMethod};
@@ -326,7 +327,8 @@ fn export(db: &mut Db, prefix: &str, json: Option<String>, xml: Option<String>) 
         sinks.push((path, s));
     }
     if let Some(path) = xml {
-        let s = sink_to(&path, |w| Box::new(Xml::new(w)))?;
+        let xsl = moonscan::output::xml_stylesheet(None, false, false, Path::exists);
+        let s = sink_to(&path, |w| Box::new(Xml::new(w).with_stylesheet(xsl.clone())))?;
         sinks.push((path, s));
     }
     for (path, sink) in &mut sinks {

@@ -222,6 +222,16 @@ pub struct Args {
     /// nmap grepable output (-oG).
     #[arg(long = "output-grepable", value_name = "FILE")]
     pub output_grepable: Option<PathBuf>,
+    /// The XSL stylesheet -oX names (nmap's: a path or URL). Default: nmap's
+    /// nmap.xsl when nmap is installed, so `xsltproc scan.xml` gives its report.
+    #[arg(long = "stylesheet", value_name = "PATH|URL", conflicts_with_all = ["webxml", "no_stylesheet"])]
+    pub stylesheet: Option<String>,
+    /// -oX names nmap's stylesheet on nmap.org (portable XML).
+    #[arg(long = "webxml", conflicts_with = "no_stylesheet")]
+    pub webxml: bool,
+    /// -oX names no stylesheet.
+    #[arg(long = "no-stylesheet")]
+    pub no_stylesheet: bool,
     /// Findings as SARIF 2.1.0 to FILE ('-' for stdout): one result per
     /// finding, one rule per selected plugin.
     #[arg(long = "sarif", value_name = "FILE")]
@@ -359,6 +369,8 @@ pub struct Plan {
     pub text_on_stdout: bool,
     /// Show reasons in the text output.
     pub reasons: bool,
+    /// The stylesheet -oX names (`<?xml-stylesheet?>`), if any.
+    pub stylesheet: Option<String>,
     /// Show plugin log lines in the text output.
     pub logs: bool,
     /// The resume file a resumed scan came from (its outputs are appended to).
@@ -551,6 +563,12 @@ pub fn validate(
         db: args.db.clone(),
         text_on_stdout,
         reasons: args.reason,
+        stylesheet: moonscan::output::xml_stylesheet(
+            args.stylesheet.as_deref(),
+            args.webxml,
+            args.no_stylesheet,
+            std::path::Path::exists,
+        ),
         logs: args.script_trace,
         resume_file,
     })

@@ -29,7 +29,7 @@ pub use normal::Normal;
 pub use sarif::{Rule as SarifRule, Sarif};
 pub use screen::{screen, screen_text, Screened};
 pub use text::Text;
-pub use xml::Xml;
+pub use xml::{stylesheet as xml_stylesheet, Xml};
 
 use crate::findings::Event;
 

@@ -47,6 +47,7 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, Write};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -61,7 +62,36 @@ pub type Xml<W> = Report<XmlLayout, W>;
 
 /// The XML document's layout.
 #[derive(Default)]
-pub struct XmlLayout;
+pub struct XmlLayout {
+    /// The href of the `<?xml-stylesheet?>` line, if any.
+    stylesheet: Option<String>,
+}
+
+/// Where nmap installs its stylesheet, by its packages.
+pub const NMAP_XSL: [&str; 2] = ["/usr/share/nmap/nmap.xsl", "/usr/local/share/nmap/nmap.xsl"];
+/// nmap's `--webxml` stylesheet.
+pub const WEB_XSL: &str = "https://svn.nmap.org/nmap/docs/nmap.xsl";
+
+/// The stylesheet -oX names, as nmap chooses it: `--stylesheet` as given,
+/// `--webxml` nmap.org's, `--no-stylesheet` none; else the installed
+/// nmap's nmap.xsl (a `file://` URL) when one of [`NMAP_XSL`] `exists`.
+pub fn stylesheet(given: Option<&str>, web: bool, none: bool, exists: impl Fn(&Path) -> bool) -> Option<String> {
+    match (given, web, none) {
+        (_, _, true) => None,
+        (Some(s), _, _) => Some(s.to_string()),
+        (None, true, _) => Some(WEB_XSL.to_string()),
+        (None, false, false) => NMAP_XSL.iter().find(|p| exists(Path::new(p))).map(|p| format!("file://{p}")),
+    }
+}
+
+impl<W: Write> Xml<W> {
+    /// Names `href` (a path or URL) as the document's XSL stylesheet, as
+    /// nmap does, so `xsltproc` or a browser renders it as nmap's report.
+    pub fn with_stylesheet(mut self, href: Option<String>) -> Self {
+        self.layout.stylesheet = href;
+        self
+    }
+}
 
 impl Layout for XmlLayout {
     fn head(&self, s: &Collected, o: &mut dyn Write) -> io::Result<()> {
@@ -70,6 +100,9 @@ impl Layout for XmlLayout {
         let startstr = ctime(s.start_secs() as i64);
         writeln!(o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>")?;
         writeln!(o, "<!DOCTYPE nmaprun>")?;
+        if let Some(href) = &self.stylesheet {
+            writeln!(o, "<?xml-stylesheet href=\"{}\" type=\"text/xsl\"?>", esc(href))?;
+        }
         writeln!(o, "<!-- {} -->", comment(&format!("moonscan {VERSION} scan initiated {startstr} as: {args}")))?;
         writeln!(
             o,
@@ -418,6 +451,29 @@ mod tests {
         assert_eq!(esc("-\u{0}-"), "-&#45;", "a character left out does not part two dashes");
     }
     use crate::findings::*;
+
+    #[test]
+    fn the_stylesheet_is_chosen_and_named_as_nmap_does() {
+        let installed = |p: &Path| p == Path::new("/usr/share/nmap/nmap.xsl");
+        assert_eq!(stylesheet(None, false, false, installed).as_deref(), Some("file:///usr/share/nmap/nmap.xsl"));
+        assert_eq!(stylesheet(None, false, false, |_| false), None, "no nmap, no stylesheet");
+        assert_eq!(stylesheet(None, true, false, installed).as_deref(), Some(WEB_XSL));
+        assert_eq!(stylesheet(Some("my.xsl"), false, false, installed).as_deref(), Some("my.xsl"));
+        assert_eq!(stylesheet(Some("my.xsl"), false, true, installed), None);
+        let mut buf = Vec::new();
+        feed(&mut Xml::new(&mut buf).with_stylesheet(Some("a\"b.xsl".into())), &scan());
+        let doc = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = doc.lines().take(3).collect();
+        assert_eq!(
+            lines,
+            [
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>",
+                "<!DOCTYPE nmaprun>",
+                "<?xml-stylesheet href=\"a&quot;b.xsl\" type=\"text/xsl\"?>"
+            ]
+        );
+        assert!(!render(&scan()).contains("xml-stylesheet"));
+    }
 
     fn render(events: &[Event]) -> String {
         let mut buf = Vec::new();
