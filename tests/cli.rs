@@ -285,3 +285,22 @@ fn install_sh_installs_the_binary_man_page_and_completions() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// nmap's other spellings work as in nmap: an unambiguous prefix of a long
+/// option, the templates by name, -v3, -sP/-PN/-P0; a flag in the wrong
+/// case says what was meant in one line.
+#[test]
+fn nmaps_other_spellings_work() {
+    let o = run(&["--script-hel", "http-title"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("http-title"));
+    let o = run(&["-sL", "-n", "-T", "aggressive", "-v3", "--see", "7", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("127.0.0.1"), "{}", stdout(&o));
+    let o = run(&["-sP", "-sL", "127.0.0.1"]);
+    assert!(stderr(&o).contains("cannot be combined with -sn"), "-sP is -sn: {}", stderr(&o));
+    let o = run(&["-sv", "127.0.0.1"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("did you mean -sV") && err.lines().count() == 1, "{err}");
+}

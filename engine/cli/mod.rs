@@ -34,6 +34,8 @@ use moonscan::{Error, ErrorKind, Result};
     about = "A Lua-scriptable network scanner",
     override_usage = "moonscan [OPTIONS] TARGETS...\n       moonscan --resume FILE\n       moonscan <COMMAND>",
     args_conflicts_with_subcommands = true,
+    // nmap takes an unambiguous prefix of a long option (--top-port 10).
+    infer_long_args = true,
     after_help = "nmap-style flags are accepted: -sS (SYN scan, the default when raw sockets are allowed), \
                   -sT (connect scan), -sU (UDP), -sA/-sW/-sF/-sN/-sX/-sM, -sn (host discovery only), \
                   -sL (list targets), -p SPEC, -p-, -F, -T0..-T5, -oJ FILE (NDJSON, '-' for stdout), -iL FILE, \

@@ -17,8 +17,12 @@ const NMAP_FLAGS: &[(&str, &str)] = &[
     ("-sV", "--service-version"),
     ("-sC", "--script-default"),
     ("-sn", "--ping-scan"),
+    // nmap's older names of -sn and -Pn.
+    ("-sP", "--ping-scan"),
     ("-sL", "--list-scan"),
     ("-Pn", "--no-ping"),
+    ("-PN", "--no-ping"),
+    ("-P0", "--no-ping"),
     ("-oN", "--output-normal"),
     ("-oX", "--output-xml"),
     ("-oG", "--output-grepable"),
@@ -98,11 +102,21 @@ const UNSUPPORTED: &[(&str, &str, bool)] = &[
     ("--exclude-ports-file", "port exclusion files", true),
 ];
 
+/// nmap's timing templates by name (`-T aggressive`), as `-T4`.
+const TEMPLATES: [&str; 6] = ["paranoid", "sneaky", "polite", "normal", "aggressive", "insane"];
+
 /// The one line that answers an nmap option moonscan does not support
-/// (`--opt=value` and values attached to short options included), if argv
-/// has one before `--`.
+/// (`--opt=value` and values attached to short options included), or an
+/// nmap flag spelled in the wrong case (`-sv`: nmap's flags are
+/// case-sensitive, and `-sn` and `-sN` differ), if argv has one before `--`.
 pub fn unsupported(argv: &[String]) -> Option<String> {
     for a in argv.iter().skip(1).take_while(|a| *a != "--") {
+        let exact = NMAP_FLAGS.iter().any(|(f, _)| f == a);
+        if let Some((f, long)) = NMAP_FLAGS.iter().find(|(f, _)| !exact && f.eq_ignore_ascii_case(a)) {
+            return Some(format!(
+                "moonscan: {a} is not an option (nmap's flags are case-sensitive); did you mean {f} ({long})?"
+            ));
+        }
         let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
         let hit = UNSUPPORTED.iter().find(|(flag, _, takes)| {
             name == *flag
@@ -125,10 +139,29 @@ pub fn unsupported(argv: &[String]) -> Option<String> {
 pub(super) fn rewrite(argv: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(argv.len());
     let mut rest = false;
-    for a in argv {
+    let mut args = argv.iter().peekable();
+    while let Some(a) = args.next() {
         if rest || a == "--" {
             rest = true;
             out.push(a.clone());
+            continue;
+        }
+        // -T aggressive, -Tinsane: the templates by name.
+        let template = |name: &str| TEMPLATES.iter().position(|t| t.eq_ignore_ascii_case(name));
+        if let Some(n) = a.strip_prefix("-T").and_then(template) {
+            out.push(format!("-T{n}"));
+            continue;
+        }
+        if a == "-T" {
+            if let Some(n) = args.peek().and_then(|v| template(v)) {
+                args.next();
+                out.push(format!("-T{n}"));
+                continue;
+            }
+        }
+        // -v3: nmap's verbosity level, as -v -v -v.
+        if let Some(n) = a.strip_prefix("-v").and_then(|l| l.parse::<usize>().ok()).filter(|&n| n <= 9) {
+            out.extend(std::iter::repeat_n("-v".to_string(), n));
             continue;
         }
         // -sCV, -sVC, -sSV...: nmap's scan letters run together.
@@ -173,6 +206,21 @@ mod tests {
 
     fn argv(s: &str) -> Vec<String> {
         std::iter::once("moonscan").chain(s.split_whitespace()).map(String::from).collect()
+    }
+
+    #[test]
+    fn nmaps_other_spellings_mean_what_they_mean_in_nmap() {
+        assert_eq!(rewrite(&argv("-sP -PN 10.0.0.1")), argv("--ping-scan --no-ping 10.0.0.1"));
+        assert_eq!(rewrite(&argv("-P0 -v3 -v0")), argv("--no-ping -v -v -v"));
+        assert_eq!(rewrite(&argv("-T aggressive -Tinsane -T Paranoid -T 4")), argv("-T4 -T5 -T0 -T 4"));
+        assert_eq!(rewrite(&argv("-T -- aggressive")), argv("-T -- aggressive"), "after --, a target");
+        let said = unsupported(&argv("-sv 10.0.0.1")).unwrap();
+        assert_eq!(
+            said,
+            "moonscan: -sv is not an option (nmap's flags are case-sensitive); did you mean -sV (--service-version)?"
+        );
+        assert!(unsupported(&argv("-pn 10.0.0.1")).unwrap().contains("did you mean -Pn"));
+        assert!(unsupported(&argv("-sn -sN -PN 10.0.0.1")).is_none(), "both are flags");
     }
 
     #[test]
