@@ -741,8 +741,11 @@ zoo_alive() { # name:comm:ports
 # Wait until every zoo port answers (RabbitMQ and Tomcat take seconds); a
 # daemon that does not come up fails the lab, naming it.
 zoo_wait() {
-    local deadline=$((SECONDS + 90))
-    wait_answering 90 port_open zoo_addr "$ZOO_DIR" "${ZOO_DAEMONS[@]}"
+    # Generous: a first start on a fresh machine (RabbitMQ, Tomcat) is slow,
+    # and a daemon that misses it fails the lab; the wait ends as soon as
+    # every port answers.
+    local deadline=$((SECONDS + 240))
+    wait_answering 240 port_open zoo_addr "$ZOO_DIR" "${ZOO_DAEMONS[@]}"
     # spamd listens long before its children answer (it compiles its rules
     # first): wait until it answers a PING.
     until zoo_spamd_ready; do

@@ -234,7 +234,7 @@ except OSError:
 # Wait (up to 20 s in total) until every UDP daemon answers. As with the zoo,
 # one that does not is a warning: "lab.sh status" fails on it.
 udp_wait() {
-    wait_answering 20 udp_answers udp_addr "$UDP_DIR" "${UDP_DAEMONS[@]}"
+    wait_answering 60 udp_answers udp_addr "$UDP_DIR" "${UDP_DAEMONS[@]}"
 }
 
 udp_stop() {
