@@ -74,7 +74,7 @@ pub const WEB_XSL: &str = "https://svn.nmap.org/nmap/docs/nmap.xsl";
 
 /// The stylesheet -oX names, as nmap chooses it: `--stylesheet` as given,
 /// `--webxml` nmap.org's, `--no-stylesheet` none; else the installed
-/// nmap's nmap.xsl (a `file://` URL) when one of [`NMAP_XSL`] `exists`.
+/// nmap's nmap.xsl (a `file://` URL) when one of `NMAP_XSL` `exists`.
 pub fn stylesheet(given: Option<&str>, web: bool, none: bool, exists: impl Fn(&Path) -> bool) -> Option<String> {
     match (given, web, none) {
         (_, _, true) => None,
