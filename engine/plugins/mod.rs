@@ -545,4 +545,6 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
 }
 
 #[cfg(test)]
+mod module_tests;
+#[cfg(test)]
 mod tests;
