@@ -251,6 +251,7 @@ pub(crate) async fn run(
         if let Some(also) = also_udp {
             let whole = (cfg.space.len() + also.len()).max(1) as f64;
             t.max_rate = t.max_rate.map(|r| (r * part as f64 / whole).max(0.01));
+            t.min_rate = t.min_rate.map(|r| (r * part as f64 / whole).max(0.01));
             t.window = (t.window / 2).max(1);
         }
         t
@@ -419,6 +420,15 @@ impl Pass {
             key,
             workers: cfg.workers,
             kind,
+            limits: match timing.initial_rate {
+                Some(initial) => syn::control::Limits {
+                    initial,
+                    min: timing.min_rate,
+                    max: timing.max_rate,
+                    adaptive: true,
+                },
+                None => syn::control::Limits::fixed(timing.max_rate),
+            },
         };
         let done =
             tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &payloads, &found, hosts.as_ref())).await;

@@ -30,6 +30,11 @@
 # the kernel's default ICMP rate limits, as a real host does.
 #
 # While the WAN is up a sweep of 198.18.0.0/16 also finds 198.18.4.1-2.
+#
+# "wan up --sweep" also puts 198.19.0.0/16 behind the WAN (mswantgt owns
+# every address of it, nginx answers on port 80 of each): a sweep of
+# 65,536 live hosts through the bottleneck. Without --sweep (and after
+# "wan down") msscan routes it to mstarget again, as "lab.sh up" does.
 
 WAN_NS=mswan
 WAN_TGT_NS=mswantgt
@@ -201,7 +206,7 @@ http {
     uwsgi_temp_path $t/uwsgi;
     scgi_temp_path $t/scgi;
     server {
-        listen $WAN_TARGET:80 backlog=4096;
+        listen 80 backlog=4096;
         server_name lab.moonscan.test;
         root $STATE/www;
         index index.html;
@@ -230,18 +235,33 @@ wan_wait_ports() {
 # A number, as "wan up" takes them.
 wan_number() { [[ $2 =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "wan up: $1 $2: a number expected"; }
 
-wan_up() { # [--rtt MS] [--jitter MS] [--loss PCT] [--rate PPS] [--queue N]
+# 198.19.0.0/16 behind the WAN (--sweep) or back to mstarget.
+wan_route_sweep() { # yes|no
+    if [ "$1" = yes ]; then
+        ip -n "$WAN_TGT_NS" route replace local 198.19.0.0/16 dev lo
+        ip -n "$SCAN_NS" route replace 198.19.0.0/16 via "$WAN_TARGET" dev "$WAN_SCAN_IF"
+    elif ns_exists "$SCAN_NS" && ns_exists "$TGT_NS"; then
+        ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
+    fi
+}
+
+wan_up() { # [--rtt MS] [--jitter MS] [--loss PCT] [--rate PPS] [--queue N] [--sweep]
     local -A o=()
+    local sweep=no
     set -- "${WAN_DEFAULTS[@]}" "$@"
     while [ $# -gt 0 ]; do
         case $1 in
+        --sweep)
+            sweep=yes
+            shift
+            ;;
         --rtt | --jitter | --loss | --rate | --queue)
             [ $# -ge 2 ] || die "wan up: $1 needs a value"
             wan_number "$1" "$2"
             o[$1]=$2
             shift 2
             ;;
-        *) die "wan up: unknown option $1 (--rtt MS --jitter MS --loss PCT --rate PPS --queue N)" ;;
+        *) die "wan up: unknown option $1 (--rtt MS --jitter MS --loss PCT --rate PPS --queue N --sweep)" ;;
         esac
     done
     [[ ${o[--rate]} =~ ^[0-9]+$ && ${o[--queue]} =~ ^[0-9]+$ ]] || die "wan up: --rate and --queue take whole numbers"
@@ -262,11 +282,13 @@ wan_up() { # [--rtt MS] [--jitter MS] [--loss PCT] [--rate PPS] [--queue N]
     wan_start_sshd
     wan_start_nginx
     wan_wait_ports
+    wan_route_sweep "$sweep"
     log "wan up: $WAN_TARGET (netns $WAN_TGT_NS) from $SCAN_NS via $WAN_NS: rtt ${o[--rtt]} ms ± ${o[--jitter]} each way," \
-        "loss ${o[--loss]} % each way, ${o[--rate]} frames/s, queue ${o[--queue]}; log $WAN_DIR/forwarder.log"
+        "loss ${o[--loss]} % each way, ${o[--rate]} frames/s, queue ${o[--queue]}$([ $sweep = yes ] && echo ", 198.19.0.0/16 behind it"); log $WAN_DIR/forwarder.log"
 }
 
 wan_down() {
+    wan_route_sweep no
     wan_stop_forwarder
     stop_service "$WAN_DIR/listen.pid" python3
     stop_service "$WAN_DIR/sshd.pid" sshd

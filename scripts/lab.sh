@@ -55,7 +55,7 @@
 # default route, to mstarget, which has none.
 #
 # A WAN (delay, jitter, loss, a bottleneck and its queue) to one more target,
-# 198.18.4.2, is opt-in: "lab.sh wan up [--rtt MS] [--jitter MS] [--loss PCT]
+# 198.18.4.2, is opt-in: "lab.sh wan up [--sweep] [--rtt MS] [--jitter MS] [--loss PCT]
 # [--rate PPS] [--queue N]", "wan down", "wan status", "wan ports" (see
 # scripts/lab-wan.sh). Without "wan up" nothing of it exists.
 #
@@ -103,7 +103,7 @@ die() { echo "lab: error: $*" >&2; exit 1; }
 
 usage() {
     echo "usage: $0 up|down|status|ports [tcp|udp|all]|exec CMD [ARGS...]|scan [ARGS...]" >&2
-    echo "       $0 wan up [--rtt MS] [--jitter MS] [--loss PCT] [--rate PPS] [--queue N]|wan down|wan status|wan ports" >&2
+    echo "       $0 wan up [--sweep] [--rtt MS] [--jitter MS] [--loss PCT] [--rate PPS] [--queue N]|wan down|wan status|wan ports" >&2
     exit 2
 }
 

@@ -85,6 +85,7 @@ impl ScanBuilder {
             if timing.max_rate.is_some_and(|max| min > max) {
                 return Err(usage("--min-rate is above --max-rate"));
             }
+            timing.min_rate = Some(min);
         }
         if let Some(r) = self.max_retries {
             timing.retries = r;

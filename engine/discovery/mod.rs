@@ -36,6 +36,12 @@ pub struct Timing {
     pub retries: u32,
     /// Most probes started per second; `None` for no limit.
     pub max_rate: Option<f64>,
+    /// Fewest probes started per second however congested the path looks
+    /// (`--min-rate`; raw scans).
+    pub min_rate: Option<f64>,
+    /// Where a raw scan's adaptive rate starts (probes/s); `None`: a fixed
+    /// pace at `max_rate` (`-T0`..`-T2`, whose rates are the point).
+    pub initial_rate: Option<f64>,
     /// Least time between two probes to the same host (`--scan-delay`).
     pub scan_delay: Option<Duration>,
 }
@@ -43,21 +49,25 @@ pub struct Timing {
 impl Timing {
     /// nmap's `-T0` .. `-T5` templates, adapted to a scanner that streams.
     pub fn template(level: u8) -> Option<Timing> {
-        let t = |window: usize, timeout_ms, retries, max_rate| Timing {
+        let t = |window: usize, timeout_ms, retries, max_rate, initial_rate| Timing {
             window,
             raw_window: if window <= 16 { window } else { window * 64 },
             timeout: Duration::from_millis(timeout_ms),
             retries,
             max_rate,
+            min_rate: None,
+            initial_rate,
             scan_delay: None,
         };
+        // -T3..-T5 start at a rate any path of today carries and find the
+        // path's own within a few round trips (syn::control).
         Some(match level {
-            0 => t(1, 5_000, 2, Some(1.0 / 300.0)),
-            1 => t(1, 5_000, 2, Some(1.0 / 15.0)),
-            2 => t(16, 2_000, 2, Some(2.5)),
-            3 => t(1_024, 1_500, 2, None),
-            4 => t(4_096, 1_000, 1, None),
-            5 => t(8_192, 300, 0, None),
+            0 => t(1, 5_000, 2, Some(1.0 / 300.0), None),
+            1 => t(1, 5_000, 2, Some(1.0 / 15.0), None),
+            2 => t(16, 2_000, 2, Some(2.5), None),
+            3 => t(1_024, 1_500, 2, None, Some(1_000.0)),
+            4 => t(4_096, 1_000, 1, None, Some(2_000.0)),
+            5 => t(8_192, 300, 0, None, Some(5_000.0)),
             _ => return None,
         })
     }

@@ -393,6 +393,7 @@ mod tests {
             window: 0,
             icmp: None,
             relayed: false,
+            attempt: 0,
         };
         let (_, a) = c.accepts(&base).unwrap();
         assert_eq!((a.sport, up_reason(&a)), (1, Some(Reason::SynAck)));

@@ -20,6 +20,8 @@ use crate::targets::addrs::key;
 /// is ever confused with a probe.
 pub const SPORT_BASE: u16 = 61_000;
 const SPORT_SPAN: u32 = 4_500;
+/// Tries a probe's source port tells apart (a later one says "the last").
+pub const TRIES: u8 = 8;
 
 /// The keyed hash behind probe sequence numbers and source ports. The
 /// source port also carries which of `workers` senders sent the probe, so
@@ -55,9 +57,18 @@ impl Cookie {
     /// The sequence number and source port of worker `worker`'s probe from
     /// `src` to `dst:dport`.
     pub fn probe(&self, src: IpAddr, dst: IpAddr, dport: u16, worker: usize) -> (u32, u16) {
+        self.probe_try(src, dst, dport, worker, 0)
+    }
+
+    /// The same for its try `attempt` (0 the first): the try moves the
+    /// source port (by one slot a try, as nmap numbers its tries), so an
+    /// answer tells which try it answers, and an answer to a later try
+    /// proves the earlier ones lost.
+    pub fn probe_try(&self, src: IpAddr, dst: IpAddr, dport: u16, worker: usize, attempt: u8) -> (u32, u16) {
         let v = self.hash(src, dst, dport);
         let n = u32::from(self.workers);
-        let slot = (v >> 32) as u32 % (SPORT_SPAN / n);
+        let slots = SPORT_SPAN / n;
+        let slot = ((v >> 32) as u32 + u32::from(attempt.min(TRIES - 1))) % slots;
         (v as u32, SPORT_BASE + (slot * n + worker as u32 % n) as u16)
     }
 
@@ -78,12 +89,25 @@ impl Cookie {
     /// transaction id the probe did (the receiver reads it into `seq`); an
     /// ICMP error quoting a UDP probe, if it quotes the probe's IP id.
     pub fn accepts(&self, r: &Reply) -> Option<usize> {
+        self.accepts_try(r).map(|(w, _)| w)
+    }
+
+    /// [`Cookie::accepts`], and which try of the probe `r` answers.
+    pub fn accepts_try(&self, r: &Reply) -> Option<(usize, u8)> {
         let udp = self.kind == ScanType::Udp;
         if r.icmp.is_some_and(Reason::is_pong) || r.dport < SPORT_BASE || (r.proto == Proto::Udp) != udp {
             return None;
         }
         let worker = usize::from((r.dport - SPORT_BASE) % self.workers);
-        let (seq, sport) = self.probe(r.dst, r.src, r.sport, worker);
+        let n = u32::from(self.workers);
+        let slots = SPORT_SPAN / n;
+        let v = self.hash(r.dst, r.src, r.sport);
+        let slot = u32::from(r.dport - SPORT_BASE) / n;
+        let attempt = (slot + slots - (v >> 32) as u32 % slots) % slots;
+        if attempt >= u32::from(TRIES) {
+            return None;
+        }
+        let (seq, sport) = self.probe_try(r.dst, r.src, r.sport, worker, attempt as u8);
         let ours = match (r.icmp, self.kind) {
             (Some(_), ScanType::Udp) => r.seq == u32::from(seq as u16),
             (None, ScanType::Udp) => r.seq == seq & r.mask,
@@ -93,6 +117,6 @@ impl Cookie {
             (None, ScanType::Fin | ScanType::Xmas) => r.is_rst() && r.ack == seq.wrapping_add(1),
             (None, ScanType::Null) => r.is_rst() && r.ack == seq,
         };
-        (r.dport == sport && ours).then_some(worker)
+        (r.dport == sport && ours).then_some((worker, attempt as u8))
     }
 }

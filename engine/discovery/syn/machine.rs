@@ -7,12 +7,14 @@
 //! them) and for open ports already reported (so a duplicate or late reply is
 //! reported once): nothing grows with the size of the scan.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::control::{Answer, Class, Controller, Limits};
 use super::reply::Reply;
-use crate::discovery::TokenBucket;
 use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
 use crate::targets::TargetSpace;
@@ -63,6 +65,13 @@ pub const MIN_RTT_TIMEOUT: Duration = Duration::from_millis(100);
 /// to those with probes out.
 const RTT_HOSTS: usize = 4096;
 
+/// Most extra tries of a probe whose tries went into a congested path
+/// (their silence says nothing of the port).
+pub const CONGESTED_TRIES: u32 = 3;
+
+/// A pace that machines of one thread share: the one owner of the rate.
+pub type Pacer = Rc<RefCell<Controller>>;
+
 /// Open ports already reported, so a duplicate or late SYN-ACK is reported
 /// once. A bitmap over the scan's index space (one bit a target, pages only
 /// resident where touched) when the space allows, else a set.
@@ -108,7 +117,13 @@ pub struct Machine<I> {
     exhausted: bool,
     stopping: bool,
     pace: Pace,
-    bucket: Option<TokenBucket>,
+    /// The rate's owner (shared with the other machine of a thread), and
+    /// which of its classes this machine's probes are.
+    pacer: Pacer,
+    class: Class,
+    /// Probes on their last try, timed out, whose send's epoch the pacer
+    /// has not judged yet: (sent at, probe, which send), in send order.
+    awaiting: VecDeque<(Instant, Key, u32)>,
     /// Unanswered probes: how often each was sent, and when last.
     inflight: HashMap<Key, (u32, Instant)>,
     /// (sent at, probe, which send) in sending order, which is also
@@ -157,7 +172,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             exhausted: false,
             stopping: false,
             pace,
-            bucket: pace.max_rate.map(|r| TokenBucket::new(r, now)),
+            pacer: Rc::new(RefCell::new(Controller::new(Limits::fixed(pace.max_rate), pace.timeout, now))),
+            class: Class::Port,
+            awaiting: VecDeque::new(),
             inflight: HashMap::new(),
             timers: VecDeque::new(),
             resend: VecDeque::new(),
@@ -277,10 +294,15 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.inflight.remove(&(key(ip), port));
     }
 
-    /// Hands the rate limit to `other` and takes `other`'s, so two
-    /// machines in one thread can share one budget: the one polling holds it.
-    pub fn swap_bucket<J>(&mut self, other: &mut Machine<J>) {
-        std::mem::swap(&mut self.bucket, &mut other.bucket);
+    /// Paced by `pacer` (shared with the thread's other machine) rather
+    /// than a fixed pace of its own, its probes of class `class`.
+    pub fn paced_by(self, pacer: Pacer, class: Class) -> Machine<I> {
+        Machine { pacer, class, ..self }
+    }
+
+    /// Which try of the probe of `port` on `ip` goes out now (0 the first).
+    pub fn attempt(&self, ip: IpAddr, port: u16) -> u8 {
+        self.inflight.get(&(key(ip), port)).map_or(0, |e| e.0.saturating_sub(1).min(255) as u8)
     }
 
     /// The machine of another raw scan type (the default is SYN).
@@ -307,6 +329,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// until their time runs out.
     pub fn stop(&mut self) {
         self.stopping = true;
+        while let Some((_, k, nth)) = self.awaiting.pop_front() {
+            if self.inflight.get(&k).map(|e| e.0) == Some(nth) {
+                self.inflight.remove(&k);
+                self.give_up(k);
+            }
+        }
         while let Some(k) = self.resend.pop_front() {
             if self.inflight.remove(&k).is_some() {
                 self.give_up(k);
@@ -351,10 +379,10 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// answer to a probe sent once times the round trip (Karn: an answer
     /// to a resent probe could answer either send).
     pub fn on_reply_at(&mut self, r: &Reply, now: Instant) -> Option<Verdict> {
-        if let Some(&(1, sent)) = self.inflight.get(&(key(r.src), r.sport)) {
-            self.sample(key(r.src), now.saturating_duration_since(sent));
-        }
         let k = (key(r.src), r.sport);
+        if let Some(&(nth, sent)) = self.inflight.get(&k) {
+            self.tell_pacer(k, nth, sent, u32::from(r.attempt), now);
+        }
         let (state, reason) = match (r.icmp, self.kind) {
             // Only the target itself says its port is closed; a router or
             // firewall that answers port unreachable filters it (nmap's reading).
@@ -399,13 +427,26 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         let k = (key(ip), port);
         match self.inflight.remove(&k) {
             Some((nth, sent)) => {
-                if nth == 1 {
-                    self.sample(k.0, now.saturating_duration_since(sent));
-                }
+                self.tell_pacer(k, nth, sent, 0, now);
                 true
             }
             None => false,
         }
+    }
+
+    /// An answer to try `attempt` (0 the first; the port it came back to
+    /// tells) of probe `k`, sent `nth` times, last at `sent`: times the
+    /// round trip if it was sent once (Karn), and tells the pacer.
+    fn tell_pacer(&mut self, k: Key, nth: u32, sent: Instant, attempt: u32, now: Instant) {
+        let rtt = (nth == 1).then(|| now.saturating_duration_since(sent));
+        if let Some(r) = rtt {
+            self.sample(k.0, r);
+        }
+        // An answer to the latest try was sent at `sent`; one to an earlier
+        // try (its answer slower than the timeout) at an unknown time.
+        let latest = attempt + 1 >= nth;
+        let a = Answer { class: self.class, sent, first: nth == 1, lost: if latest { nth - 1 } else { attempt }, rtt };
+        self.pacer.borrow_mut().on_answer(a, now);
     }
 
     /// Moves probes whose time ran out to the resend queue or gives them up.
@@ -424,6 +465,29 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             if nth <= self.pace.retries && !self.stopping {
                 self.resend.push_back(k);
             } else {
+                self.awaiting.push_back((sent, k, nth));
+            }
+        }
+        self.settle();
+    }
+
+    /// Decides the probes whose last try timed out, in send order, as soon
+    /// as the pacer has judged the moment of their last send: a try sent
+    /// into a congested path goes again (at most [`CONGESTED_TRIES`] more
+    /// times), since its silence says nothing; otherwise the probe is
+    /// given up.
+    fn settle(&mut self) {
+        while let Some(&(sent, k, nth)) = self.awaiting.front() {
+            if self.inflight.get(&k).map(|e| e.0) != Some(nth) {
+                self.awaiting.pop_front();
+                continue; // answered meanwhile
+            }
+            let congested = if self.stopping { Some(false) } else { self.pacer.borrow().congested_at(sent) };
+            let Some(congested) = congested else { break };
+            self.awaiting.pop_front();
+            if congested && nth <= self.pace.retries + CONGESTED_TRIES {
+                self.resend.push_back(k);
+            } else {
                 self.inflight.remove(&k);
                 self.give_up(k);
             }
@@ -433,6 +497,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Appends to `out` the probes to send now (resends first), at most `max`.
     pub fn poll(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>) {
         self.clock = now;
+        self.pacer.borrow_mut().poll(now);
         self.expire(now);
         if let Some(delay) = self.pace.scan_delay {
             self.poll_paced(now, max, out, delay);
@@ -448,10 +513,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             if self.resend.is_empty() && !can_new {
                 break;
             }
-            if let Some(b) = &mut self.bucket {
-                if b.try_take(now).is_err() {
-                    break;
-                }
+            if self.pacer.borrow_mut().try_take(now).is_err() {
+                break;
             }
             if let Some(k) = self.resend.pop_front() {
                 if let Some((nth, sent)) = self.inflight.get_mut(&k) {
@@ -460,6 +523,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                     self.timers.push_back((now, k, *nth));
                     self.counts.sent += 1;
                     out.push((addr(k.0), k.1));
+                    self.pacer.borrow_mut().on_send(self.class, false, now);
+                } else {
+                    self.pacer.borrow_mut().give_back();
                 }
                 continue;
             }
@@ -468,9 +534,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             // gives the token back (another machine may share the bucket).
             let Some((ip, port)) = self.targets.next() else {
                 self.exhausted = true;
-                if let Some(b) = &mut self.bucket {
-                    b.give_back();
-                }
+                self.pacer.borrow_mut().give_back();
                 continue;
             };
             let k = (key(ip), port);
@@ -478,6 +542,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.timers.push_back((now, k, 1));
             self.counts.sent += 1;
             out.push((ip, port));
+            self.pacer.borrow_mut().on_send(self.class, true, now);
         }
         self.compact_timers();
     }
@@ -487,12 +552,10 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     fn poll_paced(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>, delay: Duration) {
         while out.len() < max {
             let Some((k, resend)) = self.next_due(now, delay) else { break };
-            if let Some(b) = &mut self.bucket {
-                if b.try_take(now).is_err() {
-                    // First in line next time.
-                    self.held.push_front((now, k, resend));
-                    break;
-                }
+            if self.pacer.borrow_mut().try_take(now).is_err() {
+                // First in line next time.
+                self.held.push_front((now, k, resend));
+                break;
             }
             self.host_ready.insert(k.0, now + delay);
             let nth = if resend {
@@ -511,6 +574,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.timers.push_back((now, k, nth));
             self.counts.sent += 1;
             out.push((addr(k.0), k.1));
+            self.pacer.borrow_mut().on_send(self.class, nth == 1, now);
         }
         // Hosts whose turn has long passed need no entry.
         if self.host_ready.len() > 2 * self.pace.window + 1024 {
@@ -572,13 +636,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         };
         let sendable = !self.resend.is_empty()
             || (!self.stopping && !self.exhausted && self.inflight.len() + self.held.len() < self.pace.window);
-        let token = match (&self.bucket, sendable) {
-            (Some(b), true) => {
-                let mut probe = b.clone();
-                Some(probe.try_take(now).map_or_else(|wait| now + wait, |()| now))
-            }
-            (None, true) => Some(now),
-            _ => None,
+        let pacer = self.pacer.borrow();
+        let token = sendable.then(|| pacer.token_at(now));
+        // Probes waiting for the pacer's verdict on their last send.
+        let verdict = if self.awaiting.is_empty() { None } else { pacer.next_event(now) };
+        let token = match (token, verdict) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         match (timer, token) {
             (Some(a), Some(b)) => Some(a.min(b)),

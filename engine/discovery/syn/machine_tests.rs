@@ -31,7 +31,15 @@ fn cookie_accepts_only_its_own_replies() {
     assert_eq!(c.accepts(&answer(&c, ip, 22, false)), Some(0));
     assert_eq!(Cookie::new(1, 3, 1).accepts(&good), None, "another key");
     assert_eq!(c.accepts(&Reply { ack: good.ack.wrapping_add(1), ..good }), None, "wrong ack");
-    assert_eq!(c.accepts(&Reply { dport: good.dport ^ 1, ..good }), None, "wrong port");
+    assert_eq!(c.accepts(&Reply { dport: good.dport - 1, ..good }), None, "wrong port");
+    // The try a probe was moves its port: an answer says which try it answers.
+    let src: IpAddr = SRC.parse().unwrap();
+    for attempt in [0u8, 1, 2, 7] {
+        let (_, sport) = c.probe_try(src, ip, 22, 0, attempt);
+        assert_eq!(c.accepts_try(&Reply { dport: sport, ..good }), Some((0, attempt)));
+    }
+    let (_, ninth) = c.probe_try(src, ip, 22, 0, 7);
+    assert_eq!(c.accepts_try(&Reply { dport: ninth + 1, ..good }), None, "no ninth try: not ours");
     assert_eq!(c.accepts(&Reply { sport: 23, ..good }), None, "answer for another port");
     assert_eq!(c.accepts(&Reply { flags: TcpFlags::ACK, ..good }), None, "a bare ACK");
     assert_eq!(c.accepts(&Reply { dport: 80, ..good }), None, "a port below ours");
@@ -103,7 +111,7 @@ fn udp_cookies_check_the_port_the_echoed_id_and_the_quoted_ip_id() {
     let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, sport) };
     // No id echoed (the port's protocol has none): the port decides.
     assert_eq!(c.accepts(&base), Some(1));
-    assert_eq!(c.accepts(&Reply { dport: sport ^ 2, ..base }), None, "another source port");
+    assert_eq!(c.accepts(&Reply { dport: sport - 2, ..base }), None, "another source port");
     assert_eq!(Cookie::new(7, 9, 2).for_scan(ScanType::Udp).accepts(&base), None, "another key");
     // A 2-byte id echoed.
     let echoed = Reply { seq: seq & 0xffff, mask: 0xffff, ..base };
@@ -420,6 +428,7 @@ fn reply(ip: IpAddr, port: u16, open: bool) -> Reply {
         window: 0,
         icmp: None,
         relayed: false,
+        attempt: 0,
     }
 }
 
@@ -595,21 +604,21 @@ fn shared_round_trips_time_out_silent_hosts_early() {
     }
 }
 
-/// Two machines in one thread share one rate limit by handing it over:
-/// together they send no more than it allows.
+/// Two machines in one thread share one pacer: together they send no
+/// more than it allows.
 #[test]
-fn two_machines_share_one_rate_limit() {
+fn two_machines_share_one_pacer() {
+    use super::super::control::{Class, Controller, Limits};
     let t0 = Instant::now();
-    let limited = Pace { max_rate: Some(10.0), ..pace(0, 1000) };
-    let mut a = Machine::new(targets(5).into_iter(), limited, t0, Seen::set());
-    let mut b = Machine::new(targets(100).into_iter(), Pace { max_rate: None, ..limited }, t0, Seen::set());
+    let pacer: Pacer = Rc::new(RefCell::new(Controller::new(Limits::fixed(Some(10.0)), Duration::from_secs(1), t0)));
+    let p = pace(0, 1000);
+    let mut a = Machine::new(targets(5).into_iter(), p, t0, Seen::set()).paced_by(pacer.clone(), Class::Ping);
+    let mut b = Machine::new(targets(100).into_iter(), p, t0, Seen::set()).paced_by(pacer, Class::Port);
     let mut out = Vec::new();
     let mut t = t0;
     while t < t0 + Duration::from_secs(2) {
         a.poll(t, 64, &mut out);
-        a.swap_bucket(&mut b);
         b.poll(t, 64, &mut out);
-        b.swap_bucket(&mut a);
         t += Duration::from_millis(10);
     }
     // 2 s at 10/s, plus the bucket's first token.

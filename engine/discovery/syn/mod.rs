@@ -15,6 +15,7 @@
 //! them), which is what we want: the target's half-open connection goes
 //! away, and the result was already taken from the SYN-ACK.
 
+pub mod control;
 pub mod cookie;
 pub mod frame;
 pub mod hosts;
@@ -23,8 +24,10 @@ pub mod machine;
 pub mod neighbour;
 pub mod reply;
 
+use std::cell::RefCell;
 use std::io;
 use std::net::IpAddr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
@@ -33,9 +36,10 @@ use std::time::{Duration, Instant};
 pub use cookie::Cookie;
 pub use frame::{Hop, Template};
 pub use links::{LinkOptions, Links};
-pub use machine::{Counts, Machine, Pace, Seen, Verdict};
+pub use machine::{Counts, Machine, Pace, Pacer, Seen, Verdict};
 pub use reply::Reply;
 
+use control::{Class, Controller};
 use hosts::{Discovery, HostVerdict, LiveFeed, PingFeed};
 use pnet_packet::tcp::TcpFlags;
 
@@ -65,8 +69,8 @@ pub fn accept_udp(cookie: Cookie, payloads: &Payloads, r: Reply, frame: &[u8]) -
                 continue;
             }
         }
-        if let Some(w) = cookie.accepts(&a) {
-            return Some((w, a));
+        if let Some((w, attempt)) = cookie.accepts_try(&a) {
+            return Some((w, Reply { attempt, ..a }));
         }
     }
     None
@@ -84,6 +88,8 @@ pub struct SynOptions {
     pub workers: usize,
     /// Which raw scan: SYN, or one of nmap's other TCP probes.
     pub kind: ScanType,
+    /// The rates the scan keeps to (its congestion control's).
+    pub limits: control::Limits,
 }
 
 /// The TCP flags of a scan type's probes.
@@ -154,7 +160,7 @@ pub fn run(
     // Senders split the hosts when the order walks hosts: with few hosts
     // and a rate limit, one sender would hold them all and the others'
     // share of the rate would go unused.
-    let few_hosts = hosts.is_some() && order.remaining() < FEW_HOSTS && opts.pace.max_rate.is_some();
+    let few_hosts = hosts.is_some() && order.remaining() < FEW_HOSTS;
     let workers = if slow || few_hosts { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16).for_scan(opts.kind);
     let plan = hosts.and_then(|h| h.plan.clone());
@@ -169,6 +175,14 @@ pub fn run(
         max_rate: opts.pace.max_rate.map(|r| r / workers as f64),
         ..opts.pace
     };
+    // Each sender paces its share of the scan: the rates are split.
+    let share = |r: f64| r / workers as f64;
+    let limits = control::Limits {
+        initial: share(opts.limits.initial),
+        min: opts.limits.min.map(share),
+        max: opts.limits.max.map(share),
+        ..opts.limits
+    };
     std::thread::scope(|s| {
         let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit));
         let drivers: Vec<_> = order
@@ -179,7 +193,7 @@ pub fn run(
             .map(|(w, (part, replies))| {
                 let shared = Senders {
                     links,
-                    opts: SynOptions { pace, ..opts },
+                    opts: SynOptions { pace, limits, ..opts },
                     cookie,
                     ping: ping.as_ref(),
                     tx: &sock,
@@ -250,7 +264,7 @@ fn receive(
             };
             // The port scan's replies first (most replies), then discovery's.
             let port = if r.proto == Proto::Tcp || r.icmp.is_some() {
-                cookie.accepts(&r).map(|w| (w, r))
+                cookie.accepts_try(&r).map(|(w, attempt)| (w, Reply { attempt, ..r }))
             } else {
                 accept_udp(cookie, payloads, r, f)
             };
@@ -315,6 +329,8 @@ fn drive(
     let pace = shared.opts.pace;
     let t0 = Instant::now();
     let mut disc: Option<Discovery> = None;
+    // The one owner of the rate: both machines take their turns from it.
+    let pacer: Pacer = Rc::new(RefCell::new(Controller::new(shared.opts.limits, pace.timeout, t0)));
     // MACs of the on-link hosts this thread's discovery found up.
     let learned: std::cell::RefCell<std::collections::HashMap<u128, [u8; 6]>> = Default::default();
     let path = |ip: IpAddr| -> Option<Hop> {
@@ -333,6 +349,7 @@ fn drive(
         None => {
             let seen = Seen::for_space(order.space());
             Machine::new(Targets::Order(Box::new(order.filter(reachable))), pace, t0, seen)
+                .paced_by(pacer.clone(), Class::Port)
         }
         Some(h) => {
             let sequential = h.ports.is_sequential();
@@ -342,16 +359,20 @@ fn drive(
                 None => {
                     let hosts = order.filter(reachable).map(|(ip, _)| ip);
                     Machine::new(Targets::Live(Box::new(feed.with_source(hosts, HOST_GROUP))), pace, t0, seen)
+                        .paced_by(pacer.clone(), Class::Port)
                 }
                 Some(plan) => {
                     let pings = PingFeed::new(order, shared.links, plan.clone());
                     disc = Some(Discovery::new(pings, |f| {
-                        Machine::new(f, Pace { max_rate: None, ..pace }, t0, Seen::set())
+                        Machine::new(f, pace, t0, Seen::set())
+                            .paced_by(pacer.clone(), Class::Ping)
                             .report_silence()
                             .share_rtt()
                             .quick_probe(neighbour::PROBE, neighbour::FIRST_WAIT)
                     }));
-                    Machine::new(Targets::Live(Box::new(feed)), pace, t0, seen).open_ended()
+                    Machine::new(Targets::Live(Box::new(feed)), pace, t0, seen)
+                        .paced_by(pacer.clone(), Class::Port)
+                        .open_ended()
                 }
             }
         }
@@ -459,10 +480,8 @@ fn drive(
         due.clear();
         pings.clear();
         if let Some(d) = &mut disc {
-            // Discovery probes go first, under the same rate limit.
-            d.machine.swap_bucket(&mut m);
+            // Discovery probes go first, under the same pace.
             d.machine.poll(now, BATCH, &mut pings);
-            d.machine.swap_bucket(&mut m);
             d.sent(&pings, now);
             d.take_decided(&mut decided);
             for v in decided.drain(..) {
@@ -511,7 +530,7 @@ fn drive(
             for &(ip, port) in &due {
                 // A target without a path (taken as up with -Pn) is never sent to.
                 let Some(hop) = path(ip) else { continue };
-                let (seq, sport) = shared.cookie.probe(hop.src, ip, port, worker);
+                let (seq, sport) = shared.cookie.probe_try(hop.src, ip, port, worker, m.attempt(ip, port));
                 lens[n] = if udp {
                     let body = shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut scratch));
                     frame::fill_udp(&mut frames[n], &hop, ip, sport, port, seq as u16, body)
@@ -529,10 +548,8 @@ fn drive(
             break;
         }
         let mut wake = m.next_wakeup(now);
-        if let Some(d) = &mut disc {
-            d.machine.swap_bucket(&mut m);
+        if let Some(d) = &disc {
             let w = d.machine.next_wakeup(now);
-            d.machine.swap_bucket(&mut m);
             wake = match (wake, w) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

@@ -62,6 +62,9 @@ pub struct Reply {
     /// The ICMP error came from another host than the probe's target (a
     /// router or firewall on the way).
     pub relayed: bool,
+    /// Which try of the probe it answers (0 the first), once the cookie
+    /// has read it from the port it came back to.
+    pub attempt: u8,
 }
 
 impl Reply {
@@ -209,6 +212,7 @@ fn udp_reply(src: IpAddr, dst: IpAddr, d: &UdpPacket<'_>, ttl: u8, at: usize) ->
         window: 0,
         icmp: None,
         relayed: false,
+        attempt: 0,
     }
 }
 
@@ -228,6 +232,7 @@ fn reply(src: IpAddr, dst: IpAddr, seg: &TcpPacket<'_>, ttl: u8) -> Reply {
         window: seg.get_window(),
         icmp: None,
         relayed: false,
+        attempt: 0,
     }
 }
 
@@ -343,6 +348,7 @@ fn icmp_reply(proto: Proto, src: (IpAddr, u16), dst: (IpAddr, u16), seq: u32, tt
         window: 0,
         icmp: Some(why),
         relayed: false,
+        attempt: 0,
     }
 }
 

@@ -1,0 +1,583 @@
+//! Congestion control of the raw scans: the one owner of the send rate.
+//!
+//! In: every probe sent (when, first try or not, of which class), every
+//! answer (to which send, after how many lost tries, its round trip), and
+//! the time. Out: whether a probe may go now (a paced token), the rate,
+//! the estimated loss and round trip, whether a given moment's sends went
+//! into a congested path (so their silence is not believed), and notes of
+//! every slowdown. No I/O; the caller passes the time in, so the tests
+//! drive it on a simulated path.
+//!
+//! # Design: a delivery-ratio estimator, in the spirit of BBR
+//!
+//! A scan's probes are not a TCP flow: most of them may never be answered
+//! (filtered ports, hosts down), so neither a timeout nor a missing answer
+//! says a probe was lost. What a stateless scanner can observe is the
+//! **answer ratio**: of the first tries sent in an interval (an *epoch*, about one
+//! round trip long), how many were answered. A scan's order is a keyed
+//! permutation, so that ratio is stationary while the path carries
+//! everything; once the scan sends faster than the path's bottleneck,
+//! the bottleneck drops the excess and the ratio falls in proportion
+//! (sending at twice the capacity halves it). The controller keeps the
+//! best recent ratio as its baseline and compares each epoch with it:
+//!
+//! - **Startup**: from a modest rate (the template's), the rate doubles
+//!   each epoch the ratio holds (as BBR's and TCP's slow start), so a fast
+//!   path is found in a few round trips.
+//! - **Back off**: an epoch whose ratio fell clearly below the baseline
+//!   (by a fifth, and by more than three standard deviations of the count,
+//!   so a path's random loss never looks like congestion) shows what the
+//!   path delivered: the rate goes to 85 % of that delivered rate
+//!   (`epoch rate x ratio / baseline`), never below `--min-rate`. Epochs
+//!   sent before the cut are not judged again (one cut per round trip, as
+//!   TCP's recovery), and their time spans are kept as *congested*: a
+//!   probe whose last try went out then is tried again before its silence
+//!   counts ([`Controller::congested_at`]).
+//! - **Probe up**: after a cut, each clean epoch raises the rate by 8 %, so
+//!   a path whose capacity grows (or a cut that was too deep) is found
+//!   again, and the sawtooth stays within a few per cent of the capacity.
+//!
+//! Why not nmap's AIMD congestion window: a window is clocked by answers,
+//! and a scan of mostly filtered ports gets few, so nmap's window crawls
+//! (its -p- of a host behind a WAN takes minutes). Pacing by rate keeps
+//! the speed where answers are rare; the ratio still sees the bottleneck
+//! wherever some probes are answered. Where none are (a wholly silent
+//! network), there is nothing to observe: the rate then grows slowly
+//! (a quarter per inconclusive epoch) to the template's ceiling, as
+//! masscan's fixed rate would, and `--max-rate` bounds it.
+//!
+//! Epochs with too few answers to judge are pooled with the next until
+//! they have enough. Each class of probe (port probes, discovery pings)
+//! has its own baseline, since their ratios differ; the rate is shared.
+//!
+//! Loss is made observable by the try number each probe carries in its
+//! source port ([`super::Cookie`]): an answer to the third try proves the
+//! first two were lost. The loss shown is the share of lost tries among
+//! the answered probes' tries (random loss and congestion alike).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Which kind of probe: each has its own answer-ratio baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    Port = 0,
+    Ping = 1,
+}
+
+/// The rates a controller keeps to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// Where the rate starts (probes/s).
+    pub initial: f64,
+    /// Never below (`--min-rate`).
+    pub min: Option<f64>,
+    /// Never above (`--max-rate`, or the template's ceiling).
+    pub max: Option<f64>,
+    /// False: a fixed pace at `max` (or none), no adaptation (`-T0`..`-T2`,
+    /// where the template's rate is the point, and the link's own ARP).
+    pub adaptive: bool,
+}
+
+impl Limits {
+    /// A fixed pace of at most `max` probes a second (none: unpaced).
+    pub fn fixed(max: Option<f64>) -> Limits {
+        Limits { initial: max.unwrap_or(f64::INFINITY), min: None, max, adaptive: false }
+    }
+}
+
+/// A slowdown, as the -v notes and `scan_end` tell it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Slowdown {
+    /// Seconds from the controller's start.
+    pub at: f64,
+    pub from: f64,
+    pub to: f64,
+    pub why: Why,
+    /// The cut stopped at `--min-rate`.
+    pub floored: bool,
+}
+
+/// What showed a congested path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Why {
+    /// Fewer probes answered than before: the answer ratio of an epoch
+    /// against the recent best.
+    Loss { ratio: f64, baseline: f64 },
+    /// Answers slower than before: a queue building at the bottleneck
+    /// (an epoch's mean round trip against the recent least, seconds).
+    Queue { rtt: f64, least: f64 },
+}
+
+/// What the controller knows now.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Status {
+    /// Current pace, probes per second (infinite when unpaced).
+    pub rate: f64,
+    /// Share of the answered probes' tries that were lost (0..1).
+    pub loss: f64,
+    /// Smoothed round trip over every answer, if any came.
+    pub srtt: Option<Duration>,
+    /// Cuts so far, and the rate before the first.
+    pub slowdowns: u32,
+    pub peak: f64,
+}
+
+/// Fewest expected answers for an epoch to be judged alone.
+const MIN_ANSWERS: f64 = 30.0;
+/// Shortest epoch; longest an inconclusive pool grows before it is
+/// judged as "no evidence".
+const MIN_EPOCH: Duration = Duration::from_millis(5);
+const MAX_POOL: Duration = Duration::from_secs(2);
+/// A ratio this far below the baseline (and beyond the noise) is congestion.
+const DROP: f64 = 0.9;
+/// After a cut, the rate is this share of what the path delivered.
+const MARGIN: f64 = 0.85;
+/// Growth per judged epoch: startup, probing up, without evidence.
+const STARTUP_GAIN: f64 = 2.0;
+const PROBE_GAIN: f64 = 1.04;
+const BLIND_GAIN: f64 = 1.25;
+/// Baselines remembered (conclusive epochs).
+const BASELINE_WINDOW: usize = 12;
+/// Congested spans remembered.
+const SPANS: usize = 4096;
+/// Fewest round trips for an epoch's mean to count.
+const MIN_RTTS: u64 = 10;
+/// A mean round trip this much above the least recent one (a quarter
+/// of it, at least 5 ms) is a queue building at the bottleneck.
+const QUEUE_SHARE: f64 = 0.25;
+const QUEUE_FLOOR: f64 = 0.005;
+/// Epoch mean round trips remembered for the least.
+const RTT_WINDOW: usize = 64;
+
+#[derive(Clone, Copy, Debug)]
+struct Epoch {
+    start: Instant,
+    end: Instant,
+    /// Pace while it lasted.
+    rate: f64,
+    sent: [u64; 2],
+    answered: [u64; 2],
+    /// First-try answers that arrived while it was open (whenever sent).
+    arrived: [u64; 2],
+    /// Round trips of its first tries' answers: sum (s) and count.
+    rtt: (f64, u64),
+}
+
+impl Epoch {
+    fn new(start: Instant, rate: f64) -> Epoch {
+        Epoch { start, end: start, rate, sent: [0; 2], answered: [0; 2], arrived: [0; 2], rtt: (0.0, 0) }
+    }
+
+    /// Mean round trip of its answers, with enough of them.
+    fn mean_rtt(&self) -> Option<f64> {
+        (self.rtt.1 >= MIN_RTTS).then(|| self.rtt.0 / self.rtt.1 as f64)
+    }
+}
+
+/// The scan's pace: a token bucket whose rate the epochs' verdicts move.
+#[derive(Debug)]
+pub struct Controller {
+    limits: Limits,
+    rate: f64,
+    tokens: f64,
+    last: Instant,
+    t0: Instant,
+    startup: bool,
+    /// Epochs still taking answers, oldest first; the last one is open.
+    epochs: VecDeque<Epoch>,
+    /// Judged epochs too thin to say anything, pooled per class.
+    pool: [Option<Epoch>; 2],
+    /// Recent conclusive, uncongested ratios per class (newest last).
+    baselines: [VecDeque<f64>; 2],
+    /// Sends before this moment are not judged again (the last cut's time).
+    recovered: Instant,
+    congested: VecDeque<(Instant, Instant)>,
+    /// Everything before this moment has been judged.
+    judged_until: Instant,
+    srtt: Option<(Duration, Duration)>,
+    /// Recent epochs' mean round trips (the least is the path's own).
+    rtts: VecDeque<f64>,
+    /// Recent epochs' delivered rates (end, probes/s); the most is the
+    /// bottleneck's estimate.
+    delivery: VecDeque<(Instant, f64)>,
+    lost_tries: u64,
+    answered_tries: u64,
+    slowdowns: u32,
+    peak: f64,
+    notes: Vec<Slowdown>,
+    /// Longest an answer is waited for before its epoch is judged without it.
+    patience: Duration,
+}
+
+impl Controller {
+    /// A controller keeping to `limits`; answers not come within
+    /// `patience` (the probes' initial timeout) of their epoch's end are
+    /// not waited for.
+    pub fn new(limits: Limits, patience: Duration, now: Instant) -> Controller {
+        let floor = limits.min.unwrap_or(0.0);
+        let rate = limits.initial.max(floor).min(limits.max.unwrap_or(f64::INFINITY));
+        Controller {
+            limits,
+            rate,
+            tokens: 1.0,
+            last: now,
+            t0: now,
+            startup: true,
+            epochs: VecDeque::from([Epoch::new(now, rate)]),
+            pool: [None, None],
+            baselines: [VecDeque::new(), VecDeque::new()],
+            recovered: now,
+            congested: VecDeque::new(),
+            judged_until: now,
+            srtt: None,
+            rtts: VecDeque::new(),
+            delivery: VecDeque::new(),
+            lost_tries: 0,
+            answered_tries: 0,
+            slowdowns: 0,
+            peak: rate,
+            notes: Vec::new(),
+            patience,
+        }
+    }
+
+    /// The current pace, probes per second.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    pub fn status(&self) -> Status {
+        let tries = self.lost_tries + self.answered_tries;
+        Status {
+            rate: self.rate,
+            loss: if tries == 0 { 0.0 } else { self.lost_tries as f64 / tries as f64 },
+            srtt: self.srtt.map(|s| s.0),
+            slowdowns: self.slowdowns,
+            peak: self.peak,
+        }
+    }
+
+    /// Slowdowns since the last call.
+    pub fn take_notes(&mut self) -> Vec<Slowdown> {
+        std::mem::take(&mut self.notes)
+    }
+
+    /// Takes a token for one probe, or says how long until one is there.
+    pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
+        if !self.rate.is_finite() {
+            return Ok(());
+        }
+        let burst = (self.rate * 0.01).max(1.0);
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * self.rate).min(burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+        }
+    }
+
+    /// Gives back a token taken for a probe that was not sent after all.
+    pub fn give_back(&mut self) {
+        if self.rate.is_finite() {
+            self.tokens += 1.0;
+        }
+    }
+
+    /// When a token will be there (now if one is).
+    pub fn token_at(&self, now: Instant) -> Instant {
+        if !self.rate.is_finite() {
+            return now;
+        }
+        let burst = (self.rate * 0.01).max(1.0);
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        let tokens = (self.tokens + dt * self.rate).min(burst);
+        if tokens >= 1.0 {
+            now
+        } else {
+            now + Duration::from_secs_f64((1.0 - tokens) / self.rate)
+        }
+    }
+
+    /// Notes a probe sent at `now` (`first`: its first try).
+    pub fn on_send(&mut self, class: Class, first: bool, now: Instant) {
+        if !first || !self.limits.adaptive {
+            return;
+        }
+        self.roll(now);
+        if let Some(e) = self.epochs.back_mut() {
+            e.sent[class as usize] += 1;
+        }
+    }
+
+    /// Notes an answer come at `now` to a probe whose answered try went
+    /// out at `sent`: `first` if that was its first try and it was sent
+    /// once, `lost` tries before it proved lost, `rtt` a clean sample.
+    pub fn on_answer(&mut self, a: Answer, now: Instant) {
+        let Answer { class, sent, first, lost, rtt } = a;
+        self.lost_tries += u64::from(lost);
+        self.answered_tries += 1;
+        if let Some(r) = rtt {
+            self.srtt = Some(match self.srtt {
+                None => (r, r / 2),
+                Some((s, v)) => (s * 7 / 8 + r / 8, v * 3 / 4 + s.abs_diff(r) / 4),
+            });
+        }
+        if !first || !self.limits.adaptive {
+            return;
+        }
+        self.roll(now);
+        if let Some(e) = self.epochs.back_mut() {
+            e.arrived[class as usize] += 1;
+        }
+        // The epoch it was sent in, if still taking answers.
+        let at = self.epochs.partition_point(|e| e.start <= sent);
+        if let Some(e) = at.checked_sub(1).and_then(|i| self.epochs.get_mut(i)) {
+            e.answered[class as usize] += 1;
+            if let Some(r) = rtt {
+                e.rtt.0 += r.as_secs_f64();
+                e.rtt.1 += 1;
+            }
+        }
+    }
+
+    /// How long an epoch lasts: about a round trip.
+    fn epoch_len(&self) -> Duration {
+        self.srtt.map_or(MIN_EPOCH * 4, |s| s.0).clamp(MIN_EPOCH, Duration::from_millis(500))
+    }
+
+    /// How long after its end an epoch is judged: a retransmission
+    /// timeout's worth (round trip plus four variations), within
+    /// `patience` once a round trip is known.
+    fn judge_delay(&self) -> Duration {
+        match self.srtt {
+            None => self.patience,
+            Some((s, v)) => (s + 4 * v + MIN_EPOCH).min(self.patience),
+        }
+    }
+
+    /// Closes the open epoch when its time is up, opening the next.
+    fn roll(&mut self, now: Instant) {
+        let len = self.epoch_len();
+        let rate = self.rate;
+        let open = self.epochs.back_mut().expect("one epoch is always open");
+        if now.saturating_duration_since(open.start) >= len {
+            open.end = now;
+            self.epochs.push_back(Epoch::new(now, rate));
+        }
+    }
+
+    /// Judges every epoch whose answers are in, moving the rate.
+    pub fn poll(&mut self, now: Instant) {
+        if !self.limits.adaptive {
+            return;
+        }
+        self.roll(now);
+        let delay = self.judge_delay();
+        while self.epochs.len() > 1 && self.epochs[0].end + delay <= now {
+            let e = self.epochs.pop_front().expect("more than one");
+            self.judged_until = e.end;
+            self.judge(e, now);
+        }
+    }
+
+    /// When the controller next has an epoch to judge.
+    pub fn next_event(&self, now: Instant) -> Option<Instant> {
+        if !self.limits.adaptive {
+            return None;
+        }
+        let first = self.epochs.front()?;
+        let due = if self.epochs.len() > 1 { first.end } else { first.start + self.epoch_len() };
+        Some((due + self.judge_delay()).max(now))
+    }
+
+    fn judge(&mut self, e: Epoch, now: Instant) {
+        let len = e.end.saturating_duration_since(e.start).as_secs_f64().max(1e-3);
+        self.measure_delivery(&e, len);
+        let mut verdict = Verdict::Blind;
+        if let Some(mean) = e.mean_rtt() {
+            let least = self.rtts.iter().copied().fold(f64::INFINITY, f64::min);
+            if least.is_finite() && mean > least + (QUEUE_SHARE * least).max(QUEUE_FLOOR) {
+                if e.start >= self.recovered {
+                    verdict = Verdict::Congested(Why::Queue { rtt: mean, least });
+                }
+            } else {
+                self.rtts.push_back(mean);
+                if self.rtts.len() > RTT_WINDOW {
+                    self.rtts.pop_front();
+                }
+            }
+        }
+        for c in [Class::Port as usize, Class::Ping as usize] {
+            if e.sent[c] == 0 {
+                continue;
+            }
+            let pooled = match self.pool[c].take() {
+                None => e,
+                Some(p) => Epoch {
+                    start: p.start,
+                    end: e.end,
+                    rate: p.rate.max(e.rate),
+                    sent: [p.sent[0] + e.sent[0], p.sent[1] + e.sent[1]],
+                    answered: [p.answered[0] + e.answered[0], p.answered[1] + e.answered[1]],
+                    arrived: [p.arrived[0] + e.arrived[0], p.arrived[1] + e.arrived[1]],
+                    rtt: (p.rtt.0 + e.rtt.0, p.rtt.1 + e.rtt.1),
+                },
+            };
+            let (sent, got) = (pooled.sent[c] as f64, pooled.answered[c] as f64);
+            let ratio = got / sent;
+            let base = self.base(c);
+            let expected = base * sent;
+            let thin = if base > 0.0 { expected < MIN_ANSWERS } else { got < MIN_ANSWERS };
+            if thin && pooled.end.saturating_duration_since(pooled.start) < MAX_POOL {
+                self.pool[c] = Some(pooled);
+                continue;
+            }
+            // A long thin pool is judged on what there is, if it shows a drop.
+            let dropped = base > 0.0 && ratio < DROP * base && (expected - got) > 3.0 * expected.sqrt();
+            if dropped {
+                self.mark_congested(pooled.start, pooled.end);
+                // Sent before the last cut: already cut for.
+                if pooled.start >= self.recovered {
+                    verdict = verdict.worst(Verdict::Congested(Why::Loss { ratio, baseline: base }));
+                }
+            } else if !thin {
+                let b = &mut self.baselines[c];
+                b.push_back(ratio);
+                if b.len() > BASELINE_WINDOW {
+                    b.pop_front();
+                }
+                verdict = verdict.worst(Verdict::Clean);
+            }
+        }
+        // Growth is per round trip, whatever an epoch's length.
+        let per_rtt = self.srtt.map_or(1.0, |s| (len / s.0.as_secs_f64().max(1e-4)).min(1.0));
+        match verdict {
+            Verdict::Congested(why) => self.cut(e, why, now),
+            Verdict::Clean if e.start >= self.recovered => {
+                let gain = if self.startup { STARTUP_GAIN } else { PROBE_GAIN };
+                self.set_rate(self.rate * gain.powf(per_rtt));
+            }
+            Verdict::Blind if e.sent.iter().sum::<u64>() > 0 && e.start >= self.recovered && self.startup => {
+                self.set_rate(self.rate * BLIND_GAIN.powf(per_rtt));
+            }
+            _ => {}
+        }
+    }
+
+    /// Takes what the path delivered while `e` was open into the
+    /// bottleneck estimate: the answers that arrived, over the share of
+    /// probes that are answered, is the rate of probes that got through.
+    fn measure_delivery(&mut self, e: &Epoch, len: f64) {
+        let mut through = None;
+        for c in 0..2 {
+            let base = self.base(c);
+            if base > 0.0 && e.arrived[c] > 0 {
+                *through.get_or_insert(0.0) += e.arrived[c] as f64 / len / base;
+            }
+        }
+        if let Some(d) = through {
+            self.delivery.push_back((e.end, d));
+        }
+        // A window of ten round trips (at least a second), as BBR's.
+        let span = self.srtt.map_or(Duration::from_secs(1), |s| (s.0 * 10).max(Duration::from_secs(1)));
+        while self.delivery.front().is_some_and(|&(t, _)| t + span < e.end) {
+            self.delivery.pop_front();
+        }
+    }
+
+    /// The path is congested: down to a margin under what it delivers.
+    fn cut(&mut self, e: Epoch, why: Why, now: Instant) {
+        self.mark_congested(e.start, e.end);
+        let from = self.rate;
+        let floor = self.limits.min.unwrap_or(0.0);
+        let bottleneck = self.delivery.iter().map(|d| d.1).fold(0.0, f64::max);
+        let to = if bottleneck > 0.0 { MARGIN * bottleneck } else { from / 2.0 };
+        self.set_rate(to.min(0.9 * from).max(floor));
+        self.startup = false;
+        self.recovered = now;
+        self.pool = [None, None];
+        self.slowdowns += 1;
+        let at = now.saturating_duration_since(self.t0).as_secs_f64();
+        self.notes.push(Slowdown { at, from, to: self.rate, why, floored: self.rate <= floor });
+    }
+
+    /// The answer-ratio baseline of class `c` (0 while unknown).
+    fn base(&self, c: usize) -> f64 {
+        self.baselines[c].iter().copied().fold(0.0, f64::max)
+    }
+
+    fn set_rate(&mut self, r: f64) {
+        let floor = self.limits.min.unwrap_or(0.0);
+        self.rate = r.min(self.limits.max.unwrap_or(f64::INFINITY)).max(floor).max(1.0);
+        self.peak = self.peak.max(self.rate);
+        if let Some(e) = self.epochs.back_mut() {
+            e.rate = e.rate.min(self.rate);
+        }
+    }
+
+    fn mark_congested(&mut self, start: Instant, end: Instant) {
+        match self.congested.back_mut() {
+            Some(last) if last.1 >= start => last.1 = last.1.max(end),
+            _ => self.congested.push_back((start, end)),
+        }
+        if self.congested.len() > SPANS {
+            self.congested.pop_front();
+        }
+    }
+
+    /// Whether a probe sent at `t` went into a congested path: `None`
+    /// while its epoch is not judged yet (ask again later).
+    pub fn congested_at(&self, t: Instant) -> Option<bool> {
+        if !self.limits.adaptive {
+            return Some(false);
+        }
+        if t >= self.judged_until {
+            return None;
+        }
+        let at = self.congested.partition_point(|s| s.0 <= t);
+        Some(at.checked_sub(1).is_some_and(|i| self.congested[i].1 >= t))
+    }
+}
+
+/// An answer, as [`Controller::on_answer`] takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Answer {
+    pub class: Class,
+    /// When the try it answers went out.
+    pub sent: Instant,
+    /// It answers the first try, sent once.
+    pub first: bool,
+    /// Tries before it proved lost.
+    pub lost: u32,
+    /// A clean round-trip sample (Karn's rule).
+    pub rtt: Option<Duration>,
+}
+
+/// An epoch's verdict.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Verdict {
+    /// Too few answers to say.
+    Blind,
+    Clean,
+    Congested(Why),
+}
+
+impl Verdict {
+    /// The worse of two verdicts.
+    fn worst(self, other: Verdict) -> Verdict {
+        match (self, other) {
+            (Verdict::Congested(_), _) => self,
+            (_, Verdict::Congested(_)) => other,
+            (Verdict::Clean, _) | (_, Verdict::Clean) => Verdict::Clean,
+            _ => Verdict::Blind,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "control_tests.rs"]
+mod tests;

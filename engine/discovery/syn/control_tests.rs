@@ -1,0 +1,215 @@
+//! The controller on a simulated path: a bottleneck with a queue, random
+//! loss each way, a round trip with jitter, and a target that answers a
+//! share of the probes, all on a simulated clock.
+
+use super::*;
+use std::collections::BinaryHeap;
+
+/// A path and a target, as tests/wan-forwarder models a real one.
+#[derive(Clone, Copy, Debug)]
+struct Path {
+    /// Bottleneck, frames a second each way (0: none).
+    capacity: f64,
+    queue: usize,
+    rtt_ms: f64,
+    jitter_ms: f64,
+    /// Random loss each way.
+    loss: f64,
+    /// Share of the probes the target answers.
+    answers: f64,
+}
+
+/// One direction's bottleneck: a FIFO served at `capacity`, tail drop.
+struct Link {
+    capacity: f64,
+    queue: usize,
+    /// When each frame in the queue leaves it.
+    leaving: VecDeque<f64>,
+}
+
+impl Link {
+    /// A frame arrives at `t` (seconds): when it leaves, or `None` if dropped.
+    fn offer(&mut self, t: f64) -> Option<f64> {
+        if self.capacity <= 0.0 {
+            return Some(t);
+        }
+        while self.leaving.front().is_some_and(|&l| l <= t) {
+            self.leaving.pop_front();
+        }
+        if self.leaving.len() >= self.queue {
+            return None;
+        }
+        let out = self.leaving.back().copied().unwrap_or(t).max(t) + 1.0 / self.capacity;
+        self.leaving.push_back(out);
+        Some(out)
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// What a run saw: the rate over time, and what the probes met.
+struct Run {
+    /// (second, rate) every 10 ms.
+    rates: Vec<(f64, f64)>,
+    sent: u64,
+    /// Dropped at the bottleneck (either way).
+    queue_drops: u64,
+    answered: u64,
+    ctl: Controller,
+    t0: Instant,
+}
+
+impl Run {
+    fn mean_rate(&self, from: f64, to: f64) -> f64 {
+        let r: Vec<f64> = self.rates.iter().filter(|(t, _)| *t >= from && *t < to).map(|p| p.1).collect();
+        r.iter().sum::<f64>() / r.len() as f64
+    }
+}
+
+/// Sends as the controller allows for `secs` simulated seconds.
+fn simulate(path: Path, limits: Limits, secs: f64, seed: u64) -> Run {
+    let t0 = Instant::now();
+    let at = |s: f64| t0 + Duration::from_secs_f64(s);
+    let mut ctl = Controller::new(limits, Duration::from_secs(1), t0);
+    let mut rng = Rng(seed | 1);
+    let (mut fwd, mut back) = (
+        Link { capacity: path.capacity, queue: path.queue, leaving: VecDeque::new() },
+        Link { capacity: path.capacity, queue: path.queue, leaving: VecDeque::new() },
+    );
+    // Answers on their way back: (arrival in ns, sent in ns), earliest first.
+    let mut coming: BinaryHeap<std::cmp::Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut run = Run { rates: Vec::new(), sent: 0, queue_drops: 0, answered: 0, ctl: Controller::new(limits, Duration::from_secs(1), t0), t0 };
+    let step = 50e-6;
+    let mut t = 0.0;
+    let mut next_sample = 0.0;
+    while t < secs {
+        while let Some(&std::cmp::Reverse((arrive, sent))) = coming.peek() {
+            if arrive as f64 / 1e9 > t {
+                break;
+            }
+            coming.pop();
+            run.answered += 1;
+            let rtt = Duration::from_nanos(arrive - sent);
+            let a = Answer { class: Class::Port, sent: t0 + Duration::from_nanos(sent), first: true, lost: 0, rtt: Some(rtt) };
+            ctl.on_answer(a, at(t));
+        }
+        ctl.poll(at(t));
+        while ctl.try_take(at(t)).is_ok() {
+            run.sent += 1;
+            ctl.on_send(Class::Port, true, at(t));
+            let one_way = |rng: &mut Rng| (path.rtt_ms / 2.0 + path.jitter_ms * (2.0 * rng.unit() - 1.0)) / 1e3;
+            let Some(out) = fwd.offer(t) else {
+                run.queue_drops += 1;
+                continue;
+            };
+            if rng.unit() < path.loss || rng.unit() >= path.answers {
+                continue;
+            }
+            let reached = out + one_way(&mut rng);
+            let Some(back_out) = back.offer(reached) else {
+                run.queue_drops += 1;
+                continue;
+            };
+            if rng.unit() < path.loss {
+                continue;
+            }
+            let arrive = back_out + one_way(&mut rng);
+            coming.push(std::cmp::Reverse(((arrive * 1e9) as u64, (t * 1e9) as u64)));
+        }
+        if t >= next_sample {
+            run.rates.push((t, ctl.rate()));
+            next_sample += 0.01;
+        }
+        t += step;
+    }
+    run.ctl = ctl;
+    run
+}
+
+fn adaptive(initial: f64) -> Limits {
+    Limits { initial, min: None, max: None, adaptive: true }
+}
+
+/// Paths of the range: RTT 20-200 ms, loss 0-3 % each way,
+/// bottlenecks 1,000-100,000 frames a second.
+#[test]
+fn finds_the_bottleneck_and_keeps_near_it() {
+    let paths = [
+        Path { capacity: 10_000.0, queue: 500, rtt_ms: 50.0, jitter_ms: 10.0, loss: 0.01, answers: 1.0 },
+        Path { capacity: 1_000.0, queue: 100, rtt_ms: 200.0, jitter_ms: 5.0, loss: 0.03, answers: 1.0 },
+        Path { capacity: 100_000.0, queue: 1000, rtt_ms: 20.0, jitter_ms: 2.0, loss: 0.0, answers: 1.0 },
+        Path { capacity: 30_000.0, queue: 300, rtt_ms: 80.0, jitter_ms: 10.0, loss: 0.02, answers: 0.1 },
+    ];
+    for (i, path) in paths.into_iter().enumerate() {
+        let run = simulate(path, adaptive(1000.0), 12.0, 7 + i as u64);
+        let mean = run.mean_rate(6.0, 12.0);
+        let cap = path.capacity;
+        assert!(mean > 0.6 * cap && mean < 1.2 * cap, "{path:?}: mean rate {mean:.0} over the last 6 s");
+        let drops = run.queue_drops as f64 / run.sent as f64;
+        assert!(drops < 0.08, "{path:?}: {:.1} % dropped at the bottleneck", drops * 100.0);
+        assert!(run.ctl.status().slowdowns >= 1, "{path:?}");
+        let notes = run.ctl.notes.clone();
+        assert!(notes.iter().all(|n| n.to < n.from), "{notes:?}");
+        let _ = run.t0;
+    }
+}
+
+#[test]
+fn random_loss_alone_is_not_congestion() {
+    let path = Path { capacity: 0.0, queue: 0, rtt_ms: 100.0, jitter_ms: 20.0, loss: 0.03, answers: 1.0 };
+    let limits = Limits { max: Some(200_000.0), ..adaptive(1000.0) };
+    let run = simulate(path, limits, 3.0, 3);
+    assert_eq!(run.ctl.status().slowdowns, 0, "{:?}", run.ctl.notes);
+    assert_eq!(run.ctl.rate(), 200_000.0, "climbs to --max-rate");
+}
+
+#[test]
+fn never_below_min_rate_nor_above_max_rate() {
+    let path = Path { capacity: 2_000.0, queue: 100, rtt_ms: 40.0, jitter_ms: 0.0, loss: 0.0, answers: 1.0 };
+    let limits = Limits { min: Some(5_000.0), max: Some(8_000.0), ..adaptive(1000.0) };
+    let run = simulate(path, limits, 4.0, 5);
+    assert!(run.rates.iter().all(|&(_, r)| (5_000.0..=8_000.0).contains(&r)), "{:?}", run.rates);
+    assert!(run.ctl.notes.iter().any(|n| n.floored), "the cut said it stopped at --min-rate");
+    // And the pace itself: probes sent over the run within the bounds.
+    let per_sec = run.sent as f64 / 4.0;
+    assert!((4_900.0..=8_200.0).contains(&per_sec), "{per_sec}/s");
+}
+
+#[test]
+fn sends_into_a_congested_path_are_known_as_such() {
+    let path = Path { capacity: 5_000.0, queue: 200, rtt_ms: 50.0, jitter_ms: 0.0, loss: 0.0, answers: 1.0 };
+    let run = simulate(path, adaptive(1000.0), 3.0, 9);
+    let at = |s: f64| run.t0 + Duration::from_secs_f64(s);
+    assert_eq!(run.ctl.congested_at(at(0.01)), Some(false), "the first round trips were clean");
+    let first = run.ctl.congested.front().copied().expect("a congested span");
+    let mid = first.0 + (first.1 - first.0) / 2;
+    assert_eq!(run.ctl.congested_at(mid), Some(true));
+    assert_eq!(run.ctl.congested_at(at(2.999)), None, "not judged yet");
+}
+
+#[test]
+fn a_fixed_pace_never_moves() {
+    let path = Path { capacity: 1_000.0, queue: 10, rtt_ms: 10.0, jitter_ms: 0.0, loss: 0.0, answers: 1.0 };
+    let run = simulate(path, Limits::fixed(Some(4_000.0)), 2.0, 11);
+    assert!(run.rates.iter().all(|&(_, r)| r == 4_000.0));
+    assert!((7_800..=8_100).contains(&run.sent), "{}", run.sent);
+    assert_eq!(run.ctl.congested_at(run.t0), Some(false));
+}
+
+#[test]
+fn zz_debug() {
+    let path = Path { capacity: 1_000.0, queue: 100, rtt_ms: 200.0, jitter_ms: 5.0, loss: 0.03, answers: 1.0 };
+    let run = simulate(path, adaptive(1000.0), 12.0, 8);
+    for n in &run.ctl.notes { eprintln!("{n:?}"); }
+    for (t, r) in run.rates.iter().step_by(10) { eprint!("{t:.1}:{r:.0} "); }
+    eprintln!("\nsent {} drops {} ans {}", run.sent, run.queue_drops, run.answered);
+}
