@@ -14,6 +14,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use super::control::{Answer, Class, Controller, Limits};
+use super::lanes::Lanes;
 use super::reply::Reply;
 use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
@@ -124,6 +125,9 @@ pub struct Machine<I> {
     /// Probes on their last try, timed out, whose send's epoch the pacer
     /// has not judged yet: (sent at, probe, which send), in send order.
     awaiting: VecDeque<(Instant, Key, u32)>,
+    /// UDP: ports of hosts that limit their ICMP errors, asked again at
+    /// the host's pace.
+    lanes: Lanes,
     /// Unanswered probes: how often each was sent, and when last.
     inflight: HashMap<Key, (u32, Instant)>,
     /// (sent at, probe, which send) in sending order, which is also
@@ -175,6 +179,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             pacer: Rc::new(RefCell::new(Controller::new(Limits::fixed(pace.max_rate), pace.timeout, now))),
             class: Class::Port,
             awaiting: VecDeque::new(),
+            lanes: Lanes::default(),
             inflight: HashMap::new(),
             timers: VecDeque::new(),
             resend: VecDeque::new(),
@@ -335,6 +340,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.give_up(k);
             }
         }
+        for (host, port) in self.lanes.drain() {
+            if self.inflight.remove(&(host, port)).is_some() {
+                self.give_up((host, port));
+            }
+        }
         while let Some(k) = self.resend.pop_front() {
             if self.inflight.remove(&k).is_some() {
                 self.give_up(k);
@@ -395,6 +405,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             (None, _) => (PortState::Closed, Reason::Reset),
         };
         let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: Some(r.ttl) };
+        if reason == Reason::PortUnreach && state == PortState::Closed {
+            self.lanes.told(k.0);
+        }
+        if self.inflight.contains_key(&k) {
+            self.lanes.answered(k.0, k.1);
+        }
         if self.inflight.remove(&k).is_some() {
             match state {
                 PortState::Open => {
@@ -485,9 +501,16 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             let congested = if self.stopping { Some(false) } else { self.pacer.borrow().congested_at(sent) };
             let Some(congested) = congested else { break };
             self.awaiting.pop_front();
-            if congested && nth <= self.pace.retries + CONGESTED_TRIES {
+            if self.lanes.is_current(k.0, k.1) {
+                // A lane's probe: silent at its host's pace.
+                for port in self.lanes.silent(k.0, k.1) {
+                    if self.inflight.remove(&(k.0, port)).is_some() {
+                        self.give_up((k.0, port));
+                    }
+                }
+            } else if congested && nth <= self.pace.retries + CONGESTED_TRIES {
                 self.resend.push_back(k);
-            } else {
+            } else if self.stopping || self.pace.retries == 0 || !self.lanes.take(k.0, k.1, sent) {
                 self.inflight.remove(&k);
                 self.give_up(k);
             }
@@ -503,6 +526,22 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.poll_paced(now, max, out, delay);
             self.compact_timers();
             return;
+        }
+        while out.len() < max && !self.stopping {
+            // Lane probes first: each is due at its host's pace.
+            let Some(k) = self.lanes.next(now) else { break };
+            if self.pacer.borrow_mut().try_take(now).is_err() {
+                self.lanes.unsend(k.0, k.1, now);
+                break;
+            }
+            if let Some((nth, sent)) = self.inflight.get_mut(&k) {
+                *nth += 1;
+                *sent = now;
+                self.timers.push_back((now, k, *nth));
+                self.counts.sent += 1;
+                out.push((addr(k.0), k.1));
+                self.pacer.borrow_mut().on_send(self.class, false, now);
+            }
         }
         while out.len() < max {
             // Resends of probes answered (or forgotten) meanwhile are dropped.
@@ -638,8 +677,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             || (!self.stopping && !self.exhausted && self.inflight.len() + self.held.len() < self.pace.window);
         let pacer = self.pacer.borrow();
         let token = sendable.then(|| pacer.token_at(now));
-        // Probes waiting for the pacer's verdict on their last send.
+        // Probes waiting for the pacer's verdict on their last send, or in lanes.
         let verdict = if self.awaiting.is_empty() { None } else { pacer.next_event(now) };
+        let verdict = match (verdict, self.lanes.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let token = match (token, verdict) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

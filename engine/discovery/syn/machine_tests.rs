@@ -162,7 +162,9 @@ fn udp_states_are_nmaps() {
     let mut silence: Vec<(u16, PortState)> = m.take_silent().iter().map(|v| (v.port, v.state)).collect();
     silence.sort();
     assert_eq!(silence, [(56, PortState::OpenFiltered), (57, PortState::OpenFiltered)]);
-    assert_eq!(m.counts().sent, 4 + 2 * 2, "the silent ports were sent twice");
+    // Twice each, and twice more in the lane of a host that said "closed"
+    // (its silence may be its ICMP rate limit).
+    assert_eq!(m.counts().sent, 4 + 2 * 2 + 2 * 2, "the silent ports were sent four times");
     // 57 answers late: open after all, reported once.
     let v = m.on_reply(&Reply { sport: 57, ..base }).unwrap();
     assert_eq!(v.state, PortState::Open);
@@ -677,4 +679,50 @@ fn quick_probes_wait_their_own_time_until_a_round_trip_is_known() {
     let m = Machine::new(std::iter::empty(), Pace { timeout: Duration::from_millis(50), ..slow }, t0, Seen::set())
         .quick_probe(7, quick);
     assert_eq!(m.timeout_for_probe(a, 7), Duration::from_millis(50));
+}
+
+/// A host that limits its ICMP errors as Linux does (a burst of six, then
+/// one a second): every closed port is told closed, each silent port is
+/// open|filtered, in about a second a port, never stopping the others.
+#[test]
+fn udp_ports_of_a_host_that_limits_its_errors_are_all_told() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let t0 = Instant::now();
+    let list: Vec<(IpAddr, u16)> = (1..=100u16).map(|p| (ip, p)).collect();
+    let closed = |p: u16| p % 10 != 0;
+    let p = Pace { timeout: Duration::from_millis(300), ..pace(2, 1000) };
+    let mut m = Machine::new(list.into_iter(), p, t0, Seen::set()).for_scan(ScanType::Udp).report_silence();
+    let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, 0) };
+    let (mut tokens, mut last) = (6.0f64, t0);
+    let mut coming: VecDeque<(Instant, u16)> = VecDeque::new();
+    let mut told = Vec::new();
+    let mut now = t0;
+    let mut out = Vec::new();
+    while !m.is_done() && now < t0 + Duration::from_secs(300) {
+        while coming.front().is_some_and(|c| c.0 <= now) {
+            let (at, port) = coming.pop_front().unwrap();
+            let r = Reply { sport: port, icmp: Some(Reason::PortUnreach), ..base };
+            told.extend(m.on_reply_at(&r, at));
+        }
+        out.clear();
+        m.poll(now, 64, &mut out);
+        for &(_, port) in &out {
+            tokens = (tokens + now.duration_since(last).as_secs_f64()).min(6.0);
+            last = now;
+            if closed(port) && tokens >= 1.0 {
+                tokens -= 1.0;
+                coming.push_back((now + Duration::from_millis(20), port));
+            }
+        }
+        now += Duration::from_millis(5);
+    }
+    assert!(m.is_done());
+    assert!(told.iter().all(|v| v.state == PortState::Closed));
+    assert_eq!(told.len(), 90, "every closed port told");
+    let silent = m.take_silent();
+    assert_eq!(silent.len(), 10);
+    assert!(silent.iter().all(|v| v.state == PortState::OpenFiltered && !closed(v.port)));
+    let took = now.duration_since(t0).as_secs_f64();
+    // 84 errors at one a second, and the silent ports asked twice each.
+    assert!(took < 84.0 * 1.05 + 20.0 * 1.05 + 5.0, "{took:.0} s");
 }

@@ -19,6 +19,7 @@ pub mod control;
 pub mod cookie;
 pub mod frame;
 pub mod hosts;
+pub mod lanes;
 pub mod links;
 pub mod machine;
 pub mod neighbour;
@@ -161,7 +162,10 @@ pub fn run(
     // and a rate limit, one sender would hold them all and the others'
     // share of the rate would go unused.
     let few_hosts = hosts.is_some() && order.remaining() < FEW_HOSTS;
-    let workers = if slow || few_hosts { 1 } else { opts.workers.clamp(1, 16) };
+    // UDP: one sender sees all of a host's ports, as its lanes must (a
+    // host's ICMP limit is one, syn::lanes).
+    let udp = opts.kind == ScanType::Udp;
+    let workers = if slow || few_hosts || udp { 1 } else { opts.workers.clamp(1, 16) };
     let cookie = Cookie::new(opts.key.0, opts.key.1, workers as u16).for_scan(opts.kind);
     let plan = hosts.and_then(|h| h.plan.clone());
     let ping = plan.as_ref().map(|p| PingCookie::new(opts.key.0, opts.key.1, workers as u16, &p.probes));
