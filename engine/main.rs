@@ -290,11 +290,25 @@ fn progress_bar(stats: &Arc<Stats>) -> Option<ProgressBar> {
         while !pb2.is_finished() {
             pb2.set_length(stats.planned.load(Ordering::Relaxed));
             pb2.set_position(Stats::get(&stats.sent));
-            pb2.set_message(format!("{} open", Stats::get(&stats.open)));
+            pb2.set_message(pace_text(&stats));
             std::thread::sleep(Duration::from_millis(200));
         }
     });
     Some(pb)
+}
+
+/// The progress line's message: open ports, and a raw scan's pace (rate,
+/// estimated loss, round trip) once it has one.
+fn pace_text(stats: &Stats) -> String {
+    let open = format!("{} open", Stats::get(&stats.open));
+    let rate = Stats::get(&stats.rate);
+    if rate == 0 {
+        return open;
+    }
+    let rtt = Stats::get(&stats.rtt_us);
+    let rtt = if rtt > 0 { format!("  rtt {:.1} ms", rtt as f64 / 1e3) } else { String::new() };
+    let loss = Stats::get(&stats.loss_ppm) as f64 / 1e4;
+    format!("{open}  pace {rate}/s  loss {loss:.1} %{rtt}")
 }
 
 /// Stdout that hides the progress line while it writes, so the two never mix.

@@ -242,6 +242,14 @@ pub struct Stats {
     /// Host discovery's verdicts.
     pub hosts_up: AtomicU64,
     pub hosts_down: AtomicU64,
+    /// The raw scans' pace: probes/s over every sender, the estimated loss
+    /// (parts per million of tries) and round trip (µs, 0 before one).
+    pub rate: AtomicU64,
+    pub loss_ppm: AtomicU64,
+    pub rtt_us: AtomicU64,
+    /// Slowdowns so far, and why the first.
+    pub slowdowns: AtomicU64,
+    pub slowed: std::sync::Mutex<Option<String>>,
 }
 
 impl Stats {

@@ -334,6 +334,8 @@ async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool) -> ScanEnd {
         hosts_down: Stats::get(&stats.hosts_down),
         interrupted: interrupted || ctx.stop.is_set(),
         unshown_capped: ctx.unshown.capped(),
+        slowdowns: Stats::get(&stats.slowdowns),
+        slowed: stats.slowed.lock().unwrap_or_else(|p| p.into_inner()).clone(),
     };
     let _ = ctx.events.send(Event::ScanEnd(end.clone())).await;
     end

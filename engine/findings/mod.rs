@@ -35,6 +35,7 @@ pub enum Event {
     Finding(Box<FindingEvent>),
     Log(LogEvent),
     Error(ErrorEvent),
+    Timing(TimingEvent),
     ScanEnd(ScanEnd),
 }
 
@@ -50,6 +51,7 @@ impl Event {
             Event::Finding(e) => &e.scan_id,
             Event::Log(e) => &e.scan_id,
             Event::Error(e) => &e.scan_id,
+            Event::Timing(e) => &e.scan_id,
             Event::ScanEnd(e) => &e.scan_id,
         }
     }
@@ -65,6 +67,7 @@ impl Event {
             Event::Finding(e) => &mut e.scan_id,
             Event::Log(e) => &mut e.scan_id,
             Event::Error(e) => &mut e.scan_id,
+            Event::Timing(e) => &mut e.scan_id,
             Event::ScanEnd(e) => &mut e.scan_id,
         };
         *slot = id;
@@ -637,6 +640,27 @@ pub struct LogEvent {
     pub message: String,
 }
 
+/// How fast a raw scan goes and what the path does to it: sent every
+/// few seconds while it runs, and whenever its congestion control slows
+/// it down (then with `slowdown`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimingEvent {
+    pub scan_id: ScanId,
+    /// Probes per second the scan paces itself to now (every sender's).
+    pub rate: f64,
+    /// Share of the answered probes' tries that were lost (0 to 1).
+    pub loss: f64,
+    /// Smoothed round trip over every answer, seconds (none before one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<f64>,
+    /// Why the scan just slowed down, in a line (nmap's "Increasing send
+    /// delay" notes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<String>,
+    /// Seconds since the scan started.
+    pub t: f64,
+}
+
 /// What class of failure an error event reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -695,6 +719,12 @@ pub struct ScanEnd {
     pub hosts_down: u64,
     /// True when the scan was stopped before every probe was sent.
     pub interrupted: bool,
+    /// Times the congestion control slowed the scan down, and why the
+    /// first time (left out when it never did).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slowdowns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowed: Option<String>,
     /// Ports not shown went uncounted for some hosts (past the tally's
     /// cap): reports then give no "Not shown" rest.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

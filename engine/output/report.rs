@@ -246,7 +246,7 @@ impl Collected {
                 self.extra.entry(e.ip).or_default().push(u);
             }
             Event::ScanEnd(e) => self.end = Some(e.clone()),
-            Event::Log(_) | Event::Error(_) => {}
+            Event::Log(_) | Event::Error(_) | Event::Timing(_) => {}
         }
         if self.start_at.is_none() {
             self.start_at = Some(now_secs());

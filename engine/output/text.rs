@@ -70,6 +70,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 Event::Log(_) => self.logs,
                 Event::Port(p) => *verbose && p.state == crate::findings::PortState::Open,
                 Event::Host(h) => *verbose && h.state != crate::findings::HostState::Unknown,
+                Event::Timing(t) => *verbose && t.slowdown.is_some(),
                 // The hosts' reports, then this, at close.
                 Event::ScanEnd(_) => false,
                 _ => false,
@@ -183,6 +184,10 @@ impl<W: Write + Send> Sink for Text<W> {
             Event::Log(l) if self.logs => {
                 writeln!(o, "| {} on {}/tcp on {} log: {}", screen(&l.plugin), l.port, l.ip, screen(&l.message))
             }
+            Event::Timing(t) => match &t.slowdown {
+                Some(why) => writeln!(o, "Slowing down: {}", screen(why)),
+                None => Ok(()),
+            },
             Event::Log(_) | Event::Extraports(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {

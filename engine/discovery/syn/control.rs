@@ -109,6 +109,22 @@ pub enum Why {
     Queue { rtt: f64, least: f64 },
 }
 
+/// A slowdown in a line, as the -v notes and `scan_end` tell it.
+pub fn describe(n: &Slowdown) -> String {
+    let why = match n.why {
+        Why::Loss { ratio, baseline } => format!(
+            "{:.0} % of the probes answered where {:.0} % were (the path drops what is sent faster)",
+            ratio * 100.0,
+            baseline * 100.0
+        ),
+        Why::Queue { rtt, least } => {
+            format!("round trips grew from {:.0} ms to {:.0} ms (a queue on the path)", least * 1e3, rtt * 1e3)
+        }
+    };
+    let floor = if n.floored { ", held at --min-rate" } else { "" };
+    format!("at {:.2} s, {:.0} -> {:.0} probes/s{floor}: {why}", n.at, n.from, n.to)
+}
+
 /// What the controller knows now.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Status {
@@ -127,7 +143,7 @@ pub struct Status {
 const MIN_ANSWERS: f64 = 30.0;
 /// Shortest epoch; longest an inconclusive pool grows before it is
 /// judged as "no evidence".
-const MIN_EPOCH: Duration = Duration::from_millis(5);
+const MIN_EPOCH: Duration = Duration::from_millis(2);
 const MAX_POOL: Duration = Duration::from_secs(2);
 /// A ratio this far below the baseline (and beyond the noise) is congestion.
 const DROP: f64 = 0.9;

@@ -158,9 +158,9 @@ pub fn run(
     // Slow scans gain nothing from more senders; fast ones split the rate.
     // A scan delay is per host, and one sender sees all of a host's probes.
     let slow = opts.pace.max_rate.is_some_and(|r| r < 1000.0) || opts.pace.scan_delay.is_some();
-    // Senders split the hosts when the order walks hosts: with few hosts
-    // and a rate limit, one sender would hold them all and the others'
-    // share of the rate would go unused.
+    // Senders split the hosts when the order walks hosts: with few hosts,
+    // one sender would hold them all and the others' share of the rate
+    // would go unused.
     let few_hosts = hosts.is_some() && order.remaining() < FEW_HOSTS;
     // UDP: one sender sees all of a host's ports, as its lanes must (a
     // host's ICMP limit is one, syn::lanes).
@@ -197,6 +197,7 @@ pub fn run(
             .map(|(w, (part, replies))| {
                 let shared = Senders {
                     links,
+                    workers,
                     opts: SynOptions { pace, limits, ..opts },
                     cookie,
                     ping: ping.as_ref(),
@@ -292,6 +293,8 @@ fn receive(
 /// the probe cookies, the socket, and where open ports go.
 struct Senders<'a> {
     links: &'a Links,
+    /// How many there are.
+    workers: usize,
     opts: SynOptions,
     cookie: Cookie,
     ping: Option<&'a PingCookie>,
@@ -545,9 +548,11 @@ fn drive(
             }
             send_all(shared.tx, &frames[..n], &lens[..n])?;
             publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
+            pace_report(&shared.found.ctx, &pacer, (worker, shared.workers), &mut published, now);
             continue;
         }
         publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
+        pace_report(&shared.found.ctx, &pacer, (worker, shared.workers), &mut published, now);
         if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
             break;
         }
@@ -603,6 +608,57 @@ pub(super) fn send_all(tx: &PacketSocket, frames: &[Vec<u8>], lens: &[usize]) ->
 struct Published {
     counts: Counts,
     unreachable: u64,
+    /// Its pace (probes/s) in the scan's, and when a timing event went last.
+    rate: u64,
+    told: Option<Instant>,
+}
+
+/// How often the first sender tells the scan's pace (a `timing` event).
+const PACE_EVERY: Duration = Duration::from_secs(2);
+
+/// Adds sender `who.0`'s pace (of `who.1` senders) to the scan's, reports
+/// each of its slowdowns (a `timing` event with why, the first one kept
+/// for `scan_end`) and, from the first sender, the scan's pace every
+/// [`PACE_EVERY`].
+fn pace_report(ctx: &crate::pipeline::Ctx, pacer: &Pacer, who: (usize, usize), last: &mut Published, now: Instant) {
+    let stats = &ctx.stats;
+    let (status, notes) = {
+        let mut p = pacer.borrow_mut();
+        (p.status(), p.take_notes())
+    };
+    let rate = if status.rate.is_finite() { status.rate.round() as u64 } else { 0 };
+    if rate != last.rate {
+        stats.rate.fetch_add(rate.wrapping_sub(last.rate), Ordering::Relaxed);
+        last.rate = rate;
+    }
+    stats.loss_ppm.store((status.loss * 1e6) as u64, Ordering::Relaxed);
+    stats.rtt_us.store(status.srtt.map_or(0, |d| d.as_micros() as u64), Ordering::Relaxed);
+    let event = |slowdown: Option<String>| {
+        let rtt = Stats::get(&stats.rtt_us);
+        crate::findings::Event::Timing(crate::findings::TimingEvent {
+            scan_id: ctx.scan_id.clone(),
+            rate: Stats::get(&stats.rate) as f64,
+            loss: Stats::get(&stats.loss_ppm) as f64 / 1e6,
+            rtt: (rtt > 0).then_some(rtt as f64 / 1e6),
+            slowdown,
+            t: ctx.t(),
+        })
+    };
+    for n in notes {
+        let mut why = control::describe(&n);
+        if who.1 > 1 {
+            why = format!("sender {} of {}, {why}", who.0 + 1, who.1);
+        }
+        Stats::bump(&stats.slowdowns);
+        stats.slowed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| why.clone());
+        ctx.emit_blocking(event(Some(why)));
+    }
+    if who.0 == 0 && last.told.is_none_or(|t| now.saturating_duration_since(t) >= PACE_EVERY) {
+        if last.told.is_some() {
+            ctx.emit_blocking(event(None));
+        }
+        last.told = Some(now);
+    }
 }
 
 /// Adds what changed since the last call to the shared counters (a late
@@ -618,7 +674,8 @@ fn publish(stats: &Stats, last: &mut Published, now: Counts, unreachable: u64) {
     add(&stats.open, now.open, last.counts.open);
     add(&stats.closed, now.closed, last.counts.closed);
     add(&stats.filtered, now.filtered + unreachable, last.counts.filtered + last.unreachable);
-    *last = Published { counts: now, unreachable };
+    last.counts = now;
+    last.unreachable = unreachable;
 }
 
 #[cfg(test)]

@@ -302,7 +302,7 @@ impl Sink for Store {
             }
             // Host events are not stored (a store's hosts are those with
             // ports), nor the counts of ports not shown.
-            Event::Log(_) | Event::Host(_) | Event::Extraports(_) => {}
+            Event::Log(_) | Event::Host(_) | Event::Extraports(_) | Event::Timing(_) => {}
             Event::Error(e) => {
                 let row = vec![
                     self.scan("error")?,

@@ -170,6 +170,9 @@ impl Db {
             interrupted: h.int().unwrap_or(0) != 0,
             // Not stored: a stored scan keeps no ports-not-shown counts either.
             unshown_capped: false,
+            // Nor the pace it went at.
+            slowdowns: 0,
+            slowed: None,
         };
         let ended = h.opt().is_some();
 

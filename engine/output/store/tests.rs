@@ -143,6 +143,8 @@ fn end(id: &str, open: u64) -> Event {
         hosts_down: 0,
         interrupted: false,
         unshown_capped: false,
+        slowdowns: 0,
+        slowed: None,
     })
 }
 
