@@ -126,6 +126,7 @@ pub(crate) async fn run(
         // With discovery, discovery asks them.
         let ask = cfg.discovery.is_none().then_some(Pace {
             timeout: cfg.timing.timeout,
+            initial_timeout: cfg.timing.initial_rtt_timeout,
             retries: cfg.timing.retries,
             window: cfg.timing.raw_window,
             max_rate: cfg.timing.max_rate,
@@ -413,6 +414,7 @@ impl Pass {
         let opts = SynOptions {
             pace: Pace {
                 timeout: timing.timeout,
+                initial_timeout: timing.initial_rtt_timeout,
                 retries: timing.retries,
                 window: timing.raw_window,
                 max_rate: timing.max_rate,
@@ -423,12 +425,9 @@ impl Pass {
             workers: cfg.workers,
             kind,
             limits: match timing.initial_rate {
-                Some(initial) => syn::control::Limits {
-                    initial,
-                    min: timing.min_rate,
-                    max: timing.max_rate,
-                    adaptive: true,
-                },
+                Some(initial) => {
+                    syn::control::Limits { initial, min: timing.min_rate, max: timing.max_rate, adaptive: true }
+                }
                 None => syn::control::Limits::fixed(timing.max_rate),
             },
         };

@@ -33,3 +33,4 @@ mod udp;
 mod udp_payloads;
 mod util;
 mod wan;
+mod wan_scans;

@@ -17,17 +17,17 @@ fn lab_sh(args: &[&str]) -> std::process::Output {
 }
 
 /// The WAN, up with `args` while this lives.
-struct Wan;
+pub struct Wan;
 
 impl Wan {
-    fn up(args: &[&str]) -> Wan {
+    pub fn up(args: &[&str]) -> Wan {
         let wan = Wan;
         wan.again(args);
         wan
     }
 
     /// `wan up` again, with other settings (no `wan down` between).
-    fn again(&self, args: &[&str]) {
+    pub fn again(&self, args: &[&str]) {
         let out = lab_sh(&[&["wan", "up"], args].concat());
         assert!(out.status.success(), "lab.sh wan up {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }

@@ -100,6 +100,15 @@ impl ScanBuilder {
         if let Some(t) = self.max_rtt_timeout {
             timing.timeout = t;
         }
+        if let Some(t) = self.initial_rtt_timeout {
+            if t > timing.timeout {
+                return Err(usage("--initial-rtt-timeout is above --max-rtt-timeout"));
+            }
+            if t.is_zero() {
+                return Err(usage("--initial-rtt-timeout must be above 0"));
+            }
+            timing.initial_rtt_timeout = Some(t);
+        }
         if let Some(d) = self.scan_delay {
             if d > Duration::from_secs(3600) {
                 return Err(usage("--scan-delay is at most 1h"));

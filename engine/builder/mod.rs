@@ -112,6 +112,7 @@ pub struct ScanBuilder {
     max_retries: Option<u32>,
     max_parallelism: Option<usize>,
     max_rtt_timeout: Option<Duration>,
+    initial_rtt_timeout: Option<Duration>,
     scan_delay: Option<Duration>,
     no_dns: bool,
     ipv6: bool,
@@ -285,6 +286,13 @@ impl ScanBuilder {
 
     pub fn max_rtt_timeout(mut self, t: Duration) -> Self {
         self.max_rtt_timeout = Some(t);
+        self
+    }
+
+    /// A raw scan's wait for an answer before any round trip is known
+    /// (`--initial-rtt-timeout`; at most the `--max-rtt-timeout`).
+    pub fn initial_rtt_timeout(mut self, t: Duration) -> Self {
+        self.initial_rtt_timeout = Some(t);
         self
     }
 

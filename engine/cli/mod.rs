@@ -208,6 +208,9 @@ pub struct Args {
     /// How long to wait for an answer (e.g. 500ms, 2s).
     #[arg(long = "max-rtt-timeout", value_name = "TIME")]
     pub max_rtt_timeout: Option<String>,
+    /// How long to wait for an answer before any round trip is known (raw scans).
+    #[arg(long = "initial-rtt-timeout", value_name = "TIME")]
+    pub initial_rtt_timeout: Option<String>,
     /// Wait at least this long between two probes to the same host (e.g. 1s).
     #[arg(long = "scan-delay", value_name = "TIME")]
     pub scan_delay: Option<String>,
@@ -486,6 +489,9 @@ pub fn validate(
     if let Some(t) = &args.max_rtt_timeout {
         b = b.max_rtt_timeout(parse_time(t)?);
     }
+    if let Some(t) = &args.initial_rtt_timeout {
+        b = b.initial_rtt_timeout(parse_time(t)?);
+    }
     if let Some(s) = &args.shard {
         b = b.shard(Shard::parse(s)?);
     }
@@ -741,6 +747,8 @@ mod tests {
             ("-sS -sT 127.0.0.1", "choose one"),
             ("-sT -e lo 127.0.0.1", "raw (SYN) scans only"),
             ("--min-rate 500 --max-rate 100 127.0.0.1", "above --max-rate"),
+            ("--initial-rtt-timeout 2s --max-rtt-timeout 1s 127.0.0.1", "above --max-rtt-timeout"),
+            ("--initial-rtt-timeout 0ms 127.0.0.1", "invalid time"),
             ("-p 22,80 --exclude-ports 1-100 127.0.0.1", "leaves no port"),
             ("--scan-delay soon 127.0.0.1", "invalid time"),
             ("--scan-delay 2h 127.0.0.1", "at most 1h"),
@@ -821,6 +829,23 @@ mod tests {
         let p = plan("--min-rate 100000 --max-parallelism 10 --max-rtt-timeout 1s --max-retries 1 127.0.0.1").unwrap();
         assert_eq!(p.scan.config().timing.raw_window, 200_000, "100k/s for 1 s, two sends each");
         assert!(plan("--min-rate 0 127.0.0.1").is_err());
+    }
+
+    /// nmap's meanings: --min-rate a floor, -T3..-T5 adaptive from a start
+    /// rate, -T0..-T2 a fixed pace, --initial-rtt-timeout the first wait.
+    #[test]
+    fn timing_options_keep_nmaps_meaning() {
+        let t = plan("--min-rate 300 --max-rate 900 --initial-rtt-timeout 250ms 127.0.0.1")
+            .unwrap()
+            .scan
+            .config()
+            .timing
+            .clone();
+        assert_eq!((t.min_rate, t.max_rate), (Some(300.0), Some(900.0)));
+        assert_eq!(t.initial_rtt_timeout, Some(Duration::from_millis(250)));
+        assert!(t.initial_rate.is_some(), "-T3 adapts");
+        let t2 = plan("-T2 127.0.0.1").unwrap().scan.config().timing.clone();
+        assert_eq!(t2.initial_rate, None, "-T2 keeps its fixed pace");
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct Timing {
     pub raw_window: usize,
     /// How long to wait for an answer to one probe.
     pub timeout: Duration,
+    /// Raw scans: the wait before any round trip is known
+    /// (`--initial-rtt-timeout`; none: `timeout`).
+    pub initial_rtt_timeout: Option<Duration>,
     /// Extra tries for a probe that got no answer.
     pub retries: u32,
     /// Most probes started per second; `None` for no limit.
@@ -53,6 +56,7 @@ impl Timing {
             window,
             raw_window: if window <= 16 { window } else { window * 64 },
             timeout: Duration::from_millis(timeout_ms),
+            initial_rtt_timeout: None,
             retries,
             max_rate,
             min_rate: None,

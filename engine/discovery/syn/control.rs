@@ -217,6 +217,8 @@ pub struct Controller {
     /// Recent epochs' delivered rates (end, probes/s); the most is the
     /// bottleneck's estimate.
     delivery: VecDeque<(Instant, f64)>,
+    /// Epochs not yet in a delivery sample: probes through, answers, seconds.
+    delivered: (f64, u64, f64),
     lost_tries: u64,
     answered_tries: u64,
     slowdowns: u32,
@@ -249,6 +251,7 @@ impl Controller {
             srtt: None,
             rtts: VecDeque::new(),
             delivery: VecDeque::new(),
+            delivered: (0.0, 0, 0.0),
             lost_tries: 0,
             answered_tries: 0,
             slowdowns: 0,
@@ -487,19 +490,30 @@ impl Controller {
     /// Takes what the path delivered while `e` was open into the
     /// bottleneck estimate: the answers that arrived, over the share of
     /// probes that are answered, is the rate of probes that got through.
+    /// Epochs are summed until they hold enough answers for a sample (a
+    /// handful of answers says little of a rate).
     fn measure_delivery(&mut self, e: &Epoch, len: f64) {
-        let mut through = None;
+        let mut through = 0.0;
+        let mut arrived = 0;
         for c in 0..2 {
             let base = self.base(c);
-            if base > 0.0 && e.arrived[c] > 0 {
-                *through.get_or_insert(0.0) += e.arrived[c] as f64 / len / base;
+            if base > 0.0 {
+                through += e.arrived[c] as f64 / base;
+                arrived += e.arrived[c];
             }
         }
-        if let Some(d) = through {
-            self.delivery.push_back((e.end, d));
+        let acc = &mut self.delivered;
+        acc.0 += through;
+        acc.1 += arrived;
+        acc.2 += len;
+        if acc.1 as f64 >= MIN_ANSWERS || acc.2 >= MAX_POOL.as_secs_f64() {
+            if acc.1 > 0 {
+                self.delivery.push_back((e.end, acc.0 / acc.2));
+            }
+            self.delivered = (0.0, 0, 0.0);
         }
-        // A window of ten round trips (at least a second), as BBR's.
-        let span = self.srtt.map_or(Duration::from_secs(1), |s| (s.0 * 10).max(Duration::from_secs(1)));
+        // A window of ten round trips (at least two seconds), as BBR's.
+        let span = self.srtt.map_or(Duration::from_secs(2), |s| (s.0 * 10).max(Duration::from_secs(2)));
         while self.delivery.front().is_some_and(|&(t, _)| t + span < e.end) {
             self.delivery.pop_front();
         }

@@ -87,7 +87,14 @@ fn simulate(path: Path, limits: Limits, secs: f64, seed: u64) -> Run {
     );
     // Answers on their way back: (arrival in ns, sent in ns), earliest first.
     let mut coming: BinaryHeap<std::cmp::Reverse<(u64, u64)>> = BinaryHeap::new();
-    let mut run = Run { rates: Vec::new(), sent: 0, queue_drops: 0, answered: 0, ctl: Controller::new(limits, Duration::from_secs(1), t0), t0 };
+    let mut run = Run {
+        rates: Vec::new(),
+        sent: 0,
+        queue_drops: 0,
+        answered: 0,
+        ctl: Controller::new(limits, Duration::from_secs(1), t0),
+        t0,
+    };
     let step = 50e-6;
     let mut t = 0.0;
     let mut next_sample = 0.0;
@@ -99,7 +106,13 @@ fn simulate(path: Path, limits: Limits, secs: f64, seed: u64) -> Run {
             coming.pop();
             run.answered += 1;
             let rtt = Duration::from_nanos(arrive - sent);
-            let a = Answer { class: Class::Port, sent: t0 + Duration::from_nanos(sent), first: true, lost: 0, rtt: Some(rtt) };
+            let a = Answer {
+                class: Class::Port,
+                sent: t0 + Duration::from_nanos(sent),
+                first: true,
+                lost: 0,
+                rtt: Some(rtt),
+            };
             ctl.on_answer(a, at(t));
         }
         ctl.poll(at(t));
@@ -159,7 +172,6 @@ fn finds_the_bottleneck_and_keeps_near_it() {
         assert!(run.ctl.status().slowdowns >= 1, "{path:?}");
         let notes = run.ctl.notes.clone();
         assert!(notes.iter().all(|n| n.to < n.from), "{notes:?}");
-        let _ = run.t0;
     }
 }
 
@@ -205,11 +217,14 @@ fn a_fixed_pace_never_moves() {
     assert_eq!(run.ctl.congested_at(run.t0), Some(false));
 }
 
+/// Few answers (one probe in 500 answered, as a mostly filtered host):
+/// epochs pool until they can be judged, and the bottleneck is still found
+/// (more slowly), never run over for long.
 #[test]
-fn zz_debug() {
-    let path = Path { capacity: 1_000.0, queue: 100, rtt_ms: 200.0, jitter_ms: 5.0, loss: 0.03, answers: 1.0 };
-    let run = simulate(path, adaptive(1000.0), 12.0, 8);
-    for n in &run.ctl.notes { eprintln!("{n:?}"); }
-    for (t, r) in run.rates.iter().step_by(10) { eprint!("{t:.1}:{r:.0} "); }
-    eprintln!("\nsent {} drops {} ans {}", run.sent, run.queue_drops, run.answered);
+fn sparse_answers_still_find_the_bottleneck() {
+    let path = Path { capacity: 10_000.0, queue: 500, rtt_ms: 50.0, jitter_ms: 5.0, loss: 0.0, answers: 0.002 };
+    let run = simulate(path, adaptive(1000.0), 40.0, 13);
+    let mean = run.mean_rate(20.0, 40.0);
+    assert!(mean < 1.5 * path.capacity, "mean rate {mean:.0} over the last 20 s");
+    assert!(run.ctl.status().slowdowns >= 1);
 }

@@ -356,8 +356,7 @@ mod tests {
             let hosts = crate::targets::TargetSpace::new(&addrs, &Default::default(), vec![0]).unwrap();
             let plan = Arc::new(HostPlan { ping_only: true, ..HostPlan::nmap_default() });
             let feed = PingFeed::new(hosts.order(3, crate::targets::Shard::WHOLE, 0), &links, plan);
-            let pace =
-                Pace { timeout: Duration::from_secs(1), retries: 2, window: 1024, max_rate: None, scan_delay: None };
+            let pace = Pace { timeout: Duration::from_secs(1), retries: 2, window: 1024, ..Pace::quiet() };
             let t0 = Instant::now();
             let mut d = Discovery::new(feed, |f| Machine::new(f, pace, t0, Seen::set()).report_silence().share_rtt());
             let mut due = Vec::new();

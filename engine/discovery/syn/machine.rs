@@ -46,7 +46,11 @@ pub struct Counts {
 /// How patient the machine is.
 #[derive(Clone, Copy, Debug)]
 pub struct Pace {
+    /// The longest a probe waits for its answer (`--max-rtt-timeout`).
     pub timeout: Duration,
+    /// The wait before any round trip is known (`--initial-rtt-timeout`;
+    /// none: `timeout`).
+    pub initial_timeout: Option<Duration>,
     /// Extra sends of a probe that got no answer.
     pub retries: u32,
     /// Most probes unanswered at once.
@@ -54,6 +58,20 @@ pub struct Pace {
     pub max_rate: Option<f64>,
     /// Least time between two probes to one host (`--scan-delay`).
     pub scan_delay: Option<Duration>,
+}
+
+impl Pace {
+    /// Unlimited: no rate, no delay, a second's wait, no retry, a window of 1024.
+    pub fn quiet() -> Pace {
+        Pace {
+            timeout: Duration::from_secs(1),
+            initial_timeout: None,
+            retries: 0,
+            window: 1024,
+            max_rate: None,
+            scan_delay: None,
+        }
+    }
 }
 
 type Key = (u128, u16);
@@ -220,7 +238,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         match own {
             None => match self.quick {
                 Some((port, wait)) if port == k.1 => wait.min(self.pace.timeout),
-                _ => self.pace.timeout,
+                _ => self.pace.initial_timeout.unwrap_or(self.pace.timeout).min(self.pace.timeout),
             },
             Some(&(srtt, var)) => (srtt + 4 * var).clamp(MIN_RTT_TIMEOUT.min(self.pace.timeout), self.pace.timeout),
         }

@@ -9,7 +9,14 @@ use pnet_packet::tcp::TcpFlags;
 const SRC: &str = "198.18.0.1";
 
 fn pace(retries: u32, window: usize) -> Pace {
-    Pace { timeout: Duration::from_millis(100), retries, window, max_rate: None, scan_delay: None }
+    Pace {
+        timeout: Duration::from_millis(100),
+        initial_timeout: None,
+        retries,
+        window,
+        max_rate: None,
+        scan_delay: None,
+    }
 }
 
 fn targets(n: u16) -> Vec<(IpAddr, u16)> {
@@ -606,6 +613,23 @@ fn shared_round_trips_time_out_silent_hosts_early() {
     }
 }
 
+/// Before any round trip is known a probe waits `initial_timeout`
+/// (`--initial-rtt-timeout`), not the longest wait.
+#[test]
+fn the_first_wait_is_the_initial_timeout() {
+    let t0 = Instant::now();
+    let p = Pace { timeout: Duration::from_secs(2), initial_timeout: Some(Duration::from_millis(300)), ..pace(0, 64) };
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let mut m = Machine::new(std::iter::once((ip, 1)), p, t0, Seen::set()).report_silence();
+    let mut out = Vec::new();
+    m.poll(t0, 8, &mut out);
+    assert_eq!(m.timeout_for(ip), Duration::from_millis(300));
+    m.poll(t0 + Duration::from_millis(299), 8, &mut out);
+    assert!(m.take_silent().is_empty());
+    m.poll(t0 + Duration::from_millis(301), 8, &mut out);
+    assert_eq!(m.take_silent().len(), 1, "given up after 300 ms");
+}
+
 /// Two machines in one thread share one pacer: together they send no
 /// more than it allows.
 #[test]
@@ -689,7 +713,7 @@ fn udp_ports_of_a_host_that_limits_its_errors_are_all_told() {
     let ip: IpAddr = "198.18.0.2".parse().unwrap();
     let t0 = Instant::now();
     let list: Vec<(IpAddr, u16)> = (1..=100u16).map(|p| (ip, p)).collect();
-    let closed = |p: u16| p % 10 != 0;
+    let closed = |p: u16| !p.is_multiple_of(10);
     let p = Pace { timeout: Duration::from_millis(300), ..pace(2, 1000) };
     let mut m = Machine::new(list.into_iter(), p, t0, Seen::set()).for_scan(ScanType::Udp).report_silence();
     let base = Reply { proto: Proto::Udp, flags: 0, ..bare_rst(ip, 53, 0) };
