@@ -58,12 +58,13 @@
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
+#   wan, wansweep  across the lab's WAN: see scripts/bench-wan.sh
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv wan wansweep (default: all)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -76,8 +77,10 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$(scripts/cargo-target-dir.sh)/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv wan wansweep)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
+# shellcheck source=scripts/bench-wan.sh
+. "$REPO/scripts/bench-wan.sh"
 
 usage() {
     sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -93,9 +96,8 @@ install() {
     command -v testssl >/dev/null || missing+=(testssl.sh)
     test -x /usr/bin/time || missing+=(time)
     [ ${#missing[@]} -eq 0 ] && return 0
-    apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)
-    DEBIAN_FRONTEND=noninteractive "${apt[@]}" update >&2
-    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install "${missing[@]}" >&2
+    apt=(env DEBIAN_FRONTEND=noninteractive apt-get -y -q -o DPkg::Lock::Timeout=300)
+    "${apt[@]}" update >&2 && "${apt[@]}" install "${missing[@]}" >&2
 }
 
 in_lab() { ip netns exec msscan "$@"; }

@@ -19,7 +19,8 @@
 //! everything; once the scan sends faster than the path's bottleneck,
 //! the bottleneck drops the excess and the ratio falls in proportion
 //! (sending at twice the capacity halves it). The controller keeps the
-//! best recent ratio as its baseline and compares each epoch with it:
+//! recent clean epochs' mean ratio as its baseline and compares each
+//! epoch with it (and each epoch's mean round trip with the least recent one):
 //!
 //! - **Startup**: from a modest rate (the template's), the rate doubles
 //!   each epoch the ratio holds (as BBR's and TCP's slow start), so a fast
@@ -145,16 +146,23 @@ const MIN_ANSWERS: f64 = 30.0;
 /// judged as "no evidence".
 const MIN_EPOCH: Duration = Duration::from_millis(2);
 const MAX_POOL: Duration = Duration::from_secs(2);
-/// A ratio this far below the baseline (and beyond the noise) is congestion.
+/// A ratio this far below the baseline, and this many standard deviations
+/// of the count expected below it, is congestion.
 const DROP: f64 = 0.9;
+const SIGMAS: f64 = 2.5;
 /// After a cut, the rate is this share of what the path delivered.
 const MARGIN: f64 = 0.85;
 /// Growth per judged epoch: startup, probing up, without evidence.
 const STARTUP_GAIN: f64 = 2.0;
 const PROBE_GAIN: f64 = 1.04;
 const BLIND_GAIN: f64 = 1.25;
-/// Baselines remembered (conclusive epochs).
-const BASELINE_WINDOW: usize = 12;
+/// How long a baseline ratio or a least round trip is remembered (as
+/// BBR's windowed filters: a path or a scan whose mix changes for good is
+/// learnt again within it).
+const MEMORY: Duration = Duration::from_secs(10);
+/// The highest pace ever set (probes/s): no sender goes faster, and a
+/// pace that is not reached (a window, a slow sender) does not grow.
+const CEILING: f64 = 10_000_000.0;
 /// Congested spans remembered.
 const SPANS: usize = 4096;
 /// Fewest round trips for an epoch's mean to count.
@@ -163,8 +171,6 @@ const MIN_RTTS: u64 = 10;
 /// of it, at least 5 ms) is a queue building at the bottleneck.
 const QUEUE_SHARE: f64 = 0.25;
 const QUEUE_FLOOR: f64 = 0.005;
-/// Epoch mean round trips remembered for the least.
-const RTT_WINDOW: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 struct Epoch {
@@ -173,6 +179,8 @@ struct Epoch {
     /// Pace while it lasted.
     rate: f64,
     sent: [u64; 2],
+    /// Every probe sent in it, retries included.
+    all_sent: u64,
     answered: [u64; 2],
     /// First-try answers that arrived while it was open (whenever sent).
     arrived: [u64; 2],
@@ -182,7 +190,7 @@ struct Epoch {
 
 impl Epoch {
     fn new(start: Instant, rate: f64) -> Epoch {
-        Epoch { start, end: start, rate, sent: [0; 2], answered: [0; 2], arrived: [0; 2], rtt: (0.0, 0) }
+        Epoch { start, end: start, rate, sent: [0; 2], all_sent: 0, answered: [0; 2], arrived: [0; 2], rtt: (0.0, 0) }
     }
 
     /// Mean round trip of its answers, with enough of them.
@@ -204,16 +212,16 @@ pub struct Controller {
     epochs: VecDeque<Epoch>,
     /// Judged epochs too thin to say anything, pooled per class.
     pool: [Option<Epoch>; 2],
-    /// Recent conclusive, uncongested ratios per class (newest last).
-    baselines: [VecDeque<f64>; 2],
+    /// Recent conclusive, uncongested ratios per class (when, ratio; newest last).
+    baselines: [VecDeque<(Instant, f64)>; 2],
     /// Sends before this moment are not judged again (the last cut's time).
     recovered: Instant,
     congested: VecDeque<(Instant, Instant)>,
     /// Everything before this moment has been judged.
     judged_until: Instant,
     srtt: Option<(Duration, Duration)>,
-    /// Recent epochs' mean round trips (the least is the path's own).
-    rtts: VecDeque<f64>,
+    /// Recent epochs' mean round trips (when, seconds; the least is the path's own).
+    rtts: VecDeque<(Instant, f64)>,
     /// Recent epochs' delivered rates (end, probes/s); the most is the
     /// bottleneck's estimate.
     delivery: VecDeque<(Instant, f64)>,
@@ -323,12 +331,13 @@ impl Controller {
 
     /// Notes a probe sent at `now` (`first`: its first try).
     pub fn on_send(&mut self, class: Class, first: bool, now: Instant) {
-        if !first || !self.limits.adaptive {
+        if !self.limits.adaptive {
             return;
         }
         self.roll(now);
         if let Some(e) = self.epochs.back_mut() {
-            e.sent[class as usize] += 1;
+            e.all_sent += 1;
+            e.sent[class as usize] += u64::from(first);
         }
     }
 
@@ -418,16 +427,21 @@ impl Controller {
         self.measure_delivery(&e, len);
         let mut verdict = Verdict::Blind;
         if let Some(mean) = e.mean_rtt() {
-            let least = self.rtts.iter().copied().fold(f64::INFINITY, f64::min);
+            let least = self.rtts.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
             if least.is_finite() && mean > least + (QUEUE_SHARE * least).max(QUEUE_FLOOR) {
                 if e.start >= self.recovered {
                     verdict = Verdict::Congested(Why::Queue { rtt: mean, least });
                 }
             } else {
-                self.rtts.push_back(mean);
-                if self.rtts.len() > RTT_WINDOW {
-                    self.rtts.pop_front();
-                }
+                self.rtts.push_back((e.end, mean));
+            }
+        }
+        while self.rtts.front().is_some_and(|r| r.0 + MEMORY < e.end) {
+            self.rtts.pop_front();
+        }
+        for b in &mut self.baselines {
+            while b.front().is_some_and(|r| r.0 + MEMORY < e.end) {
+                b.pop_front();
             }
         }
         for c in [Class::Port as usize, Class::Ping as usize] {
@@ -441,6 +455,7 @@ impl Controller {
                     end: e.end,
                     rate: p.rate.max(e.rate),
                     sent: [p.sent[0] + e.sent[0], p.sent[1] + e.sent[1]],
+                    all_sent: p.all_sent + e.all_sent,
                     answered: [p.answered[0] + e.answered[0], p.answered[1] + e.answered[1]],
                     arrived: [p.arrived[0] + e.arrived[0], p.arrived[1] + e.arrived[1]],
                     rtt: (p.rtt.0 + e.rtt.0, p.rtt.1 + e.rtt.1),
@@ -456,7 +471,7 @@ impl Controller {
                 continue;
             }
             // A long thin pool is judged on what there is, if it shows a drop.
-            let dropped = base > 0.0 && ratio < DROP * base && (expected - got) > 3.0 * expected.sqrt();
+            let dropped = self.shows_drop(&pooled, c);
             if dropped {
                 self.mark_congested(pooled.start, pooled.end);
                 // Sent before the last cut: already cut for.
@@ -464,18 +479,21 @@ impl Controller {
                     verdict = verdict.worst(Verdict::Congested(Why::Loss { ratio, baseline: base }));
                 }
             } else if !thin {
-                let b = &mut self.baselines[c];
-                b.push_back(ratio);
-                if b.len() > BASELINE_WINDOW {
-                    b.pop_front();
-                }
+                self.baselines[c].push_back((e.end, ratio));
+                verdict = verdict.worst(Verdict::Clean);
+            } else {
+                // A long pool without a drop: clean enough to probe up.
                 verdict = verdict.worst(Verdict::Clean);
             }
         }
-        // Growth is per round trip, whatever an epoch's length.
+        // Growth is per round trip, whatever an epoch's length, and only
+        // while the scan sends at its pace (a window or a slow sender that
+        // holds it below gains nothing from a higher one).
         let per_rtt = self.srtt.map_or(1.0, |s| (len / s.0.as_secs_f64().max(1e-4)).min(1.0));
+        let paced = e.all_sent as f64 >= 0.5 * e.rate * len;
         match verdict {
             Verdict::Congested(why) => self.cut(e, why, now),
+            _ if !paced => {}
             Verdict::Clean if e.start >= self.recovered => {
                 let gain = if self.startup { STARTUP_GAIN } else { PROBE_GAIN };
                 self.set_rate(self.rate * gain.powf(per_rtt));
@@ -525,7 +543,7 @@ impl Controller {
         let from = self.rate;
         let floor = self.limits.min.unwrap_or(0.0);
         let bottleneck = self.delivery.iter().map(|d| d.1).fold(0.0, f64::max);
-        let to = if bottleneck > 0.0 { MARGIN * bottleneck } else { from / 2.0 };
+        let to = if bottleneck > 0.0 { MARGIN * bottleneck } else { from.min(CEILING) / 2.0 };
         self.set_rate(to.min(0.9 * from).max(floor));
         self.startup = false;
         self.recovered = now;
@@ -535,14 +553,31 @@ impl Controller {
         self.notes.push(Slowdown { at, from, to: self.rate, why, floored: self.rate <= floor });
     }
 
+    /// Whether the answers of class `c` to the first tries of `e` fell
+    /// clearly below the baseline: by a tenth, and by more than
+    /// [`SIGMAS`] standard deviations of the count expected (a path's random loss and
+    /// a thin sample's noise are not congestion).
+    fn shows_drop(&self, e: &Epoch, c: usize) -> bool {
+        let (sent, got) = (e.sent[c] as f64, e.answered[c] as f64);
+        let base = self.base(c);
+        let expected = base * sent;
+        sent > 0.0 && base > 0.0 && got / sent < DROP * base && (expected - got) > SIGMAS * expected.sqrt()
+    }
+
     /// The answer-ratio baseline of class `c` (0 while unknown).
+    /// The mean of the recent clean epochs' ratios: not their most, which
+    /// a few noisy epochs would raise above what the path gives.
     fn base(&self, c: usize) -> f64 {
-        self.baselines[c].iter().copied().fold(0.0, f64::max)
+        let b = &self.baselines[c];
+        if b.is_empty() {
+            return 0.0;
+        }
+        b.iter().map(|b| b.1).sum::<f64>() / b.len() as f64
     }
 
     fn set_rate(&mut self, r: f64) {
         let floor = self.limits.min.unwrap_or(0.0);
-        self.rate = r.min(self.limits.max.unwrap_or(f64::INFINITY)).max(floor).max(1.0);
+        self.rate = r.max(floor).max(1.0).min(CEILING).min(self.limits.max.unwrap_or(f64::INFINITY));
         self.peak = self.peak.max(self.rate);
         if let Some(e) = self.epochs.back_mut() {
             e.rate = e.rate.min(self.rate);
@@ -567,6 +602,15 @@ impl Controller {
         }
         if t >= self.judged_until {
             return None;
+        }
+        // Sends of epochs pooled until they hold enough answers: what the
+        // pool shows so far (a scan does not wait seconds for a pool).
+        for (c, p) in self.pool.iter().enumerate() {
+            if let Some(p) = p.filter(|p| p.start <= t) {
+                if self.shows_drop(&p, c) {
+                    return Some(true);
+                }
+            }
         }
         let at = self.congested.partition_point(|s| s.0 <= t);
         Some(at.checked_sub(1).is_some_and(|i| self.congested[i].1 >= t))

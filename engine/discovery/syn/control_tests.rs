@@ -166,9 +166,12 @@ fn finds_the_bottleneck_and_keeps_near_it() {
         let run = simulate(path, adaptive(1000.0), 12.0, 7 + i as u64);
         let mean = run.mean_rate(6.0, 12.0);
         let cap = path.capacity;
-        assert!(mean > 0.6 * cap && mean < 1.2 * cap, "{path:?}: mean rate {mean:.0} over the last 6 s");
+        assert!(mean > 0.6 * cap && mean < 1.3 * cap, "{path:?}: mean rate {mean:.0} over the last 6 s");
         let drops = run.queue_drops as f64 / run.sent as f64;
-        assert!(drops < 0.08, "{path:?}: {:.1} % dropped at the bottleneck", drops * 100.0);
+        // Fewer answers, later and rougher verdicts: more is lost in the
+        // overshoots (and tried again by the machine).
+        let bound = if path.answers < 0.5 { 0.15 } else { 0.08 };
+        assert!(drops < bound, "{path:?}: {:.1} % dropped at the bottleneck", drops * 100.0);
         assert!(run.ctl.status().slowdowns >= 1, "{path:?}");
         let notes = run.ctl.notes.clone();
         assert!(notes.iter().all(|n| n.to < n.from), "{notes:?}");
@@ -218,13 +221,62 @@ fn a_fixed_pace_never_moves() {
 }
 
 /// Few answers (one probe in 500 answered, as a mostly filtered host):
-/// epochs pool until they can be judged, and the bottleneck is still found
-/// (more slowly), never run over for long.
+/// epochs pool until they can be judged (two seconds at most), and the
+/// bottleneck is still found, more slowly and more roughly: the pace stays
+/// within a few times the path's.
 #[test]
 fn sparse_answers_still_find_the_bottleneck() {
     let path = Path { capacity: 10_000.0, queue: 500, rtt_ms: 50.0, jitter_ms: 5.0, loss: 0.0, answers: 0.002 };
     let run = simulate(path, adaptive(1000.0), 40.0, 13);
     let mean = run.mean_rate(20.0, 40.0);
-    assert!(mean < 1.5 * path.capacity, "mean rate {mean:.0} over the last 20 s");
+    assert!(mean < 2.5 * path.capacity, "mean rate {mean:.0} over the last 20 s");
     assert!(run.ctl.status().slowdowns >= 1);
+}
+
+/// A --max-rate below one a second holds; no pace grows without bound,
+/// and a pace the scan does not reach does not grow.
+#[test]
+fn the_pace_stays_within_its_bounds() {
+    let t0 = Instant::now();
+    let mut slow = Controller::new(Limits { max: Some(0.5), ..adaptive(1000.0) }, Duration::from_secs(1), t0);
+    assert_eq!(slow.rate(), 0.5);
+    slow.set_rate(100.0);
+    assert_eq!(slow.rate(), 0.5, "--max-rate 0.5 holds");
+    // Nothing ever answers, and the sender sends 100 a second whatever its pace.
+    let mut c = Controller::new(adaptive(1000.0), Duration::from_secs(1), t0);
+    let mut t = t0;
+    for _ in 0..20_000u32 {
+        t += Duration::from_millis(10);
+        c.on_send(Class::Port, true, t);
+        c.poll(t);
+    }
+    assert!(c.rate().is_finite() && c.rate() <= 1000.0 * 1.25f64.powi(3), "{}", c.rate());
+}
+
+/// Sends of an epoch pooled with later ones (too few answers to judge it
+/// alone) are decided on what the pool shows so far: a scan never waits
+/// seconds for a pool, and a clear drop already counts.
+#[test]
+fn pooled_sends_are_decided_on_what_the_pool_shows() {
+    let t0 = Instant::now();
+    let mut c = Controller::new(Limits { max: Some(10_000.0), ..adaptive(10_000.0) }, Duration::from_millis(200), t0);
+    let rtt = Duration::from_millis(1);
+    let mut t = t0;
+    // 300 probes, every one answered: the baseline is 1.
+    for _ in 0..300 {
+        t += Duration::from_micros(100);
+        c.on_send(Class::Port, true, t);
+        c.on_answer(Answer { class: Class::Port, sent: t, first: true, lost: 0, rtt: Some(rtt) }, t + rtt);
+        c.poll(t + rtt);
+    }
+    // Then 20 probes in one epoch, none answered: too few to judge alone, a clear drop.
+    let silent = t + Duration::from_millis(10);
+    for i in 0..20 {
+        c.on_send(Class::Port, true, silent + Duration::from_micros(10 * i));
+    }
+    let later = silent + Duration::from_millis(40);
+    c.poll(later);
+    c.poll(later + Duration::from_millis(40));
+    assert_eq!(c.congested_at(t0 + Duration::from_millis(5)), Some(false), "answered: clean");
+    assert_eq!(c.congested_at(silent + Duration::from_micros(50)), Some(true), "the pool shows the drop");
 }

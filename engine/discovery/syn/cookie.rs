@@ -68,7 +68,7 @@ impl Cookie {
         let v = self.hash(src, dst, dport);
         let n = u32::from(self.workers);
         let slots = SPORT_SPAN / n;
-        let slot = ((v >> 32) as u32 + u32::from(attempt.min(TRIES - 1))) % slots;
+        let slot = ((v >> 32) as u32 % slots + u32::from(attempt.min(TRIES - 1))) % slots;
         (v as u32, SPORT_BASE + (slot * n + worker as u32 % n) as u16)
     }
 

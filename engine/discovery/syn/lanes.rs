@@ -47,9 +47,11 @@ struct Lane {
 /// Every host's lane.
 #[derive(Debug, Default)]
 pub struct Lanes {
-    /// Hosts that sent a port unreachable in this scan.
+    /// Hosts that sent a port unreachable (trimmed by [`Lanes::trim`]).
     told: HashSet<u128>,
     lanes: HashMap<u128, Lane>,
+    /// Hosts whose lane found real silence: their ports are not taken.
+    ended: HashSet<u128>,
     due: BinaryHeap<Reverse<(Instant, u128)>>,
     /// Ports waiting in lanes (and lane probes out).
     waiting: usize,
@@ -74,7 +76,7 @@ impl Lanes {
     /// lane (the host has said "closed" before), false if its silence
     /// stands.
     pub fn take(&mut self, host: u128, port: u16, now: Instant) -> bool {
-        if !self.told.contains(&host) {
+        if !self.told.contains(&host) || self.ended.contains(&host) {
             return false;
         }
         let lane = self.lanes.entry(host).or_insert_with(|| Lane {
@@ -131,8 +133,53 @@ impl Lanes {
         self.lanes.get(&host).is_some_and(|l| l.current == Some(port))
     }
 
+    /// `port` of `host` was answered (its lane probe, or a late answer
+    /// to an earlier try while it waits in the lane): out of the lane.
+    pub fn forget(&mut self, host: u128, port: u16) {
+        if self.is_current(host, port) {
+            return self.answered(host, port);
+        }
+        if let Some(lane) = self.lanes.get_mut(&host) {
+            if let Some(at) = lane.ports.iter().position(|&p| p == port) {
+                lane.ports.remove(at);
+                self.waiting -= 1;
+            }
+        }
+    }
+
+    /// The lane probe of `port` on `host` is over without a word (the
+    /// scan stops, or the port was already decided): out of the lane.
+    pub fn drop_current(&mut self, host: u128, port: u16) {
+        let Some(lane) = self.lanes.get_mut(&host).filter(|l| l.current == Some(port)) else { return };
+        lane.current = None;
+        self.waiting -= 1;
+        Self::schedule(&mut self.due, host, lane);
+    }
+
+    /// Forgets what no probe out needs: idle lanes whose turn has passed,
+    /// and hosts that said "closed" but have no probe out (`live` says
+    /// which hosts have).
+    pub fn trim(&mut self, now: Instant, live: impl Fn(u128) -> bool) {
+        self.lanes.retain(|_, l| l.over || l.current.is_some() || !l.ports.is_empty() || l.next_at > now);
+        let ended: Vec<u128> =
+            self.lanes.iter().filter(|(_, l)| l.over && l.ports.is_empty()).map(|(&h, _)| h).collect();
+        for h in ended {
+            if self.lanes.get(&h).is_some_and(|l| l.current.is_none()) {
+                self.lanes.remove(&h);
+                self.ended.insert(h);
+            }
+        }
+        self.told.retain(|&h| live(h));
+        self.ended.retain(|&h| live(h));
+    }
+
+    /// Hosts remembered (to tell when to [`Lanes::trim`]).
+    pub fn hosts(&self) -> usize {
+        self.told.len() + self.lanes.len() + self.ended.len()
+    }
+
     /// The lane probe of `port` on `host` was answered.
-    pub fn answered(&mut self, host: u128, port: u16) {
+    fn answered(&mut self, host: u128, port: u16) {
         let Some(lane) = self.lanes.get_mut(&host).filter(|l| l.current == Some(port)) else { return };
         lane.current = None;
         lane.answered += 1;
@@ -149,7 +196,9 @@ impl Lanes {
         lane.current = None;
         lane.silent += 1;
         let mut done = Vec::new();
-        if lane.silent >= SILENT_LANE {
+        if lane.over {
+            done.push(port);
+        } else if lane.silent >= SILENT_LANE {
             lane.over = true;
             done.push(port);
             done.extend(lane.ports.drain(..));
@@ -237,6 +286,36 @@ mod tests {
         assert_eq!(given_up.len(), 10, "the last silence gives up the lane: {given_up:?}");
         assert!(l.is_empty());
         assert!(!l.take(7, 11, t), "the lane is over");
+    }
+
+    /// A port answered late while it waits leaves the lane; a stop ends
+    /// the probe out; idle lanes and hosts without probes are forgotten.
+    #[test]
+    fn late_answers_stops_and_trims_leave_nothing_behind() {
+        let t0 = Instant::now();
+        let mut l = Lanes::default();
+        l.told(3);
+        for p in [1, 2, 3] {
+            l.take(3, p, t0);
+        }
+        assert_eq!(l.next(t0), Some((3, 1)));
+        l.forget(3, 2);
+        assert_eq!(l.len(), 2, "2 answered late: out of the lane");
+        l.forget(3, 1);
+        assert_eq!(l.len(), 1, "the probe out answered");
+        let t1 = t0 + INTERVAL;
+        assert_eq!(l.next(t1), Some((3, 3)), "2 is skipped");
+        assert_eq!(l.drain(), vec![]);
+        assert_eq!(l.silent(3, 3), vec![3], "a lane stopped asks nothing again");
+        assert!(l.is_empty());
+        l.trim(t1 + INTERVAL, |_| false);
+        assert_eq!(l.hosts(), 0, "nothing kept for a host without probes out");
+        assert!(!l.take(3, 9, t1), "a host forgotten has to say closed again");
+        l.told(4);
+        l.take(4, 1, t1);
+        assert_eq!(l.next(t1), Some((4, 1)));
+        l.drop_current(4, 1);
+        assert!(l.is_empty());
     }
 
     #[test]

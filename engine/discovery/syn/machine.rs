@@ -146,6 +146,7 @@ pub struct Machine<I> {
     /// UDP: ports of hosts that limit their ICMP errors, asked again at
     /// the host's pace.
     lanes: Lanes,
+    lanes_trim_at: usize,
     /// Unanswered probes: how often each was sent, and when last.
     inflight: HashMap<Key, (u32, Instant)>,
     /// (sent at, probe, which send) in sending order, which is also
@@ -198,6 +199,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             class: Class::Port,
             awaiting: VecDeque::new(),
             lanes: Lanes::default(),
+            lanes_trim_at: RTT_HOSTS,
             inflight: HashMap::new(),
             timers: VecDeque::new(),
             resend: VecDeque::new(),
@@ -427,7 +429,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.lanes.told(k.0);
         }
         if self.inflight.contains_key(&k) {
-            self.lanes.answered(k.0, k.1);
+            self.lanes.forget(k.0, k.1);
         }
         if self.inflight.remove(&k).is_some() {
             match state {
@@ -519,7 +521,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             let congested = if self.stopping { Some(false) } else { self.pacer.borrow().congested_at(sent) };
             let Some(congested) = congested else { break };
             self.awaiting.pop_front();
-            if self.lanes.is_current(k.0, k.1) {
+            if self.lanes.is_current(k.0, k.1) && self.stopping {
+                self.lanes.drop_current(k.0, k.1);
+                self.inflight.remove(&k);
+                self.give_up(k);
+            } else if self.lanes.is_current(k.0, k.1) {
                 // A lane's probe: silent at its host's pace.
                 for port in self.lanes.silent(k.0, k.1) {
                     if self.inflight.remove(&(k.0, port)).is_some() {
@@ -528,7 +534,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 }
             } else if congested && nth <= self.pace.retries + CONGESTED_TRIES {
                 self.resend.push_back(k);
-            } else if self.stopping || self.pace.retries == 0 || !self.lanes.take(k.0, k.1, sent) {
+            } else if self.stopping
+                || self.pace.retries == 0
+                || self.pace.scan_delay.is_some()
+                || !self.lanes.take(k.0, k.1, sent)
+            {
                 self.inflight.remove(&k);
                 self.give_up(k);
             }
@@ -559,7 +569,16 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.counts.sent += 1;
                 out.push((addr(k.0), k.1));
                 self.pacer.borrow_mut().on_send(self.class, false, now);
+            } else {
+                // Decided meanwhile.
+                self.lanes.drop_current(k.0, k.1);
+                self.pacer.borrow_mut().give_back();
             }
+        }
+        if self.lanes.hosts() > self.lanes_trim_at {
+            let live: HashSet<u128> = self.inflight.keys().map(|k| k.0).collect();
+            self.lanes.trim(now, |h| live.contains(&h));
+            self.lanes_trim_at = RTT_HOSTS.max(2 * self.lanes.hosts());
         }
         while out.len() < max {
             // Resends of probes answered (or forgotten) meanwhile are dropped.
@@ -697,7 +716,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         let token = sendable.then(|| pacer.token_at(now));
         // Probes waiting for the pacer's verdict on their last send, or in lanes.
         let verdict = if self.awaiting.is_empty() { None } else { pacer.next_event(now) };
-        let verdict = match (verdict, self.lanes.next_due()) {
+        let lane = self.lanes.next_due().map(|t| t.max(pacer.token_at(now)));
+        let verdict = match (verdict, lane) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };

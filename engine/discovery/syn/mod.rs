@@ -571,6 +571,8 @@ fn drive(
             Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(io::Error::other("receiver stopped")),
         }
     }
+    // This sender paces nothing any more.
+    shared.found.ctx.stats.rate.fetch_sub(published.rate, Ordering::Relaxed);
     Ok(interrupted)
 }
 
