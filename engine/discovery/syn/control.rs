@@ -577,7 +577,7 @@ impl Controller {
 
     fn set_rate(&mut self, r: f64) {
         let floor = self.limits.min.unwrap_or(0.0);
-        self.rate = r.max(floor).max(1.0).min(CEILING).min(self.limits.max.unwrap_or(f64::INFINITY));
+        self.rate = r.max(floor).clamp(1.0, CEILING).min(self.limits.max.unwrap_or(f64::INFINITY));
         self.peak = self.peak.max(self.rate);
         if let Some(e) = self.epochs.back_mut() {
             e.rate = e.rate.min(self.rate);
