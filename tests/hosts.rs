@@ -284,7 +284,9 @@ fn on_link_ping_scan_of_a_24_is_quick() {
     let t0 = Instant::now();
     let (out, evs) = lab_scan(&["-sn", "-n", "198.18.0.0/24"]);
     let took = t0.elapsed();
-    let asked = asked(&cap.stop_lines());
+    // ARP only: the kernel's own neighbour solicitations (IPv6) may pass meanwhile.
+    let mut asked = asked(&cap.stop_lines());
+    asked.retain(|ip, _| !ip.contains(':'));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(asked.len(), 255, "every address but ours is asked: {asked:?}");
     assert!(!asked.contains_key("198.18.0.1"), "no gratuitous ARP");
