@@ -41,6 +41,26 @@ impl TokenBucket {
     pub fn give_back(&mut self) {
         self.tokens += 1.0;
     }
+
+    /// Refills at `rate` from now on (positive and finite), its burst
+    /// following; what is in the bucket stays, up to the new burst.
+    pub fn set_rate(&mut self, rate: f64) {
+        assert!(rate.is_finite() && rate > 0.0, "rate must be positive");
+        self.rate = rate;
+        self.burst = (rate * 0.01).max(1.0);
+        self.tokens = self.tokens.min(self.burst);
+    }
+
+    /// When a token will be there (`now` if one is), taking none.
+    pub fn ready_at(&self, now: Instant) -> Instant {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        let tokens = (self.tokens + dt * self.rate).min(self.burst);
+        if tokens >= 1.0 {
+            now
+        } else {
+            now + Duration::from_secs_f64((1.0 - tokens) / self.rate)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -86,6 +106,23 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, 10, "an idle minute must not bank more than the 10 ms burst");
+    }
+
+    #[test]
+    fn a_new_rate_paces_from_then_on_and_ready_at_takes_nothing() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(10.0, t0);
+        assert!(b.try_take(t0).is_ok());
+        assert_eq!(b.ready_at(t0), t0 + Duration::from_millis(100));
+        b.set_rate(1000.0);
+        assert_eq!(b.ready_at(t0), t0 + Duration::from_millis(1), "the new rate refills");
+        assert_eq!(b.ready_at(t0), t0 + Duration::from_millis(1), "asking takes no token");
+        let later = t0 + Duration::from_secs(1);
+        let mut n = 0;
+        while b.try_take(later).is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, 10, "the burst follows the rate (1 % of a second's worth)");
     }
 
     #[test]

@@ -59,6 +59,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::discovery::TokenBucket;
+
 /// Which kind of probe: each has its own answer-ratio baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
@@ -204,8 +206,8 @@ impl Epoch {
 pub struct Controller {
     limits: Limits,
     rate: f64,
-    tokens: f64,
-    last: Instant,
+    /// The pace itself; none when unpaced (an infinite rate).
+    bucket: Option<TokenBucket>,
     t0: Instant,
     startup: bool,
     /// Epochs still taking answers, oldest first; the last one is open.
@@ -246,8 +248,7 @@ impl Controller {
         Controller {
             limits,
             rate,
-            tokens: 1.0,
-            last: now,
+            bucket: rate.is_finite().then(|| TokenBucket::new(rate, now)),
             t0: now,
             startup: true,
             epochs: VecDeque::from([Epoch::new(now, rate)]),
@@ -292,41 +293,19 @@ impl Controller {
 
     /// Takes a token for one probe, or says how long until one is there.
     pub fn try_take(&mut self, now: Instant) -> Result<(), Duration> {
-        if !self.rate.is_finite() {
-            return Ok(());
-        }
-        let burst = (self.rate * 0.01).max(1.0);
-        let dt = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + dt * self.rate).min(burst);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
-        }
+        self.bucket.as_mut().map_or(Ok(()), |b| b.try_take(now))
     }
 
     /// Gives back a token taken for a probe that was not sent after all.
     pub fn give_back(&mut self) {
-        if self.rate.is_finite() {
-            self.tokens += 1.0;
+        if let Some(b) = &mut self.bucket {
+            b.give_back();
         }
     }
 
     /// When a token will be there (now if one is).
     pub fn token_at(&self, now: Instant) -> Instant {
-        if !self.rate.is_finite() {
-            return now;
-        }
-        let burst = (self.rate * 0.01).max(1.0);
-        let dt = now.saturating_duration_since(self.last).as_secs_f64();
-        let tokens = (self.tokens + dt * self.rate).min(burst);
-        if tokens >= 1.0 {
-            now
-        } else {
-            now + Duration::from_secs_f64((1.0 - tokens) / self.rate)
-        }
+        self.bucket.as_ref().map_or(now, |b| b.ready_at(now))
     }
 
     /// Notes a probe sent at `now` (`first`: its first try).
@@ -407,7 +386,7 @@ impl Controller {
         let delay = self.judge_delay();
         while self.epochs.len() > 1 && self.epochs[0].end + delay <= now {
             let e = self.epochs.pop_front().expect("more than one");
-            self.judged_until = e.end;
+            self.judged_until = self.judged_until.max(e.end);
             self.judge(e, now);
         }
     }
@@ -578,6 +557,9 @@ impl Controller {
     fn set_rate(&mut self, r: f64) {
         let floor = self.limits.min.unwrap_or(0.0);
         self.rate = r.max(floor).clamp(1.0, CEILING).min(self.limits.max.unwrap_or(f64::INFINITY));
+        if let Some(b) = &mut self.bucket {
+            b.set_rate(self.rate);
+        }
         self.peak = self.peak.max(self.rate);
         if let Some(e) = self.epochs.back_mut() {
             e.rate = e.rate.min(self.rate);
@@ -592,6 +574,13 @@ impl Controller {
         if self.congested.len() > SPANS {
             self.congested.pop_front();
         }
+    }
+
+    /// Takes `start..end` as judged congested (the machine's tests).
+    #[cfg(test)]
+    pub(crate) fn congested_for_tests(&mut self, start: Instant, end: Instant) {
+        self.mark_congested(start, end);
+        self.judged_until = self.judged_until.max(end);
     }
 
     /// Whether a probe sent at `t` went into a congested path: `None`

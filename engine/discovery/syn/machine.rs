@@ -562,17 +562,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.lanes.unsend(k.0, k.1, now);
                 break;
             }
-            if let Some((nth, sent)) = self.inflight.get_mut(&k) {
-                *nth += 1;
-                *sent = now;
-                self.timers.push_back((now, k, *nth));
-                self.counts.sent += 1;
-                out.push((addr(k.0), k.1));
-                self.pacer.borrow_mut().on_send(self.class, false, now);
-            } else {
+            if !self.send_again(k, now, out) {
                 // Decided meanwhile.
                 self.lanes.drop_current(k.0, k.1);
-                self.pacer.borrow_mut().give_back();
             }
         }
         if self.lanes.hosts() > self.lanes_trim_at {
@@ -593,16 +585,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 break;
             }
             if let Some(k) = self.resend.pop_front() {
-                if let Some((nth, sent)) = self.inflight.get_mut(&k) {
-                    *nth += 1;
-                    *sent = now;
-                    self.timers.push_back((now, k, *nth));
-                    self.counts.sent += 1;
-                    out.push((addr(k.0), k.1));
-                    self.pacer.borrow_mut().on_send(self.class, false, now);
-                } else {
-                    self.pacer.borrow_mut().give_back();
-                }
+                self.send_again(k, now, out);
                 continue;
             }
             // A target is taken from the order only with its token in hand
@@ -621,6 +604,22 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.pacer.borrow_mut().on_send(self.class, true, now);
         }
         self.compact_timers();
+    }
+
+    /// Sends probe `k` once more now, its token taken: false (and the
+    /// token given back) if it is no longer outstanding.
+    fn send_again(&mut self, k: Key, now: Instant, out: &mut Vec<(IpAddr, u16)>) -> bool {
+        let Some((nth, sent)) = self.inflight.get_mut(&k) else {
+            self.pacer.borrow_mut().give_back();
+            return false;
+        };
+        *nth += 1;
+        *sent = now;
+        self.timers.push_back((now, k, *nth));
+        self.counts.sent += 1;
+        out.push((addr(k.0), k.1));
+        self.pacer.borrow_mut().on_send(self.class, false, now);
+        true
     }
 
     /// `poll` with a scan delay: a probe whose host is not due yet waits in

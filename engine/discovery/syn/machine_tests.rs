@@ -630,6 +630,37 @@ fn the_first_wait_is_the_initial_timeout() {
     assert_eq!(m.take_silent().len(), 1, "given up after 300 ms");
 }
 
+/// A probe whose tries went into a congested path is tried again, at
+/// most CONGESTED_TRIES more times, then given up; one sent into a clean
+/// path is given up after its retries.
+#[test]
+fn tries_sent_into_congestion_are_tried_again_a_bounded_number_of_times() {
+    use super::super::control::{Class, Controller, Limits};
+    let t0 = Instant::now();
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    for congested in [true, false] {
+        let limits = Limits { initial: 1000.0, min: None, max: None, adaptive: true };
+        let mut ctl = Controller::new(limits, Duration::from_millis(100), t0);
+        if congested {
+            ctl.congested_for_tests(t0, t0 + Duration::from_secs(60));
+        }
+        let pacer: Pacer = Rc::new(RefCell::new(ctl));
+        let p = pace(1, 64);
+        let mut m =
+            Machine::new(std::iter::once((ip, 9)), p, t0, Seen::set()).paced_by(pacer, Class::Port).report_silence();
+        let mut out = Vec::new();
+        let mut now = t0;
+        while !m.is_done() && now < t0 + Duration::from_secs(30) {
+            m.poll(now, 8, &mut out);
+            now += Duration::from_millis(20);
+        }
+        assert!(m.is_done(), "congested {congested}: the probe ends");
+        let sends = if congested { 2 + CONGESTED_TRIES as usize } else { 2 };
+        assert_eq!(out.len(), sends, "congested {congested}");
+        assert_eq!(m.take_silent().len(), 1);
+    }
+}
+
 /// Two machines in one thread share one pacer: together they send no
 /// more than it allows.
 #[test]
