@@ -128,6 +128,7 @@ pub(crate) async fn run(
             timeout: cfg.timing.timeout,
             initial_timeout: cfg.timing.initial_rtt_timeout,
             retries: cfg.timing.retries,
+            max_retries: cfg.timing.retries,
             window: cfg.timing.raw_window,
             max_rate: cfg.timing.max_rate,
             scan_delay: None,
@@ -372,14 +373,18 @@ impl Pass {
     async fn run(self, cfg: &ScanConfig, ctx: &Ctx, found: Found) -> Result<bool> {
         let Pass { kind, order, timing, links, payloads, key, hosts } = self;
         let Some(links) = links else {
+            // One pace for every batch of the pass.
+            let pacer = discovery::Pacer::new(timing.limits(), timing.timeout, std::time::Instant::now());
             let scan = |order, timing: discovery::Timing, found: Found| {
-                let payloads = payloads.clone();
+                let (payloads, pacer) = (payloads.clone(), pacer.clone());
                 async move {
                     match kind {
                         ScanType::Udp => {
                             discovery::udp::run(order, &timing, cfg.workers, cfg.report_closed, payloads, found).await
                         }
-                        _ => discovery::connect::run(order, &timing, cfg.workers, cfg.report_closed, found).await,
+                        _ => {
+                            discovery::connect::run(order, &timing, &pacer, cfg.workers, cfg.report_closed, found).await
+                        }
                     }
                 }
             };
@@ -416,6 +421,7 @@ impl Pass {
                 timeout: timing.timeout,
                 initial_timeout: timing.initial_rtt_timeout,
                 retries: timing.retries,
+                max_retries: timing.max_retries,
                 window: timing.raw_window,
                 max_rate: timing.max_rate,
                 scan_delay: timing.scan_delay,
@@ -424,12 +430,7 @@ impl Pass {
             key,
             workers: cfg.workers,
             kind,
-            limits: match timing.initial_rate {
-                Some(initial) => {
-                    syn::control::Limits { initial, min: timing.min_rate, max: timing.max_rate, adaptive: true }
-                }
-                None => syn::control::Limits::fixed(timing.max_rate),
-            },
+            limits: timing.limits(),
         };
         let done =
             tokio::task::spawn_blocking(move || syn::run(order, &links, opts, &payloads, &found, hosts.as_ref())).await;

@@ -48,6 +48,25 @@ fn a_full_scan_across_a_bottleneck_finds_every_open_port_at_the_paths_pace() {
     assert!((0.04..0.2).contains(&rtt), "round trip {rtt} s on a 50 ms path");
 }
 
+/// The connect scan across the same path keeps to its pace too: -T5
+/// (8,192 connects at once, no retries) found 23 to 35 of the 89 open
+/// ports before it was paced; now every one, and says it slowed down.
+#[test]
+fn a_connect_scan_across_a_bottleneck_finds_every_open_port() {
+    let _lab = lab();
+    let _wan = Wan::up(&[]);
+    let t = Instant::now();
+    let (out, evs) = lab_scan(&["-sT", "-T5", "-n", "-Pn", "-p-", WAN_TARGET]);
+    let took = t.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(open_ports(&evs), wan_tcp_ports(), "every open port, none else");
+    assert!(took < 3.0 * 65_535.0 / 10_000.0, "{took:.1} s: more than three times the path's limit");
+    let end = scan_end(&evs);
+    assert!(end["slowdowns"].as_u64().unwrap_or(0) >= 1, "the path made it slow down: {end}");
+    let paced: Vec<f64> = of_type(&evs, "timing").iter().filter_map(|e| e["rate"].as_f64()).collect();
+    assert!(!paced.is_empty(), "timing events tell the connect scan's pace");
+}
+
 /// A SYN sweep of 65,536 live hosts behind the same bottleneck: at least
 /// 99.9 % of them.
 #[test]

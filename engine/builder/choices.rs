@@ -88,7 +88,8 @@ impl ScanBuilder {
             timing.min_rate = Some(min);
         }
         if let Some(r) = self.max_retries {
-            timing.retries = r;
+            timing.retries = timing.retries.min(r);
+            timing.max_retries = r;
         }
         if let Some(w) = self.max_parallelism {
             if w == 0 {

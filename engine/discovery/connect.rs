@@ -11,17 +11,29 @@
 //! Open sockets get `SO_LINGER 0` before they close, so they end with a RST
 //! and leave no TIME_WAIT. Running out of descriptors or local ports is not a
 //! result: the probe waits briefly and tries again.
+//!
+//! The pace is the scan's [`Pacer`], as for the raw scans: every attempt
+//! that sends a SYN and every answer (a handshake, a refusal, an ICMP
+//! error) is told to its controller, which finds the rate the path
+//! carries from the share of first attempts answered. A connect carries
+//! no try number, but an answer after a timed-out attempt proves the
+//! earlier ones lost, and an answer that took longer than the kernel's
+//! first SYN retransmission (1 s) most likely answers the kernel's second
+//! SYN. A port whose last attempt timed out while the path was congested
+//! is tried again (at most [`CONGESTED_TRIES`] more times) before it is
+//! called filtered.
 
 use std::collections::HashSet;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{next_slot, Limiter, Slot, Stats, Stop, Timing, Turns};
+use super::control::{Answer, Class, CONGESTED_TRIES};
+use super::{next_slot, PaceTold, Pacer, Slot, Stats, Stop, Timing, Turns};
 use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
 use crate::pipeline::Found;
 use crate::targets::ScanOrder;
@@ -66,8 +78,14 @@ fn start(addr: SocketAddr) -> Started {
     }
 }
 
-/// An open port: close it with a RST rather than a FIN.
+/// An open port: close it with a RST rather than a FIN. A handshake with
+/// itself is no port: on a loopback target, a connect whose kernel-chosen
+/// source port is the port probed meets its own SYN (TCP's simultaneous
+/// open), with nothing listening.
 fn opened(sock: &Socket) -> Attempt {
+    if sock.local_addr().ok().and_then(|a| a.as_socket()) == sock.peer_addr().ok().and_then(|a| a.as_socket()) {
+        return Attempt::Closed;
+    }
     let _ = sock.set_linger(Some(Duration::ZERO));
     Attempt::Open
 }
@@ -83,22 +101,10 @@ async fn wait(sock: Socket, addr: SocketAddr, timeout: Duration) -> Attempt {
     }
     let sock = SockRef::from(&stream);
     match sock.connect(&addr.into()) {
-        Ok(()) => opened_ref(&sock),
-        Err(e) if e.raw_os_error() == Some(libc::EISCONN) => opened_ref(&sock),
+        Ok(()) => opened(&sock),
+        Err(e) if e.raw_os_error() == Some(libc::EISCONN) => opened(&sock),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EALREADY | libc::EINPROGRESS)) => Attempt::TimedOut,
         Err(e) => classify(e),
-    }
-}
-
-fn opened_ref(sock: &SockRef<'_>) -> Attempt {
-    let _ = sock.set_linger(Some(Duration::ZERO));
-    Attempt::Open
-}
-
-async fn attempt(addr: SocketAddr, timeout: Duration) -> Attempt {
-    match start(addr) {
-        Started::Done(a) => a,
-        Started::Waiting(sock) => wait(sock, addr, timeout).await,
     }
 }
 
@@ -117,7 +123,8 @@ fn classify(e: io::Error) -> Attempt {
 /// What every probe of one scan shares.
 struct Shared {
     timing: Timing,
-    limiter: Limiter,
+    /// The scan's pace (shared with the scan's other batches).
+    pacer: Pacer,
     window: Arc<Semaphore>,
     found: Found,
     stats: Arc<Stats>,
@@ -131,6 +138,13 @@ struct Shared {
 /// Most times a probe retries for local resources (2 ms apart) before giving up.
 const RESOURCE_RETRIES: u32 = 500;
 
+/// Linux's first SYN retransmission: a handshake that took longer most
+/// likely answers the kernel's second SYN (the first was lost).
+const KERNEL_SYN_RTO: Duration = Duration::from_secs(1);
+
+/// How often a connect scan publishes its pace.
+const REPORT_EVERY: Duration = Duration::from_millis(250);
+
 /// What to do after an attempt.
 enum Next {
     Finished,
@@ -139,10 +153,49 @@ enum Next {
 }
 
 impl Shared {
-    /// Records an attempt's outcome; says whether the probe is finished.
-    async fn settle(&self, ip: IpAddr, port: u16, outcome: Attempt, tries: &mut u32, starved: &mut u32) -> Next {
+    /// Extra tries a silent port gets now: more on a path seen losing.
+    fn retries(&self) -> u32 {
+        self.pacer.lock().retries(self.timing.retries, self.timing.max_retries)
+    }
+
+    /// Starts an attempt (`tries` before it) and tells the pacer of its
+    /// SYN; gives when it went out.
+    fn launch(&self, addr: SocketAddr, tries: u32) -> (Started, Instant) {
+        let sent = Instant::now();
+        let started = start(addr);
+        if !matches!(started, Started::Done(Attempt::Resource)) {
+            self.pacer.lock().on_send(Class::Port, tries == 0, sent);
+        }
+        (started, sent)
+    }
+
+    /// Tells the pacer of an answer to the attempt sent at `sent` after
+    /// `tries` timed-out ones.
+    fn answered(&self, sent: Instant, tries: u32) {
+        let now = Instant::now();
+        let took = now.saturating_duration_since(sent);
+        // Past the kernel's first retransmission: the kernel's second SYN.
+        let resent = u32::from(took >= KERNEL_SYN_RTO);
+        let first = tries == 0 && resent == 0;
+        let answer = Answer { class: Class::Port, sent, first, lost: tries + resent, rtt: first.then_some(took) };
+        self.pacer.lock().on_answer(answer, now);
+    }
+
+    /// Records an attempt's outcome (the attempt sent at `sent`, after
+    /// `tries` timed-out ones); says whether the probe is finished.
+    async fn settle(
+        &self,
+        (ip, port): (IpAddr, u16),
+        outcome: Attempt,
+        sent: Instant,
+        tries: &mut u32,
+        starved: &mut u32,
+    ) -> Next {
         if !matches!(outcome, Attempt::Resource) {
             Stats::bump(&self.stats.sent);
+        }
+        if matches!(outcome, Attempt::Open | Attempt::Closed | Attempt::HostUnreachable) {
+            self.answered(sent, *tries);
         }
         match outcome {
             Attempt::Open => {
@@ -157,7 +210,16 @@ impl Shared {
                     self.found.unshown(ip, Proto::Tcp, PortState::Closed, Reason::ConnRefused);
                 }
             }
-            Attempt::TimedOut if *tries < self.timing.retries => {
+            Attempt::TimedOut if *tries < self.retries() => {
+                *tries += 1;
+                return Next::Retry;
+            }
+            // Silence after a try sent into congestion says nothing of the port.
+            Attempt::TimedOut
+                if *tries < self.retries() + CONGESTED_TRIES
+                    && !self.found.ctx.stop.is_set()
+                    && self.pacer.congested_at(sent, self.timing.timeout).await =>
+            {
                 *tries += 1;
                 return Next::Retry;
             }
@@ -195,28 +257,36 @@ impl Shared {
     /// A probe under a scan delay: its first attempt when its host's turn comes.
     async fn paced(self: Arc<Self>, ip: IpAddr, port: u16, permit: OwnedSemaphorePermit) {
         self.turns.wait(ip).await;
-        let first = start(SocketAddr::new(ip, port));
-        self.follow(ip, port, first, permit).await;
+        let (first, sent) = self.launch(SocketAddr::new(ip, port), 0);
+        self.follow(ip, port, first, sent, permit).await;
     }
 
-    /// Finishes a probe whose first attempt was `first`, retrying as needed.
-    async fn follow(self: Arc<Self>, ip: IpAddr, port: u16, first: Started, _permit: OwnedSemaphorePermit) {
+    /// Finishes a probe whose first attempt was `started` (sent at
+    /// `sent`), retrying as needed.
+    async fn follow(
+        self: Arc<Self>,
+        ip: IpAddr,
+        port: u16,
+        mut started: Started,
+        mut sent: Instant,
+        _permit: OwnedSemaphorePermit,
+    ) {
         let addr = SocketAddr::new(ip, port);
         let (mut tries, mut starved) = (0, 0);
-        let mut outcome = match first {
-            Started::Done(a) => a,
-            Started::Waiting(sock) => wait(sock, addr, self.timing.timeout).await,
-        };
         loop {
-            match self.settle(ip, port, outcome, &mut tries, &mut starved).await {
+            let outcome = match started {
+                Started::Done(a) => a,
+                Started::Waiting(sock) => wait(sock, addr, self.timing.timeout).await,
+            };
+            match self.settle((ip, port), outcome, sent, &mut tries, &mut starved).await {
                 Next::Finished => return,
                 Next::Retry => {
-                    self.limiter.acquire().await;
+                    self.pacer.acquire().await;
                     self.turns.wait(ip).await;
                 }
                 Next::RetryLater => tokio::time::sleep(Duration::from_millis(2)).await,
             }
-            outcome = attempt(addr, self.timing.timeout).await;
+            (started, sent) = self.launch(addr, tries);
         }
     }
 }
@@ -224,7 +294,7 @@ impl Shared {
 /// One worker's share of the scan. Returns true if `stop` cut it short.
 async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
     for n in 0u64.. {
-        let ((ip, port), permit) = match next_slot(&mut order, &sh.window, &sh.limiter, &mut stop).await {
+        let ((ip, port), permit) = match next_slot(&mut order, &sh.window, &sh.pacer, &mut stop).await {
             Slot::Probe(pair, permit) => (pair, permit),
             Slot::Done => return false,
             Slot::Stopped => return true,
@@ -233,14 +303,15 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
             tokio::spawn(sh.clone().paced(ip, port, permit));
             continue;
         }
-        match start(SocketAddr::new(ip, port)) {
-            Started::Done(Attempt::Closed) if !sh.report_closed => {
+        match sh.launch(SocketAddr::new(ip, port), 0) {
+            (Started::Done(Attempt::Closed), sent) if !sh.report_closed => {
+                sh.answered(sent, 0);
                 Stats::bump(&sh.stats.sent);
                 Stats::bump(&sh.stats.closed);
                 sh.found.unshown(ip, Proto::Tcp, PortState::Closed, Reason::ConnRefused);
             }
-            first => {
-                tokio::spawn(sh.clone().follow(ip, port, first, permit));
+            (first, sent) => {
+                tokio::spawn(sh.clone().follow(ip, port, first, sent, permit));
             }
         }
         // Let the reactor and the waiting probes run now and then.
@@ -251,14 +322,23 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
     false
 }
 
-/// Probes every pair of `order` with `workers` drivers, reporting to
-/// `found`. Returns true if the scan's stop cut it short.
-pub async fn run(order: ScanOrder, timing: &Timing, workers: usize, report_closed: bool, found: Found) -> bool {
+/// Probes every pair of `order` with `workers` drivers at `pacer`'s pace,
+/// reporting to `found` (the pace in `timing` events and the counters).
+/// Returns true if the scan's stop cut it short.
+pub async fn run(
+    order: ScanOrder,
+    timing: &Timing,
+    pacer: &Pacer,
+    workers: usize,
+    report_closed: bool,
+    found: Found,
+) -> bool {
     let window = timing.window.max(1);
     let (stats, stop) = (found.ctx.stats.clone(), found.ctx.stop.clone());
+    let ctx = found.ctx.clone();
     let shared = Arc::new(Shared {
         timing: timing.clone(),
-        limiter: Limiter::new(timing.max_rate),
+        pacer: pacer.clone(),
         window: Arc::new(Semaphore::new(window)),
         found,
         stats,
@@ -267,5 +347,42 @@ pub async fn run(order: ScanOrder, timing: &Timing, workers: usize, report_close
         turns: Turns::new(timing.scan_delay),
     });
     let sh = shared.clone();
-    super::drive_shares(order, workers, &shared.window, window, |part| drive(sh.clone(), part, stop.clone())).await
+    let scan = super::drive_shares(order, workers, &shared.window, window, |part| drive(sh.clone(), part, stop.clone()));
+    tokio::pin!(scan);
+    let mut told = PaceTold::default();
+    let interrupted = loop {
+        tokio::select! {
+            cut = &mut scan => break cut,
+            () = tokio::time::sleep(REPORT_EVERY) => {}
+        }
+        for e in super::pace_events(&ctx, pacer, true, &mut told, Instant::now()) {
+            ctx.emit(e).await;
+        }
+    };
+    for e in super::pace_events(&ctx, pacer, false, &mut told, Instant::now()) {
+        ctx.emit(e).await;
+    }
+    ctx.stats.rate.store(0, std::sync::atomic::Ordering::Relaxed);
+    interrupted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket bound to a loopback port and connected to that same port
+    /// completes a handshake with itself: that is no open port.
+    #[test]
+    fn a_handshake_with_itself_is_not_an_open_port() {
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into()).unwrap();
+        let me = sock.local_addr().unwrap();
+        sock.connect(&me).expect("a simultaneous open with itself");
+        assert!(matches!(opened(&sock), Attempt::Closed));
+        // A real peer is open.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let peer = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+        peer.connect(&listener.local_addr().unwrap().into()).unwrap();
+        assert!(matches!(opened(&peer), Attempt::Open));
+    }
 }

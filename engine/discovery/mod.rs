@@ -8,6 +8,7 @@
 //! more tries), and an error on one target never stops the others.
 
 pub mod connect;
+pub mod control;
 pub mod payloads;
 pub mod ping;
 pub mod rate;
@@ -16,9 +17,10 @@ pub mod udp;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+pub use control::{Controller, Limits};
 pub use rate::TokenBucket;
 // The scan's counters and stop signal are every stage's (pipeline.rs).
 pub use crate::pipeline::{stop_signal, Stats, Stop, StopHandle};
@@ -35,8 +37,13 @@ pub struct Timing {
     /// Raw scans: the wait before any round trip is known
     /// (`--initial-rtt-timeout`; none: `timeout`).
     pub initial_rtt_timeout: Option<Duration>,
-    /// Extra tries for a probe that got no answer.
+    /// Extra tries for a probe that got no answer, on a path that loses
+    /// nothing.
     pub retries: u32,
+    /// Most extra tries (`--max-retries`, nmap's template caps): port
+    /// scans try more than `retries` when the path loses answers
+    /// ([`Controller::retries`]), never more than this.
+    pub max_retries: u32,
     /// Most probes started per second; `None` for no limit.
     pub max_rate: Option<f64>,
     /// Fewest probes started per second however congested the path looks
@@ -54,6 +61,12 @@ impl Timing {
     pub fn template(level: u8) -> Option<Timing> {
         let t = |window: usize, timeout_ms, retries, max_rate, initial_rate| Timing {
             window,
+            // nmap's caps: 10 up to -T3, 6 for -T4, 2 for -T5.
+            max_retries: match level {
+                0..=3 => 10,
+                4 => 6,
+                _ => 2,
+            },
             raw_window: if window <= 16 { window } else { window * 64 },
             timeout: Duration::from_millis(timeout_ms),
             initial_rtt_timeout: None,
@@ -77,26 +90,138 @@ impl Timing {
     }
 }
 
-/// A rate limiter shared by every probe of a scan.
-#[derive(Debug)]
-pub struct Limiter(Option<Mutex<TokenBucket>>);
+impl Timing {
+    /// The rates a scan's [`Pacer`] keeps to: adaptive from the template's
+    /// initial rate (`-T3`..`-T5`), else a fixed pace at `max_rate`.
+    pub fn limits(&self) -> Limits {
+        match self.initial_rate {
+            Some(initial) => Limits { initial, min: self.min_rate, max: self.max_rate, adaptive: true },
+            None => Limits::fixed(self.max_rate),
+        }
+    }
+}
 
-impl Limiter {
-    pub fn new(max_rate: Option<f64>) -> Limiter {
-        Limiter(max_rate.map(|r| Mutex::new(TokenBucket::new(r, Instant::now()))))
+/// The one owner of a scan's pace: a [`Controller`] shared by every
+/// sender thread (raw scans) and every probe (socket scans) of the scan,
+/// so the scan as a whole keeps to the rate the path carries.
+#[derive(Clone, Debug)]
+pub struct Pacer(Arc<Mutex<Controller>>);
+
+impl Pacer {
+    /// A pace within `limits`; `patience` is the probes' first timeout
+    /// (how long an epoch's answers are waited for).
+    pub fn new(limits: Limits, patience: Duration, now: Instant) -> Pacer {
+        Pacer(Arc::new(Mutex::new(Controller::new(limits, patience, now))))
     }
 
-    /// Waits until the next probe may start.
+    /// A fixed pace of at most `max_rate` probes a second (none: unpaced).
+    pub fn fixed(max_rate: Option<f64>) -> Pacer {
+        Pacer::new(Limits::fixed(max_rate), Duration::from_secs(1), Instant::now())
+    }
+
+    /// The controller, for one step (never held across a wait).
+    pub fn lock(&self) -> MutexGuard<'_, Controller> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until the next probe may start (socket scans).
     pub async fn acquire(&self) {
-        let Some(bucket) = &self.0 else { return };
         loop {
-            let wait = match bucket.lock().unwrap_or_else(|e| e.into_inner()).try_take(Instant::now()) {
-                Ok(()) => return,
-                Err(wait) => wait,
+            let wait = {
+                let mut c = self.lock();
+                let now = Instant::now();
+                c.poll(now);
+                match c.try_take(now) {
+                    Ok(()) => return,
+                    Err(wait) => wait,
+                }
             };
             tokio::time::sleep(wait).await;
         }
     }
+
+    /// Whether a probe sent at `sent` went into a congested path, once the
+    /// controller has judged that moment (waits for it, at most `patience`).
+    pub async fn congested_at(&self, sent: Instant, patience: Duration) -> bool {
+        let give_up = Instant::now() + patience;
+        loop {
+            let wait = {
+                let mut c = self.lock();
+                let now = Instant::now();
+                c.poll(now);
+                if let Some(congested) = c.congested_at(sent) {
+                    return congested;
+                }
+                if now >= give_up {
+                    return false;
+                }
+                c.next_event(now).map_or(give_up, |t| t.min(give_up)).saturating_duration_since(now)
+            };
+            tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+        }
+    }
+}
+
+impl From<Controller> for Pacer {
+    fn from(c: Controller) -> Pacer {
+        Pacer(Arc::new(Mutex::new(c)))
+    }
+}
+
+/// What a scan last published of its pace.
+#[derive(Debug, Default)]
+pub(crate) struct PaceTold {
+    /// When the last periodic `timing` event went.
+    told: Option<Instant>,
+}
+
+/// How often a scan tells its pace (a `timing` event).
+const PACE_EVERY: Duration = Duration::from_secs(2);
+
+/// Publishes the pace in the scan's counters and gives the events to
+/// emit: one per slowdown since the last call (with why; the first one is
+/// kept for `scan_end`) and, when `periodic`, the pace every
+/// [`PACE_EVERY`].
+pub(crate) fn pace_events(
+    ctx: &crate::pipeline::Ctx,
+    pacer: &Pacer,
+    periodic: bool,
+    last: &mut PaceTold,
+    now: Instant,
+) -> Vec<crate::findings::Event> {
+    use std::sync::atomic::Ordering;
+    let stats = &ctx.stats;
+    let (status, notes) = {
+        let mut p = pacer.lock();
+        (p.status(), p.take_notes())
+    };
+    stats.rate.store(if status.rate.is_finite() { status.rate.round() as u64 } else { 0 }, Ordering::Relaxed);
+    stats.loss_ppm.store((status.loss * 1e6) as u64, Ordering::Relaxed);
+    stats.rtt_us.store(status.srtt.map_or(0, |d| d.as_micros() as u64), Ordering::Relaxed);
+    let event = |slowdown: Option<String>| {
+        crate::findings::Event::Timing(crate::findings::TimingEvent {
+            scan_id: ctx.scan_id.clone(),
+            rate: Stats::get(&stats.rate) as f64,
+            loss: status.loss,
+            rtt: status.srtt.map(|d| d.as_secs_f64()),
+            slowdown,
+            t: ctx.t(),
+        })
+    };
+    let mut events = Vec::new();
+    for n in notes {
+        let why = control::describe(&n);
+        Stats::bump(&stats.slowdowns);
+        stats.slowed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| why.clone());
+        events.push(event(Some(why)));
+    }
+    if periodic && last.told.is_none_or(|t| now.saturating_duration_since(t) >= PACE_EVERY) {
+        if last.told.is_some() {
+            events.push(event(None));
+        }
+        last.told = Some(now);
+    }
+    events
 }
 
 /// What a socket scan's driver does next.
@@ -116,7 +241,7 @@ pub(crate) enum Slot {
 pub(crate) async fn next_slot(
     order: &mut crate::targets::ScanOrder,
     window: &std::sync::Arc<tokio::sync::Semaphore>,
-    limiter: &Limiter,
+    pacer: &Pacer,
     stop: &mut Stop,
 ) -> Slot {
     if stop.is_set() {
@@ -133,7 +258,7 @@ pub(crate) async fn next_slot(
     tokio::select! {
         biased;
         _ = stop.wait() => return Slot::Stopped,
-        _ = limiter.acquire() => {}
+        _ = pacer.acquire() => {}
     }
     match order.next() {
         Some(pair) => Slot::Probe(pair, permit),

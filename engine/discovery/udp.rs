@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::payloads::Payloads;
-use super::{next_slot, Limiter, Slot, Stats, Stop, Timing, Turns};
+use super::{next_slot, Pacer, Slot, Stats, Stop, Timing, Turns};
 use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
 use crate::pipeline::Found;
 use crate::targets::ScanOrder;
@@ -32,7 +32,7 @@ pub enum Outcome {
 
 struct Shared {
     timing: Timing,
-    limiter: Limiter,
+    pacer: Pacer,
     turns: Turns,
     window: Arc<Semaphore>,
     payloads: Arc<Payloads>,
@@ -70,7 +70,7 @@ impl Shared {
         let mut buf = [0u8; 512];
         for attempt in 0..=self.timing.retries {
             if attempt > 0 {
-                self.limiter.acquire().await;
+                self.pacer.acquire().await;
                 self.turns.wait(addr.ip()).await;
             }
             Stats::bump(&self.found.ctx.stats.sent);
@@ -126,7 +126,7 @@ impl Shared {
 
 async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
     loop {
-        match next_slot(&mut order, &sh.window, &sh.limiter, &mut stop).await {
+        match next_slot(&mut order, &sh.window, &sh.pacer, &mut stop).await {
             Slot::Probe((ip, port), permit) => tokio::spawn(sh.clone().run_one(ip, port, permit)),
             Slot::Done => return false,
             Slot::Stopped => return true,
@@ -148,7 +148,7 @@ pub async fn run(
     let stop = found.ctx.stop.clone();
     let shared = Arc::new(Shared {
         timing: timing.clone(),
-        limiter: Limiter::new(timing.max_rate),
+        pacer: Pacer::fixed(timing.max_rate),
         turns: Turns::new(timing.scan_delay),
         window: Arc::new(Semaphore::new(window)),
         payloads,

@@ -6,15 +6,31 @@ Out: a TCP listener on each TCP port that accepts every connection and
 closes it at once (an open port that says nothing), and on each UDP port an
 echo: every datagram goes back to its sender unchanged.
 What always holds: one thread, no state kept per connection or peer; runs
-until SIGTERM (the default action); exits non-zero if a port cannot be bound.
+until SIGTERM (the default action); prints "listening" once every port is
+bound; exits non-zero if a port cannot be bound within 5 s.
 """
 import argparse
+import errno
 import selectors
 import socket
+import time
 
 
 def ports(text):
     return [int(p) for p in text.split(",") if p]
+
+
+def bind(s, addr):
+    """Binds, waiting up to 5 s for a listener of a WAN just taken down to go."""
+    for _ in range(50):
+        try:
+            s.bind(addr)
+            return
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            time.sleep(0.1)
+    s.bind(addr)
 
 
 def main():
@@ -27,15 +43,16 @@ def main():
     for port in args.tcp:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((args.addr, port))
+        bind(s, (args.addr, port))
         s.listen(4096)
         s.setblocking(False)
         sel.register(s, selectors.EVENT_READ, "tcp")
     for port in args.udp:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind((args.addr, port))
+        bind(s, (args.addr, port))
         s.setblocking(False)
         sel.register(s, selectors.EVENT_READ, "udp")
+    print("listening", flush=True)
     while True:
         for key, _ in sel.select():
             s = key.fileobj

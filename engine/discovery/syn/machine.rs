@@ -7,15 +7,14 @@
 //! them) and for open ports already reported (so a duplicate or late reply is
 //! reported once): nothing grows with the size of the scan.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::control::{Answer, Class, Controller, Limits};
 use super::lanes::Lanes;
 use super::reply::Reply;
+use crate::discovery::control::{Answer, Class, Limits, CONGESTED_TRIES};
+use crate::discovery::Pacer;
 use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
 use crate::targets::TargetSpace;
@@ -51,8 +50,10 @@ pub struct Pace {
     /// The wait before any round trip is known (`--initial-rtt-timeout`;
     /// none: `timeout`).
     pub initial_timeout: Option<Duration>,
-    /// Extra sends of a probe that got no answer.
+    /// Extra sends of a probe that got no answer, on a path that loses
+    /// nothing; more as the pacer sees loss, up to `max_retries`.
     pub retries: u32,
+    pub max_retries: u32,
     /// Most probes unanswered at once.
     pub window: usize,
     pub max_rate: Option<f64>,
@@ -67,6 +68,7 @@ impl Pace {
             timeout: Duration::from_secs(1),
             initial_timeout: None,
             retries: 0,
+            max_retries: 0,
             window: 1024,
             max_rate: None,
             scan_delay: None,
@@ -83,13 +85,6 @@ pub const MIN_RTT_TIMEOUT: Duration = Duration::from_millis(100);
 /// Hosts whose round trips are kept at least before the table is trimmed
 /// to those with probes out.
 const RTT_HOSTS: usize = 4096;
-
-/// Most extra tries of a probe whose tries went into a congested path
-/// (their silence says nothing of the port).
-pub const CONGESTED_TRIES: u32 = 3;
-
-/// A pace that machines of one thread share: the one owner of the rate.
-pub type Pacer = Rc<RefCell<Controller>>;
 
 /// Open ports already reported, so a duplicate or late SYN-ACK is reported
 /// once. A bitmap over the scan's index space (one bit a target, pages only
@@ -195,7 +190,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             exhausted: false,
             stopping: false,
             pace,
-            pacer: Rc::new(RefCell::new(Controller::new(Limits::fixed(pace.max_rate), pace.timeout, now))),
+            pacer: Pacer::new(Limits::fixed(pace.max_rate), pace.timeout, now),
             class: Class::Port,
             awaiting: VecDeque::new(),
             lanes: Lanes::default(),
@@ -482,7 +477,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         // try (its answer slower than the timeout) at an unknown time.
         let latest = attempt + 1 >= nth;
         let a = Answer { class: self.class, sent, first: nth == 1, lost: if latest { nth - 1 } else { attempt }, rtt };
-        self.pacer.borrow_mut().on_answer(a, now);
+        self.pacer.lock().on_answer(a, now);
+    }
+
+    /// Extra tries a silent probe gets now: more on a path seen losing.
+    fn retries(&self) -> u32 {
+        self.pacer.lock().retries(self.pace.retries, self.pace.max_retries)
     }
 
     /// Moves probes whose time ran out to the resend queue or gives them up.
@@ -498,7 +498,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             if self.inflight.get(&k).map(|e| e.0) != Some(nth) {
                 continue; // answered, or sent again since
             }
-            if nth <= self.pace.retries && !self.stopping {
+            if nth <= self.retries() && !self.stopping {
                 self.resend.push_back(k);
             } else {
                 self.awaiting.push_back((sent, k, nth));
@@ -518,7 +518,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.awaiting.pop_front();
                 continue; // answered meanwhile
             }
-            let congested = if self.stopping { Some(false) } else { self.pacer.borrow().congested_at(sent) };
+            let congested = if self.stopping { Some(false) } else { self.pacer.lock().congested_at(sent) };
             let Some(congested) = congested else { break };
             self.awaiting.pop_front();
             if self.lanes.is_current(k.0, k.1) && self.stopping {
@@ -532,7 +532,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                         self.give_up((k.0, port));
                     }
                 }
-            } else if congested && nth <= self.pace.retries + CONGESTED_TRIES {
+            } else if congested && nth <= self.retries() + CONGESTED_TRIES {
                 self.resend.push_back(k);
             } else if self.stopping
                 || self.pace.retries == 0
@@ -548,7 +548,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Appends to `out` the probes to send now (resends first), at most `max`.
     pub fn poll(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>) {
         self.clock = now;
-        self.pacer.borrow_mut().poll(now);
+        self.pacer.lock().poll(now);
         self.expire(now);
         if let Some(delay) = self.pace.scan_delay {
             self.poll_paced(now, max, out, delay);
@@ -558,7 +558,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         while out.len() < max && !self.stopping {
             // Lane probes first: each is due at its host's pace.
             let Some(k) = self.lanes.next(now) else { break };
-            if self.pacer.borrow_mut().try_take(now).is_err() {
+            if self.pacer.lock().try_take(now).is_err() {
                 self.lanes.unsend(k.0, k.1, now);
                 break;
             }
@@ -581,7 +581,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             if self.resend.is_empty() && !can_new {
                 break;
             }
-            if self.pacer.borrow_mut().try_take(now).is_err() {
+            if self.pacer.lock().try_take(now).is_err() {
                 break;
             }
             if let Some(k) = self.resend.pop_front() {
@@ -593,7 +593,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             // gives the token back (another machine may share the bucket).
             let Some((ip, port)) = self.targets.next() else {
                 self.exhausted = true;
-                self.pacer.borrow_mut().give_back();
+                self.pacer.lock().give_back();
                 continue;
             };
             let k = (key(ip), port);
@@ -601,7 +601,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.timers.push_back((now, k, 1));
             self.counts.sent += 1;
             out.push((ip, port));
-            self.pacer.borrow_mut().on_send(self.class, true, now);
+            self.pacer.lock().on_send(self.class, true, now);
         }
         self.compact_timers();
     }
@@ -610,7 +610,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// token given back) if it is no longer outstanding.
     fn send_again(&mut self, k: Key, now: Instant, out: &mut Vec<(IpAddr, u16)>) -> bool {
         let Some((nth, sent)) = self.inflight.get_mut(&k) else {
-            self.pacer.borrow_mut().give_back();
+            self.pacer.lock().give_back();
             return false;
         };
         *nth += 1;
@@ -618,7 +618,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.timers.push_back((now, k, *nth));
         self.counts.sent += 1;
         out.push((addr(k.0), k.1));
-        self.pacer.borrow_mut().on_send(self.class, false, now);
+        self.pacer.lock().on_send(self.class, false, now);
         true
     }
 
@@ -627,7 +627,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     fn poll_paced(&mut self, now: Instant, max: usize, out: &mut Vec<(IpAddr, u16)>, delay: Duration) {
         while out.len() < max {
             let Some((k, resend)) = self.next_due(now, delay) else { break };
-            if self.pacer.borrow_mut().try_take(now).is_err() {
+            if self.pacer.lock().try_take(now).is_err() {
                 // First in line next time.
                 self.held.push_front((now, k, resend));
                 break;
@@ -649,7 +649,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.timers.push_back((now, k, nth));
             self.counts.sent += 1;
             out.push((addr(k.0), k.1));
-            self.pacer.borrow_mut().on_send(self.class, nth == 1, now);
+            self.pacer.lock().on_send(self.class, nth == 1, now);
         }
         // Hosts whose turn has long passed need no entry.
         if self.host_ready.len() > 2 * self.pace.window + 1024 {
@@ -711,7 +711,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         };
         let sendable = !self.resend.is_empty()
             || (!self.stopping && !self.exhausted && self.inflight.len() + self.held.len() < self.pace.window);
-        let pacer = self.pacer.borrow();
+        let pacer = self.pacer.lock();
         let token = sendable.then(|| pacer.token_at(now));
         // Probes waiting for the pacer's verdict on their last send, or in lanes.
         let verdict = if self.awaiting.is_empty() { None } else { pacer.next_event(now) };

@@ -13,6 +13,7 @@ fn pace(retries: u32, window: usize) -> Pace {
         timeout: Duration::from_millis(100),
         initial_timeout: None,
         retries,
+        max_retries: retries,
         window,
         max_rate: None,
         scan_delay: None,
@@ -635,7 +636,7 @@ fn the_first_wait_is_the_initial_timeout() {
 /// path is given up after its retries.
 #[test]
 fn tries_sent_into_congestion_are_tried_again_a_bounded_number_of_times() {
-    use super::super::control::{Class, Controller, Limits};
+    use crate::discovery::control::{Class, Controller, Limits};
     let t0 = Instant::now();
     let ip: IpAddr = "198.18.0.2".parse().unwrap();
     for congested in [true, false] {
@@ -644,7 +645,7 @@ fn tries_sent_into_congestion_are_tried_again_a_bounded_number_of_times() {
         if congested {
             ctl.congested_for_tests(t0, t0 + Duration::from_secs(60));
         }
-        let pacer: Pacer = Rc::new(RefCell::new(ctl));
+        let pacer = Pacer::from(ctl);
         let p = pace(1, 64);
         let mut m =
             Machine::new(std::iter::once((ip, 9)), p, t0, Seen::set()).paced_by(pacer, Class::Port).report_silence();
@@ -665,9 +666,9 @@ fn tries_sent_into_congestion_are_tried_again_a_bounded_number_of_times() {
 /// more than it allows.
 #[test]
 fn two_machines_share_one_pacer() {
-    use super::super::control::{Class, Controller, Limits};
+    use crate::discovery::control::{Class, Limits};
     let t0 = Instant::now();
-    let pacer: Pacer = Rc::new(RefCell::new(Controller::new(Limits::fixed(Some(10.0)), Duration::from_secs(1), t0)));
+    let pacer = Pacer::new(Limits::fixed(Some(10.0)), Duration::from_secs(1), t0);
     let p = pace(0, 1000);
     let mut a = Machine::new(targets(5).into_iter(), p, t0, Seen::set()).paced_by(pacer.clone(), Class::Ping);
     let mut b = Machine::new(targets(100).into_iter(), p, t0, Seen::set()).paced_by(pacer, Class::Port);

@@ -15,7 +15,6 @@
 //! them), which is what we want: the target's half-open connection goes
 //! away, and the result was already taken from the SYN-ACK.
 
-pub mod control;
 pub mod cookie;
 pub mod frame;
 pub mod hosts;
@@ -25,10 +24,8 @@ pub mod machine;
 pub mod neighbour;
 pub mod reply;
 
-use std::cell::RefCell;
 use std::io;
 use std::net::IpAddr;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
@@ -37,10 +34,11 @@ use std::time::{Duration, Instant};
 pub use cookie::Cookie;
 pub use frame::{Hop, Template};
 pub use links::{LinkOptions, Links};
-pub use machine::{Counts, Machine, Pace, Pacer, Seen, Verdict};
+pub use machine::{Counts, Machine, Pace, Seen, Verdict};
 pub use reply::Reply;
 
-use control::{Class, Controller};
+use crate::discovery::control::Class;
+use crate::discovery::{PaceTold, Pacer};
 use hosts::{Discovery, HostVerdict, LiveFeed, PingFeed};
 use pnet_packet::tcp::TcpFlags;
 
@@ -90,7 +88,7 @@ pub struct SynOptions {
     /// Which raw scan: SYN, or one of nmap's other TCP probes.
     pub kind: ScanType,
     /// The rates the scan keeps to (its congestion control's).
-    pub limits: control::Limits,
+    pub limits: crate::discovery::Limits,
 }
 
 /// The TCP flags of a scan type's probes.
@@ -179,14 +177,9 @@ pub fn run(
         max_rate: opts.pace.max_rate.map(|r| r / workers as f64),
         ..opts.pace
     };
-    // Each sender paces its share of the scan: the rates are split.
-    let share = |r: f64| r / workers as f64;
-    let limits = control::Limits {
-        initial: share(opts.limits.initial),
-        min: opts.limits.min.map(share),
-        max: opts.limits.max.map(share),
-        ..opts.limits
-    };
+    // One pace for the whole scan: every sender takes its turns from it
+    // (a finished sender's share goes to the others).
+    let pacer = Pacer::new(opts.limits, pace.timeout, Instant::now());
     std::thread::scope(|s| {
         let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit));
         let drivers: Vec<_> = order
@@ -197,8 +190,8 @@ pub fn run(
             .map(|(w, (part, replies))| {
                 let shared = Senders {
                     links,
-                    workers,
-                    opts: SynOptions { pace, limits, ..opts },
+                    opts: SynOptions { pace, ..opts },
+                    pacer: pacer.clone(),
                     cookie,
                     ping: ping.as_ref(),
                     tx: &sock,
@@ -222,6 +215,7 @@ pub fn run(
             }
         }
         quit.store(true, Ordering::Relaxed);
+        found.ctx.stats.rate.store(0, Ordering::Relaxed);
         match receiver.join() {
             Ok(Ok(())) => result,
             Ok(Err(e)) => Err(e),
@@ -293,9 +287,9 @@ fn receive(
 /// the probe cookies, the socket, and where open ports go.
 struct Senders<'a> {
     links: &'a Links,
-    /// How many there are.
-    workers: usize,
     opts: SynOptions,
+    /// The scan's one pace.
+    pacer: Pacer,
     cookie: Cookie,
     ping: Option<&'a PingCookie>,
     tx: &'a PacketSocket,
@@ -336,8 +330,8 @@ fn drive(
     let pace = shared.opts.pace;
     let t0 = Instant::now();
     let mut disc: Option<Discovery> = None;
-    // The one owner of the rate: both machines take their turns from it.
-    let pacer: Pacer = Rc::new(RefCell::new(Controller::new(shared.opts.limits, pace.timeout, t0)));
+    // The one owner of the rate: both machines (and the other senders) take their turns from it.
+    let pacer = &shared.pacer;
     // MACs of the on-link hosts this thread's discovery found up.
     let learned: std::cell::RefCell<std::collections::HashMap<u128, [u8; 6]>> = Default::default();
     let path = |ip: IpAddr| -> Option<Hop> {
@@ -548,11 +542,11 @@ fn drive(
             }
             send_all(shared.tx, &frames[..n], &lens[..n])?;
             publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
-            pace_report(&shared.found.ctx, &pacer, (worker, shared.workers), &mut published, now);
+            pace_report(&shared.found.ctx, pacer, worker == 0, &mut published.pace, now);
             continue;
         }
         publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
-        pace_report(&shared.found.ctx, &pacer, (worker, shared.workers), &mut published, now);
+        pace_report(&shared.found.ctx, pacer, worker == 0, &mut published.pace, now);
         if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
             break;
         }
@@ -571,8 +565,6 @@ fn drive(
             Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(io::Error::other("receiver stopped")),
         }
     }
-    // This sender paces nothing any more.
-    shared.found.ctx.stats.rate.fetch_sub(published.rate, Ordering::Relaxed);
     Ok(interrupted)
 }
 
@@ -610,56 +602,14 @@ pub(super) fn send_all(tx: &PacketSocket, frames: &[Vec<u8>], lens: &[usize]) ->
 struct Published {
     counts: Counts,
     unreachable: u64,
-    /// Its pace (probes/s) in the scan's, and when a timing event went last.
-    rate: u64,
-    told: Option<Instant>,
+    pace: PaceTold,
 }
 
-/// How often the first sender tells the scan's pace (a `timing` event).
-const PACE_EVERY: Duration = Duration::from_secs(2);
-
-/// Adds sender `who.0`'s pace (of `who.1` senders) to the scan's, reports
-/// each of its slowdowns (a `timing` event with why, the first one kept
-/// for `scan_end`) and, from the first sender, the scan's pace every
-/// [`PACE_EVERY`].
-fn pace_report(ctx: &crate::pipeline::Ctx, pacer: &Pacer, who: (usize, usize), last: &mut Published, now: Instant) {
-    let stats = &ctx.stats;
-    let (status, notes) = {
-        let mut p = pacer.borrow_mut();
-        (p.status(), p.take_notes())
-    };
-    let rate = if status.rate.is_finite() { status.rate.round() as u64 } else { 0 };
-    if rate != last.rate {
-        stats.rate.fetch_add(rate.wrapping_sub(last.rate), Ordering::Relaxed);
-        last.rate = rate;
-    }
-    stats.loss_ppm.store((status.loss * 1e6) as u64, Ordering::Relaxed);
-    stats.rtt_us.store(status.srtt.map_or(0, |d| d.as_micros() as u64), Ordering::Relaxed);
-    let event = |slowdown: Option<String>| {
-        let rtt = Stats::get(&stats.rtt_us);
-        crate::findings::Event::Timing(crate::findings::TimingEvent {
-            scan_id: ctx.scan_id.clone(),
-            rate: Stats::get(&stats.rate) as f64,
-            loss: Stats::get(&stats.loss_ppm) as f64 / 1e6,
-            rtt: (rtt > 0).then_some(rtt as f64 / 1e6),
-            slowdown,
-            t: ctx.t(),
-        })
-    };
-    for n in notes {
-        let mut why = control::describe(&n);
-        if who.1 > 1 {
-            why = format!("sender {} of {}, {why}", who.0 + 1, who.1);
-        }
-        Stats::bump(&stats.slowdowns);
-        stats.slowed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| why.clone());
-        ctx.emit_blocking(event(Some(why)));
-    }
-    if who.0 == 0 && last.told.is_none_or(|t| now.saturating_duration_since(t) >= PACE_EVERY) {
-        if last.told.is_some() {
-            ctx.emit_blocking(event(None));
-        }
-        last.told = Some(now);
+/// Publishes the scan's pace and emits its `timing` events (the periodic
+/// one from the first sender alone).
+fn pace_report(ctx: &crate::pipeline::Ctx, pacer: &Pacer, periodic: bool, last: &mut PaceTold, now: Instant) {
+    for e in super::pace_events(ctx, pacer, periodic, last, now) {
+        ctx.emit_blocking(e);
     }
 }
 

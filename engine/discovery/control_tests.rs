@@ -280,3 +280,59 @@ fn pooled_sends_are_decided_on_what_the_pool_shows() {
     assert_eq!(c.congested_at(t0 + Duration::from_millis(5)), Some(false), "answered: clean");
     assert_eq!(c.congested_at(silent + Duration::from_micros(50)), Some(true), "the pool shows the drop");
 }
+
+/// A silent probe's extra tries follow the loss the answers show: the
+/// template's on a path that loses nothing, more on a lossy one, never
+/// above the cap (a cap below the template's leaves the template's).
+#[test]
+fn retries_follow_the_loss_seen() {
+    let t0 = Instant::now();
+    let answers = |n: u32, lost_every: u32| {
+        let mut c = Controller::new(adaptive(1000.0), Duration::from_secs(1), t0);
+        for i in 0..n {
+            let lost = u32::from(lost_every > 0 && i % lost_every == 0);
+            let a = Answer { class: Class::Port, sent: t0, first: lost == 0, lost, rtt: None };
+            c.on_answer(a, t0 + Duration::from_millis(1));
+        }
+        c
+    };
+    let fresh = answers(0, 0);
+    assert_eq!(fresh.retries(0, 10), 1, "one more try before any answer says how lossy the path is");
+    let clean = answers(10_000, 0);
+    assert_eq!(clean.retries(0, 10), 0, "a path that loses nothing: the template's");
+    assert_eq!(clean.retries(2, 10), 2, "never fewer than the template's");
+    // 3 % of the tries lost: 0.03^2 > 1e-4 >= 0.03^3, three tries.
+    let lossy = answers(10_000, 33);
+    assert_eq!(lossy.retries(0, 10), 2);
+    assert_eq!(lossy.retries(1, 6), 2);
+    assert_eq!(lossy.retries(0, 1), 1, "--max-retries caps it");
+    assert_eq!(lossy.retries(2, 0), 2, "a cap below the template's leaves the template's");
+    // Every other answer came after a lost try: many tries, at most the cap.
+    let awful = answers(10_000, 2);
+    assert_eq!(awful.retries(0, 6), 6);
+    assert!(awful.retries(0, 100) > 6);
+}
+
+/// On a fast path the startup's overshoot is cut to near the bottleneck
+/// (what the path delivered as the overshoot began, not a few round trips
+/// earlier, when the rate was a fraction of it), so 65,535 probes get
+/// through within twice the path's own time.
+#[test]
+fn a_fast_paths_first_cut_lands_near_its_bottleneck() {
+    for (i, path) in [
+        Path { capacity: 100_000.0, queue: 1000, rtt_ms: 20.0, jitter_ms: 2.0, loss: 0.0, answers: 1.0 },
+        Path { capacity: 10_000.0, queue: 500, rtt_ms: 50.0, jitter_ms: 10.0, loss: 0.01, answers: 1.0 },
+        Path { capacity: 30_000.0, queue: 300, rtt_ms: 100.0, jitter_ms: 10.0, loss: 0.02, answers: 1.0 },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let secs = 2.0 * 65_535.0 / path.capacity;
+        let run = simulate(path, adaptive(1000.0), secs, 11 + i as u64);
+        let first = run.ctl.notes.first().copied().expect("the overshoot is cut");
+        // Measured a judge's delay late, the cut fell to 54-71 % of it.
+        assert!(first.to >= 0.75 * path.capacity, "{path:?}: cut to {:.0}", first.to);
+        let through = run.sent - run.queue_drops;
+        assert!(through >= 65_535, "{path:?}: {through} probes through in {secs:.2} s");
+    }
+}

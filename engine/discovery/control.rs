@@ -52,7 +52,7 @@
 //! has its own baseline, since their ratios differ; the rate is shared.
 //!
 //! Loss is made observable by the try number each probe carries in its
-//! source port ([`super::Cookie`]): an answer to the third try proves the
+//! source port ([`super::syn::Cookie`]): an answer to the third try proves the
 //! first two were lost. The loss shown is the share of lost tries among
 //! the answered probes' tries (random loss and congestion alike).
 
@@ -141,6 +141,17 @@ pub struct Status {
     pub slowdowns: u32,
     pub peak: f64,
 }
+
+/// Most extra tries of a probe whose tries went into a congested path
+/// (their silence says nothing of the port).
+pub const CONGESTED_TRIES: u32 = 3;
+
+/// A silent probe is tried until an answering port would have lost every
+/// try less often than this (at the loss seen so far).
+const MISS: f64 = 1e-4;
+/// The loss estimate's prior: one lost try in this many, until answers
+/// say otherwise.
+const PRIOR_TRIES: f64 = 200.0;
 
 /// Fewest expected answers for an epoch to be judged alone.
 const MIN_ANSWERS: f64 = 30.0;
@@ -286,6 +297,19 @@ impl Controller {
         }
     }
 
+    /// Extra tries a silent probe gets: at least `base` (the template's, for
+    /// a path that loses nothing), more while the loss seen makes a missed
+    /// answer likelier than [`MISS`] (nmap's adaptive retransmissions,
+    /// as its retry count follows the tries it saw answered), never more
+    /// than `cap` (`--max-retries`).
+    pub fn retries(&self, base: u32, cap: u32) -> u32 {
+        let tries = (self.lost_tries + self.answered_tries) as f64;
+        let p = (self.lost_tries as f64 + 1.0) / (tries + PRIOR_TRIES);
+        // The fewest tries n with p^n <= MISS, less the first.
+        let needed = (MISS.ln() / p.ln()).ceil().max(1.0) as u32 - 1;
+        needed.max(base).min(cap.max(base))
+    }
+
     /// Slowdowns since the last call.
     pub fn take_notes(&mut self) -> Vec<Slowdown> {
         std::mem::take(&mut self.notes)
@@ -373,6 +397,11 @@ impl Controller {
         let open = self.epochs.back_mut().expect("one epoch is always open");
         if now.saturating_duration_since(open.start) >= len {
             open.end = now;
+            // What arrived while it was open is all in: the path's delivery
+            // now, not a judge's delay (a few round trips) later, when a
+            // startup's rate has doubled since.
+            let closed = *open;
+            self.measure_delivery(&closed, now.saturating_duration_since(closed.start).as_secs_f64().max(1e-3));
             self.epochs.push_back(Epoch::new(now, rate));
         }
     }
@@ -403,7 +432,6 @@ impl Controller {
 
     fn judge(&mut self, e: Epoch, now: Instant) {
         let len = e.end.saturating_duration_since(e.start).as_secs_f64().max(1e-3);
-        self.measure_delivery(&e, len);
         let mut verdict = Verdict::Blind;
         if let Some(mean) = e.mean_rtt() {
             let least = self.rtts.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
