@@ -117,8 +117,8 @@ pub struct Found {
 
 impl Found {
     /// Counts a port decided but not reported (see [`Unshown`]).
-    pub fn unshown(&self, ip: IpAddr, proto: Proto, state: PortState, reason: Reason) {
-        self.ctx.unshown.add(ip, proto, state, reason);
+    pub fn unshown(&self, ip: IpAddr, proto: Proto, port: u16, state: PortState, reason: Reason) {
+        self.ctx.unshown.add(ip, proto, port, state, reason);
     }
 
     pub async fn port(&self, ev: PortEvent) {
@@ -151,9 +151,12 @@ impl Found {
 /// (host, protocol, state, reason), for nmap's "Not shown" line and its
 /// `<extraports>`. Silence is not counted (a report takes the scanned ports
 /// left over as filtered), so only hosts that answered take room: about
-/// 100 bytes each, and at most [`Unshown::MAX_HOSTS`] hosts (about 25 MB);
-/// past them new hosts are not counted, the scan's end says so, and
-/// reports give no leftover count.
+/// 100 bytes each (and the numbers of up to [`Unshown::LISTED`] ports of a
+/// kind), and at most [`Unshown::MAX_HOSTS`] hosts (under 40 MB); past
+/// them new hosts are not counted, the scan's end says so, and reports
+/// give no leftover count. A state with at most [`Unshown::LISTED`] ports
+/// on a host is given port by port at the end, as nmap's port table lists
+/// such states.
 #[derive(Debug)]
 pub struct Unshown {
     counts: std::sync::Mutex<std::collections::HashMap<(IpAddr, Proto), Vec<Tally>>>,
@@ -161,8 +164,9 @@ pub struct Unshown {
     capped: std::sync::atomic::AtomicBool,
 }
 
-/// How many ports of one host and protocol were in one state, for one reason.
-type Tally = (PortState, Reason, u32);
+/// How many ports of one host and protocol were in one state, for one
+/// reason, and which (while they are few).
+type Tally = (PortState, Reason, u32, Vec<u16>);
 
 impl Default for Unshown {
     fn default() -> Self {
@@ -173,6 +177,9 @@ impl Default for Unshown {
 impl Unshown {
     /// Most (host, protocol) pairs counted.
     pub const MAX_HOSTS: usize = 1 << 18;
+    /// A state with at most this many ports on a host is listed port by
+    /// port (nmap's rule for its port table without -v).
+    pub const LISTED: usize = 25;
 
     pub fn with_max_hosts(max_hosts: usize) -> Self {
         Unshown { counts: Default::default(), max_hosts, capped: Default::default() }
@@ -184,7 +191,7 @@ impl Unshown {
     }
 
     /// Counts one port.
-    pub fn add(&self, ip: IpAddr, proto: Proto, state: PortState, reason: Reason) {
+    pub fn add(&self, ip: IpAddr, proto: Proto, port: u16, state: PortState, reason: Reason) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let full = counts.len() >= self.max_hosts;
         let kinds = match counts.get_mut(&(ip, proto)) {
@@ -195,28 +202,42 @@ impl Unshown {
             }
             None => counts.entry((ip, proto)).or_default(),
         };
-        match kinds.iter_mut().find(|(s, r, _)| *s == state && *r == reason) {
-            Some((_, _, n)) => *n = n.saturating_add(1),
-            None => kinds.push((state, reason, 1)),
+        match kinds.iter_mut().find(|(s, r, _, _)| *s == state && *r == reason) {
+            Some((_, _, n, ports)) => {
+                *n = n.saturating_add(1);
+                if *n as usize <= Self::LISTED {
+                    ports.push(port);
+                } else if !ports.is_empty() {
+                    *ports = Vec::new();
+                }
+            }
+            None => kinds.push((state, reason, 1, vec![port])),
         }
     }
 
     /// The counts as events, in address order; the tally is emptied.
+    /// A host's state with at most [`Unshown::LISTED`] ports (over both
+    /// protocols and every reason) names its ports.
     pub fn take(&self, scan_id: &ScanId) -> Vec<ExtraportsEvent> {
         let counts = std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut out: Vec<ExtraportsEvent> = counts
-            .into_iter()
-            .flat_map(|((ip, proto), kinds)| {
-                kinds.into_iter().map(move |(state, reason, count)| ExtraportsEvent {
-                    scan_id: scan_id.clone(),
-                    ip,
-                    proto,
-                    state,
-                    reason,
-                    count,
-                })
-            })
-            .collect();
+        let mut totals: std::collections::HashMap<(IpAddr, PortState), u64> = Default::default();
+        for ((ip, _), kinds) in &counts {
+            for k in kinds {
+                *totals.entry((*ip, k.0)).or_default() += u64::from(k.2);
+            }
+        }
+        let mut out: Vec<ExtraportsEvent> = Vec::new();
+        for ((ip, proto), kinds) in counts {
+            for (state, reason, count, mut ports) in kinds {
+                let listed = totals[&(ip, state)] <= Self::LISTED as u64 && ports.len() == count as usize;
+                if listed {
+                    ports.sort_unstable();
+                } else {
+                    ports = Vec::new();
+                }
+                out.push(ExtraportsEvent { scan_id: scan_id.clone(), ip, proto, state, reason, count, ports });
+            }
+        }
         out.sort_by(|a, b| {
             (a.ip, a.proto as u8, a.state as u8, a.reason.as_str()).cmp(&(
                 b.ip,
@@ -304,25 +325,42 @@ mod tests {
         let tally = Unshown::with_max_hosts(2);
         let (a, b, c): (IpAddr, IpAddr, IpAddr) =
             ("198.18.0.3".parse().unwrap(), "198.18.0.2".parse().unwrap(), "198.18.0.4".parse().unwrap());
-        for _ in 0..3 {
-            tally.add(a, Proto::Tcp, PortState::Closed, Reason::Reset);
+        // 30 closed ports on a: counted, not listed (more than 25).
+        for port in 0..30 {
+            tally.add(a, Proto::Tcp, port, PortState::Closed, Reason::Reset);
         }
-        tally.add(a, Proto::Tcp, PortState::Filtered, Reason::HostUnreach);
-        tally.add(b, Proto::Tcp, PortState::Closed, Reason::Reset);
+        tally.add(a, Proto::Tcp, 99, PortState::Filtered, Reason::HostUnreach);
+        tally.add(b, Proto::Tcp, 7, PortState::Closed, Reason::Reset);
         // A third host is past the cap: not counted; the two first still are.
-        tally.add(c, Proto::Tcp, PortState::Closed, Reason::Reset);
-        tally.add(b, Proto::Tcp, PortState::Closed, Reason::Reset);
+        tally.add(c, Proto::Tcp, 7, PortState::Closed, Reason::Reset);
+        tally.add(b, Proto::Tcp, 9, PortState::Closed, Reason::Reset);
         let evs = tally.take(&"5c".into());
-        let got: Vec<(String, PortState, u32)> = evs.iter().map(|e| (e.ip.to_string(), e.state, e.count)).collect();
+        let got: Vec<String> = evs
+            .iter()
+            .map(|x| format!("{} {} {} x{} {:?}", x.ip, x.proto.as_str(), x.state.as_str(), x.count, x.ports))
+            .collect();
         assert_eq!(
             got,
-            [
-                ("198.18.0.2".to_string(), PortState::Closed, 2),
-                ("198.18.0.3".to_string(), PortState::Closed, 3),
-                ("198.18.0.3".to_string(), PortState::Filtered, 1)
-            ]
+            ["198.18.0.2 tcp closed x2 [7, 9]", "198.18.0.3 tcp closed x30 []", "198.18.0.3 tcp filtered x1 [99]",]
         );
         assert!(tally.take(&"5c".into()).is_empty(), "taken once");
         assert!(tally.capped(), "the host past the cap is known to be missing");
+    }
+
+    /// nmap's rule is per host and state over both protocols: 20 closed
+    /// TCP and 10 closed UDP ports are 30, counted, not listed.
+    #[test]
+    fn a_state_is_listed_only_while_few_over_both_protocols() {
+        let tally = Unshown::default();
+        let ip: IpAddr = "198.18.0.2".parse().unwrap();
+        for port in 0..20 {
+            tally.add(ip, Proto::Tcp, port, PortState::Closed, Reason::Reset);
+        }
+        for port in 0..10 {
+            tally.add(ip, Proto::Udp, port, PortState::Closed, Reason::PortUnreach);
+        }
+        let evs = tally.take(&"5c".into());
+        assert_eq!(evs.len(), 2, "{evs:?}");
+        assert!(evs.iter().all(|x| x.ports.is_empty()), "counted, not listed: {evs:?}");
     }
 }

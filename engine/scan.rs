@@ -210,7 +210,7 @@ pub(crate) async fn run(
         Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone(), unshown: Arc::default() };
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
-        return Ok(finish(&ctx, &stats, interrupted).await);
+        return Ok(finish(&ctx, &stats, interrupted, false).await);
     }
 
     if let Some(l) = &links {
@@ -314,13 +314,24 @@ pub(crate) async fn run(
         let _ = stage.await;
     }
     // A stop after the last probe still cut detection or plugins short.
-    Ok(finish(&ctx, &stats, interrupted).await)
+    Ok(finish(&ctx, &stats, interrupted, cfg.discovery.is_none()).await)
 }
 
-/// Sends `scan_end` with the counters (the stop counts as interrupting
-/// even after the last probe: it cut detection or plugins short).
-async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool) -> ScanEnd {
+/// Sends the counts of ports not shown and `scan_end` with the counters
+/// (the stop counts as interrupting even after the last probe: it cut
+/// detection or plugins short). Without host discovery (`taken_up`, -Pn),
+/// each host that answered on a port not shown (a closed port's reset...)
+/// gets its `host` event first, up as the user set it (nmap's
+/// `user-set`): a host whose every port is closed is up and has its
+/// report, as in nmap's.
+async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool, taken_up: bool) -> ScanEnd {
+    let mut last = None;
     for ev in ctx.unshown.take(&ctx.scan_id) {
+        if taken_up && last != Some(ev.ip) {
+            let host = ping::host_event(ctx, ev.ip, HostState::Up, Reason::UserSet, None);
+            let _ = ctx.events.send(Event::Host(host)).await;
+        }
+        last = Some(ev.ip);
         let _ = ctx.events.send(Event::Extraports(ev)).await;
     }
     let end = ScanEnd {

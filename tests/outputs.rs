@@ -426,6 +426,84 @@ fn ports_not_shown_read_as_nmaps() {
     assert_eq!(said[1].1.as_deref(), Some("Not shown: 98 closed tcp ports (reset)"));
 }
 
+/// A host whose every scanned port is closed is up and has its report, as
+/// in nmap's (it used to vanish: no `<host>`, "0 hosts up"): python-libnmap
+/// reads the same hosts, states and port rows from moonscan's -oX as from
+/// nmap's (a state with at most 25 ports is listed port by port), -oN has
+/// nmap's rows and summary, and -oG, NDJSON and the store (its export) say
+/// the same. An interrupted -Pn scan keeps the hosts that answered.
+#[test]
+fn hosts_with_only_closed_ports_are_up_as_in_nmaps_reports() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let scan = ["-n", "-Pn", "-sS", "-p", "81,82", TARGET, "198.18.0.3"];
+    let mut said = Vec::new();
+    for (tool, name) in [("nmap", "nmap"), (bin(), "moonscan")] {
+        let (xml, normal) = (dir.path().join(format!("{name}.xml")), dir.path().join(format!("{name}.nmap")));
+        let mut cmd = in_lab(tool);
+        cmd.args(scan).arg("-oX").arg(&xml).arg("-oN").arg(&normal);
+        if name == "moonscan" {
+            let d = dir.path();
+            cmd.arg("-oG").arg(d.join("m.gnmap")).arg("-oJ").arg(d.join("m.ndjson")).arg("--db").arg(d.join("m.db"));
+        }
+        let out = cmd.output().expect("the scanner runs in the lab");
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let read = Command::new(python())
+            .arg("-c")
+            .arg(
+                "import json, sys\n\
+                 from libnmap.parser import NmapParser\n\
+                 r = NmapParser.parse_fromfile(sys.argv[1])\n\
+                 print(json.dumps([r.hosts_up, [[h.address, h.status, \
+                   [[s.port, s.protocol, s.state, s.reason] for s in h.services]] for h in r.hosts]]))",
+            )
+            .arg(&xml)
+            .output()
+            .expect("python3 runs");
+        assert!(read.status.success(), "{}", stderr(&read));
+        let text = std::fs::read_to_string(&normal).unwrap();
+        let rows: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("81/") || l.starts_with("82/") || l.contains("hosts up)"))
+            .map(|l| l.split(" -- ").last().unwrap_or(l).split(" scanned").next().unwrap_or(l).to_string())
+            .collect();
+        said.push((stdout(&read), rows));
+    }
+    assert_eq!(said[0], said[1], "nmap's, then moonscan's");
+    assert!(said[1].0.starts_with("[2, "), "two hosts up: {}", said[1].0);
+    let grep = std::fs::read_to_string(dir.path().join("m.gnmap")).unwrap();
+    assert!(grep.contains("Ports: 81/closed/tcp//hosts2-ns///, 82/closed/tcp//xfer///"), "{grep}");
+    let evs = events(&std::fs::read_to_string(dir.path().join("m.ndjson")).unwrap());
+    let up: Vec<&Value> = evs.iter().filter(|e| e["type"] == "host" && e["state"] == "up").collect();
+    assert_eq!(up.len(), 2, "a host event for each host that answered");
+    assert!(up.iter().all(|h| h["reason"] == "user-set"), "as nmap's -Pn: {up:?}");
+    let db = dir.path().join("m.db");
+    let db = db.to_str().unwrap();
+    let list = Command::new(bin()).args(["db", "--db", db, "list"]).output().unwrap();
+    let id = stdout(&list).lines().nth(1).and_then(|l| l.split_whitespace().next()).unwrap().to_string();
+    let export = Command::new(bin()).args(["db", "--db", db, "export", &id, "--output-xml", "-"]).output().unwrap();
+    let xml = stdout(&export);
+    assert!(xml.contains("<hosts up=\"2\" down=\"0\" total=\"2\"/>"), "{xml}");
+    assert!(xml.contains("portid=\"81\"><state state=\"closed\" reason=\"reset\""), "{xml}");
+
+    // Interrupted: the host that answered (closed ports, 4 open) is up,
+    // with what it answered so far.
+    let xml = dir.path().join("cut.xml");
+    let mut child = in_lab(bin())
+        .args(["-n", "-Pn", "-sS", "-p-", "--max-rate", "3000", TARGET, "-oX"])
+        .arg(&xml)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(child.wait().unwrap().code(), Some(1), "an interrupted scan exits 1");
+    let cut = std::fs::read_to_string(&xml).unwrap();
+    assert!(cut.contains("<hosts up=\"1\""), "{cut}");
+    assert!(cut.contains("<extraports state=\"closed\""), "{cut}");
+}
+
 /// -oX names nmap's stylesheet as nmap does (its installed nmap.xsl, the
 /// same file nmap's own -oX names), so `xsltproc scan.xml` gives the HTML
 /// report nmap users know; `--stylesheet`, `--webxml` and

@@ -14,7 +14,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use clap::Subcommand;
-use moonscan::findings::{ErrorEvent, Event, FindingEvent, PortEvent, PortState, Proto, Service, ServiceMethod};
+use moonscan::findings::{
+    ErrorEvent, Event, ExtraportsEvent, FindingEvent, HostState, PortEvent, PortState, Proto, Service, ServiceMethod,
+};
 use moonscan::output::screen;
 use moonscan::output::store::{self, Db, ScanSummary};
 use moonscan::output::{Ndjson, Sink, Xml};
@@ -156,9 +158,18 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
     let mut o = moonscan::output::Screened(io::stdout().lock());
     let mut hosts: BTreeMap<IpAddr, BTreeMap<(u16, Proto), PortView>> = BTreeMap::new();
     let mut errors: Vec<&ErrorEvent> = Vec::new();
+    let mut unshown: BTreeMap<IpAddr, Vec<&ExtraportsEvent>> = BTreeMap::new();
     let mut end = None;
     for e in &events {
         match e {
+            // A host up without a port shown (every port closed) is listed too.
+            Event::Host(h) if h.state == HostState::Up => {
+                hosts.entry(h.ip).or_default();
+            }
+            Event::Extraports(x) => {
+                hosts.entry(x.ip).or_default();
+                unshown.entry(x.ip).or_default().push(x);
+            }
             Event::Port(p) => hosts.entry(p.ip).or_default().entry((p.port, p.proto)).or_default().port = Some(p),
             Event::Service(s) => hosts.entry(s.ip).or_default().entry((s.port, s.proto)).or_default().service = Some(s),
             Event::Finding(f) => hosts.entry(f.ip).or_default().entry((f.port, f.proto)).or_default().findings.push(f),
@@ -203,6 +214,13 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
 
     for (ip, ports) in &hosts {
         writeln!(o, "\n{ip}")?;
+        for x in unshown.get(ip).into_iter().flatten() {
+            let s = if x.count == 1 { "" } else { "s" };
+            writeln!(o, "  not shown: {} {} {} port{s} ({})", x.count, x.state.as_str(), x.proto.as_str(), x.reason)?;
+        }
+        if ports.is_empty() {
+            continue;
+        }
         writeln!(o, "  {:<11} {:<9} {:<14} version", "port", "state", "service")?;
         for ((port, proto), v) in ports {
             let state = v.port.map_or("?", |p| p.state.as_str());

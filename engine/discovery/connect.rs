@@ -207,7 +207,7 @@ impl Shared {
                 if self.report_closed {
                     self.port_event(ip, port, PortState::Closed, Reason::ConnRefused).await;
                 } else {
-                    self.found.unshown(ip, Proto::Tcp, PortState::Closed, Reason::ConnRefused);
+                    self.found.unshown(ip, Proto::Tcp, port, PortState::Closed, Reason::ConnRefused);
                 }
             }
             Attempt::TimedOut if *tries < self.retries() => {
@@ -226,7 +226,7 @@ impl Shared {
             Attempt::TimedOut => Stats::bump(&self.stats.filtered),
             Attempt::HostUnreachable => {
                 Stats::bump(&self.stats.filtered);
-                self.found.unshown(ip, Proto::Tcp, PortState::Filtered, Reason::HostUnreach);
+                self.found.unshown(ip, Proto::Tcp, port, PortState::Filtered, Reason::HostUnreach);
             }
             Attempt::Resource if *starved < RESOURCE_RETRIES => {
                 *starved += 1;
@@ -308,7 +308,7 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
                 sh.answered(sent, 0);
                 Stats::bump(&sh.stats.sent);
                 Stats::bump(&sh.stats.closed);
-                sh.found.unshown(ip, Proto::Tcp, PortState::Closed, Reason::ConnRefused);
+                sh.found.unshown(ip, Proto::Tcp, port, PortState::Closed, Reason::ConnRefused);
             }
             (first, sent) => {
                 tokio::spawn(sh.clone().follow(ip, port, first, sent, permit));
@@ -347,7 +347,8 @@ pub async fn run(
         turns: Turns::new(timing.scan_delay),
     });
     let sh = shared.clone();
-    let scan = super::drive_shares(order, workers, &shared.window, window, |part| drive(sh.clone(), part, stop.clone()));
+    let scan =
+        super::drive_shares(order, workers, &shared.window, window, |part| drive(sh.clone(), part, stop.clone()));
     tokio::pin!(scan);
     let mut told = PaceTold::default();
     let interrupted = loop {

@@ -119,7 +119,7 @@ impl Shared {
             let (scan_id, t) = (ctx.scan_id.clone(), ctx.t());
             self.found.port(PortEvent { scan_id, ip, port, proto: Proto::Udp, state, reason, ttl: None, t }).await;
         } else {
-            self.found.unshown(ip, Proto::Udp, state, reason);
+            self.found.unshown(ip, Proto::Udp, port, state, reason);
         }
     }
 }

@@ -460,7 +460,9 @@ impl HostState {
 /// reason: what nmap calls "Not shown" and writes as `<extraports>`. Sent
 /// once per (host, protocol, state, reason) just before `scan_end`. Ports
 /// that never answered (`no-response`) are not counted: a report gets them
-/// as the scanned ports left over.
+/// as the scanned ports left over. When the host has few ports in that
+/// state (at most 25 over both protocols and every reason), `ports` names
+/// them, and nmap's reports list them row by row as nmap's port table does.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExtraportsEvent {
     pub scan_id: ScanId,
@@ -469,6 +471,8 @@ pub struct ExtraportsEvent {
     pub state: PortState,
     pub reason: Reason,
     pub count: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
 }
 
 /// What host discovery decided about one target.
@@ -812,6 +816,7 @@ mod tests {
             state: PortState::Closed,
             reason: Reason::PortUnreach,
             count: 997,
+            ports: Vec::new(),
         });
         assert_eq!(
             serde_json::to_string(&extra).unwrap(),

@@ -241,6 +241,15 @@ impl Collected {
                     port.scripts.entry(f.plugin.clone()).or_default().push(finding);
                 }
             }
+            // A host's few ports of a state are rows, as in nmap's port table.
+            Event::Extraports(e) if !e.ports.is_empty() => {
+                let t = self.elapsed();
+                for &port in &e.ports {
+                    let rec = self.port(e.ip, e.proto, port, t);
+                    rec.state = e.state;
+                    rec.reason = e.reason;
+                }
+            }
             Event::Extraports(e) => {
                 let u = Unshown { proto: e.proto, state: e.state, reason: e.reason, count: e.count.into() };
                 self.extra.entry(e.ip).or_default().push(u);
@@ -799,6 +808,7 @@ pub(super) mod sample {
                 state: PortState::Closed,
                 reason: Reason::Reset,
                 count: 2,
+                ports: Vec::new(),
             }),
             end(1.5, 0),
         ]
@@ -819,6 +829,33 @@ mod tests {
         assert_eq!(quote("two words"), "\"two words\"");
         assert_eq!(quote("say \"hi\""), "\"say \\\"hi\\\"\"");
         assert_eq!(quote(""), "\"\"");
+    }
+
+    /// A host whose only ports are a few closed ones (named by its
+    /// `extraports`) is up and lists them as rows; many are counted.
+    #[test]
+    fn a_host_with_a_few_closed_ports_lists_them_and_is_up() {
+        let mut c = Collected::default();
+        let extra = |addr: &str, count: u32, ports: Vec<u16>| {
+            Event::Extraports(crate::findings::ExtraportsEvent {
+                scan_id: "0123456789abcdef".into(),
+                ip: ip(addr),
+                proto: Proto::Tcp,
+                state: PortState::Closed,
+                reason: Reason::Reset,
+                count,
+                ports,
+            })
+        };
+        for e in [start("-Pn -p 1-100", 200), extra("198.18.0.2", 2, vec![81, 82]), extra("198.18.0.3", 100, vec![])] {
+            c.record(&e);
+        }
+        let hosts: Vec<HostRec> = c.hosts().collect();
+        // Counted ports alone make no host: the engine sends its host event.
+        assert_eq!((hosts.len(), c.host_count()), (1, 1));
+        let rows: Vec<(u16, PortState, Reason)> = hosts[0].ports.iter().map(|p| (p.port, p.state, p.reason)).collect();
+        assert_eq!(rows, [(81, PortState::Closed, Reason::Reset), (82, PortState::Closed, Reason::Reset)]);
+        assert!(hosts[0].unshown.is_empty());
     }
 
     #[test]

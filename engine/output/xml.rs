@@ -778,6 +778,7 @@ mod tests {
                 state: PortState::Closed,
                 reason: Reason::Reset,
                 count: 97,
+                ports: Vec::new(),
             }),
             end(0.1, 0),
         ]);

@@ -412,7 +412,7 @@ fn drive(
                 t: shared.found.ctx.t(),
             });
         } else if v.reason != crate::findings::Reason::NoResponse {
-            shared.found.unshown(v.ip, proto, v.state, v.reason);
+            shared.found.unshown(v.ip, proto, v.port, v.state, v.reason);
         }
     };
     // A host decided: reported, counted, and if up its ports go to the port scan.

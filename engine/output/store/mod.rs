@@ -77,7 +77,7 @@ impl Val {
 /// the `scan_end` updates, which go last.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
-    pub rows: [Vec<Vec<Val>>; 6],
+    pub rows: [Vec<Vec<Val>>; 8],
     pub ends: Vec<Vec<Val>>,
 }
 
@@ -300,9 +300,34 @@ impl Sink for Store {
                 ];
                 self.push(&schema::FINDINGS, row);
             }
-            // Host events are not stored (a store's hosts are those with
-            // ports), nor the counts of ports not shown.
-            Event::Log(_) | Event::Host(_) | Event::Extraports(_) | Event::Timing(_) => {}
+            Event::Host(h) => {
+                let row = vec![
+                    self.scan("host")?,
+                    Val::Text(h.ip.to_string()),
+                    Val::Text(serde_name(&h.state)),
+                    Val::Text(h.reason.as_str().into()),
+                    h.ttl.map_or(Val::Null, |t| Val::Int(t.into())),
+                    h.latency.map_or(Val::Null, Val::Real),
+                    Val::opt(&h.mac),
+                    Val::Real(h.t),
+                    seq,
+                ];
+                self.push(&schema::HOSTS, row);
+            }
+            Event::Extraports(e) => {
+                let row = vec![
+                    self.scan("extraports")?,
+                    Val::Text(e.ip.to_string()),
+                    Val::Text(e.proto.into()),
+                    Val::Text(state_name(e.state).into()),
+                    Val::Text(e.reason.as_str().into()),
+                    Val::Int(e.count.into()),
+                    if e.ports.is_empty() { Val::Null } else { Val::json(&e.ports) },
+                    seq,
+                ];
+                self.push(&schema::EXTRAPORTS, row);
+            }
+            Event::Log(_) | Event::Timing(_) => {}
             Event::Error(e) => {
                 let row = vec![
                     self.scan("error")?,

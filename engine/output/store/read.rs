@@ -7,8 +7,9 @@ use std::net::IpAddr;
 
 use super::{connect, display_name, Backend, Cell};
 use crate::findings::{
-    banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, FindingEvent, Identity, PortEvent,
-    PortState, Proto, Reason, ScanEnd, ScanId, ScanStart, ScanType, Service, ServiceMethod, Severity, TlsInfo, Tunnel,
+    banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, ExtraportsEvent, FindingEvent, HostEvent,
+    HostState, Identity, PortEvent, PortState, Proto, Reason, ScanEnd, ScanId, ScanStart, ScanType, Service,
+    ServiceMethod, Severity, TlsInfo, Tunnel,
 };
 use crate::{Error, ErrorKind};
 
@@ -127,8 +128,9 @@ impl Db {
     }
 
     /// The scan's events rebuilt from the tables, in the order the scan
-    /// emitted them: `scan_start`, ports, services, findings and errors, and
-    /// `scan_end` if the scan finished. Log lines are not stored.
+    /// emitted them: `scan_start`, hosts, ports, services, findings,
+    /// errors and the counts of ports not shown, and `scan_end` if the
+    /// scan finished. Log lines and timing events are not stored.
     pub fn events(&mut self, id: &str) -> std::io::Result<Vec<Event>> {
         let head = self.query(
             "SELECT id, started, CAST(args AS TEXT), scan_type, seed, probes_planned, CAST(settings AS TEXT), \
@@ -168,7 +170,7 @@ impl Db {
             hosts_up: 0,
             hosts_down: 0,
             interrupted: h.int().unwrap_or(0) != 0,
-            // Not stored: a stored scan keeps no ports-not-shown counts either.
+            // Not stored (the counts themselves are).
             unshown_capped: false,
             // Nor the pace it went at.
             slowdowns: 0,
@@ -298,6 +300,47 @@ impl Db {
                 t: r.real().unwrap_or(0.0),
             };
             body.push((r.int().unwrap_or(0), Event::Finding(Box::new(ev))));
+        }
+
+        for r in
+            self.query("SELECT ip, state, reason, ttl, latency, mac, t, seq FROM hosts WHERE scan_id = ?", &[id])?
+        {
+            let mut r = Row(r.into_iter());
+            let Some(ip) = r.ip() else { continue };
+            let state = match r.text().as_str() {
+                "up" => HostState::Up,
+                "down" => HostState::Down,
+                _ => HostState::Unknown,
+            };
+            let ev = HostEvent {
+                scan_id: scan_id.clone(),
+                ip,
+                state,
+                reason: Reason::parse(&r.text()),
+                ttl: r.int().and_then(|t| u8::try_from(t).ok()),
+                latency: r.real(),
+                mac: r.opt(),
+                t: r.real().unwrap_or(0.0),
+            };
+            body.push((r.int().unwrap_or(0), Event::Host(ev)));
+        }
+
+        for r in self.query(
+            "SELECT ip, proto, state, reason, count, CAST(ports AS TEXT), seq FROM extraports WHERE scan_id = ?",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let (Some(ip), Some(proto)) = (r.ip(), Proto::parse(&r.text())) else { continue };
+            let ev = ExtraportsEvent {
+                scan_id: scan_id.clone(),
+                ip,
+                proto,
+                state: PortState::parse(&r.text()).unwrap_or(PortState::Filtered),
+                reason: Reason::parse(&r.text()),
+                count: r.int().and_then(|c| u32::try_from(c).ok()).unwrap_or(0),
+                ports: r.opt().and_then(|p| serde_json::from_str(&p).ok()).unwrap_or_default(),
+            };
+            body.push((r.int().unwrap_or(0), Event::Extraports(ev)));
         }
 
         for r in self.query("SELECT ip, port, plugin, kind, message, seq FROM errors WHERE scan_id = ?", &[id])? {

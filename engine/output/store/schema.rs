@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 6;
+pub const VERSION: i64 = 7;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -120,6 +120,29 @@ CREATE TABLE IF NOT EXISTS errors (
     seq {int} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS errors_scan ON errors (scan_id);
+CREATE TABLE IF NOT EXISTS hosts (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    ttl {int},
+    latency {real},
+    mac TEXT,
+    t {real} NOT NULL,
+    seq {int} NOT NULL,
+    UNIQUE (scan_id, ip)
+);
+CREATE TABLE IF NOT EXISTS extraports (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    proto TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    count {int} NOT NULL,
+    ports {json},
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS extraports_scan ON extraports (scan_id);
 ";
 
 /// What brings a database of schema version `from` to [`VERSION`] (with the
@@ -147,6 +170,8 @@ fn upgrades(from: i64) -> Vec<&'static str> {
         // Version 6: a host script result (FindingEvent::host), 1 or NULL.
         out.push("ALTER TABLE findings ADD COLUMN host {int}");
     }
+    // Version 7: the hosts and extraports tables (made by the DDL, which
+    // runs first: nothing to alter).
     out
 }
 
@@ -315,9 +340,44 @@ pub const ERRORS: Table = Table {
     conflict: None,
 };
 
+/// What host discovery said of a host, or that a host taken as up
+/// (`-Pn`) answered (its `host` event); the first event of a host is
+/// kept.
+pub const HOSTS: Table = Table {
+    name: "hosts",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("state", Text),
+        ("reason", Text),
+        ("ttl", Int),
+        ("latency", Real),
+        ("mac", Text),
+        ("t", Real),
+        ("seq", Int),
+    ],
+    conflict: Some("scan_id, ip"),
+};
+
+/// Ports decided but not shown one by one (`extraports` events).
+pub const EXTRAPORTS: Table = Table {
+    name: "extraports",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("proto", Text),
+        ("state", Text),
+        ("reason", Text),
+        ("count", Int),
+        ("ports", Json),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
 /// The tables rows go to, in the order a batch writes them (scans first:
 /// the others refer to it).
-pub const TABLES: [&Table; 6] = [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &ERRORS];
+pub const TABLES: [&Table; 8] = [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &ERRORS, &HOSTS, &EXTRAPORTS];
 
 /// What `scan_end` sets on its scan's row; the parameters are these columns, then the id.
 pub const SCAN_END: &str = "UPDATE scans SET ended = ?, elapsed = ?, probes_sent = ?, open = ?, closed = ?, \
