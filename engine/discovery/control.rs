@@ -299,7 +299,7 @@ impl Controller {
 
     /// Extra tries a silent probe gets: at least `base` (the template's, for
     /// a path that loses nothing), more while the loss seen makes a missed
-    /// answer likelier than [`MISS`] (nmap's adaptive retransmissions,
+    /// answer likelier than one in 10,000 (nmap's adaptive retransmissions,
     /// as its retry count follows the tries it saw answered), never more
     /// than `cap` (`--max-retries`).
     pub fn retries(&self, base: u32, cap: u32) -> u32 {
