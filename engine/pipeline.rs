@@ -152,11 +152,12 @@ impl Found {
 /// `<extraports>`. Silence is not counted (a report takes the scanned ports
 /// left over as filtered), so only hosts that answered take room: about
 /// 100 bytes each (and the numbers of up to [`Unshown::LISTED`] ports of a
-/// kind), and at most [`Unshown::MAX_HOSTS`] hosts (under 40 MB); past
-/// them new hosts are not counted, the scan's end says so, and reports
-/// give no leftover count. A state with at most [`Unshown::LISTED`] ports
-/// on a host is given port by port at the end, as nmap's port table lists
-/// such states.
+/// kind: at most about 250 bytes), and at most [`Unshown::MAX_HOSTS`] hosts
+/// (about 65 MB at worst); past them new hosts are not counted, the scan's
+/// end says so, and reports give no leftover count. A state other than
+/// filtered with at most [`Unshown::LISTED`] ports on a host names them,
+/// as nmap's port table lists such states (filtered ones are not: the
+/// host's silent ports, never counted here, are filtered too).
 #[derive(Debug)]
 pub struct Unshown {
     counts: std::sync::Mutex<std::collections::HashMap<(IpAddr, Proto), Vec<Tally>>>,
@@ -229,7 +230,9 @@ impl Unshown {
         let mut out: Vec<ExtraportsEvent> = Vec::new();
         for ((ip, proto), kinds) in counts {
             for (state, reason, count, mut ports) in kinds {
-                let listed = totals[&(ip, state)] <= Self::LISTED as u64 && ports.len() == count as usize;
+                let listed = state != PortState::Filtered
+                    && totals[&(ip, state)] <= Self::LISTED as u64
+                    && ports.len() == count as usize;
                 if listed {
                     ports.sort_unstable();
                 } else {
@@ -341,7 +344,7 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            ["198.18.0.2 tcp closed x2 [7, 9]", "198.18.0.3 tcp closed x30 []", "198.18.0.3 tcp filtered x1 [99]",]
+            ["198.18.0.2 tcp closed x2 [7, 9]", "198.18.0.3 tcp closed x30 []", "198.18.0.3 tcp filtered x1 []",]
         );
         assert!(tally.take(&"5c".into()).is_empty(), "taken once");
         assert!(tally.capped(), "the host past the cap is known to be missing");
@@ -362,5 +365,14 @@ mod tests {
         let evs = tally.take(&"5c".into());
         assert_eq!(evs.len(), 2, "{evs:?}");
         assert!(evs.iter().all(|x| x.ports.is_empty()), "counted, not listed: {evs:?}");
+        // 25 are listed, 26 are not.
+        for (n, listed) in [(25u16, true), (26, false)] {
+            for port in 0..n {
+                tally.add(ip, Proto::Tcp, port, PortState::Closed, Reason::Reset);
+            }
+            let evs = tally.take(&"5c".into());
+            assert_eq!(evs[0].count, u32::from(n));
+            assert_eq!(evs[0].ports.len(), if listed { usize::from(n) } else { 0 }, "{n} closed ports");
+        }
     }
 }

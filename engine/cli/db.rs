@@ -215,8 +215,14 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
     for (ip, ports) in &hosts {
         writeln!(o, "\n{ip}")?;
         for x in unshown.get(ip).into_iter().flatten() {
-            let s = if x.count == 1 { "" } else { "s" };
-            writeln!(o, "  not shown: {} {} {} port{s} ({})", x.count, x.state.as_str(), x.proto.as_str(), x.reason)?;
+            let (state, proto, reason) = (x.state.as_str(), x.proto.as_str(), x.reason);
+            if x.ports.is_empty() {
+                let s = if x.count == 1 { "" } else { "s" };
+                writeln!(o, "  not shown: {} {state} {proto} port{s} ({reason})", x.count)?;
+            } else {
+                let ports: Vec<String> = x.ports.iter().map(u16::to_string).collect();
+                writeln!(o, "  {state}: {}/{proto} ({reason})", ports.join(", "))?;
+            }
         }
         if ports.is_empty() {
             continue;

@@ -163,7 +163,9 @@ impl Shared {
     fn launch(&self, addr: SocketAddr, tries: u32) -> (Started, Instant) {
         let sent = Instant::now();
         let started = start(addr);
-        if !matches!(started, Started::Done(Attempt::Resource)) {
+        // No SYN went out when the kernel refused at once (no descriptor,
+        // no route, not permitted).
+        if !matches!(started, Started::Done(Attempt::Resource | Attempt::Failed(_))) {
             self.pacer.lock().on_send(Class::Port, tries == 0, sent);
         }
         (started, sent)

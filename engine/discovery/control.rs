@@ -1,4 +1,5 @@
-//! Congestion control of the raw scans: the one owner of the send rate.
+//! Congestion control of the raw scans and the connect scan: the one
+//! owner of a scan's send rate.
 //!
 //! In: every probe sent (when, first try or not, of which class), every
 //! answer (to which send, after how many lost tries, its round trip), and
@@ -338,7 +339,10 @@ impl Controller {
             return;
         }
         self.roll(now);
-        if let Some(e) = self.epochs.back_mut() {
+        // The epoch it went out in: threads read their clocks before they
+        // take the lock, so a send may belong to the epoch before the open one.
+        let at = self.epochs.partition_point(|e| e.start <= now).max(1);
+        if let Some(e) = self.epochs.get_mut(at - 1) {
             e.all_sent += 1;
             e.sent[class as usize] += u64::from(first);
         }

@@ -5,7 +5,8 @@
 //! failures, and counters in [`Stats`] for everything else. What always
 //! holds: at most `window` probes are outstanding, probes start no faster
 //! than `max_rate`, every pair gets an answer or a timeout (with `retries`
-//! more tries), and an error on one target never stops the others.
+//! more tries, more on a lossy path, at most `max_retries`), and an error
+//! on one target never stops the others.
 
 pub mod connect;
 pub mod control;
@@ -77,7 +78,7 @@ impl Timing {
             scan_delay: None,
         };
         // -T3..-T5 start at a rate any path of today carries and find the
-        // path's own within a few round trips (syn::control).
+        // path's own within a few round trips (discovery::control).
         Some(match level {
             0 => t(1, 5_000, 2, Some(1.0 / 300.0), None),
             1 => t(1, 5_000, 2, Some(1.0 / 15.0), None),

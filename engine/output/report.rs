@@ -241,13 +241,16 @@ impl Collected {
                     port.scripts.entry(f.plugin.clone()).or_default().push(finding);
                 }
             }
-            // A host's few ports of a state are rows, as in nmap's port table.
+            // A host's few ports of a state are rows, as in nmap's port
+            // table (a port reported since, as a late answer, keeps its report).
             Event::Extraports(e) if !e.ports.is_empty() => {
-                let t = self.elapsed();
+                let t = self.status.get(&e.ip).map_or_else(|| self.elapsed(), |s| f64::from(s.t));
                 for &port in &e.ports {
-                    let rec = self.port(e.ip, e.proto, port, t);
-                    rec.state = e.state;
-                    rec.reason = e.reason;
+                    if !self.ports.contains_key(&(e.ip, rank(e.proto), port)) {
+                        let rec = self.port(e.ip, e.proto, port, t);
+                        rec.state = e.state;
+                        rec.reason = e.reason;
+                    }
                 }
             }
             Event::Extraports(e) => {
@@ -269,10 +272,7 @@ impl Collected {
             .names
             .entry((port, proto))
             .or_insert_with(|| crate::targets::ports::service_name(port, proto.as_str()));
-        let rank = match proto {
-            Proto::Tcp => 0,
-            Proto::Udp => 1,
-        };
+        let rank = rank(proto);
         if !self.has_ports(ip) && self.status.get(&ip).is_none_or(|s| s.state != HostState::Up) {
             self.up += 1;
         }
@@ -636,6 +636,14 @@ pub(super) fn quote(a: &str) -> Cow<'_, str> {
     Cow::Owned(s)
 }
 
+/// A protocol's place among a host's ports: TCP before UDP.
+fn rank(proto: Proto) -> u8 {
+    match proto {
+        Proto::Tcp => 0,
+        Proto::Udp => 1,
+    }
+}
+
 fn now_secs() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
@@ -847,14 +855,18 @@ mod tests {
                 ports,
             })
         };
-        for e in [start("-Pn -p 1-100", 200), extra("198.18.0.2", 2, vec![81, 82]), extra("198.18.0.3", 100, vec![])] {
+        // 82 answered late (open after its closed verdict): it stays open.
+        let late = port("198.18.0.2", 82, PortState::Open, 1.0);
+        for e in
+            [start("-Pn -p 1-100", 200), late, extra("198.18.0.2", 2, vec![81, 82]), extra("198.18.0.3", 100, vec![])]
+        {
             c.record(&e);
         }
         let hosts: Vec<HostRec> = c.hosts().collect();
         // Counted ports alone make no host: the engine sends its host event.
         assert_eq!((hosts.len(), c.host_count()), (1, 1));
         let rows: Vec<(u16, PortState, Reason)> = hosts[0].ports.iter().map(|p| (p.port, p.state, p.reason)).collect();
-        assert_eq!(rows, [(81, PortState::Closed, Reason::Reset), (82, PortState::Closed, Reason::Reset)]);
+        assert_eq!(rows, [(81, PortState::Closed, Reason::Reset), (82, PortState::Open, Reason::SynAck)]);
         assert!(hosts[0].unshown.is_empty());
     }
 

@@ -314,7 +314,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.inflight.remove(&(key(ip), port));
     }
 
-    /// Paced by `pacer` (shared with the thread's other machine) rather
+    /// Paced by `pacer` (the scan's, shared with every sender's machines) rather
     /// than a fixed pace of its own, its probes of class `class`.
     pub fn paced_by(self, pacer: Pacer, class: Class) -> Machine<I> {
         Machine { pacer, class, ..self }

@@ -153,7 +153,7 @@ pub fn run(
     found: &Found,
     hosts: Option<&HostScan>,
 ) -> io::Result<bool> {
-    // Slow scans gain nothing from more senders; fast ones split the rate.
+    // Slow scans gain nothing from more senders; fast ones share the scan's pace.
     // A scan delay is per host, and one sender sees all of a host's probes.
     let slow = opts.pace.max_rate.is_some_and(|r| r < 1000.0) || opts.pace.scan_delay.is_some();
     // Senders split the hosts when the order walks hosts: with few hosts,
