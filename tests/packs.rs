@@ -387,6 +387,57 @@ fn a_lockfile_mismatch_is_refused() {
     env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0 is pinned but not installed"]);
 }
 
+/// A lock only matters for what a scan selects: a stray moonscan.lock
+/// whose pack is not installed (every -sV scan failed on it), or an
+/// installed pack that differs from its pin, leaves the scans that select
+/// nothing of it working, with a note; a scan that names the left-out
+/// pack is refused with why.
+#[test]
+fn a_lock_only_matters_for_what_a_scan_selects() {
+    let env = setup();
+    env.ok(&["pack", "install", "demo"]);
+    env.ok(&["pack", "lock"]);
+    env.ok(&["pack", "remove", "demo"]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    std::thread::spawn(move || {
+        for s in listener.incoming().take(20).flatten() {
+            use std::io::Write;
+            let mut s = s;
+            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    });
+    let scan = ["-sT", "-sV", "-n", "-p", &port, "127.0.0.1", "-oJ", "-"];
+    let o = env.run(&scan);
+    assert!(o.status.success(), "a pin of a pack not installed stops no scan: {}", stderr(&o));
+    assert!(stderr(&o).contains("pack demo 0.1.0 is pinned but not installed"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"service\":\"ssh\""), "{}", stdout(&o));
+
+    // Installed again, changed without a new version: left out, and the
+    // scan that does not select it goes on.
+    let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
+    fs::write(env.path("demo/pack.yaml"), m.replace("An example pack", "A changed pack")).unwrap();
+    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
+    env.ok(&["pack", "install", "demo"]);
+    let o = env.run(&scan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pack demo is left out") && stderr(&o).contains("sha256"), "{}", stderr(&o));
+    let o = env.run(&[&scan[..], &["--script", "demo:demo-ssh-software"]].concat());
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("names pack demo, left out") && err.contains("moonscan.lock"), "{err}");
+    assert!(!stdout(&o).contains("\"type\":\"port\""), "nothing ran: {}", stdout(&o));
+
+    // A packs folder that cannot be read (root reads every folder: a file
+    // stands for it) is a note, not the end of every -sV scan.
+    fs::remove_dir_all(env.home.path().join("packs")).unwrap();
+    fs::write(env.home.path().join("packs"), "not a folder").unwrap();
+    let o = env.run(&scan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("installed packs are not used"), "{}", stderr(&o));
+}
+
 /// `core` is the pack name of the plugins that ship with moonscan: no pack
 /// may take it.
 #[test]

@@ -491,12 +491,17 @@ impl ScanBuilder {
         let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
         timing.window = timing.window.min(fd_room);
 
-        let packs = if self.detect.is_some() || self.scripts.is_some() {
+        // A lock or a pack only matters for what the scan selects: the
+        // packs that do not verify or match the lock are left out (said in
+        // a note), and refused only if the scan names one of them.
+        let (packs, left_out) = if self.detect.is_some() || self.scripts.is_some() {
             let core_dir =
                 self.scripts.as_ref().and_then(|s| s.plugin_dir.clone()).unwrap_or_else(crate::plugins::default_dir);
-            crate::packs::installed_checked(self.lock.as_deref(), &core_dir)?
+            let usable = crate::packs::installed_usable(self.lock.as_deref(), &core_dir)?;
+            notes.extend(usable.notes);
+            (usable.packs, usable.left_out)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         let detector = match &self.detect {
             None => None,
@@ -548,6 +553,9 @@ impl ScanBuilder {
                 let dir = s.plugin_dir.clone().unwrap_or_else(crate::plugins::default_dir);
                 let available = available_plugins(&dir, packs)?;
                 let mut chosen = Vec::new();
+                if let Some((name, why)) = self.scripts.as_ref().and_then(|s| names_left_out(&s.expr, &left_out)) {
+                    return Err(Error::new(ErrorKind::Config, format!("--script names pack {name}, left out: {why}")));
+                }
                 if self.scripts.is_some() {
                     chosen = crate::plugins::select(&available, &s.expr)?;
                     if chosen.is_empty() {
@@ -623,4 +631,18 @@ impl ScanBuilder {
     pub fn start(self) -> Result<ScanHandle> {
         Ok(ScanHandle::start(self.build()?))
     }
+}
+
+/// The first pack of `left_out` that a `--script` expression names (as
+/// `PACK:plugin` or `PACK:*`), with why it was left out.
+fn names_left_out<'a>(expr: &str, left_out: &'a [(String, String)]) -> Option<(&'a str, &'a str)> {
+    let words = expr.split(|c: char| c == ',' || c == '(' || c == ')' || c.is_whitespace());
+    for w in words {
+        if let Some((pack, _)) = w.split_once(':') {
+            if let Some((name, why)) = left_out.iter().find(|(name, _)| name == pack) {
+                return Some((name, why));
+            }
+        }
+    }
+    None
 }

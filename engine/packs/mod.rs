@@ -699,20 +699,94 @@ pub fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
 /// The installed packs, each re-verified, checked against a lock file
 /// (`lock`, or ./moonscan.lock when there is one); their plugins require
 /// from the core library of the plugin folder `core_dir` after their own.
+/// Any problem is an error (`pack lock`, `plugins list`).
 pub fn installed_checked(lock: Option<&Path>, core_dir: &Path) -> Result<Vec<InstalledPack>> {
     let core = plugins::core_library(core_dir)?;
     let packs: Vec<InstalledPack> =
         scan_installed_with(&data_dir()?, &core)?.into_iter().map(|(_, r)| r).collect::<Result<_>>()?;
+    if let Some(l) = lock_file(lock) {
+        check_lock(&l, &packs)?;
+    }
+    Ok(packs)
+}
+
+/// The lock file a scan checks: `lock`, or ./moonscan.lock when there is one.
+fn lock_file(lock: Option<&Path>) -> Option<PathBuf> {
     let default_lock = PathBuf::from("moonscan.lock");
-    let lock = match lock {
+    match lock {
         Some(l) => Some(l.to_path_buf()),
         None if default_lock.is_file() => Some(default_lock),
         None => None,
-    };
-    if let Some(l) = &lock {
-        check_lock(l, &packs)?;
     }
-    Ok(packs)
+}
+
+/// What a scan may use of the installed packs.
+#[derive(Debug, Default)]
+pub struct Usable {
+    /// Packs that verified and match the lock (if any).
+    pub packs: Vec<InstalledPack>,
+    /// Packs left out, by name, and why: a scan that selects one of their
+    /// plugins is refused with that reason; others go on without them.
+    pub left_out: Vec<(String, String)>,
+    /// What the user should know (one line each).
+    pub notes: Vec<String>,
+}
+
+/// The installed packs a scan may use: as [`installed_checked`], but a
+/// lock or a pack only matters for what the scan selects. A pack that does
+/// not verify, or differs from its pin, or is not pinned, is left out
+/// (with why); a pin whose pack is not installed, or a packs folder that
+/// cannot be read, is a note. A lock file that cannot be read is an error.
+pub fn installed_usable(lock: Option<&Path>, core_dir: &Path) -> Result<Usable> {
+    let core = plugins::core_library(core_dir)?;
+    let data = data_dir()?;
+    let mut out = Usable::default();
+    let loaded = match scan_installed_with(&data, &core) {
+        Ok(l) => l,
+        Err(e) if e.kind() == ErrorKind::Io && fs::read_dir(packs_dir(&data)).is_err() => {
+            out.notes.push(format!("installed packs are not used: {e}"));
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    for (name, r) in loaded {
+        match r {
+            Ok(p) => out.packs.push(p),
+            Err(e) => out.left_out.push((name, e.to_string())),
+        }
+    }
+    let Some(l) = lock_file(lock) else { return Ok(out) };
+    let pins = read_lock(&l)?;
+    let what = l.display();
+    for pin in &pins.packs {
+        if !out.packs.iter().any(|p| p.name == pin.name) && !out.left_out.iter().any(|p| p.0 == pin.name) {
+            out.notes.push(format!("{what}: pack {} {} is pinned but not installed", pin.name, pin.version));
+        }
+    }
+    let (kept, mismatched): (Vec<InstalledPack>, Vec<InstalledPack>) =
+        std::mem::take(&mut out.packs).into_iter().partition(|p| {
+            pins.packs
+                .iter()
+                .any(|pin| pin.name == p.name && pin.version == p.version && pin.manifest_sha256 == p.manifest_sha256)
+        });
+    out.packs = kept;
+    for p in mismatched {
+        let why = match pins.packs.iter().find(|pin| pin.name == p.name) {
+            None => format!("{what} does not pin it ({} is installed)", p.version),
+            Some(pin) if pin.version != p.version => {
+                format!("version {} is installed, but {what} pins {}", p.version, pin.version)
+            }
+            Some(pin) => format!(
+                "pack.yaml's sha256 is {}, but {what} pins {} (the pack changed without a new version)",
+                p.manifest_sha256, pin.manifest_sha256
+            ),
+        };
+        out.left_out.push((p.name, why));
+    }
+    for (name, why) in &out.left_out {
+        out.notes.push(format!("pack {name} is left out: {why}"));
+    }
+    Ok(out)
 }
 
 /// What [`sign_dir`] did.
