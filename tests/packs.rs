@@ -380,7 +380,9 @@ fn a_lockfile_mismatch_is_refused() {
     let m = fs::read_to_string(env.path("demo/pack.yaml")).unwrap();
     fs::write(env.path("demo/pack.yaml"), m.replace("An example pack", "A changed pack")).unwrap();
     env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
-    env.ok(&["pack", "install", "demo"]);
+    // The installed version again with other content: said, and only with --force.
+    env.install_refused("demo", &["pack demo 0.1.0 is installed with other content", "--force"]);
+    env.ok(&["pack", "install", "demo", "--force"]);
     env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0: pack.yaml's sha256"]);
     // A pinned pack that is gone.
     env.ok(&["pack", "remove", "demo"]);

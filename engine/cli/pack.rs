@@ -77,6 +77,9 @@ enum Cmd {
         /// Allow installing a lower version than the one installed.
         #[arg(long)]
         allow_downgrade: bool,
+        /// Replace the installed version with a pack of the same version whose content changed.
+        #[arg(long)]
+        force: bool,
     },
     /// The installed packs, each re-verified.
     List,
@@ -122,8 +125,8 @@ pub fn run(args: PackArgs) -> u8 {
         Cmd::Keygen { base, force } => keygen(&base, force),
         Cmd::Sign { dir, key, update_hashes } => sign_pack(&dir, &key, update_hashes),
         Cmd::Verify { path, allow_unsigned } => data().and_then(|d| verify(&d, &path, allow_unsigned)),
-        Cmd::Install { path, allow_unsigned, allow_downgrade } => {
-            data().and_then(|d| install(&d, &path, allow_unsigned, allow_downgrade))
+        Cmd::Install { path, allow_unsigned, allow_downgrade, force } => {
+            data().and_then(|d| install(&d, &path, allow_unsigned, allow_downgrade, force))
         }
         Cmd::List => data().and_then(|d| list(&d)),
         Cmd::Remove { name } => data().and_then(|d| packs::remove(&d, &name)).map(|()| {
@@ -178,10 +181,10 @@ fn verify(data: &Path, path: &Path, allow_unsigned: bool) -> Result<u8> {
     Ok(0)
 }
 
-fn install(data: &Path, path: &Path, allow_unsigned: bool, allow_downgrade: bool) -> Result<u8> {
+fn install(data: &Path, path: &Path, allow_unsigned: bool, allow_downgrade: bool, force: bool) -> Result<u8> {
     let trust = Trust::load(data, allow_unsigned)?;
     let v = packs::verify(path, &trust)?;
-    let report = packs::install(data, &v, allow_downgrade)?;
+    let report = packs::install(data, &v, allow_downgrade, force)?;
     let m = &v.manifest;
     let replaced = report.replaced.map(|r| format!(", replacing {r}")).unwrap_or_default();
     say!("installed pack {} {} ({}) in {}{replaced}", m.name, m.version, status(&v), report.dir.display());

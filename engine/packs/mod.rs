@@ -469,9 +469,10 @@ fn installed_version(dir: &Path) -> Option<semver::Version> {
 /// Installs a verified pack into `DATA/packs/NAME/`, all or nothing: the
 /// files are written to a staging folder beside it, which is then renamed
 /// into place. Installing a lower version than the installed one needs
-/// `allow_downgrade`. Only pack.yaml, pack.sig and the listed files are
-/// installed.
-pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool) -> Result<InstallReport> {
+/// `allow_downgrade`; the installed version again with other content (its
+/// pack.yaml differs: a lock pinning it would no longer match) needs
+/// `force`. Only pack.yaml, pack.sig and the listed files are installed.
+pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool, force: bool) -> Result<InstallReport> {
     let name = &pack.manifest.name;
     check_not_core(name).map_err(|e| Error::new(e.kind(), format!("pack {name}: {e}")))?;
     let packs = packs_dir(data_dir);
@@ -483,6 +484,16 @@ pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool) -> R
         Err(e) => return Err(io_err(&dest, e)),
     };
     if let Some(Some(prev)) = &previous {
+        if pack.version == *prev && !force {
+            let installed =
+                read_in_pack(&dest, "pack.yaml", manifest::MAX_MANIFEST as u64).ok().map(|b| sha256_hex(&b));
+            if let Some(old) = installed.filter(|old| *old != pack.manifest_sha256) {
+                return Err(refuse(format!(
+                    "pack {name} {prev} is installed with other content (pack.yaml sha256 {old}, this one's {}): give the changed pack a new version, or pass --force to replace it",
+                    pack.manifest_sha256
+                )));
+            }
+        }
         if pack.version < *prev && !allow_downgrade {
             return Err(refuse(format!(
                 "pack {name}: {} is older than the installed {prev}; refusing to downgrade (pass --allow-downgrade to install it anyway)",
@@ -901,7 +912,7 @@ fn rewrite_hashes(dir: &Path, bytes: &[u8], m: &Manifest) -> Result<(Vec<u8>, Ve
         }
     }
     let mut m2 = m.clone();
-    for e in m2.plugins.iter_mut().chain(m2.probes.iter_mut()) {
+    for e in m2.plugins.iter_mut().chain(m2.lib.iter_mut()).chain(m2.probes.iter_mut()) {
         e.sha256 = hashes[&e.file].clone();
     }
     let yaml = serde_yaml::to_string(&m2).map_err(|e| refuse(format!("cannot write pack.yaml: {e}")))?;

@@ -279,7 +279,7 @@ fn the_name_core_is_reserved() {
     make_pack(&other, "other", "1.0.0", Some(&sk));
     let mut v = verify(&other, &trust).unwrap();
     v.manifest.name = CORE.into();
-    reserved(err_of(install(&data, &v, false)));
+    reserved(err_of(install(&data, &v, false, false)));
     assert!(!packs_dir(&data).join("core").exists());
     // A folder DATA/packs/core (copied there by hand) is an error naming it,
     // and can still be removed.
@@ -393,11 +393,11 @@ fn install_upgrade_downgrade_remove() {
     make_pack(&v1, "demo", "1.0.0", Some(&sk));
     make_pack(&v2, "demo", "1.2.0", Some(&sk));
     fs::write(v2.join("README.md"), "not installed").unwrap();
-    install(&data, &verify(&v1, &trust).unwrap(), false).unwrap();
-    let r = install(&data, &verify(&v2, &trust).unwrap(), false).unwrap();
+    install(&data, &verify(&v1, &trust).unwrap(), false, false).unwrap();
+    let r = install(&data, &verify(&v2, &trust).unwrap(), false, false).unwrap();
     assert_eq!(r.replaced.as_deref(), Some("1.0.0"));
     assert!(!r.dir.join("README.md").exists());
-    let e = err_of(install(&data, &verify(&v1, &trust).unwrap(), false));
+    let e = err_of(install(&data, &verify(&v1, &trust).unwrap(), false, false));
     assert!(e.contains("refusing to downgrade") && e.contains("--allow-downgrade"), "{e}");
     // Installed packs are re-verified against the trust store.
     fs::create_dir_all(trust_dir(&data)).unwrap();
@@ -411,7 +411,7 @@ fn install_upgrade_downgrade_remove() {
     assert_eq!(all[0].plugins[0].path, data.join("packs/demo/p.lua"));
     assert!(all[0].plugins[0].pack.is_none() && all[0].plugins[0].trusted);
     assert!(all[0].probes.is_empty());
-    install(&data, &verify(&v1, &trust).unwrap(), true).unwrap();
+    install(&data, &verify(&v1, &trust).unwrap(), true, false).unwrap();
     assert_eq!(installed(&data).unwrap()[0].version, "1.0.0");
     let leftovers: Vec<_> = fs::read_dir(packs_dir(&data)).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers, ["demo"]);
@@ -433,7 +433,7 @@ fn lock_files_pin_name_version_and_manifest() {
     for (n, v) in [("one", "1.0.0"), ("two", "2.0.0")] {
         let d = t.path().join(n);
         make_pack(&d, n, v, Some(&sk));
-        install(&data, &verify(&d, &trust).unwrap(), false).unwrap();
+        install(&data, &verify(&d, &trust).unwrap(), false, false).unwrap();
     }
     let lock = t.path().join("moonscan.lock");
     let packs = installed(&data).unwrap();
@@ -446,7 +446,10 @@ fn lock_files_pin_name_version_and_manifest() {
     fs::write(d.join("pack.yaml"), fs::read_to_string(d.join("pack.yaml")).unwrap().replace("Test pack.", "Changed."))
         .unwrap();
     sign_dir(&d, &sk, false).unwrap();
-    install(&data, &verify(&d, &trust).unwrap(), false).unwrap();
+    // The same version with other content is refused without --force.
+    let e = err_of(install(&data, &verify(&d, &trust).unwrap(), false, false));
+    assert!(e.contains("pack one 1.0.0 is installed with other content") && e.contains("--force"), "{e}");
+    install(&data, &verify(&d, &trust).unwrap(), false, true).unwrap();
     let e = err_of(check_lock(&lock, &installed(&data).unwrap()));
     assert!(e.contains("pack one 1.0.0: pack.yaml's sha256"), "{e}");
     remove(&data, "two").unwrap();
@@ -482,6 +485,22 @@ fn update_hashes_keeps_the_authors_layout() {
     let r = sign_dir(&dir, &sk, true).unwrap();
     assert!(r.rewritten);
     assert!(verify(&dir, &trust_of(&pk)).is_ok());
+    // A library module's hash is filled as a plugin's (it stayed empty
+    // when pack.yaml was rewritten, and the pack could not be signed).
+    fs::create_dir_all(dir.join("lib")).unwrap();
+    fs::write(dir.join("lib/m.lua"), "return { answer = 42 }\n").unwrap();
+    fs::write(dir.join("pack.yaml"), flow_with_lib(&fs::read_to_string(dir.join("pack.yaml")).unwrap())).unwrap();
+    let r = sign_dir(&dir, &sk, true).unwrap();
+    assert!(r.rewritten && r.updated.contains(&"lib/m.lua".to_string()), "{r:?}");
+    let now = fs::read_to_string(dir.join("pack.yaml")).unwrap();
+    assert!(now.contains(&sha256_hex(b"return { answer = 42 }\n")), "{now}");
+    assert!(verify(&dir, &trust_of(&pk)).is_ok());
+}
+
+/// pack.yaml in flow style with `lib: [{file: lib/m.lua}]` and no hashes.
+fn flow_with_lib(canonical: &str) -> String {
+    let head: String = canonical.lines().take_while(|l| !l.starts_with("plugins")).map(|l| format!("{l}\n")).collect();
+    format!("{head}plugins: [{{file: q.lua}}]\nlib: [{{file: lib/m.lua}}]\nprobes: []\n")
 }
 
 #[test]
@@ -531,7 +550,7 @@ fn probe_files_are_loaded_from_the_hashed_bytes() {
     let v = verify(&dir, &trust_of(&pk)).unwrap();
     assert!(!v.probes.probes().is_empty());
     let data = t.path().join("home");
-    install(&data, &v, false).unwrap();
+    install(&data, &v, false, false).unwrap();
     trust_add(&data, &TrustedKey::new(pk).to_file_text()).unwrap();
     let p = &installed(&data).unwrap()[0];
     assert_eq!(p.probe_files, [data.join("packs/demo/probes/redis.yaml")]);
@@ -563,7 +582,7 @@ fn installed_packs_carry_the_verified_plugins_and_probes() {
     m.push_str(&format!("probes:\n  - file: redis.yaml\n    sha256: {}\n", sha256_hex(probes.as_bytes())));
     fs::write(dir.join("pack.yaml"), &m).unwrap();
     sign_dir(&dir, &sk, false).unwrap();
-    install(&data, &verify(&dir, &trust_of(&pk)).unwrap(), false).unwrap();
+    install(&data, &verify(&dir, &trust_of(&pk)).unwrap(), false, false).unwrap();
     trust_add(&data, &TrustedKey::new(pk).to_file_text()).unwrap();
     let p = installed(&data).unwrap().remove(0);
     // The files change once the check is done.
