@@ -27,7 +27,7 @@
 //!   each epoch the ratio holds (as BBR's and TCP's slow start), so a fast
 //!   path is found in a few round trips.
 //! - **Back off**: an epoch whose ratio fell clearly below the baseline
-//!   (by a fifth, and by more than three standard deviations of the count,
+//!   (by a tenth, and by more than 2.5 standard deviations of the count,
 //!   so a path's random loss never looks like congestion) shows what the
 //!   path delivered: the rate goes to 85 % of that delivered rate
 //!   (`epoch rate x ratio / baseline`), never below `--min-rate`. Epochs
@@ -35,9 +35,25 @@
 //!   TCP's recovery), and their time spans are kept as *congested*: a
 //!   probe whose last try went out then is tried again before its silence
 //!   counts ([`Controller::congested_at`]).
-//! - **Probe up**: after a cut, each clean epoch raises the rate by 8 %, so
-//!   a path whose capacity grows (or a cut that was too deep) is found
-//!   again, and the sawtooth stays within a few per cent of the capacity.
+//! - **Probe up**: after startup, clean epochs are summed into a *tally*
+//!   until it holds enough answers (400 expected) to show a drop of an
+//!   eighth; a tally that shows none raises the rate 4 % and gives the
+//!   baseline its ratio, one that does is congestion too. A limit
+//!   exceeded by a tenth loses a tenth of the answers, too few to see in
+//!   one epoch's handful: judged epoch by epoch, such epochs passed as
+//!   clean, joined the baseline and sank it, and the rate climbed on (a
+//!   policer, which queues nothing, was overrun twice over). So the rate
+//!   grows only as fast as the answers can show it went too far, and a
+//!   ratio measured while sending above the bottleneck's estimate never
+//!   joins the baseline. A path whose capacity grows is found again a
+//!   step a tally at a time.
+//! - **The bottleneck's estimate** is the most the path delivered in the
+//!   last ten round trips (two seconds at least), each sample the latest
+//!   epochs holding 300 answers (thinner samples' noise raised the most
+//!   well above the path's rate). Congestion while sending at half that
+//!   or less means the estimate is stale (the scan's mix changed: the
+//!   hosts behind a fast path are done, one behind a slow one is left),
+//!   and what the path delivers now replaces it.
 //!
 //! Why not nmap's AIMD congestion window: a window is clocked by answers,
 //! and a scan of mostly filtered ports gets few, so nmap's window crawls
@@ -156,6 +172,13 @@ const PRIOR_TRIES: f64 = 200.0;
 
 /// Fewest expected answers for an epoch to be judged alone.
 const MIN_ANSWERS: f64 = 30.0;
+/// Expected answers a tally of clean epochs holds before it is judged
+/// (and the pace grows a step): enough to see a drop of an eighth.
+const TALLY_ANSWERS: f64 = 400.0;
+/// Fewest answers in one sample of the path's delivery rate (the most of
+/// recent samples is the bottleneck's estimate: thin samples' noise would
+/// raise it well above the path's rate).
+const DELIVERY_ANSWERS: f64 = 300.0;
 /// Shortest epoch; longest an inconclusive pool grows before it is
 /// judged as "no evidence".
 const MIN_EPOCH: Duration = Duration::from_millis(2);
@@ -164,6 +187,9 @@ const MAX_POOL: Duration = Duration::from_secs(2);
 /// of the count expected below it, is congestion.
 const DROP: f64 = 0.9;
 const SIGMAS: f64 = 2.5;
+/// Congested at this share of the bottleneck's estimate or less: the
+/// estimate is stale.
+const STALE: f64 = 0.5;
 /// After a cut, the rate is this share of what the path delivered.
 const MARGIN: f64 = 0.85;
 /// Growth per judged epoch: startup, probing up, without evidence.
@@ -207,6 +233,20 @@ impl Epoch {
         Epoch { start, end: start, rate, sent: [0; 2], all_sent: 0, answered: [0; 2], arrived: [0; 2], rtt: (0.0, 0) }
     }
 
+    /// This epoch and a later one as one.
+    fn merge(self, e: Epoch) -> Epoch {
+        Epoch {
+            start: self.start,
+            end: e.end,
+            rate: self.rate.max(e.rate),
+            sent: [self.sent[0] + e.sent[0], self.sent[1] + e.sent[1]],
+            all_sent: self.all_sent + e.all_sent,
+            answered: [self.answered[0] + e.answered[0], self.answered[1] + e.answered[1]],
+            arrived: [self.arrived[0] + e.arrived[0], self.arrived[1] + e.arrived[1]],
+            rtt: (self.rtt.0 + e.rtt.0, self.rtt.1 + e.rtt.1),
+        }
+    }
+
     /// Mean round trip of its answers, with enough of them.
     fn mean_rtt(&self) -> Option<f64> {
         (self.rtt.1 >= MIN_RTTS).then(|| self.rtt.0 / self.rtt.1 as f64)
@@ -226,6 +266,9 @@ pub struct Controller {
     epochs: VecDeque<Epoch>,
     /// Judged epochs too thin to say anything, pooled per class.
     pool: [Option<Epoch>; 2],
+    /// After startup, judged pools without a drop of their own, summed per
+    /// class until they can show a small one ([`Controller::tally`]).
+    tallies: [Option<Epoch>; 2],
     /// Recent conclusive, uncongested ratios per class (when, ratio; newest last).
     baselines: [VecDeque<(Instant, f64)>; 2],
     /// Sends before this moment are not judged again (the last cut's time).
@@ -239,8 +282,9 @@ pub struct Controller {
     /// Recent epochs' delivered rates (end, probes/s); the most is the
     /// bottleneck's estimate.
     delivery: VecDeque<(Instant, f64)>,
-    /// Epochs not yet in a delivery sample: probes through, answers, seconds.
-    delivered: (f64, u64, f64),
+    /// The latest epochs' deliveries (end, probes through, answers,
+    /// seconds), as many as the last sample summed.
+    delivered: VecDeque<(Instant, f64, u64, f64)>,
     lost_tries: u64,
     answered_tries: u64,
     slowdowns: u32,
@@ -265,6 +309,7 @@ impl Controller {
             startup: true,
             epochs: VecDeque::from([Epoch::new(now, rate)]),
             pool: [None, None],
+            tallies: [None, None],
             baselines: [VecDeque::new(), VecDeque::new()],
             recovered: now,
             congested: VecDeque::new(),
@@ -272,7 +317,7 @@ impl Controller {
             srtt: None,
             rtts: VecDeque::new(),
             delivery: VecDeque::new(),
-            delivered: (0.0, 0, 0.0),
+            delivered: VecDeque::new(),
             lost_tries: 0,
             answered_tries: 0,
             slowdowns: 0,
@@ -304,11 +349,7 @@ impl Controller {
     /// as its retry count follows the tries it saw answered), never more
     /// than `cap` (`--max-retries`).
     pub fn retries(&self, base: u32, cap: u32) -> u32 {
-        let tries = (self.lost_tries + self.answered_tries) as f64;
-        let p = (self.lost_tries as f64 + 1.0) / (tries + PRIOR_TRIES);
-        // The fewest tries n with p^n <= MISS, less the first.
-        let needed = (MISS.ln() / p.ln()).ceil().max(1.0) as u32 - 1;
-        needed.max(base).min(cap.max(base))
+        retries_for(self.lost_tries, self.answered_tries, base, cap)
     }
 
     /// Slowdowns since the last call.
@@ -461,16 +502,7 @@ impl Controller {
             }
             let pooled = match self.pool[c].take() {
                 None => e,
-                Some(p) => Epoch {
-                    start: p.start,
-                    end: e.end,
-                    rate: p.rate.max(e.rate),
-                    sent: [p.sent[0] + e.sent[0], p.sent[1] + e.sent[1]],
-                    all_sent: p.all_sent + e.all_sent,
-                    answered: [p.answered[0] + e.answered[0], p.answered[1] + e.answered[1]],
-                    arrived: [p.arrived[0] + e.arrived[0], p.arrived[1] + e.arrived[1]],
-                    rtt: (p.rtt.0 + e.rtt.0, p.rtt.1 + e.rtt.1),
-                },
+                Some(p) => p.merge(e),
             };
             let (sent, got) = (pooled.sent[c] as f64, pooled.answered[c] as f64);
             let ratio = got / sent;
@@ -489,6 +521,8 @@ impl Controller {
                 if pooled.start >= self.recovered {
                     verdict = verdict.worst(Verdict::Congested(Why::Loss { ratio, baseline: base }));
                 }
+            } else if !self.startup {
+                verdict = verdict.worst(self.tally(pooled, c));
             } else if !thin {
                 self.baselines[c].push_back((e.end, ratio));
                 verdict = verdict.worst(Verdict::Clean);
@@ -506,8 +540,9 @@ impl Controller {
             Verdict::Congested(why) => self.cut(e, why, now),
             _ if !paced => {}
             Verdict::Clean if e.start >= self.recovered => {
-                let gain = if self.startup { STARTUP_GAIN } else { PROBE_GAIN };
-                self.set_rate(self.rate * gain.powf(per_rtt));
+                // After startup a clean verdict is a tally's: one step.
+                let gain = if self.startup { STARTUP_GAIN.powf(per_rtt) } else { PROBE_GAIN };
+                self.set_rate(self.rate * gain);
             }
             Verdict::Blind if e.sent.iter().sum::<u64>() > 0 && e.start >= self.recovered && self.startup => {
                 self.set_rate(self.rate * BLIND_GAIN.powf(per_rtt));
@@ -516,11 +551,50 @@ impl Controller {
         }
     }
 
+    /// After startup, adds a pool that showed no drop on its own to the
+    /// tally of class `c`, and judges the tally once it holds
+    /// [`TALLY_ANSWERS`] expected answers (or [`MAX_POOL`] of time): a
+    /// drop there is congestion too (a limit exceeded by a tenth loses a
+    /// tenth of the answers, too few to see in one epoch's handful);
+    /// otherwise its ratio joins the baseline and the pace may grow one
+    /// step. Until then: no verdict, so the pace holds (it grows only
+    /// as fast as the answers can show it went too far), and the baseline
+    /// takes no ratio measured over a limit.
+    fn tally(&mut self, pooled: Epoch, c: usize) -> Verdict {
+        if pooled.start < self.recovered {
+            return Verdict::Blind;
+        }
+        let t = match self.tallies[c].take() {
+            None => pooled,
+            Some(t) => t.merge(pooled),
+        };
+        let base = self.base(c);
+        let (sent, got) = (t.sent[c] as f64, t.answered[c] as f64);
+        let held = if base > 0.0 { base * sent } else { got };
+        if held < TALLY_ANSWERS && t.end.saturating_duration_since(t.start) < MAX_POOL {
+            self.tallies[c] = Some(t);
+            return Verdict::Blind;
+        }
+        if self.shows_drop(&t, c) {
+            self.mark_congested(t.start, t.end);
+            return Verdict::Congested(Why::Loss { ratio: got / sent, baseline: base });
+        }
+        // A ratio measured while sending over what the path has been seen
+        // to deliver may be a limit's loss too small to show: kept out of
+        // the baseline, which would sink with it (and the pace rise).
+        if got >= MIN_ANSWERS && t.rate <= self.bottleneck().unwrap_or(f64::INFINITY) {
+            self.baselines[c].push_back((t.end, got / sent));
+        }
+        Verdict::Clean
+    }
+
     /// Takes what the path delivered while `e` was open into the
     /// bottleneck estimate: the answers that arrived, over the share of
     /// probes that are answered, is the rate of probes that got through.
-    /// Epochs are summed until they hold enough answers for a sample (a
-    /// handful of answers says little of a rate).
+    /// A sample is the latest epochs that together hold enough answers
+    /// (a sliding sum, so the sample at a cut is the path's delivery of
+    /// the last moments, not of a bucket begun a while before, when the
+    /// rate was lower; a handful of answers says little of a rate).
     fn measure_delivery(&mut self, e: &Epoch, len: f64) {
         let mut through = 0.0;
         let mut arrived = 0;
@@ -531,15 +605,23 @@ impl Controller {
                 arrived += e.arrived[c];
             }
         }
-        let acc = &mut self.delivered;
-        acc.0 += through;
-        acc.1 += arrived;
-        acc.2 += len;
-        if acc.1 as f64 >= MIN_ANSWERS || acc.2 >= MAX_POOL.as_secs_f64() {
-            if acc.1 > 0 {
-                self.delivery.push_back((e.end, acc.0 / acc.2));
+        self.delivered.push_back((e.end, through, arrived, len));
+        let (mut sum, mut got, mut secs) = (0.0, 0, 0.0);
+        let mut keep = 0;
+        for &(_, t, a, l) in self.delivered.iter().rev() {
+            sum += t;
+            got += a;
+            secs += l;
+            keep += 1;
+            if got as f64 >= DELIVERY_ANSWERS || secs >= MAX_POOL.as_secs_f64() {
+                break;
             }
-            self.delivered = (0.0, 0, 0.0);
+        }
+        if got as f64 >= DELIVERY_ANSWERS || (secs >= MAX_POOL.as_secs_f64() && got > 0) {
+            self.delivery.push_back((e.end, sum / secs));
+        }
+        while self.delivered.len() > keep {
+            self.delivered.pop_front();
         }
         // A window of ten round trips (at least two seconds), as BBR's.
         let span = self.srtt.map_or(Duration::from_secs(2), |s| (s.0 * 10).max(Duration::from_secs(2)));
@@ -548,17 +630,36 @@ impl Controller {
         }
     }
 
+    /// The bottleneck's estimate: the most the path delivered lately.
+    fn bottleneck(&self) -> Option<f64> {
+        let b = self.delivery.iter().map(|d| d.1).fold(0.0, f64::max);
+        (b > 0.0).then_some(b)
+    }
+
     /// The path is congested: down to a margin under what it delivers.
     fn cut(&mut self, e: Epoch, why: Why, now: Instant) {
         self.mark_congested(e.start, e.end);
         let from = self.rate;
         let floor = self.limits.min.unwrap_or(0.0);
-        let bottleneck = self.delivery.iter().map(|d| d.1).fold(0.0, f64::max);
-        let to = if bottleneck > 0.0 { MARGIN * bottleneck } else { from.min(CEILING) / 2.0 };
+        // Congested while sending at half what the path delivered lately
+        // or less: that estimate is stale (the scan's mix changed, say the
+        // hosts behind a fast path are done and one behind a slow one is
+        // left): what the path delivers now replaces it.
+        if let (Some(b), Some(&(at, now_b))) = (self.bottleneck(), self.delivery.back()) {
+            if from < STALE * b {
+                self.delivery.clear();
+                self.delivery.push_back((at, now_b));
+            }
+        }
+        let to = match self.bottleneck() {
+            Some(b) => MARGIN * b,
+            None => from.min(CEILING) / 2.0,
+        };
         self.set_rate(to.min(0.9 * from).max(floor));
         self.startup = false;
         self.recovered = now;
         self.pool = [None, None];
+        self.tallies = [None, None];
         self.slowdowns += 1;
         let at = now.saturating_duration_since(self.t0).as_secs_f64();
         self.notes.push(Slowdown { at, from, to: self.rate, why, floored: self.rate <= floor });
@@ -626,9 +727,9 @@ impl Controller {
         }
         // Sends of epochs pooled until they hold enough answers: what the
         // pool shows so far (a scan does not wait seconds for a pool).
-        for (c, p) in self.pool.iter().enumerate() {
+        for (i, p) in self.pool.iter().chain(&self.tallies).enumerate() {
             if let Some(p) = p.filter(|p| p.start <= t) {
-                if self.shows_drop(&p, c) {
+                if self.shows_drop(&p, i % 2) {
                     return Some(true);
                 }
             }
@@ -636,6 +737,19 @@ impl Controller {
         let at = self.congested.partition_point(|s| s.0 <= t);
         Some(at.checked_sub(1).is_some_and(|i| self.congested[i].1 >= t))
     }
+}
+
+/// Extra tries a silent probe gets when `lost` tries were proved lost
+/// among `answered` answered ones (a scan's, or one host's: a host behind
+/// a limit of its own loses more than the scan shows): at least `base`,
+/// enough that an answering port misses every try less often than one in
+/// 10,000, at most `cap` (see [`Controller::retries`]).
+pub fn retries_for(lost: u64, answered: u64, base: u32, cap: u32) -> u32 {
+    let tries = (lost + answered) as f64;
+    let p = (lost as f64 + 1.0) / (tries + PRIOR_TRIES);
+    // The fewest tries n with p^n <= MISS, less the first.
+    let needed = (MISS.ln() / p.ln()).ceil().max(1.0) as u32 - 1;
+    needed.max(base).min(cap.max(base))
 }
 
 /// An answer, as [`Controller::on_answer`] takes it.

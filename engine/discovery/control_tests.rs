@@ -336,3 +336,27 @@ fn a_fast_paths_first_cut_lands_near_its_bottleneck() {
         assert!(through >= 65_535, "{path:?}: {through} probes through in {secs:.2} s");
     }
 }
+
+/// A policer (a rate limit without a queue: what goes over is dropped at
+/// once, so round trips never grow) shows itself only in the answers that
+/// go missing. The pace settles near its rate and stays there: the
+/// baseline is not dragged down by epochs sent over the limit, whose
+/// losses are too small to judge one by one.
+#[test]
+fn a_policer_is_found_by_its_losses_alone() {
+    for (i, path) in [
+        Path { capacity: 3_000.0, queue: 2, rtt_ms: 0.1, jitter_ms: 0.0, loss: 0.0, answers: 1.0 },
+        Path { capacity: 3_000.0, queue: 20, rtt_ms: 50.0, jitter_ms: 5.0, loss: 0.01, answers: 1.0 },
+        Path { capacity: 20_000.0, queue: 4, rtt_ms: 20.0, jitter_ms: 2.0, loss: 0.0, answers: 0.3 },
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let run = simulate(path, adaptive(1000.0), 20.0, 17 + i as u64);
+        let mean = run.mean_rate(5.0, 20.0);
+        let cap = path.capacity;
+        assert!(mean > 0.6 * cap && mean < 1.2 * cap, "{path:?}: mean rate {mean:.0} over the last 15 s");
+        let drops = run.queue_drops as f64 / run.sent as f64;
+        assert!(drops < 0.10, "{path:?}: {:.1} % dropped at the policer", drops * 100.0);
+    }
+}

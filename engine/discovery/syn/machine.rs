@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::lanes::Lanes;
 use super::reply::Reply;
-use crate::discovery::control::{Answer, Class, Limits, CONGESTED_TRIES};
+use crate::discovery::control::{retries_for, Answer, Class, Limits, CONGESTED_TRIES};
 use crate::discovery::Pacer;
 use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
@@ -154,6 +154,11 @@ pub struct Machine<I> {
     /// answers each host once: its entries go at the next trim).
     rtt: HashMap<u128, (Duration, Duration)>,
     rtt_trim_at: usize,
+    /// Per host that has answered: tries proved lost, tries answered.
+    /// A host behind a limit of its own (a policer, a slow link) loses
+    /// more than the scan as a whole shows: its silent probes get the
+    /// tries its own loss calls for. Trimmed with `rtt`.
+    losses: HashMap<u128, (u32, u32)>,
     /// The same over every host, for hosts not timed yet when asked
     /// ([`Machine::share_rtt`]: host discovery, where most hosts never answer).
     all_rtt: Option<(Duration, Duration)>,
@@ -207,6 +212,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             held: VecDeque::new(),
             rtt: HashMap::new(),
             rtt_trim_at: RTT_HOSTS,
+            losses: HashMap::new(),
             all_rtt: None,
             share_rtt: false,
             quick: None,
@@ -250,12 +256,20 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         let next = smooth(self.rtt.get(&host));
         self.rtt.insert(host, next);
         self.all_rtt = Some(smooth(self.all_rtt.as_ref()));
-        if self.rtt.len() > self.rtt_trim_at {
+        self.trim_hosts();
+    }
+
+    /// Keeps the per-host tables to the hosts with probes out once they
+    /// pass their bound.
+    fn trim_hosts(&mut self) {
+        if self.rtt.len().max(self.losses.len()) > self.rtt_trim_at {
             let live: HashSet<u128> = self.inflight.keys().map(|k| k.0).collect();
             self.rtt.retain(|h, _| live.contains(h));
             self.rtt.shrink_to(2 * self.rtt.len());
+            self.losses.retain(|h, _| live.contains(h));
+            self.losses.shrink_to(2 * self.losses.len());
             // Amortised: the next trim waits for as many new hosts as are kept.
-            self.rtt_trim_at = RTT_HOSTS.max(2 * self.rtt.len());
+            self.rtt_trim_at = RTT_HOSTS.max(2 * self.rtt.len().max(self.losses.len()));
         }
     }
 
@@ -476,13 +490,22 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         // An answer to the latest try was sent at `sent`; one to an earlier
         // try (its answer slower than the timeout) at an unknown time.
         let latest = attempt + 1 >= nth;
-        let a = Answer { class: self.class, sent, first: nth == 1, lost: if latest { nth - 1 } else { attempt }, rtt };
+        let lost = if latest { nth - 1 } else { attempt };
+        let a = Answer { class: self.class, sent, first: nth == 1, lost, rtt };
         self.pacer.lock().on_answer(a, now);
+        let host = self.losses.entry(k.0).or_default();
+        host.0 = host.0.saturating_add(lost);
+        host.1 = host.1.saturating_add(1);
+        self.trim_hosts();
     }
 
-    /// Extra tries a silent probe gets now: more on a path seen losing.
-    fn retries(&self) -> u32 {
-        self.pacer.lock().retries(self.pace.retries, self.pace.max_retries)
+    /// Extra tries a silent probe to `host` gets now: more on a path seen
+    /// losing, the scan's or the host's own, whichever lost more.
+    fn retries(&self, host: u128) -> u32 {
+        let (base, cap) = (self.pace.retries, self.pace.max_retries);
+        let scan = self.pacer.lock().retries(base, cap);
+        let own = self.losses.get(&host).map_or(base, |&(l, a)| retries_for(l.into(), a.into(), base, cap));
+        scan.max(own)
     }
 
     /// Moves probes whose time ran out to the resend queue or gives them up.
@@ -498,7 +521,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             if self.inflight.get(&k).map(|e| e.0) != Some(nth) {
                 continue; // answered, or sent again since
             }
-            if nth <= self.retries() && !self.stopping {
+            if nth <= self.retries(k.0) && !self.stopping {
                 self.resend.push_back(k);
             } else {
                 self.awaiting.push_back((sent, k, nth));
@@ -532,7 +555,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                         self.give_up((k.0, port));
                     }
                 }
-            } else if congested && nth <= self.retries() + CONGESTED_TRIES {
+            } else if congested && nth <= self.retries(k.0) + CONGESTED_TRIES {
                 self.resend.push_back(k);
             } else if self.stopping
                 || self.pace.retries == 0

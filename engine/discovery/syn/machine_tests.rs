@@ -403,8 +403,11 @@ fn simulate(
             let n = sends.entry((ip, port)).or_default();
             *n += 1;
             for (delay, mut r) in network(ip, port, *n) {
-                let (seq, sport) = c.probe(SRC.parse().unwrap(), ip, port, 0);
+                // The answer to this try: its port says which try it was.
+                let attempt = (*n - 1).min(7) as u8;
+                let (seq, sport) = c.probe_try(SRC.parse().unwrap(), ip, port, 0, attempt);
                 r.dport = sport;
+                r.attempt = attempt;
                 if r.ack != 0 {
                     r.ack = seq.wrapping_add(1);
                 }
@@ -781,4 +784,41 @@ fn udp_ports_of_a_host_that_limits_its_errors_are_all_told() {
     let took = now.duration_since(t0).as_secs_f64();
     // 84 errors at one a second, and the silent ports asked twice each.
     assert!(took < 84.0 * 1.05 + 20.0 * 1.05 + 5.0, "{took:.0} s");
+}
+
+/// A host behind a limit of its own (here a policer that drops three
+/// probes in ten) loses more than the scan as a whole shows: its silent
+/// probes get the tries its own loss calls for, so every one of its
+/// closed ports is told closed, while a clean host's silent port is not
+/// asked more than the scan's loss calls for.
+#[test]
+fn a_lossy_host_gets_the_tries_its_own_loss_calls_for() {
+    let (clean, lossy): (IpAddr, IpAddr) = ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap());
+    let mut list: Vec<(IpAddr, u16)> = (1..=1000).flat_map(|p| [(clean, p), (lossy, p)]).collect();
+    // Each host's silent port last, once the losses are known.
+    list.extend([(clean, 5000), (lossy, 5000)]);
+    let p = Pace { max_retries: 10, ..pace(1, 64) };
+    let mut tries: HashMap<IpAddr, u32> = HashMap::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let (v, counts, _) = simulate(list, p, |ip, port, nth| {
+        if port == 5000 {
+            *tries.entry(ip).or_default() = nth;
+            return vec![];
+        }
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        if ip == lossy && seed % 10 < 3 {
+            return vec![];
+        }
+        vec![(Duration::from_millis(1), reply(ip, port, false))]
+    });
+    let closed = |h: IpAddr| v.iter().filter(|v| v.ip == h && v.state == PortState::Closed).count();
+    assert_eq!(closed(clean), 1000);
+    assert_eq!(closed(lossy), 1000, "every closed port of the lossy host is told closed");
+    assert_eq!(counts.filtered, 2, "only the two silent ports");
+    // 30 % lost: 0.3^8 <= 1e-4, eight tries; the clean host gets what the
+    // scan's loss (half of it: 15 %) calls for, fewer.
+    assert_eq!(tries[&lossy], 8);
+    assert!(tries[&clean] < tries[&lossy], "{tries:?}");
 }
