@@ -43,9 +43,11 @@
 //!   one epoch's handful: judged epoch by epoch, such epochs passed as
 //!   clean, joined the baseline and sank it, and the rate climbed on (a
 //!   policer, which queues nothing, was overrun twice over). So the rate
-//!   grows only as fast as the answers can show it went too far, and a
-//!   ratio measured while sending above the bottleneck's estimate never
-//!   joins the baseline. A path whose capacity grows is found again a
+//!   grows only as fast as the answers can show it went too far (a step
+//!   is tested on sends at its own pace before the next), and a ratio
+//!   measured while sending first tries faster than the path carried
+//!   when it last congested never joins the baseline (unless the
+//!   baseline is empty). A path whose capacity grows is found again a
 //!   step a tally at a time.
 //! - **The bottleneck's estimate** is the most the path delivered in the
 //!   last ten round trips (two seconds at least), each sample the latest
@@ -53,7 +55,8 @@
 //!   well above the path's rate). Congestion while sending at half that
 //!   or less means the estimate is stale (the scan's mix changed: the
 //!   hosts behind a fast path are done, one behind a slow one is left),
-//!   and what the path delivers now replaces it.
+//!   and what the path delivers now (a full sample since the last cut)
+//!   replaces it.
 //!
 //! Why not nmap's AIMD congestion window: a window is clocked by answers,
 //! and a scan of mostly filtered ports gets few, so nmap's window crawls
@@ -127,6 +130,9 @@ pub enum Why {
     /// Answers slower than before: a queue building at the bottleneck
     /// (an epoch's mean round trip against the recent least, seconds).
     Queue { rtt: f64, least: f64 },
+    /// One host lost far more of its tries than the scan: a limit of its
+    /// own, its probes paced apart (`from`/`to` are that host's pace).
+    Host { ip: std::net::IpAddr, loss: f64 },
 }
 
 /// A slowdown in a line, as the -v notes and `scan_end` tell it.
@@ -139,6 +145,15 @@ pub fn describe(n: &Slowdown) -> String {
         ),
         Why::Queue { rtt, least } => {
             format!("round trips grew from {:.0} ms to {:.0} ms (a queue on the path)", least * 1e3, rtt * 1e3)
+        }
+        Why::Host { ip, loss } => {
+            return format!(
+                "at {:.2} s, {ip} {:.0} -> {:.0} probes/s: it lost {:.0} % of its tries (a limit of its own: its probes are paced apart)",
+                n.at,
+                n.from,
+                n.to,
+                loss * 100.0
+            );
         }
     };
     let floor = if n.floored { ", held at --min-rate" } else { "" };
@@ -173,7 +188,8 @@ const PRIOR_TRIES: f64 = 200.0;
 /// Fewest expected answers for an epoch to be judged alone.
 const MIN_ANSWERS: f64 = 30.0;
 /// Expected answers a tally of clean epochs holds before it is judged
-/// (and the pace grows a step): enough to see a drop of an eighth.
+/// (and the pace grows a step): a drop of more than an eighth shows
+/// (2.5 standard deviations of 400 is 50).
 const TALLY_ANSWERS: f64 = 400.0;
 /// Fewest answers in one sample of the path's delivery rate (the most of
 /// recent samples is the bottleneck's estimate: thin samples' noise would
@@ -273,6 +289,12 @@ pub struct Controller {
     baselines: [VecDeque<(Instant, f64)>; 2],
     /// Sends before this moment are not judged again (the last cut's time).
     recovered: Instant,
+    /// Pools begun before the last step up are not tallied (they were
+    /// sent at the pace before it: a step is tested at its own pace).
+    stepped: Instant,
+    /// The bottleneck's estimate at the last cut: the most the path was
+    /// seen to carry when it last congested (none before the first).
+    limit: Option<f64>,
     congested: VecDeque<(Instant, Instant)>,
     /// Everything before this moment has been judged.
     judged_until: Instant,
@@ -281,7 +303,7 @@ pub struct Controller {
     rtts: VecDeque<(Instant, f64)>,
     /// Recent epochs' delivered rates (end, probes/s); the most is the
     /// bottleneck's estimate.
-    delivery: VecDeque<(Instant, f64)>,
+    delivery: VecDeque<(Instant, f64, u64)>,
     /// The latest epochs' deliveries (end, probes through, answers,
     /// seconds), as many as the last sample summed.
     delivered: VecDeque<(Instant, f64, u64, f64)>,
@@ -312,6 +334,8 @@ impl Controller {
             tallies: [None, None],
             baselines: [VecDeque::new(), VecDeque::new()],
             recovered: now,
+            stepped: now,
+            limit: None,
             congested: VecDeque::new(),
             judged_until: now,
             srtt: None,
@@ -350,6 +374,14 @@ impl Controller {
     /// than `cap` (`--max-retries`).
     pub fn retries(&self, base: u32, cap: u32) -> u32 {
         retries_for(self.lost_tries, self.answered_tries, base, cap)
+    }
+
+    /// Notes that one host's probes are paced apart from now on, or
+    /// slower (see `syn::gates`): a slowdown of that host's, not of the scan.
+    pub fn note_host(&mut self, ip: std::net::IpAddr, from: f64, to: f64, loss: f64, now: Instant) {
+        let at = now.saturating_duration_since(self.t0).as_secs_f64();
+        self.slowdowns += 1;
+        self.notes.push(Slowdown { at, from, to, why: Why::Host { ip, loss }, floored: false });
     }
 
     /// Slowdowns since the last call.
@@ -543,6 +575,9 @@ impl Controller {
                 // After startup a clean verdict is a tally's: one step.
                 let gain = if self.startup { STARTUP_GAIN.powf(per_rtt) } else { PROBE_GAIN };
                 self.set_rate(self.rate * gain);
+                if !self.startup {
+                    self.stepped = now;
+                }
             }
             Verdict::Blind if e.sent.iter().sum::<u64>() > 0 && e.start >= self.recovered && self.startup => {
                 self.set_rate(self.rate * BLIND_GAIN.powf(per_rtt));
@@ -561,10 +596,12 @@ impl Controller {
     /// as fast as the answers can show it went too far), and the baseline
     /// takes no ratio measured over a limit.
     fn tally(&mut self, pooled: Epoch, c: usize) -> Verdict {
-        if pooled.start < self.recovered {
+        if pooled.start < self.recovered.max(self.stepped) {
             return Verdict::Blind;
         }
         let t = match self.tallies[c].take() {
+            // One left when its class stopped being sent long ago: stale.
+            Some(t) if t.end + MAX_POOL < pooled.start => pooled,
             None => pooled,
             Some(t) => t.merge(pooled),
         };
@@ -579,10 +616,15 @@ impl Controller {
             self.mark_congested(t.start, t.end);
             return Verdict::Congested(Why::Loss { ratio: got / sent, baseline: base });
         }
-        // A ratio measured while sending over what the path has been seen
-        // to deliver may be a limit's loss too small to show: kept out of
-        // the baseline, which would sink with it (and the pace rise).
-        if got >= MIN_ANSWERS && t.rate <= self.bottleneck().unwrap_or(f64::INFINITY) {
+        // A ratio measured while sending first tries faster than the path
+        // carried when it last congested may be a limit's loss too small
+        // to show: kept out of the baseline, which would sink with it (and
+        // the pace rise). An empty baseline takes it all the same: without
+        // one, no drop can be seen at all.
+        let first_rate =
+            (t.sent[0] + t.sent[1]) as f64 / t.end.saturating_duration_since(t.start).as_secs_f64().max(1e-3);
+        let under = self.limit.is_none_or(|l| first_rate <= l);
+        if got >= MIN_ANSWERS && (under || self.baselines[c].is_empty()) {
             self.baselines[c].push_back((t.end, got / sent));
         }
         Verdict::Clean
@@ -618,14 +660,14 @@ impl Controller {
             }
         }
         if got as f64 >= DELIVERY_ANSWERS || (secs >= MAX_POOL.as_secs_f64() && got > 0) {
-            self.delivery.push_back((e.end, sum / secs));
+            self.delivery.push_back((e.end, sum / secs, got));
         }
         while self.delivered.len() > keep {
             self.delivered.pop_front();
         }
         // A window of ten round trips (at least two seconds), as BBR's.
         let span = self.srtt.map_or(Duration::from_secs(2), |s| (s.0 * 10).max(Duration::from_secs(2)));
-        while self.delivery.front().is_some_and(|&(t, _)| t + span < e.end) {
+        while self.delivery.front().is_some_and(|&(t, _, _)| t + span < e.end) {
             self.delivery.pop_front();
         }
     }
@@ -645,16 +687,18 @@ impl Controller {
         // or less: that estimate is stale (the scan's mix changed, say the
         // hosts behind a fast path are done and one behind a slow one is
         // left): what the path delivers now replaces it.
-        if let (Some(b), Some(&(at, now_b))) = (self.bottleneck(), self.delivery.back()) {
-            if from < STALE * b {
+        // Only a full sample taken since the last cut says so.
+        if let (Some(b), Some(&(at, now_b, got))) = (self.bottleneck(), self.delivery.back()) {
+            if from < STALE * b && at > self.recovered && got as f64 >= DELIVERY_ANSWERS {
                 self.delivery.clear();
-                self.delivery.push_back((at, now_b));
+                self.delivery.push_back((at, now_b, got));
             }
         }
         let to = match self.bottleneck() {
             Some(b) => MARGIN * b,
             None => from.min(CEILING) / 2.0,
         };
+        self.limit = self.bottleneck();
         self.set_rate(to.min(0.9 * from).max(floor));
         self.startup = false;
         self.recovered = now;
@@ -728,7 +772,7 @@ impl Controller {
         // Sends of epochs pooled until they hold enough answers: what the
         // pool shows so far (a scan does not wait seconds for a pool).
         for (i, p) in self.pool.iter().chain(&self.tallies).enumerate() {
-            if let Some(p) = p.filter(|p| p.start <= t) {
+            if let Some(p) = p.filter(|p| p.start <= t && t <= p.end) {
                 if self.shows_drop(&p, i % 2) {
                     return Some(true);
                 }

@@ -817,8 +817,10 @@ fn a_lossy_host_gets_the_tries_its_own_loss_calls_for() {
     assert_eq!(closed(clean), 1000);
     assert_eq!(closed(lossy), 1000, "every closed port of the lossy host is told closed");
     assert_eq!(counts.filtered, 2, "only the two silent ports");
-    // 30 % lost: 0.3^8 <= 1e-4, eight tries; the clean host gets what the
-    // scan's loss (half of it: 15 %) calls for, fewer.
-    assert_eq!(tries[&lossy], 8);
+    // About 30 % lost (the estimate starts from a prior of one try in
+    // 200 lost, so it reads a little less): seven or eight tries
+    // (0.3^8 <= 1e-4); the clean host gets what the scan's loss (about
+    // half of it) calls for, fewer.
+    assert!((7..=9).contains(&tries[&lossy]), "{tries:?}");
     assert!(tries[&clean] < tries[&lossy], "{tries:?}");
 }
