@@ -130,9 +130,6 @@ pub enum Why {
     /// Answers slower than before: a queue building at the bottleneck
     /// (an epoch's mean round trip against the recent least, seconds).
     Queue { rtt: f64, least: f64 },
-    /// One host lost far more of its tries than the scan: a limit of its
-    /// own, its probes paced apart (`from`/`to` are that host's pace).
-    Host { ip: std::net::IpAddr, loss: f64 },
 }
 
 /// A slowdown in a line, as the -v notes and `scan_end` tell it.
@@ -145,15 +142,6 @@ pub fn describe(n: &Slowdown) -> String {
         ),
         Why::Queue { rtt, least } => {
             format!("round trips grew from {:.0} ms to {:.0} ms (a queue on the path)", least * 1e3, rtt * 1e3)
-        }
-        Why::Host { ip, loss } => {
-            return format!(
-                "at {:.2} s, {ip} {:.0} -> {:.0} probes/s: it lost {:.0} % of its tries (a limit of its own: its probes are paced apart)",
-                n.at,
-                n.from,
-                n.to,
-                loss * 100.0
-            );
         }
     };
     let floor = if n.floored { ", held at --min-rate" } else { "" };
@@ -374,14 +362,6 @@ impl Controller {
     /// than `cap` (`--max-retries`).
     pub fn retries(&self, base: u32, cap: u32) -> u32 {
         retries_for(self.lost_tries, self.answered_tries, base, cap)
-    }
-
-    /// Notes that one host's probes are paced apart from now on, or
-    /// slower (see `syn::gates`): a slowdown of that host's, not of the scan.
-    pub fn note_host(&mut self, ip: std::net::IpAddr, from: f64, to: f64, loss: f64, now: Instant) {
-        let at = now.saturating_duration_since(self.t0).as_secs_f64();
-        self.slowdowns += 1;
-        self.notes.push(Slowdown { at, from, to, why: Why::Host { ip, loss }, floored: false });
     }
 
     /// Slowdowns since the last call.

@@ -11,7 +11,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use super::gates::{Gates, HELD_MAX};
 use super::lanes::Lanes;
 use super::reply::Reply;
 use crate::discovery::control::{retries_for, Answer, Class, Limits, CONGESTED_TRIES};
@@ -191,9 +190,6 @@ pub struct Machine<I> {
     /// stay within the window.
     host_ready: HashMap<u128, Instant>,
     held: VecDeque<(Instant, Key, bool)>,
-    /// Hosts behind a limit of their own: their probes paced apart
-    /// (TCP scans without a scan delay; UDP's ICMP limits have lanes).
-    gates: Gates,
 }
 
 impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
@@ -218,7 +214,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             keep_silent: false,
             host_ready: HashMap::new(),
             held: VecDeque::new(),
-            gates: Gates::default(),
             rtt: HashMap::new(),
             rtt_trim_at: RTT_HOSTS,
             losses: HashMap::new(),
@@ -271,7 +266,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Keeps the per-host tables to the hosts with probes out once they
     /// pass their bound.
     fn trim_hosts(&mut self) {
-        if self.rtt.len().max(self.losses.len()).max(self.gates.watched()) > self.rtt_trim_at {
+        if self.rtt.len().max(self.losses.len()) > self.rtt_trim_at {
             let live: HashSet<u128> = self.inflight.keys().map(|k| k.0).collect();
             self.rtt.retain(|h, _| live.contains(h));
             self.rtt.shrink_to(2 * self.rtt.len());
@@ -282,9 +277,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.losses.retain(|h, _| live.contains(h));
             }
             self.losses.shrink_to(2 * self.losses.len());
-            self.gates.trim(|h| live.contains(&h));
             // Amortised: the next trim waits for as many new hosts as are kept.
-            self.rtt_trim_at = RTT_HOSTS.max(2 * self.rtt.len().max(self.losses.len()).max(self.gates.watched()));
+            self.rtt_trim_at = RTT_HOSTS.max(2 * self.rtt.len().max(self.losses.len()));
         }
     }
 
@@ -394,11 +388,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.give_up(k);
             }
         }
-        for (host, port, resend) in self.gates.drain() {
-            if !resend || self.inflight.remove(&(host, port)).is_some() {
-                self.give_up((host, port));
-            }
-        }
         // Held for their host's turn: resends are given up as above; new
         // ones were never sent and are counted as such.
         while let Some((_, k, resend)) = self.held.pop_front() {
@@ -426,10 +415,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// True once every probe is answered or given up (or the scan was stopped
     /// and the last outstanding probe has timed out).
     pub fn is_done(&self) -> bool {
-        (self.stopping || (self.exhausted && !self.open_ended))
-            && self.inflight.is_empty()
-            && self.held.is_empty()
-            && self.gates.held() == 0
+        (self.stopping || (self.exhausted && !self.open_ended)) && self.inflight.is_empty() && self.held.is_empty()
     }
 
     /// Takes a reply that passed [`Cookie::accepts`](super::Cookie::accepts), as come at the last poll.
@@ -515,29 +501,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         let latest = attempt + 1 >= nth;
         let lost = if latest { nth - 1 } else { attempt };
         let a = Answer { class: self.class, sent, first: nth == 1, lost, rtt };
-        let scan_loss = {
-            let mut pacer = self.pacer.lock();
-            pacer.on_answer(a, now);
-            pacer.status().loss
-        };
-        if self.gating() {
-            // Its first try went out about a timeout before each later one.
-            let timeout = self.timeout_of(k);
-            let first = sent.checked_sub(timeout * attempt.min(nth - 1)).unwrap_or(sent);
-            if let Some(n) = self.gates.on_answer(k.0, first, lost, scan_loss, timeout, now) {
-                self.pacer.lock().note_host(addr(n.host), n.from, n.to, n.loss, now);
-            }
-        }
+        self.pacer.lock().on_answer(a, now);
         let host = self.losses.entry(k.0).or_default();
         host.0 = host.0.saturating_add(lost);
         host.1 = host.1.saturating_add(1);
         self.trim_hosts();
-    }
-
-    /// Whether hosts get gates of their own: TCP scans without a scan
-    /// delay (a UDP host's silence is its ICMP limit, asked in lanes).
-    fn gating(&self) -> bool {
-        self.kind != ScanType::Udp && self.pace.scan_delay.is_none()
     }
 
     /// Extra tries a silent probe to `host` gets now: more on a path seen
@@ -636,28 +604,12 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.lanes.trim(now, |h| live.contains(&h));
             self.lanes_trim_at = RTT_HOSTS.max(2 * self.lanes.hosts());
         }
-        // Probes their host's gate held back, as it lets them go.
-        while out.len() < max && !self.stopping {
-            let Some((host, port, resend)) = self.gates.next(now) else { break };
-            if self.pacer.lock().try_take(now).is_err() {
-                self.gates.unnext(host, port, resend, now);
-                break;
-            }
-            if resend {
-                self.send_again((host, port), now, out);
-            } else {
-                self.send_new((host, port), now, out);
-            }
-        }
         while out.len() < max {
             // Resends of probes answered (or forgotten) meanwhile are dropped.
             while self.resend.front().is_some_and(|k| !self.inflight.contains_key(k)) {
                 self.resend.pop_front();
             }
-            let can_new = !self.stopping
-                && !self.exhausted
-                && self.inflight.len() < self.pace.window
-                && self.gates.held() < HELD_MAX;
+            let can_new = !self.stopping && !self.exhausted && self.inflight.len() < self.pace.window;
             if self.resend.is_empty() && !can_new {
                 break;
             }
@@ -665,11 +617,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 break;
             }
             if let Some(k) = self.resend.pop_front() {
-                if self.gating() && !self.gates.admit(k.0, now) {
-                    self.gates.hold(k.0, k.1, true, now);
-                    self.pacer.lock().give_back();
-                    continue;
-                }
                 self.send_again(k, now, out);
                 continue;
             }
@@ -682,24 +629,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 continue;
             };
             let k = (key(ip), port);
-            if self.gating() && !self.gates.admit(k.0, now) {
-                self.gates.hold(k.0, k.1, false, now);
-                self.pacer.lock().give_back();
-                continue;
-            }
-            self.send_new(k, now, out);
+            self.inflight.insert(k, (1, now));
+            self.timers.push_back((now, k, 1));
+            self.counts.sent += 1;
+            out.push((ip, port));
+            self.pacer.lock().on_send(self.class, true, now);
         }
         self.compact_timers();
-    }
-
-    /// Sends probe `k` for the first time now, its token taken.
-    fn send_new(&mut self, k: Key, now: Instant, out: &mut Vec<(IpAddr, u16)>) {
-        self.inflight.insert(k, (1, now));
-        self.timers.push_back((now, k, 1));
-        self.counts.sent += 1;
-        out.push((addr(k.0), k.1));
-        self.gates.on_send(k.0, now);
-        self.pacer.lock().on_send(self.class, true, now);
     }
 
     /// Sends probe `k` once more now, its token taken: false (and the
@@ -714,7 +650,6 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.timers.push_back((now, k, *nth));
         self.counts.sent += 1;
         out.push((addr(k.0), k.1));
-        self.gates.on_send(k.0, now);
         self.pacer.lock().on_send(self.class, false, now);
         true
     }
@@ -801,7 +736,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// When the machine next has something to do, if nothing comes in before.
     pub fn next_wakeup(&self, now: Instant) -> Option<Instant> {
         let timer = self.timers.front().map(|t| t.0 + self.timeout_of(t.1));
-        let held = self.held.iter().map(|h| h.0).chain(self.gates.next_due()).min();
+        let held = self.held.iter().map(|h| h.0).min();
         let timer = match (timer, held) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -17,7 +17,6 @@
 
 pub mod cookie;
 pub mod frame;
-pub mod gates;
 pub mod hosts;
 pub mod lanes;
 pub mod links;
