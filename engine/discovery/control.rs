@@ -37,14 +37,14 @@
 //!   counts ([`Controller::congested_at`]).
 //! - **Probe up**: after startup, clean epochs are summed into a *tally*
 //!   until it holds enough answers (400 expected) to show a drop of an
-//!   eighth; a tally that shows none raises the rate 4 % and gives the
+//!   eighth; a tally that shows none raises the rate 4 % for each round
+//!   trip it spans (10 % at most) and gives the
 //!   baseline its ratio, one that does is congestion too. A limit
 //!   exceeded by a tenth loses a tenth of the answers, too few to see in
 //!   one epoch's handful: judged epoch by epoch, such epochs passed as
 //!   clean, joined the baseline and sank it, and the rate climbed on (a
 //!   policer, which queues nothing, was overrun twice over). So the rate
-//!   grows only as fast as the answers can show it went too far (a step
-//!   is tested on sends at its own pace before the next), and a ratio
+//!   grows only as fast as the answers can show it went too far, and a ratio
 //!   measured while sending first tries faster than the path carried
 //!   when it last congested never joins the baseline (unless the
 //!   baseline is empty). A path whose capacity grows is found again a
@@ -199,6 +199,8 @@ const MARGIN: f64 = 0.85;
 /// Growth per judged epoch: startup, probing up, without evidence.
 const STARTUP_GAIN: f64 = 2.0;
 const PROBE_GAIN: f64 = 1.04;
+/// The most one clean tally raises the rate.
+const STEP_MAX: f64 = 1.10;
 const BLIND_GAIN: f64 = 1.25;
 /// How long a baseline ratio or a least round trip is remembered (as
 /// BBR's windowed filters: a path or a scan whose mix changes for good is
@@ -273,13 +275,12 @@ pub struct Controller {
     /// After startup, judged pools without a drop of their own, summed per
     /// class until they can show a small one ([`Controller::tally`]).
     tallies: [Option<Epoch>; 2],
+    /// The step up the last clean tally earned.
+    step: f64,
     /// Recent conclusive, uncongested ratios per class (when, ratio; newest last).
     baselines: [VecDeque<(Instant, f64)>; 2],
     /// Sends before this moment are not judged again (the last cut's time).
     recovered: Instant,
-    /// Pools begun before the last step up are not tallied (they were
-    /// sent at the pace before it: a step is tested at its own pace).
-    stepped: Instant,
     /// The bottleneck's estimate at the last cut: the most the path was
     /// seen to carry when it last congested (none before the first).
     limit: Option<f64>,
@@ -320,9 +321,9 @@ impl Controller {
             epochs: VecDeque::from([Epoch::new(now, rate)]),
             pool: [None, None],
             tallies: [None, None],
+            step: PROBE_GAIN,
             baselines: [VecDeque::new(), VecDeque::new()],
             recovered: now,
-            stepped: now,
             limit: None,
             congested: VecDeque::new(),
             judged_until: now,
@@ -553,11 +554,8 @@ impl Controller {
             _ if !paced => {}
             Verdict::Clean if e.start >= self.recovered => {
                 // After startup a clean verdict is a tally's: one step.
-                let gain = if self.startup { STARTUP_GAIN.powf(per_rtt) } else { PROBE_GAIN };
+                let gain = if self.startup { STARTUP_GAIN.powf(per_rtt) } else { self.step };
                 self.set_rate(self.rate * gain);
-                if !self.startup {
-                    self.stepped = now;
-                }
             }
             Verdict::Blind if e.sent.iter().sum::<u64>() > 0 && e.start >= self.recovered && self.startup => {
                 self.set_rate(self.rate * BLIND_GAIN.powf(per_rtt));
@@ -576,7 +574,7 @@ impl Controller {
     /// as fast as the answers can show it went too far), and the baseline
     /// takes no ratio measured over a limit.
     fn tally(&mut self, pooled: Epoch, c: usize) -> Verdict {
-        if pooled.start < self.recovered.max(self.stepped) {
+        if pooled.start < self.recovered {
             return Verdict::Blind;
         }
         let t = match self.tallies[c].take() {
@@ -607,6 +605,10 @@ impl Controller {
         if got >= MIN_ANSWERS && (under || self.baselines[c].is_empty()) {
             self.baselines[c].push_back((t.end, got / sent));
         }
+        // The step: 4 % a round trip the tally spans (a short path's
+        // tally spans many), at most STEP_MAX.
+        let rtts = t.end.saturating_duration_since(t.start).as_secs_f64() / self.epoch_len().as_secs_f64();
+        self.step = PROBE_GAIN.powf(rtts.max(1.0)).min(STEP_MAX);
         Verdict::Clean
     }
 
