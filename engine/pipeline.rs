@@ -65,7 +65,7 @@ impl Ctx {
         self.t0.elapsed().as_secs_f64()
     }
 
-    /// Sends an event to the outputs, counting errors and findings.
+    /// Sends an event to the outputs, counting errors, findings and script results.
     pub async fn emit(&self, ev: Event) {
         self.count(&ev);
         let _ = self.events.send(ev).await;
@@ -81,6 +81,7 @@ impl Ctx {
         match ev {
             Event::Error(_) => Stats::bump(&self.stats.errors),
             Event::Finding(_) => Stats::bump(&self.stats.findings),
+            Event::Script(_) => Stats::bump(&self.stats.scripts),
             _ => {}
         }
     }
@@ -263,6 +264,8 @@ pub struct Stats {
     pub filtered: AtomicU64,
     pub errors: AtomicU64,
     pub findings: AtomicU64,
+    /// Script results (`script` events).
+    pub scripts: AtomicU64,
     /// Host discovery's verdicts.
     pub hosts_up: AtomicU64,
     pub hosts_down: AtomicU64,

@@ -343,6 +343,7 @@ async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool, taken_up: bool) -> 
         filtered: Stats::get(&stats.filtered),
         errors: Stats::get(&stats.errors),
         findings: Stats::get(&stats.findings),
+        scripts: Stats::get(&stats.scripts),
         hosts_up: Stats::get(&stats.hosts_up),
         hosts_down: Stats::get(&stats.hosts_down),
         interrupted: interrupted || ctx.stop.is_set(),

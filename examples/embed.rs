@@ -19,14 +19,13 @@ async fn main() -> moonscan::Result<()> {
     while let Some(event) = scan.next_event().await {
         match event {
             Event::Service(s) => println!("{}:{} {} {}", s.ip, s.port, s.id.service, s.id.product.unwrap_or_default()),
-            // A script result by its text, a finding by its title.
-            Event::Finding(f) => {
-                println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.output.as_deref().unwrap_or(&f.title))
-            }
+            // A script result by its text, a finding by its severity and title.
+            Event::Script(r) => println!("{}:{} {}: {}", r.ip, r.port, r.plugin, r.output.trim()),
+            Event::Finding(f) => println!("{}:{} {} [{}]: {}", f.ip, f.port, f.plugin, f.severity, f.title),
             _ => {}
         }
     }
     let end = scan.finish().await?;
-    println!("{} open, {} findings in {:.2} s", end.open, end.findings, end.elapsed);
+    println!("{} open, {} findings, {} script results in {:.2} s", end.open, end.findings, end.scripts, end.elapsed);
     Ok(())
 }

@@ -342,6 +342,18 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
             cpe: vec!["cpe:/a:x:y:1".into(), nasty.into()],
         },
     })));
+    evs.push(Event::Script(Box::new(ScriptEvent {
+        scan_id: id.into(),
+        ip,
+        port: 443,
+        proto: Proto::Tcp,
+        plugin: "ssl-cert".into(),
+        output: nasty.into(),
+        data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true]}),
+        volatile: vec![nasty.into()],
+        host: true,
+        t: 1.55,
+    })));
     evs.push(Event::Finding(Box::new(FindingEvent {
         scan_id: id.into(),
         ip,
@@ -351,7 +363,6 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         severity: Severity::Low,
         title: nasty.into(),
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
-        output: Some(nasty.into()),
         about: Default::default(),
         host: false,
         t: 1.6,

@@ -15,7 +15,8 @@ use std::path::Path;
 
 use clap::Subcommand;
 use moonscan::findings::{
-    ErrorEvent, Event, ExtraportsEvent, FindingEvent, HostState, PortEvent, PortState, Proto, Service, ServiceMethod,
+    ErrorEvent, Event, ExtraportsEvent, FindingEvent, HostState, PortEvent, PortState, Proto, ScriptEvent, Service,
+    ServiceMethod,
 };
 use moonscan::output::screen;
 use moonscan::output::store::{self, Db, ScanSummary};
@@ -148,6 +149,7 @@ fn command(args: &[String]) -> String {
 struct PortView<'a> {
     port: Option<&'a PortEvent>,
     service: Option<&'a Service>,
+    scripts: Vec<&'a ScriptEvent>,
     findings: Vec<&'a FindingEvent>,
 }
 
@@ -172,6 +174,7 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
             }
             Event::Port(p) => hosts.entry(p.ip).or_default().entry((p.port, p.proto)).or_default().port = Some(p),
             Event::Service(s) => hosts.entry(s.ip).or_default().entry((s.port, s.proto)).or_default().service = Some(s),
+            Event::Script(r) => hosts.entry(r.ip).or_default().entry((r.port, r.proto)).or_default().scripts.push(r),
             Event::Finding(f) => hosts.entry(f.ip).or_default().entry((f.port, f.proto)).or_default().findings.push(f),
             Event::Error(e) => errors.push(e),
             Event::ScanEnd(e) => end = Some(e),
@@ -248,15 +251,13 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
                     writeln!(o, "    Certificate: {subject}; issuer: {issuer}; not after {not_after}")?;
                 }
             }
+            // Script results (their text, line by line), then findings.
+            for r in &v.scripts {
+                let lines: Vec<_> = r.output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect();
+                writeln!(o, "    | {}: {}", screen(&r.plugin), lines.join("\n    |   "))?;
+            }
             for f in &v.findings {
-                match &f.output {
-                    // A script result: its text, line by line.
-                    Some(text) => {
-                        let lines: Vec<_> = text.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect();
-                        writeln!(o, "    | {}: {}", screen(&f.plugin), lines.join("\n    |   "))?;
-                    }
-                    None => writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?,
-                }
+                writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?;
             }
         }
     }
@@ -315,15 +316,55 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
         let (plugin, title) = (screen(&f.plugin), screen(&f.title));
         writeln!(o, "- {} {}/{} finding {plugin} [{}]: {title}", f.ip, f.port, f.proto, f.severity)?;
     }
+    for (x, y) in &d.scripts {
+        let Some(r) = x.as_ref().or(y.as_ref()) else { continue };
+        let at = format!("{} {}/{} script {}", r.ip, r.port, r.proto, screen(&r.plugin));
+        let lines = |r: &ScriptEvent| -> Vec<String> {
+            r.output
+                .trim_end_matches('\n')
+                .split('\n')
+                .filter(|l| !l.is_empty())
+                .map(|l| screen(l).into_owned())
+                .collect()
+        };
+        match (x, y) {
+            (Some(x), Some(y)) => {
+                let (before, after) = (lines(x), lines(y));
+                writeln!(o, "~ {at}")?;
+                for l in before.iter().filter(|l| !after.contains(l)) {
+                    writeln!(o, "    - {l}")?;
+                }
+                for l in after.iter().filter(|l| !before.contains(l)) {
+                    writeln!(o, "    + {l}")?;
+                }
+            }
+            (Some(_), None) => writeln!(o, "- {at}")?,
+            _ => writeln!(o, "+ {at}")?,
+        }
+    }
     writeln!(
         o,
-        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone",
+        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone, {} script results changed",
         d.opened.len(),
         d.closed.len(),
         d.changed.len(),
         d.new_findings.len(),
-        d.gone_findings.len()
+        d.gone_findings.len(),
+        d.scripts.len()
     )?;
+    let u = &d.uncovered;
+    if u.open_only_in_a + u.open_only_in_b > 0 {
+        writeln!(
+            o,
+            "not compared: {} open port(s) of {a} and {} of {b} that the other scan did not cover (port or host not scanned)",
+            u.open_only_in_a, u.open_only_in_b
+        )?;
+    }
+    for (which, plugins) in [(&a, &u.plugins_only_in_a), (&b, &u.plugins_only_in_b)] {
+        if !plugins.is_empty() {
+            writeln!(o, "not compared: plugins only {which} ran: {}", screen(&plugins.join(", ")))?;
+        }
+    }
     Ok(o.flush()?)
 }
 

@@ -32,6 +32,7 @@ pub enum Event {
     Port(PortEvent),
     Extraports(ExtraportsEvent),
     Service(Box<Service>),
+    Script(Box<ScriptEvent>),
     Finding(Box<FindingEvent>),
     Log(LogEvent),
     Error(ErrorEvent),
@@ -48,6 +49,7 @@ impl Event {
             Event::Port(e) => &e.scan_id,
             Event::Extraports(e) => &e.scan_id,
             Event::Service(e) => &e.scan_id,
+            Event::Script(e) => &e.scan_id,
             Event::Finding(e) => &e.scan_id,
             Event::Log(e) => &e.scan_id,
             Event::Error(e) => &e.scan_id,
@@ -64,6 +66,7 @@ impl Event {
             Event::Port(e) => &mut e.scan_id,
             Event::Extraports(e) => &mut e.scan_id,
             Event::Service(e) => &mut e.scan_id,
+            Event::Script(e) => &mut e.scan_id,
             Event::Finding(e) => &mut e.scan_id,
             Event::Log(e) => &mut e.scan_id,
             Event::Error(e) => &mut e.scan_id,
@@ -604,7 +607,37 @@ impl Severity {
     }
 }
 
-/// Something a plugin found on a port.
+/// What a plugin's `run` returned: its script result, as nmap's script
+/// output (the `<script>` of a port or host). Not a finding: it has no
+/// severity, and counts, SARIF and `db diff`'s findings leave it out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScriptEvent {
+    pub scan_id: ScanId,
+    pub ip: IpAddr,
+    pub port: u16,
+    pub proto: Proto,
+    /// The plugin's id (an nmap script id for nmap's scripts).
+    pub plugin: String,
+    /// Its output text as nmap prints a script's, given by the plugin or
+    /// rendered from `data` as NSE renders a table.
+    pub output: String,
+    /// What `run` returned, as data (left out when it returned only text).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+    /// Keys of `data` (at any depth) whose values change from one run to
+    /// the next (a date, a counter), as the plugin declares them: `db diff`
+    /// ignores them. Left out when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volatile: Vec<String>,
+    /// A result about the host rather than the port the plugin ran on
+    /// (its `scope = "host"`): nmap's host script results. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host: bool,
+    /// Seconds since the scan started.
+    pub t: f64,
+}
+
+/// Something a plugin found on a port (`ctx:finding{...}`), with a severity.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FindingEvent {
     pub scan_id: ScanId,
@@ -616,18 +649,13 @@ pub struct FindingEvent {
     pub title: String,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub data: serde_json::Value,
-    /// Set on the plugin's script result (what `run` returned, titled with
-    /// the plugin's id): its output text as nmap prints a script's, given
-    /// by the plugin or rendered from `data` as NSE renders a table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<String>,
     /// What this finding is about, given with it (`ctx:finding{cve = ...}`);
     /// the plugin's own metadata is not repeated here. Written as an
     /// `about` object, left out when empty.
     #[serde(default, skip_serializing_if = "About::is_empty")]
     pub about: About,
-    /// A result about the host rather than the port the plugin ran on
-    /// (its `scope = "host"`): nmap's host script results. Left out when false.
+    /// A finding about the host rather than the port the plugin ran on
+    /// (its `scope = "host"`). Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host: bool,
     /// Seconds since the scan started.
@@ -715,7 +743,11 @@ pub struct ScanEnd {
     pub closed: u64,
     pub filtered: u64,
     pub errors: u64,
+    /// Findings (`finding` events; script results are not findings).
     pub findings: u64,
+    /// Script results (`script` events).
+    #[serde(default)]
+    pub scripts: u64,
     /// Hosts found up and down by host discovery (both 0 without it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hosts_up: u64,

@@ -161,7 +161,7 @@ pub struct Finding {
     pub title: String,
     pub severity: Severity,
     pub data: Value,
-    /// Set on a script result (see [`crate::findings::FindingEvent::output`]).
+    /// Set on a script result (a [`crate::findings::ScriptEvent`]'s text).
     pub output: Option<String>,
 }
 
@@ -224,22 +224,18 @@ impl Collected {
                 self.port(s.ip, s.proto, s.port, s.t).service = Some(kept);
             }
             Event::Finding(f) => {
-                let finding = Finding {
-                    title: f.title.clone(),
-                    severity: f.severity,
-                    data: f.data.clone(),
-                    output: f.output.clone(),
+                let finding =
+                    Finding { title: f.title.clone(), severity: f.severity, data: f.data.clone(), output: None };
+                self.plugin_said(f.ip, f.proto, f.port, f.t, &f.plugin, f.host, finding);
+            }
+            Event::Script(r) => {
+                let result = Finding {
+                    title: r.plugin.clone(),
+                    severity: Severity::Info,
+                    data: r.data.clone(),
+                    output: Some(r.output.clone()),
                 };
-                if f.host {
-                    let from = *self.host_script_ports.entry((f.ip, f.plugin.clone())).or_insert(f.port);
-                    self.port(f.ip, f.proto, f.port, f.t);
-                    if from == f.port {
-                        self.host_scripts.entry(f.ip).or_default().entry(f.plugin.clone()).or_default().push(finding);
-                    }
-                } else {
-                    let port = self.port(f.ip, f.proto, f.port, f.t);
-                    port.scripts.entry(f.plugin.clone()).or_default().push(finding);
-                }
+                self.plugin_said(r.ip, r.proto, r.port, r.t, &r.plugin, r.host, result);
             }
             // A host's few ports of a state are rows, as in nmap's port
             // table (a port reported since, as a late answer, keeps its report).
@@ -262,6 +258,21 @@ impl Collected {
         }
         if self.start_at.is_none() {
             self.start_at = Some(now_secs());
+        }
+    }
+
+    /// A finding or script result of `plugin` on a port, or on its host
+    /// for a host-scope plugin (kept from the first port it ran on).
+    #[allow(clippy::too_many_arguments)]
+    fn plugin_said(&mut self, ip: IpAddr, proto: Proto, port: u16, t: f64, plugin: &str, host: bool, said: Finding) {
+        if host {
+            let from = *self.host_script_ports.entry((ip, plugin.to_string())).or_insert(port);
+            self.port(ip, proto, port, t);
+            if from == port {
+                self.host_scripts.entry(ip).or_default().entry(plugin.to_string()).or_default().push(said);
+            }
+        } else {
+            self.port(ip, proto, port, t).scripts.entry(plugin.to_string()).or_default().push(said);
         }
     }
 
@@ -736,7 +747,6 @@ pub(super) mod sample {
             severity: Severity::Info,
             title: title.into(),
             data,
-            output: None,
             about: Default::default(),
             host: false,
             t: 0.75,
@@ -745,16 +755,25 @@ pub(super) mod sample {
 
     /// A plugin's script result: `data` and its `output` text.
     pub fn result(addr: &str, port: u16, plugin: &str, output: &str, data: serde_json::Value) -> Event {
-        let Event::Finding(mut f) = finding(addr, port, plugin, plugin, data) else { unreachable!() };
-        f.output = Some(output.into());
-        Event::Finding(f)
+        Event::Script(Box::new(ScriptEvent {
+            scan_id: "0123456789abcdef".into(),
+            ip: ip(addr),
+            port,
+            proto: Proto::Tcp,
+            plugin: plugin.into(),
+            output: output.into(),
+            data,
+            volatile: Vec::new(),
+            host: false,
+            t: 0.75,
+        }))
     }
 
     /// A host script result (a `scope = "host"` plugin's) found on `port`.
     pub fn host_result(addr: &str, port: u16, plugin: &str, output: &str, data: serde_json::Value) -> Event {
-        let Event::Finding(mut f) = result(addr, port, plugin, output, data) else { unreachable!() };
-        f.host = true;
-        Event::Finding(f)
+        let Event::Script(mut r) = result(addr, port, plugin, output, data) else { unreachable!() };
+        r.host = true;
+        Event::Script(r)
     }
 
     pub fn end(elapsed: f64, errors: u64) -> Event {

@@ -71,11 +71,7 @@ impl<W: Write> Sarif<W> {
         // Text fields are read with `jq -r` on terminals: their control
         // characters are written as `\xNN` (line feeds and tabs of a result's
         // text kept; a title is one line).
-        let title = screen(&f.title);
-        let message = match &f.output {
-            Some(o) => format!("{title}:{}{}", if o.starts_with('\n') { "" } else { " " }, screen_text(o)),
-            None => title.into_owned(),
-        };
+        let message = screen(&f.title).into_owned();
         let mut fp = Sha256::new();
         for part in [f.plugin.as_str(), &f.ip.to_string(), proto, &f.port.to_string(), &f.title] {
             fp.update(part.as_bytes());
@@ -259,7 +255,6 @@ mod tests {
             severity,
             title: "weak".into(),
             data: json!({"bits": 1024}),
-            output: None,
             about: About { cve: cve.iter().map(|s| s.to_string()).collect(), ..Default::default() },
             host: false,
             t: 0.5,

@@ -171,10 +171,9 @@ impl<W: Write + Send> Sink for Text<W> {
                 Ok(())
             }
             // A script result: its text, as nmap prints it under a port.
-            Event::Finding(f) if f.output.is_some() => {
-                let output = f.output.as_deref().unwrap_or_default();
-                let text = output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect::<Vec<_>>().join("\n|");
-                writeln!(o, "| {} on {}/{} on {}: {text}", screen(&f.plugin), f.port, f.proto, f.ip)
+            Event::Script(r) => {
+                let text = r.output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect::<Vec<_>>().join("\n|");
+                writeln!(o, "| {} on {}/{} on {}: {text}", screen(&r.plugin), r.port, r.proto, r.ip)
             }
             Event::Finding(f) => {
                 let (plugin, title) = (screen(&f.plugin), screen(&f.title));
@@ -208,7 +207,7 @@ impl<W: Write + Send> Sink for Text<W> {
             }
             Event::ScanEnd(e) => writeln!(
                 o,
-                "moonscan done{}: {}{} probes sent, {} open, {} closed, {} filtered, {} findings, {} errors in {:.2} s",
+                "moonscan done{}: {}{} probes sent, {} open, {} closed, {} filtered, {} findings, {} script results, {} errors in {:.2} s",
                 if e.interrupted { " (interrupted)" } else { "" },
                 if e.hosts_up + e.hosts_down > 0 {
                     format!("{} of {} hosts up, ", e.hosts_up, e.hosts_up + e.hosts_down)
@@ -220,6 +219,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 e.closed,
                 e.filtered,
                 e.findings,
+                e.scripts,
                 e.errors,
                 e.elapsed
             ),

@@ -27,6 +27,10 @@ pub(crate) struct Meta {
     /// ran on (nmap's host scripts, shown under "Host script results").
     #[serde(default)]
     pub host_scope: bool,
+    /// Keys of its result's data whose values change from run to run (a
+    /// date, a counter): `db diff` ignores them.
+    #[serde(default)]
+    pub volatile: Vec<String>,
 }
 
 impl Meta {
@@ -45,6 +49,8 @@ impl Meta {
             && self.ports.len() <= 1024
             && self.args.len() <= ABOUT_MAX
             && self.args.iter().all(|a| name(a))
+            && self.volatile.len() <= ABOUT_MAX
+            && self.volatile.iter().all(|v| is_key(v))
             && self.about.plausible()
             && (!self.ports.is_empty() || !self.services.is_empty() || self.portrule)
     }
@@ -87,6 +93,7 @@ const PLUGIN_FIELDS: &[&str] = &[
     "scope",
     "run",
     "args",
+    "volatile",
     "references",
     "cve",
     "cwe",
@@ -197,6 +204,17 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
             other => return Err(bad(format!("field 'args' must hold --script-args key names, found {other:?}"))),
         }
     }
+    let mut volatile = Vec::new();
+    for v in list("volatile", ABOUT_MAX)? {
+        match v {
+            Value::String(s) if is_key(&s.to_string_lossy()) => volatile.push(s.to_string_lossy()),
+            other => {
+                return Err(bad(format!(
+                    "field 'volatile' must hold keys of the result (1-64 printable bytes), found {other:?}"
+                )))
+            }
+        }
+    }
     let about = read_about(t).map_err(bad)?;
     let host_scope = match field("scope") {
         Value::Nil => false,
@@ -204,7 +222,7 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
         Value::String(s) if s.as_bytes().as_ref() == b"host" => true,
         other => return Err(bad(format!("field 'scope' must be \"port\" or \"host\", not {other:?}"))),
     };
-    Ok(Meta { id, description, categories, ports, services, portrule, args, about, host_scope })
+    Ok(Meta { id, description, categories, ports, services, portrule, args, about, host_scope, volatile })
 }
 
 /// Reads the fields of [`About`] from a plugin's table or a `ctx:finding`
@@ -246,6 +264,12 @@ pub(crate) fn read_about(t: &Table) -> std::result::Result<About, String> {
         remediation,
         tags: strings("tags", &is_name, "tags (letters, digits, - _ .)")?,
     })
+}
+
+/// A key of a plugin's result (`volatile`): 1-64 bytes, no control
+/// characters (nmap's keys have spaces and brackets: `Used CPU (sys)`).
+fn is_key(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 64 && !s.chars().any(char::is_control)
 }
 
 /// A plugin id, category, service, `--script-args` key or tag: 1-64

@@ -83,6 +83,9 @@ pub struct Plugin {
     pub about: meta::About,
     /// Its results are about the host it ran on (`scope = "host"`).
     pub host_scope: bool,
+    /// Keys of its result's data that change from run to run (`db diff`
+    /// ignores them).
+    pub volatile: Vec<String>,
     /// Where its `require` finds modules: its pack's library, then the core one.
     pub libs: Libraries,
     /// Selected by its id, `pack:id` or path (not by a category or glob):
@@ -133,6 +136,7 @@ impl Plugin {
             args: self.args.clone(),
             about: self.about.clone(),
             host_scope: self.host_scope,
+            volatile: self.volatile.clone(),
         }
     }
 
@@ -260,6 +264,7 @@ pub fn load_source_in(bytes: &[u8], path: &Path, cache: Option<&Path>, libs: &Li
         args: meta.args,
         about: meta.about,
         host_scope: meta.host_scope,
+        volatile: meta.volatile,
         libs: libs.clone(),
         path: path.to_path_buf(),
         pack: None,

@@ -339,7 +339,9 @@ pub struct Finding {
     pub severity: Severity,
     pub title: String,
     pub data: Json,
-    /// The script result's output text (see [`crate::findings::FindingEvent::output`]).
+    /// Set on the run's script result (what `run` returned, titled with
+    /// the plugin's id): its output text. It leaves the stage as a
+    /// [`crate::findings::ScriptEvent`], never as a finding.
     pub output: Option<String>,
     /// What this finding is about, given with it.
     pub about: About,

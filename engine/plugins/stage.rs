@@ -23,7 +23,7 @@ use super::net::Guard;
 use super::run::{Budgets, OutputAllowance, RunOutput};
 use super::Plugin;
 use crate::discovery::stop_signal;
-use crate::findings::{ErrorKind, Event, FindingEvent, LogEvent, Service};
+use crate::findings::{ErrorKind, Event, FindingEvent, LogEvent, ScriptEvent, Service};
 use crate::pipeline::Ctx;
 
 /// The plugins of a scan and how they run.
@@ -189,20 +189,35 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
     let plugin = name.as_str();
     let mut evs = Vec::new();
     for f in out.findings {
-        evs.push(Event::Finding(Box::new(FindingEvent {
-            scan_id: ctx.scan_id.clone(),
-            ip: info.ip,
-            port: info.port,
-            proto: info.proto,
-            plugin: plugin.to_string(),
-            severity: f.severity,
-            title: f.title,
-            data: f.data,
-            output: f.output,
-            about: f.about,
-            host: p.host_scope,
-            t: ctx.t(),
-        })));
+        let (scan_id, ip, port, proto, host, t) =
+            (ctx.scan_id.clone(), info.ip, info.port, info.proto, p.host_scope, ctx.t());
+        evs.push(match f.output {
+            Some(output) => Event::Script(Box::new(ScriptEvent {
+                scan_id,
+                ip,
+                port,
+                proto,
+                plugin: plugin.to_string(),
+                output,
+                data: f.data,
+                volatile: p.volatile.clone(),
+                host,
+                t,
+            })),
+            None => Event::Finding(Box::new(FindingEvent {
+                scan_id,
+                ip,
+                port,
+                proto,
+                plugin: plugin.to_string(),
+                severity: f.severity,
+                title: f.title,
+                data: f.data,
+                about: f.about,
+                host,
+                t,
+            })),
+        });
     }
     for message in out.logs {
         let scan_id = ctx.scan_id.clone();

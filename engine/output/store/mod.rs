@@ -2,7 +2,7 @@
 //! and [`Db`], which reads the scans back (`moonscan db`).
 //!
 //! In: the scan's event stream ([`Store`] is a [`Sink`]). Out: rows in the
-//! tables of [`schema`] (scans, ports, services, tls_certs, findings,
+//! tables of [`schema`] (scans, ports, services, tls_certs, findings, scripts,
 //! errors), in a file (SQLite, WAL mode, `synchronous=NORMAL`) or a
 //! PostgreSQL database (`postgres://` or `postgresql://` URL, one connection,
 //! no TLS). What always holds: [`Sink::record`] only buffers rows;
@@ -23,7 +23,7 @@ use std::io;
 use std::time::{Duration, SystemTime};
 
 pub use read::Db;
-pub use read::{diff, Diff, ScanSummary, ServiceChange};
+pub use read::{diff, steady_form, Diff, ScanSummary, ServiceChange, Uncovered};
 
 use super::Sink;
 use crate::findings::{Event, PortState, ServiceMethod};
@@ -292,13 +292,28 @@ impl Sink for Store {
                     Val::Text(f.severity.into()),
                     Val::Text(f.title.clone()),
                     if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
-                    Val::opt(&f.output),
                     if f.about.is_empty() { Val::Null } else { Val::json(&f.about) },
                     if f.host { Val::Int(1) } else { Val::Null },
                     Val::Real(f.t),
                     seq,
                 ];
                 self.push(&schema::FINDINGS, row);
+            }
+            Event::Script(r) => {
+                let row = vec![
+                    self.scan("script")?,
+                    Val::Text(r.ip.to_string()),
+                    Val::Int(r.port.into()),
+                    Val::Text(r.proto.into()),
+                    Val::Text(r.plugin.clone()),
+                    Val::Text(r.output.clone()),
+                    if r.data.is_null() { Val::Null } else { Val::json(&r.data) },
+                    if r.volatile.is_empty() { Val::Null } else { Val::json(&r.volatile) },
+                    if r.host { Val::Int(1) } else { Val::Null },
+                    Val::Real(r.t),
+                    seq,
+                ];
+                self.push(&schema::SCRIPTS, row);
             }
             Event::Host(h) => {
                 let row = vec![
@@ -351,6 +366,7 @@ impl Sink for Store {
                     Val::int(e.filtered),
                     Val::int(e.errors),
                     Val::int(e.findings),
+                    Val::int(e.scripts),
                     Val::Bool(e.interrupted),
                     Val::Text(e.scan_id.to_string()),
                 ]);

@@ -5,11 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
+use serde_json::Value;
+
 use super::{connect, display_name, Backend, Cell};
 use crate::findings::{
     banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, ExtraportsEvent, FindingEvent, HostEvent,
-    HostState, Identity, PortEvent, PortState, Proto, Reason, ScanEnd, ScanId, ScanStart, ScanType, Service,
-    ServiceMethod, Severity, TlsInfo, Tunnel,
+    HostState, Identity, PortEvent, PortState, Proto, Reason, ScanEnd, ScanId, ScanStart, ScanType, ScriptEvent,
+    Service, ServiceMethod, Severity, TlsInfo, Tunnel,
 };
 use crate::{Error, ErrorKind};
 
@@ -134,7 +136,7 @@ impl Db {
     pub fn events(&mut self, id: &str) -> std::io::Result<Vec<Event>> {
         let head = self.query(
             "SELECT id, started, CAST(args AS TEXT), scan_type, seed, probes_planned, CAST(settings AS TEXT), \
-             elapsed, probes_sent, open, closed, filtered, errors, findings, interrupted, ended FROM scans \
+             elapsed, probes_sent, open, closed, filtered, errors, findings, interrupted, ended, scripts FROM scans \
              WHERE id = ?",
             &[id],
         )?;
@@ -166,6 +168,7 @@ impl Db {
             filtered: h.uint(),
             errors: h.uint(),
             findings: h.uint(),
+            scripts: 0,
             // Host counts are not stored.
             hosts_up: 0,
             hosts_down: 0,
@@ -177,6 +180,8 @@ impl Db {
             slowed: None,
         };
         let ended = h.opt().is_some();
+        let mut end = end;
+        end.scripts = h.uint();
 
         let mut body: Vec<(i64, Event)> = Vec::new();
         for r in self.query("SELECT ip, port, proto, state, reason, ttl, t, seq FROM ports WHERE scan_id = ?", &[id])? {
@@ -279,7 +284,7 @@ impl Db {
         }
 
         for r in self.query(
-            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), output, CAST(about AS TEXT), host, t, seq FROM findings \
+            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), CAST(about AS TEXT), host, t, seq FROM findings \
              WHERE scan_id = ?",
             &[id],
         )? {
@@ -294,12 +299,33 @@ impl Db {
                 severity: Severity::parse(&r.text()).unwrap_or_default(),
                 title: r.text(),
                 data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
-                output: r.opt(),
                 about: r.opt().and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default(),
                 host: r.int() == Some(1),
                 t: r.real().unwrap_or(0.0),
             };
             body.push((r.int().unwrap_or(0), Event::Finding(Box::new(ev))));
+        }
+
+        for r in self.query(
+            "SELECT ip, port, proto, plugin, output, CAST(data AS TEXT), CAST(volatile AS TEXT), host, t, seq \
+             FROM scripts WHERE scan_id = ?",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
+            let ev = ScriptEvent {
+                scan_id: scan_id.clone(),
+                ip,
+                port,
+                proto,
+                plugin: r.text(),
+                output: r.text(),
+                data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
+                volatile: r.opt().and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
+                host: r.int() == Some(1),
+                t: r.real().unwrap_or(0.0),
+            };
+            body.push((r.int().unwrap_or(0), Event::Script(Box::new(ev))));
         }
 
         for r in
@@ -437,28 +463,56 @@ pub struct ServiceChange {
     pub after: String,
 }
 
-/// What changed from one scan to another.
+/// What changed from one scan to another, within what both covered.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Diff {
-    /// Open in the second scan, not in the first: (ip, port, proto).
+    /// Open in the second scan, not in the first (which scanned it): (ip, port, proto).
     pub opened: Vec<(IpAddr, u16, String)>,
-    /// Open in the first scan, not in the second.
+    /// Open in the first scan, not in the second (which scanned it).
     pub closed: Vec<(IpAddr, u16, String)>,
     /// Open in both, identified differently.
     pub changed: Vec<ServiceChange>,
-    /// Findings of the second scan that the first did not have (by ip, port, plugin, title).
+    /// Findings of the second scan that the first did not have (by ip,
+    /// port, plugin, title), of plugins both scans ran.
     pub new_findings: Vec<FindingEvent>,
     /// Findings of the first scan that the second does not have.
     pub gone_findings: Vec<FindingEvent>,
+    /// Script results of a plugin both scans ran, on a port open in both,
+    /// that differ (the values the plugin calls volatile aside): the first
+    /// scan's and the second's, either missing when only one has it.
+    pub scripts: Vec<(Option<ScriptEvent>, Option<ScriptEvent>)>,
+    /// What was not compared: open ports of one scan the other did not
+    /// scan or report the host of, and plugins only one scan ran.
+    pub uncovered: Uncovered,
+}
+
+/// What one scan covered and the other did not (see [`Diff::uncovered`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Uncovered {
+    /// Open ports of the first scan that the second did not cover.
+    pub open_only_in_a: usize,
+    /// Open ports of the second scan that the first did not cover.
+    pub open_only_in_b: usize,
+    /// Plugins that ran in only the first scan, and only the second.
+    pub plugins_only_in_a: Vec<String>,
+    pub plugins_only_in_b: Vec<String>,
+}
+
+impl Uncovered {
+    pub fn is_empty(&self) -> bool {
+        *self == Uncovered::default()
+    }
 }
 
 impl Diff {
+    /// Nothing changed in what both scans covered.
     pub fn is_empty(&self) -> bool {
         self.opened.is_empty()
             && self.closed.is_empty()
             && self.changed.is_empty()
             && self.new_findings.is_empty()
             && self.gone_findings.is_empty()
+            && self.scripts.is_empty()
     }
 }
 
@@ -472,7 +526,85 @@ fn identity(s: &Service) -> String {
     words.join(" ")
 }
 
-/// Compares the events of scan `a` with those of scan `b`.
+/// What one scan covered: the ports it probed (from its settings), the
+/// hosts it reported anything of, the plugins it ran.
+struct Coverage {
+    tcp: BTreeSet<u16>,
+    udp: BTreeSet<u16>,
+    hosts: BTreeSet<IpAddr>,
+    plugins: BTreeSet<String>,
+}
+
+impl Coverage {
+    fn of(evs: &[Event]) -> Coverage {
+        let mut c =
+            Coverage { tcp: BTreeSet::new(), udp: BTreeSet::new(), hosts: BTreeSet::new(), plugins: BTreeSet::new() };
+        for e in evs {
+            match e {
+                Event::ScanStart(s) => {
+                    c.tcp.extend(&s.settings.ports);
+                    c.udp.extend(&s.settings.udp_ports);
+                    c.plugins.extend(s.settings.plugins.iter().cloned());
+                }
+                Event::Host(h) => {
+                    c.hosts.insert(h.ip);
+                }
+                Event::Port(p) => {
+                    c.hosts.insert(p.ip);
+                }
+                Event::Extraports(x) => {
+                    c.hosts.insert(x.ip);
+                }
+                _ => {}
+            }
+        }
+        c
+    }
+
+    fn covers(&self, (ip, port, proto): &(IpAddr, u16, String)) -> bool {
+        let ports = if proto == "udp" { &self.udp } else { &self.tcp };
+        self.hosts.contains(ip) && ports.contains(port)
+    }
+}
+
+/// A script result as `db diff` compares it: its data, or its text when it
+/// returned only text, without what the plugin calls volatile (object keys
+/// of that name at any depth, and list entries and lines that begin with
+/// `name:`, as nmap's header lists and `key: value` lines read).
+pub fn steady_form(r: &ScriptEvent) -> String {
+    let said = |line: &str| {
+        let line = line.trim_start_matches(|c: char| c.is_whitespace() || c == '|' || c == '_');
+        r.volatile.iter().any(|k| {
+            line.len() > k.len() && line.as_bytes()[k.len()] == b':' && line[..k.len()].eq_ignore_ascii_case(k)
+        })
+    };
+    fn steady(v: &Value, volatile: &[String], said: &dyn Fn(&str) -> bool) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| !volatile.iter().any(|x| x.eq_ignore_ascii_case(k)))
+                    .map(|(k, v)| (k.clone(), steady(v, volatile, said)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(
+                a.iter().filter(|v| !v.as_str().is_some_and(said)).map(|v| steady(v, volatile, said)).collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    if r.volatile.is_empty() {
+        return if r.data.is_null() { r.output.clone() } else { r.data.to_string() };
+    }
+    if r.data.is_null() {
+        r.output.split('\n').filter(|l| !said(l)).collect::<Vec<_>>().join("\n")
+    } else {
+        steady(&r.data, &r.volatile, &said).to_string()
+    }
+}
+
+/// Compares the events of scan `a` with those of scan `b`: only what both
+/// covered (a port both scanned on a host both reported, a plugin both
+/// ran); the rest is counted in [`Diff::uncovered`].
 pub fn diff(a: &[Event], b: &[Event]) -> Diff {
     type Key = (IpAddr, u16, String);
     let open = |evs: &[Event]| -> BTreeSet<Key> {
@@ -494,23 +626,39 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
     let findings = |evs: &[Event]| -> BTreeMap<(IpAddr, u16, String, String), FindingEvent> {
         evs.iter()
             .filter_map(|e| match e {
-                // A script result by its text (its title is the plugin id).
-                Event::Finding(f) => {
-                    let said = f.output.as_ref().map_or_else(|| f.title.clone(), |o| format!("{}: {o}", f.title));
-                    Some(((f.ip, f.port, f.plugin.clone(), said), (**f).clone()))
+                Event::Finding(f) => Some(((f.ip, f.port, f.plugin.clone(), f.title.clone()), (**f).clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let scripts = |evs: &[Event]| -> BTreeMap<(Key, String, bool), ScriptEvent> {
+        evs.iter()
+            .filter_map(|e| match e {
+                Event::Script(r) => {
+                    Some((((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host), (**r).clone()))
                 }
                 _ => None,
             })
             .collect()
     };
+    let (cov_a, cov_b) = (Coverage::of(a), Coverage::of(b));
     let (open_a, open_b) = (open(a), open(b));
     let (svc_a, svc_b) = (services(a), services(b));
-    let (find_a, find_b) = (findings(a), findings(b));
-    let mut d = Diff {
-        opened: open_b.difference(&open_a).cloned().collect(),
-        closed: open_a.difference(&open_b).cloned().collect(),
-        ..Diff::default()
-    };
+    let mut d = Diff::default();
+    for key in open_b.difference(&open_a) {
+        if cov_a.covers(key) {
+            d.opened.push(key.clone());
+        } else {
+            d.uncovered.open_only_in_b += 1;
+        }
+    }
+    for key in open_a.difference(&open_b) {
+        if cov_b.covers(key) {
+            d.closed.push(key.clone());
+        } else {
+            d.uncovered.open_only_in_a += 1;
+        }
+    }
     for key in open_a.intersection(&open_b) {
         if let (Some(x), Some(y)) = (svc_a.get(key), svc_b.get(key)) {
             if x != y {
@@ -524,7 +672,24 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
             }
         }
     }
-    d.new_findings = find_b.iter().filter(|(k, _)| !find_a.contains_key(*k)).map(|(_, f)| f.clone()).collect();
-    d.gone_findings = find_a.iter().filter(|(k, _)| !find_b.contains_key(*k)).map(|(_, f)| f.clone()).collect();
+    let both_ran = |plugin: &str| cov_a.plugins.contains(plugin) && cov_b.plugins.contains(plugin);
+    d.uncovered.plugins_only_in_a = cov_a.plugins.difference(&cov_b.plugins).cloned().collect();
+    d.uncovered.plugins_only_in_b = cov_b.plugins.difference(&cov_a.plugins).cloned().collect();
+    let (find_a, find_b) = (findings(a), findings(b));
+    let new = find_b.iter().filter(|(k, f)| both_ran(&f.plugin) && !find_a.contains_key(*k));
+    d.new_findings = new.map(|(_, f)| f.clone()).collect();
+    let gone = find_a.iter().filter(|(k, f)| both_ran(&f.plugin) && !find_b.contains_key(*k));
+    d.gone_findings = gone.map(|(_, f)| f.clone()).collect();
+    let (res_a, res_b) = (scripts(a), scripts(b));
+    let keys: BTreeSet<_> = res_a.keys().chain(res_b.keys()).collect();
+    for key in keys {
+        let ((port, plugin, _), (x, y)) = (key, (res_a.get(key), res_b.get(key)));
+        if !(both_ran(plugin) && open_a.contains(port) && open_b.contains(port)) {
+            continue;
+        }
+        if x.map(steady_form) != y.map(steady_form) {
+            d.scripts.push((x.cloned(), y.cloned()));
+        }
+    }
     d
 }

@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 7;
+pub const VERSION: i64 = 8;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS scans (
     errors {int},
     findings {int},
     interrupted {bool},
-    settings {json}
+    settings {json},
+    scripts {int}
 );
 CREATE TABLE IF NOT EXISTS ports (
     scan_id TEXT NOT NULL,
@@ -103,13 +104,26 @@ CREATE TABLE IF NOT EXISTS findings (
     severity TEXT NOT NULL,
     title TEXT NOT NULL,
     data {json},
-    output TEXT,
     about {json},
     host {int},
     t {real} NOT NULL,
     seq {int} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS findings_scan ON findings (scan_id, ip, port);
+CREATE TABLE IF NOT EXISTS scripts (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    port {int} NOT NULL,
+    proto TEXT NOT NULL,
+    plugin TEXT NOT NULL,
+    output TEXT NOT NULL,
+    data {json},
+    volatile {json},
+    host {int},
+    t {real} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS scripts_scan ON scripts (scan_id, ip, port);
 CREATE TABLE IF NOT EXISTS errors (
     scan_id TEXT NOT NULL,
     ip TEXT,
@@ -172,6 +186,20 @@ fn upgrades(from: i64) -> Vec<&'static str> {
     }
     // Version 7: the hosts and extraports tables (made by the DDL, which
     // runs first: nothing to alter).
+    if from < 8 {
+        // Version 8: script results leave the findings table for their own
+        // (made by the DDL); the count of each scan's findings follows.
+        out.push("ALTER TABLE scans ADD COLUMN scripts {int}");
+        out.push(
+            "INSERT INTO scripts (scan_id, ip, port, proto, plugin, output, data, host, t, seq) \
+             SELECT scan_id, ip, port, proto, plugin, output, data, host, t, seq FROM findings WHERE output IS NOT NULL",
+        );
+        out.push("DELETE FROM findings WHERE output IS NOT NULL");
+        out.push(
+            "UPDATE scans SET scripts = (SELECT COUNT(*) FROM scripts s WHERE s.scan_id = scans.id), \
+             findings = (SELECT COUNT(*) FROM findings f WHERE f.scan_id = scans.id) WHERE ended IS NOT NULL",
+        );
+    }
     out
 }
 
@@ -317,7 +345,6 @@ pub const FINDINGS: Table = Table {
         ("severity", Text),
         ("title", Text),
         ("data", Json),
-        ("output", Text),
         ("about", Json),
         ("host", Int),
         ("t", Real),
@@ -359,6 +386,25 @@ pub const HOSTS: Table = Table {
     conflict: Some("scan_id, ip"),
 };
 
+/// Script results (`script` events).
+pub const SCRIPTS: Table = Table {
+    name: "scripts",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("port", Int),
+        ("proto", Text),
+        ("plugin", Text),
+        ("output", Text),
+        ("data", Json),
+        ("volatile", Json),
+        ("host", Int),
+        ("t", Real),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
 /// Ports decided but not shown one by one (`extraports` events).
 pub const EXTRAPORTS: Table = Table {
     name: "extraports",
@@ -377,9 +423,10 @@ pub const EXTRAPORTS: Table = Table {
 
 /// The tables rows go to, in the order a batch writes them (scans first:
 /// the others refer to it).
-pub const TABLES: [&Table; 8] = [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &ERRORS, &HOSTS, &EXTRAPORTS];
+pub const TABLES: [&Table; 9] =
+    [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &SCRIPTS, &ERRORS, &HOSTS, &EXTRAPORTS];
 
 /// What `scan_end` sets on its scan's row; the parameters are these columns, then the id.
 pub const SCAN_END: &str = "UPDATE scans SET ended = ?, elapsed = ?, probes_sent = ?, open = ?, closed = ?, \
-                            filtered = ?, errors = ?, findings = ?, interrupted = ? WHERE id = ?";
-pub const SCAN_END_KINDS: [Kind; 10] = [Text, Real, Int, Int, Int, Int, Int, Int, Bool, Text];
+                            filtered = ?, errors = ?, findings = ?, scripts = ?, interrupted = ? WHERE id = ?";
+pub const SCAN_END_KINDS: [Kind; 11] = [Text, Real, Int, Int, Int, Int, Int, Int, Int, Bool, Text];

@@ -111,10 +111,25 @@ fn finding(addr: &str, p: u16, title: &str) -> Event {
         severity: Severity::High,
         title: title.into(),
         data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
-        output: Some("\n  version: 7.0.15".into()),
         about: Default::default(),
         host: false,
         t: 0.31,
+    }))
+}
+
+/// A redis-info script result: its text, its data, and the keys it calls volatile.
+fn script(addr: &str, p: u16, output: &str, data: serde_json::Value, volatile: &[&str]) -> Event {
+    Event::Script(Box::new(ScriptEvent {
+        scan_id: SCANID.into(),
+        ip: ip(addr),
+        port: p,
+        proto: Proto::Tcp,
+        plugin: "redis-info".into(),
+        output: output.into(),
+        data,
+        volatile: volatile.iter().map(|v| v.to_string()).collect(),
+        host: false,
+        t: 0.32,
     }))
 }
 
@@ -139,6 +154,7 @@ fn end(id: &str, open: u64) -> Event {
         filtered: 0,
         errors: 1,
         findings: 1,
+        scripts: 1,
         hosts_up: 0,
         hosts_down: 0,
         interrupted: false,
@@ -156,6 +172,13 @@ fn scan_events(id: &str) -> Vec<Event> {
         port("2001:2::2", 6379, 0.003),
         service("198.18.0.2", 443, "1.22.1"),
         finding("2001:2::2", 6379, "Redis answers without authentication"),
+        script(
+            "2001:2::2",
+            6379,
+            "\n  Version: 7.0.15\n  Uptime: 12 seconds",
+            serde_json::json!({"Version": "7.0.15", "Uptime": "12 seconds", "nested": [1, 2.5, null, "x\u{0}y"]}),
+            &["Uptime"],
+        ),
         Event::Log(LogEvent {
             scan_id: SCANID.into(),
             ip: ip("2001:2::2"),
@@ -279,10 +302,18 @@ fn scan_ids_resolve_from_a_unique_prefix() {
     assert!(db.resolve("").is_err());
 }
 
+/// The start of a scan of `ports` (TCP) that ran `plugins`.
+fn covering(id: &str, ports: &[u16], plugins: &[&str]) -> Event {
+    let Event::ScanStart(mut s) = start(id, &[]) else { unreachable!() };
+    s.settings.ports = ports.to_vec();
+    s.settings.plugins = plugins.iter().map(|p| p.to_string()).collect();
+    Event::ScanStart(s)
+}
+
 #[test]
 fn diff_reports_ports_services_and_findings() {
     let a = vec![
-        start("a", &[]),
+        covering("a", &[22, 80, 443, 6379], &["redis-info"]),
         port("198.18.0.2", 22, 0.0),
         port("198.18.0.2", 80, 0.0),
         port("198.18.0.2", 443, 0.0),
@@ -291,7 +322,7 @@ fn diff_reports_ports_services_and_findings() {
         finding("198.18.0.2", 443, "same"),
     ];
     let b = vec![
-        start("b", &[]),
+        covering("b", &[22, 80, 443, 6379], &["redis-info"]),
         port("198.18.0.2", 22, 0.0),
         port("198.18.0.2", 443, 0.0),
         port("198.18.0.2", 6379, 0.0),
@@ -307,21 +338,79 @@ fn diff_reports_ports_services_and_findings() {
     assert_eq!(d.changed[0].after, "ssl/http nginx 1.24.0");
     assert_eq!(d.new_findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["new"]);
     assert_eq!(d.gone_findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["old"]);
+    assert!(d.uncovered.is_empty(), "{:?}", d.uncovered);
     assert!(diff(&a, &a).is_empty());
-    // A script result (titled with its plugin's id) that says something
-    // else the second time is a change: gone with its old text, new with its new one.
-    let result = |text: &str| {
-        let mut f = finding("198.18.0.2", 443, "redis-info");
+}
+
+#[test]
+fn a_diff_compares_only_what_both_scans_covered() {
+    let by = |plugin: &str, title: &str| {
+        let mut f = finding("198.18.0.2", 22, title);
         if let Event::Finding(f) = &mut f {
-            f.output = Some(text.into());
+            f.plugin = plugin.into();
         }
         f
     };
-    let (a, b) =
-        (vec![start("a", &[]), result("\n  Version: 7.0.15")], vec![start("b", &[]), result("\n  Version: 7.2.4")]);
+    let a = vec![
+        covering("a", &[22, 80], &["redis-info", "ssl-cert"]),
+        port("198.18.0.2", 22, 0.0),
+        port("198.18.0.2", 80, 0.0),
+        port("198.18.0.3", 22, 0.0),
+        by("ssl-cert", "seen by a plugin b did not run"),
+    ];
+    // b scanned only port 22, and only of 198.18.0.2, with one plugin of a's.
+    let b = vec![
+        covering("b", &[22], &["redis-info", "ssh-hostkey"]),
+        port("198.18.0.2", 22, 0.0),
+        by("ssh-hostkey", "b's plugin"),
+    ];
     let d = diff(&a, &b);
-    assert_eq!(d.new_findings.iter().map(|f| f.output.as_deref().unwrap()).collect::<Vec<_>>(), ["\n  Version: 7.2.4"]);
-    assert_eq!(d.gone_findings.len(), 1);
+    // 80 was not scanned by b and 198.18.0.3 not reported: neither is "no longer open".
+    assert!(d.is_empty(), "{d:?}");
+    assert_eq!((d.uncovered.open_only_in_a, d.uncovered.open_only_in_b), (2, 0));
+    assert_eq!(d.uncovered.plugins_only_in_a, ["ssl-cert"]);
+    assert_eq!(d.uncovered.plugins_only_in_b, ["ssh-hostkey"]);
+    // A host b reported (down, or with other ports) is covered: its port is closed now.
+    let mut b = b;
+    b.push(Event::Host(HostEvent {
+        scan_id: SCANID.into(),
+        ip: ip("198.18.0.3"),
+        state: HostState::Down,
+        reason: Reason::NoResponse,
+        ttl: None,
+        latency: None,
+        mac: None,
+        t: 0.1,
+    }));
+    assert_eq!(diff(&a, &b).closed, vec![(ip("198.18.0.3"), 22, "tcp".to_string())]);
+}
+
+#[test]
+fn a_script_result_changes_only_in_what_is_not_volatile() {
+    let scan = |id: &str, r: Event| vec![covering(id, &[6379], &["redis-info"]), port("198.18.0.2", 6379, 0.0), r];
+    let data = |version: &str, uptime: u32| serde_json::json!({"Version": version, "Stats": {"Uptime": uptime}});
+    let text = |version: &str, uptime: u32| format!("\n  Version: {version}\n  Uptime: {uptime}");
+    // Only the uptime differs, and the plugin calls it volatile: no change.
+    let a = scan("a", script("198.18.0.2", 6379, &text("7.0.15", 1), data("7.0.15", 1), &["uptime"]));
+    let b = scan("b", script("198.18.0.2", 6379, &text("7.0.15", 99), data("7.0.15", 99), &["uptime"]));
+    assert!(diff(&a, &b).is_empty(), "{:?}", diff(&a, &b));
+    // The same result without the declaration is a change.
+    let c = scan("c", script("198.18.0.2", 6379, &text("7.0.15", 99), data("7.0.15", 99), &[]));
+    let a_plain = scan("a", script("198.18.0.2", 6379, &text("7.0.15", 1), data("7.0.15", 1), &[]));
+    assert_eq!(diff(&a_plain, &c).scripts.len(), 1);
+    // A text-only result: its `Uptime:` lines are what is volatile.
+    let t = |uptime: u32| {
+        scan("t", script("198.18.0.2", 6379, &text("7.0.15", uptime), serde_json::json!(null), &["Uptime"]))
+    };
+    assert!(diff(&t(1), &t(2)).is_empty());
+    // A version that changed is a change, before and after kept.
+    let b2 = scan("b", script("198.18.0.2", 6379, &text("7.2.4", 99), data("7.2.4", 99), &["uptime"]));
+    let d = diff(&a, &b2);
+    assert_eq!(d.scripts.len(), 1);
+    let (Some(x), Some(y)) = &d.scripts[0] else { panic!("{:?}", d.scripts) };
+    assert_eq!((x.data["Version"].as_str(), y.data["Version"].as_str()), (Some("7.0.15"), Some("7.2.4")));
+    // Script results are not findings.
+    assert!(d.new_findings.is_empty() && d.gone_findings.is_empty());
 }
 
 #[test]
@@ -525,9 +614,79 @@ fn postgres_literals_are_quoted_and_typed() {
     let update = sql.lines().last().unwrap();
     assert!(update.starts_with("UPDATE scans SET ended = '20"), "{update}");
     assert!(
-        update.ends_with(", elapsed = 0.25, probes_sent = 65535, open = 1, closed = 65534, filtered = 0, errors = 1, findings = 1, interrupted = FALSE WHERE id = 'aa';"),
+        update.ends_with(", elapsed = 0.25, probes_sent = 65535, open = 1, closed = 65534, filtered = 0, errors = 1, findings = 1, scripts = 1, interrupted = FALSE WHERE id = 'aa';"),
         "{update}"
     );
+}
+
+/// The SQLite DDL of schema version 7: no scripts table (script results
+/// were findings with an `output`), no `scans.scripts`.
+fn version_7_ddl() -> String {
+    let now = schema::sqlite();
+    let (from, to) = (now.find("CREATE TABLE IF NOT EXISTS scripts").unwrap(), now.find("scripts_scan").unwrap());
+    let to = to + now[to..].find(";\n").unwrap() + 2;
+    let v7 = format!("{}{}", &now[..from], &now[to..])
+        .replace(",\n    scripts INTEGER", "")
+        .replace("    data TEXT,\n    about TEXT,", "    data TEXT,\n    output TEXT,\n    about TEXT,");
+    assert!(!v7.contains("scripts") && v7.contains("output TEXT"), "{v7}");
+    v7
+}
+
+#[test]
+fn a_version_7_database_moves_its_script_results_out_of_its_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v7.db");
+    let path = path.to_str().unwrap();
+    {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute_batch(&version_7_ddl()).unwrap();
+        conn.execute("INSERT INTO schema_version (version) VALUES (7)", []).unwrap();
+        conn.execute(
+            "INSERT INTO scans (id, started, args, scan_type, seed, ended, findings) \
+             VALUES ('old', '2026-01-01T00:00:00Z', '[]', 'syn', '1', '2026-01-01T00:00:01Z', 2)",
+            [],
+        )
+        .unwrap();
+        let row =
+            "INSERT INTO findings (scan_id, ip, port, proto, plugin, severity, title, data, output, host, t, seq) \
+                   VALUES ('old', '198.18.0.2', 6379, 'tcp', 'redis-info', ?1, ?2, ?3, ?4, NULL, 0.5, ?5)";
+        conn.execute(
+            row,
+            rusqlite::params!["info", "redis-info", "{\"Version\":\"7.0.15\"}", "\n  Version: 7.0.15", 1],
+        )
+        .unwrap();
+        conn.execute(
+            row,
+            rusqlite::params!["high", "Redis answers without authentication", None::<String>, None::<String>, 2],
+        )
+        .unwrap();
+    }
+    let mut sink = open(path).unwrap();
+    for e in scan_events("00c0ffee00000008") {
+        sink.record(&e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    let mut db = Db::open(path).unwrap();
+    let old = db.events("old").unwrap();
+    let scripts: Vec<&ScriptEvent> =
+        old.iter().filter_map(|e| if let Event::Script(r) = e { Some(&**r) } else { None }).collect();
+    let findings: Vec<&FindingEvent> =
+        old.iter().filter_map(|e| if let Event::Finding(f) = e { Some(&**f) } else { None }).collect();
+    assert_eq!(scripts.len(), 1, "{old:?}");
+    assert_eq!(
+        (scripts[0].output.as_str(), scripts[0].data["Version"].as_str()),
+        ("\n  Version: 7.0.15", Some("7.0.15"))
+    );
+    assert_eq!(findings.iter().map(|f| f.title.as_str()).collect::<Vec<_>>(), ["Redis answers without authentication"]);
+    match old.last() {
+        Some(Event::ScanEnd(e)) => assert_eq!((e.findings, e.scripts), (1, 1)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(db.scans().unwrap().iter().find(|s| s.id == "old").unwrap().findings, 1);
+    let expected: Vec<Event> =
+        scan_events("00c0ffee00000008").into_iter().filter(|e| !matches!(e, Event::Log(_))).collect();
+    assert_eq!(db.events("00c0ffee00000008").unwrap(), expected);
 }
 
 #[test]
@@ -540,7 +699,7 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
         // tls_session column, which came with version 3, nor findings an
         // output column, version 4).
         let conn = rusqlite::Connection::open(path).unwrap();
-        let v1 = schema::sqlite()
+        let v1 = version_7_ddl()
             .replace(",\n    settings TEXT", "")
             .replace("\n    tls_session TEXT,", "")
             .replace("\n    output TEXT,", "")
