@@ -22,8 +22,10 @@
 //!         .scripts("default")
 //!         .start()?;
 //!     while let Some(event) = scan.next_event().await {
-//!         if let Event::Finding(f) = event {
-//!             println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.title);
+//!         match event {
+//!             Event::Script(r) => println!("{}:{} {}: {}", r.ip, r.port, r.plugin, r.output.trim()),
+//!             Event::Finding(f) => println!("{}:{} {} [{}]: {}", f.ip, f.port, f.plugin, f.severity, f.title),
+//!             _ => {}
 //!         }
 //!     }
 //!     let end = scan.finish().await?;

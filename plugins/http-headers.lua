@@ -67,6 +67,8 @@ return {
   id = "http-headers",
   description = "Shows the HTTP response headers of / as nmap's http-headers does and reports missing security headers.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "Date", "Expires", "Age", "Set-Cookie" },
   args = { "http-headers.useget" },
   ports = web.PORTS,
   services = web.SERVICES,

@@ -67,6 +67,8 @@ return {
   id = "memcached-info",
   description = "Reads memcached's stats (process, uptime, server time, connections, ports, authentication) as nmap's memcached-info does, and flags one open to anyone.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "Uptime", "Server time", "Used CPU (user)", "Used CPU (system)", "Current connections", "Total connections" },
   cwe = { "CWE-306" },
   references = { "https://github.com/memcached/memcached/wiki/SASLHowto" },
   remediation = "Bind memcached to a trusted interface (-l), turn UDP off (-U 0), and use SASL authentication where its clients support it.",

@@ -31,6 +31,8 @@ return {
   id = "mysql-info",
   description = "Decodes a MySQL/MariaDB server greeting as nmap's mysql-info does: protocol, version, thread id, capabilities, status, salt, auth plugin.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "Thread ID", "Salt" },
   ports = { 3306 },
   services = { "mysql" },
   run = function(ctx)

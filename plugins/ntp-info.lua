@@ -23,6 +23,8 @@ return {
   id = "ntp-info",
   description = "Reads an NTP server's time (mode 3) and its system variables (mode 6 READVAR), as nmap's ntp-info does.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "receive time stamp", "clock", "offset", "frequency", "sys_jitter", "clk_jitter", "clk_wander", "rootdisp", "rootdelay", "reftime", "tc", "mintc" },
   portrule = function(port)
     return port.protocol == "udp" and (port.number == 123 or port.service == "ntp")
   end,

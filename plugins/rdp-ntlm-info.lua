@@ -15,6 +15,8 @@ return {
   id = "rdp-ntlm-info",
   description = "Reads the NTLM CHALLENGE of an RDP server with NLA (CredSSP): NetBIOS and DNS names, domain, OS build and clock, as nmap's rdp-ntlm-info does.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "System_Time" },
   ports = { 3389 },
   services = { "ms-wbt-server" },
   run = function(ctx)

@@ -259,6 +259,8 @@ return {
   id = "redis-info",
   description = "Reads Redis INFO (version, OS, process, clients, memory, role) as nmap's redis-info does, and flags a Redis that needs no password.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "Used CPU (sys)", "Used CPU (user)", "Connected clients", "Used memory", "Client connections" },
   cwe = { "CWE-306" },
   references = { "https://redis.io/docs/latest/operate/oss_and_stack/management/security/" },
   remediation = "Require authentication (requirepass, or ACL users on Redis 6 and later) and bind Redis to trusted interfaces with protected-mode on.",

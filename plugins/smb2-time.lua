@@ -14,6 +14,8 @@ return {
   id = "smb2-time",
   description = "Shows the current date and start date an SMB2/3 server reports, as nmap's smb2-time does.",
   categories = { "discovery", "safe", "default" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "date" },
   tags = { "smb" },
   ports = { 445 },
   -- nmap's host script: the result is about the host (Host script results).

@@ -28,6 +28,8 @@ return {
   id = "snmp-sysdescr",
   description = "Reads an SNMP agent's sysDescr and sysUpTime with SNMPv1 community public, as nmap's snmp-sysdescr does.",
   categories = { "default", "discovery", "safe" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "System uptime" },
   args = { "snmpcommunity" },
   cwe = { "CWE-1392" },
   remediation = "Disable SNMPv1/v2c or change the default community, and allow only management hosts to reach UDP 161.",

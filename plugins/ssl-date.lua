@@ -43,6 +43,8 @@ return {
   id = "ssl-date",
   description = "Reads a TLS server's clock from its ServerHello random, and says when that random is noise, as nmap's ssl-date does.",
   categories = { "discovery", "safe", "default" },
+  -- Values that change from run to run: `db diff` ignores them.
+  volatile = { "date", "delta" },
   ports = rules.TLS_PORTS,
   portrule = function(port)
     return rules.tls(port) or port.tunnel == "starttls"

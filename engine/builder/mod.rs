@@ -20,8 +20,8 @@
 //!     .scripts("http-title")
 //!     .start()?;
 //! while let Some(event) = scan.next_event().await {
-//!     if let moonscan::findings::Event::Finding(f) = event {
-//!         println!("{}:{} {}: {}", f.ip, f.port, f.plugin, f.title);
+//!     if let moonscan::findings::Event::Script(r) = event {
+//!         println!("{}:{} {}: {}", r.ip, r.port, r.plugin, r.output.trim());
 //!     }
 //! }
 //! let end = scan.finish().await?;

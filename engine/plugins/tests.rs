@@ -163,6 +163,30 @@ async fn errors_and_garbage_are_reported() {
     assert_eq!((out.error, out.logs), (None, vec!["t: not for this port".to_string()]));
 }
 
+#[tokio::test]
+async fn what_run_returns_is_a_script_event_and_ctx_finding_a_finding() {
+    use crate::findings::Event;
+    let p = plugin(
+        "return { id = 'v', description = 'd', categories = {'safe'}, portrule = function() return true end,\n\
+         volatile = { 'Used CPU (sys)', 'Date' },\n\
+         run = function(ctx)\n\
+           ctx:finding{ severity = 'high', title = 'open to all' }\n\
+           return { Version = '7.0', ['Used CPU (sys)'] = '1.5' }\n\
+         end }",
+    );
+    assert_eq!(p.volatile, ["Used CPU (sys)", "Date"]);
+    let (out, _) = run_with(p.clone(), Budgets::default(), Guard::offline(), 22).await;
+    let evs = super::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
+    let [Event::Finding(f), Event::Script(r)] = &evs[..] else { panic!("{evs:?}") };
+    assert_eq!((f.severity, f.title.as_str()), (Severity::High, "open to all"));
+    assert_eq!((r.plugin.as_str(), r.data["Version"].as_str()), ("v", Some("7.0")));
+    assert!(r.output.contains("Version: 7.0"), "{}", r.output);
+    assert_eq!(r.volatile, ["Used CPU (sys)", "Date"]);
+    let json = serde_json::to_value(&evs[0]).unwrap();
+    assert!(json["type"] == "finding" && json.get("output").is_none(), "{json}");
+    assert_eq!(serde_json::to_value(&evs[1]).unwrap()["type"], "script");
+}
+
 #[test]
 fn bad_plugin_files_are_refused_with_the_field() {
     for (src, needle) in [
@@ -191,6 +215,14 @@ fn bad_plugin_files_are_refused_with_the_field() {
         (
             "return { id = 'x', description = 'd', categories = {'safe'}, ports = {1}, scope = 'everywhere', run = function() end }",
             "'scope' must be \"port\" or \"host\"",
+        ),
+        (
+            "return { id = 'x', description = 'd', categories = {'safe'}, ports = {1}, volatile = {'a\\nb'}, run = function() end }",
+            "'volatile' must hold keys",
+        ),
+        (
+            "return { id = 'x', description = 'd', categories = {'safe'}, ports = {1}, volatile = 'Date', run = function() end }",
+            "'volatile' must be a list",
         ),
         ("return {", "syntax error"),
         ("while true do end", "loading it ran"),
