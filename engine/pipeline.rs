@@ -42,6 +42,8 @@ pub struct Ctx {
     pub stop: Stop,
     /// Ports decided but not reported, counted per host.
     pub unshown: Arc<Unshown>,
+    /// Each host's round trip, from the answers of the port scan.
+    pub latency: Arc<Latency>,
 }
 
 impl Ctx {
@@ -57,6 +59,7 @@ impl Ctx {
             stats: Arc::default(),
             stop,
             unshown: Arc::default(),
+            latency: Arc::default(),
         }
     }
 
@@ -251,6 +254,40 @@ impl Unshown {
             ))
         });
         out
+    }
+}
+
+/// Each host's smoothed round trip over the port scan's answers (nmap's
+/// srtt: the first sample, then an eighth of each new one's difference),
+/// for the "Host is up (0.00021s latency)" of hosts no ping timed (`-Pn`,
+/// loopback). At most [`Latency::MAX_HOSTS`] hosts are kept; past that,
+/// new hosts go untimed.
+#[derive(Debug, Default)]
+pub struct Latency {
+    srtt: std::sync::Mutex<std::collections::HashMap<IpAddr, f64>>,
+}
+
+impl Latency {
+    /// Most hosts timed.
+    pub const MAX_HOSTS: usize = 1 << 18;
+
+    /// One round trip of `ip`.
+    pub fn sample(&self, ip: IpAddr, rtt: std::time::Duration) {
+        let rtt = rtt.as_secs_f64();
+        let mut srtt = self.srtt.lock().unwrap_or_else(|e| e.into_inner());
+        let full = srtt.len() >= Self::MAX_HOSTS;
+        match srtt.get_mut(&ip) {
+            Some(s) => *s += (rtt - *s) / 8.0,
+            None if full => {}
+            None => {
+                srtt.insert(ip, rtt);
+            }
+        }
+    }
+
+    /// Every host's smoothed round trip, in seconds; the table is emptied.
+    pub fn take(&self) -> std::collections::HashMap<IpAddr, f64> {
+        std::mem::take(&mut *self.srtt.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 

@@ -206,8 +206,15 @@ pub(crate) async fn run(
     };
     let _ = events.send(Event::ScanStart(start)).await;
     let t0 = Instant::now();
-    let ctx =
-        Ctx { scan_id: scan_id.clone(), t0, events, stats: stats.clone(), stop: stop.clone(), unshown: Arc::default() };
+    let ctx = Ctx {
+        scan_id: scan_id.clone(),
+        t0,
+        events,
+        stats: stats.clone(),
+        stop: stop.clone(),
+        unshown: Arc::default(),
+        latency: Arc::default(),
+    };
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
         return Ok(finish(&ctx, &stats, interrupted, false).await);
@@ -320,18 +327,23 @@ pub(crate) async fn run(
 /// Sends the counts of ports not shown and `scan_end` with the counters
 /// (the stop counts as interrupting even after the last probe: it cut
 /// detection or plugins short). Without host discovery (`taken_up`, -Pn),
-/// each host that answered on a port not shown (a closed port's reset...)
-/// gets its `host` event first, up as the user set it (nmap's
-/// `user-set`): a host whose every port is closed is up and has its
-/// report, as in nmap's.
+/// each host that answered on a port first gets its `host` event, up as
+/// the user set it (nmap's `user-set`) with its round trip from the port
+/// scan: a host whose every port is closed is up and has its report, as
+/// in nmap's.
 async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool, taken_up: bool) -> ScanEnd {
-    let mut last = None;
-    for ev in ctx.unshown.take(&ctx.scan_id) {
-        if taken_up && last != Some(ev.ip) {
-            let host = ping::host_event(ctx, ev.ip, HostState::Up, Reason::UserSet, None);
+    let extra = ctx.unshown.take(&ctx.scan_id);
+    let latency = ctx.latency.take();
+    if taken_up {
+        let answered: std::collections::BTreeSet<std::net::IpAddr> =
+            latency.keys().copied().chain(extra.iter().map(|e| e.ip)).collect();
+        for ip in answered {
+            let mut host = ping::host_event(ctx, ip, HostState::Up, Reason::UserSet, None);
+            host.latency = latency.get(&ip).copied();
             let _ = ctx.events.send(Event::Host(host)).await;
         }
-        last = Some(ev.ip);
+    }
+    for ev in extra {
         let _ = ctx.events.send(Event::Extraports(ev)).await;
     }
     let end = ScanEnd {
@@ -487,7 +499,8 @@ async fn socket_discovery(
                 let state = if answer.is_some() { HostState::Up } else { HostState::Down };
                 let reason = answer.map_or(Reason::NoResponse, |a| a.0);
                 let mut ev = ping::host_event(ctx, ip, state, reason, None);
-                ev.latency = answer.map(|a| a.1.as_secs_f64());
+                // Zero: an address of this machine no connection timed.
+                ev.latency = answer.map(|a| a.1.as_secs_f64()).filter(|&l| l > 0.0);
                 ctx.emit(Event::Host(ev)).await;
             }
         }

@@ -173,12 +173,15 @@ impl Shared {
 
     /// Tells the pacer of an answer to the attempt sent at `sent` after
     /// `tries` timed-out ones.
-    fn answered(&self, sent: Instant, tries: u32) {
+    fn answered(&self, ip: IpAddr, sent: Instant, tries: u32) {
         let now = Instant::now();
         let took = now.saturating_duration_since(sent);
         // Past the kernel's first retransmission: the kernel's second SYN.
         let resent = u32::from(took >= KERNEL_SYN_RTO);
         let first = tries == 0 && resent == 0;
+        if first {
+            self.found.ctx.latency.sample(ip, took);
+        }
         let answer = Answer { class: Class::Port, sent, first, lost: tries + resent, rtt: first.then_some(took) };
         self.pacer.lock().on_answer(answer, now);
     }
@@ -197,7 +200,7 @@ impl Shared {
             Stats::bump(&self.stats.sent);
         }
         if matches!(outcome, Attempt::Open | Attempt::Closed | Attempt::HostUnreachable) {
-            self.answered(sent, *tries);
+            self.answered(ip, sent, *tries);
         }
         match outcome {
             Attempt::Open => {
@@ -307,7 +310,7 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
         }
         match sh.launch(SocketAddr::new(ip, port), 0) {
             (Started::Done(Attempt::Closed), sent) if !sh.report_closed => {
-                sh.answered(sent, 0);
+                sh.answered(ip, sent, 0);
                 Stats::bump(&sh.stats.sent);
                 Stats::bump(&sh.stats.closed);
                 sh.found.unshown(ip, Proto::Tcp, port, PortState::Closed, Reason::ConnRefused);

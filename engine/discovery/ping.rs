@@ -235,32 +235,42 @@ pub fn connect_ports(plan: &HostPlan) -> Vec<u16> {
 }
 
 /// Asks one host whether it is up without raw sockets: loopback addresses
-/// are up at once; others are up if a connection to one of `ports` is
-/// accepted or refused within `timeout` (each tried `1 + retries` times).
-/// Returns the reason and the latency.
+/// are up at once (timed by one connection to the first of `ports`, zero
+/// when it draws no answer within 100 ms); others are up if a connection
+/// to one of `ports` is accepted or refused within `timeout` (each tried
+/// `1 + retries` times). Returns the reason and the latency.
 pub async fn socket_ping(ip: IpAddr, ports: &[u16], timeout: Duration, retries: u32) -> Option<(Reason, Duration)> {
     if ip.is_loopback() {
-        return Some((Reason::LocalhostResponse, Duration::ZERO));
+        let t0 = Instant::now();
+        let port = ports.first().copied().unwrap_or(80);
+        let timed = match knock(SocketAddr::new(ip, port), Duration::from_millis(100)).await {
+            Some(_) => t0.elapsed(),
+            None => Duration::ZERO,
+        };
+        return Some((Reason::LocalhostResponse, timed));
     }
     let t0 = Instant::now();
     for _ in 0..=retries {
-        let tries = ports.iter().map(|&port| async move {
-            let addr = SocketAddr::new(ip, port);
-            match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
-                Ok(Ok(s)) => {
-                    // Closed with a RST: no TIME_WAIT left behind.
-                    let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
-                    Some(Reason::SynAck)
-                }
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(Reason::ConnRefused),
-                _ => None,
-            }
-        });
+        let tries = ports.iter().map(|&port| knock(SocketAddr::new(ip, port), timeout));
         if let Some(why) = futures_util::future::join_all(tries).await.into_iter().flatten().next() {
             return Some((why, t0.elapsed()));
         }
     }
     None
+}
+
+/// One connection attempt: `syn-ack` when accepted (then closed with a
+/// RST: no TIME_WAIT left behind), `conn-refused` when refused, none on
+/// silence or another error within `timeout`.
+async fn knock(addr: SocketAddr, timeout: Duration) -> Option<Reason> {
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => {
+            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+            Some(Reason::SynAck)
+        }
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(Reason::ConnRefused),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! found is on disk within 100 ms even if the process is killed afterwards.
 
 mod grepable;
+pub mod mac_vendor;
 mod ndjson;
 mod nmap_script_ids;
 mod normal;

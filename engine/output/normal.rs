@@ -110,7 +110,10 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
     } else {
         let _ = writeln!(text, "Host is up{latency}.");
     }
-    let mac = host.status.and_then(|s| s.mac.as_deref());
+    let mac = host.status.and_then(|s| {
+        let vendor = s.vendor.as_deref().unwrap_or("Unknown");
+        s.mac.as_deref().map(|mac| format!("{mac} ({vendor})"))
+    });
     let not_shown = not_shown_line(&host.unshown);
     if host.ports.is_empty() {
         if let Some(line) = not_shown {
@@ -119,7 +122,7 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
             let _ = writeln!(text, "{line}");
         }
         if let Some(mac) = mac {
-            let _ = writeln!(text, "MAC Address: {mac} (Unknown)");
+            let _ = writeln!(text, "MAC Address: {mac}");
         }
         host_scripts(text, host);
         return;
@@ -159,7 +162,7 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
     }
     table(text, &rows);
     if let Some(mac) = mac {
-        let _ = writeln!(text, "MAC Address: {mac} (Unknown)");
+        let _ = writeln!(text, "MAC Address: {mac}");
     }
     if let Some(info) = service_info(host) {
         let _ = writeln!(text, "{info}");

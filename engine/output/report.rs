@@ -102,6 +102,8 @@ pub struct Collected {
     pub end: Option<ScanEnd>,
     pub services_seen: bool,
     names: HashMap<(u16, Proto), Option<&'static str>>,
+    /// MAC vendors, read when the first MAC address is seen.
+    vendors: Option<super::mac_vendor::MacVendors>,
 }
 
 /// One host: its address, what discovery said of it, and its ports in order.
@@ -134,6 +136,8 @@ pub struct HostStatus {
     /// Seconds.
     pub latency: Option<f64>,
     pub mac: Option<String>,
+    /// Who made the card of `mac` (nmap-mac-prefixes), if known.
+    pub vendor: Option<String>,
     t: f32,
 }
 
@@ -205,6 +209,10 @@ impl Collected {
                     ttl: h.ttl,
                     latency: h.latency,
                     mac: h.mac.clone(),
+                    vendor: h.mac.as_deref().and_then(|mac| {
+                        let vendors = self.vendors.get_or_insert_with(super::mac_vendor::MacVendors::installed);
+                        vendors.vendor(mac).map(String::from)
+                    }),
                     t: h.t as f32,
                 };
                 self.status.insert(h.ip, status);

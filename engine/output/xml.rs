@@ -149,8 +149,12 @@ impl Layout for XmlLayout {
             let _ = writeln!(doc, "<status state=\"{state}\" reason=\"{}\" reason_ttl=\"{ttl}\"/>", esc(reason));
             let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
             let _ = writeln!(doc, "<address addr=\"{ip}\" addrtype=\"{family}\"/>");
-            if let Some(mac) = host.status.and_then(|s| s.mac.as_deref()) {
-                let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"/>", esc(mac));
+            if let Some(status) = host.status {
+                if let Some(mac) = &status.mac {
+                    let vendor =
+                        status.vendor.as_deref().map(|v| format!(" vendor=\"{}\"", esc(v))).unwrap_or_default();
+                    let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"{vendor}/>", esc(mac));
+                }
             }
             match host.name {
                 Some(n) => {

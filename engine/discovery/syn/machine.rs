@@ -28,6 +28,8 @@ pub struct Verdict {
     pub reason: Reason,
     /// Of the reply; none for a probe that drew none.
     pub ttl: Option<u8>,
+    /// The round trip of the probe answered, when it was sent once (Karn).
+    pub rtt: Option<Duration>,
 }
 
 /// Totals so far.
@@ -409,7 +411,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 PortState::OpenFiltered
             }
         };
-        self.silent.push(Verdict { ip: addr(k.0), port: k.1, state, reason: Reason::NoResponse, ttl: None });
+        self.silent.push(Verdict { ip: addr(k.0), port: k.1, state, reason: Reason::NoResponse, ttl: None, rtt: None });
     }
 
     /// True once every probe is answered or given up (or the scan was stopped
@@ -428,9 +430,10 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// to a resent probe could answer either send).
     pub fn on_reply_at(&mut self, r: &Reply, now: Instant) -> Option<Verdict> {
         let k = (key(r.src), r.sport);
-        if let Some(&(nth, sent)) = self.inflight.get(&k) {
-            self.tell_pacer(k, nth, sent, u32::from(r.attempt), now);
-        }
+        let rtt = match self.inflight.get(&k) {
+            Some(&(nth, sent)) => self.tell_pacer(k, nth, sent, u32::from(r.attempt), now),
+            None => None,
+        };
         let (state, reason) = match (r.icmp, self.kind) {
             // Only the target itself says its port is closed; a router or
             // firewall that answers port unreachable filters it (nmap's reading).
@@ -442,7 +445,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             (None, ScanType::Window) if r.window > 0 => (PortState::Open, Reason::Reset),
             (None, _) => (PortState::Closed, Reason::Reset),
         };
-        let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: Some(r.ttl) };
+        let verdict = Verdict { ip: r.src, port: r.sport, state, reason, ttl: Some(r.ttl), rtt };
         if reason == Reason::PortUnreach && state == PortState::Closed {
             self.lanes.told(k.0);
         }
@@ -491,7 +494,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// An answer to try `attempt` (0 the first; the port it came back to
     /// tells) of probe `k`, sent `nth` times, last at `sent`: times the
     /// round trip if it was sent once (Karn), and tells the pacer.
-    fn tell_pacer(&mut self, k: Key, nth: u32, sent: Instant, attempt: u32, now: Instant) {
+    /// Tells the pacer of an answer; returns its round trip when the
+    /// probe went out once.
+    fn tell_pacer(&mut self, k: Key, nth: u32, sent: Instant, attempt: u32, now: Instant) -> Option<Duration> {
         let rtt = (nth == 1).then(|| now.saturating_duration_since(sent));
         if let Some(r) = rtt {
             self.sample(k.0, r);
@@ -506,6 +511,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         host.0 = host.0.saturating_add(lost);
         host.1 = host.1.saturating_add(1);
         self.trim_hosts();
+        rtt
     }
 
     /// Extra tries a silent probe to `host` gets now: more on a path seen

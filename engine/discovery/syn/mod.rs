@@ -398,6 +398,9 @@ fn drive(
     let mut interrupted = false;
     let mut closed = disc.is_none();
     let tell = |v: Verdict| {
+        if let Some(rtt) = v.rtt {
+            shared.found.ctx.latency.sample(v.ip, rtt);
+        }
         if reports(kind, v.state) || shared.opts.report_closed {
             // Waits while the next stage is full: no probe goes out
             // meanwhile, so a slow stage slows the scan.
