@@ -561,6 +561,12 @@ impl ScanBuilder {
                     if chosen.is_empty() {
                         return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
                     }
+                    let sel = crate::plugins::Selection::parse(&s.expr)?;
+                    let listed: Vec<(&str, &[String])> =
+                        available.iter().map(|p| (p.id.as_str(), p.categories.as_slice())).collect();
+                    // Not for -sC (`default`): every scan would say it.
+                    let nmap = (s.expr != "default").then(crate::plugins::select::nmap_category_counts).flatten();
+                    notes.extend(crate::plugins::select::category_note(&sel, &listed, nmap.as_ref()));
                 }
                 if version_too {
                     for p in available.iter().filter(|p| p.categories.iter().any(|c| c == "version")) {

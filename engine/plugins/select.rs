@@ -94,6 +94,18 @@ impl Selection {
         self.terms.iter().any(|t| names.iter().any(|n| t.eq_ignore_ascii_case(n)))
     }
 
+    /// The terms that are nmap's category names (`vuln`, `default`...), in order, once each.
+    pub fn categories(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for term in &self.terms {
+            let nmaps = NMAP_CATEGORIES.iter().any(|c| c.eq_ignore_ascii_case(term));
+            if nmaps && !out.iter().any(|o| o.eq_ignore_ascii_case(term)) {
+                out.push(term);
+            }
+        }
+        out
+    }
+
     /// The terms (non-path, non-`all`) that match no plugin id or category of `plugins`
     /// (each given as (id, categories)), for an nmap-like error:
     /// "'foo' did not match a category, plugin id or path".
@@ -117,6 +129,84 @@ impl Selection {
             Node::Or(list) => list.iter().any(|n| self.holds(n, names, cats)),
         }
     }
+}
+
+/// nmap's script categories.
+pub const NMAP_CATEGORIES: [&str; 14] = [
+    "auth",
+    "broadcast",
+    "brute",
+    "default",
+    "discovery",
+    "dos",
+    "exploit",
+    "external",
+    "fuzzer",
+    "intrusive",
+    "malware",
+    "safe",
+    "version",
+    "vuln",
+];
+
+/// How many scripts each category has in the user's nmap (its
+/// scripts/script.db, `Entry { filename = "x.nse", categories = { "a", "b", } }`
+/// lines), or none when nmap is not installed.
+pub fn nmap_category_counts() -> Option<std::collections::HashMap<String, usize>> {
+    let dirs = std::env::var_os("NMAPDIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(["/usr/share/nmap", "/usr/local/share/nmap"].map(PathBuf::from));
+    for dir in dirs {
+        let path = dir.join("scripts").join("script.db");
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if !meta.is_file() || meta.len() > 4 << 20 {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        return Some(category_counts(&text));
+    }
+    None
+}
+
+/// Counts of script.db's categories.
+pub fn category_counts(script_db: &str) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for line in script_db.lines() {
+        let Some((_, cats)) = line.split_once("categories") else { continue };
+        for (i, part) in cats.split('"').enumerate() {
+            if i % 2 == 1 && !part.is_empty() {
+                *counts.entry(part.to_ascii_lowercase()).or_insert(0) += 1;
+            }
+        }
+    }
+    counts
+}
+
+/// One line when a category the expression names has fewer plugins here
+/// than nmap's (from `nmap_counts`) has scripts: what nmap users may
+/// expect `--script vuln` to run and moonscan does not have.
+pub fn category_note(
+    sel: &Selection,
+    available: &[(&str, &[String])],
+    nmap_counts: Option<&std::collections::HashMap<String, usize>>,
+) -> Option<String> {
+    let counts = nmap_counts?;
+    let short: Vec<String> = sel
+        .categories()
+        .into_iter()
+        .filter_map(|cat| {
+            let ours = available.iter().filter(|(_, cats)| cats.iter().any(|c| c.eq_ignore_ascii_case(cat))).count();
+            let theirs = counts.get(&cat.to_ascii_lowercase()).copied().unwrap_or(0);
+            (ours < theirs).then(|| format!("{cat} {ours} (nmap {theirs})"))
+        })
+        .collect();
+    (!short.is_empty()).then(|| {
+        format!(
+            "--script: fewer plugins than nmap has scripts in {}; `moonscan plugins list` shows them",
+            short.join(", ")
+        )
+    })
 }
 
 /// A usage error naming the problem and its 1-based character position in `expr`.
@@ -495,5 +585,33 @@ mod tests {
         assert_eq!(sel.unmatched(&plugins), ["nosuch", "bogus*", "zz?"]);
         assert_eq!(sel.unmatched(&[]), ["http-*", "nosuch", "safe", "bogus*", "vuln", "zz?"]);
         assert!(Selection::parse("intrusive,ssh-?ostkey").unwrap().unmatched(&plugins).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod category_tests {
+    use super::*;
+
+    #[test]
+    fn a_category_with_fewer_plugins_than_nmaps_is_said_in_one_line() {
+        let db = "Entry { filename = \"a.nse\", categories = { \"vuln\", \"safe\", } }\n\
+                  Entry { filename = \"b.nse\", categories = { \"vuln\", } }\n\
+                  Entry { filename = \"c.nse\", categories = { \"default\", } }\n";
+        let counts = category_counts(db);
+        assert_eq!((counts["vuln"], counts["safe"], counts["default"]), (2, 1, 1));
+        let (vuln, default) = (vec!["vuln".to_string()], vec!["default".to_string(), "safe".to_string()]);
+        let available: Vec<(&str, &[String])> = vec![("http-git", &vuln), ("http-title", &default)];
+        let note = |expr: &str| category_note(&Selection::parse(expr).unwrap(), &available, Some(&counts));
+        assert_eq!(
+            note("vuln and not http-title").as_deref(),
+            Some(
+                "--script: fewer plugins than nmap has scripts in vuln 1 (nmap 2); `moonscan plugins list` shows them"
+            )
+        );
+        // As many as nmap's, an id, a glob: nothing to say.
+        assert_eq!(note("default or http-*"), None);
+        assert_eq!(note("safe"), None);
+        // Without nmap's script.db there is nothing to compare with.
+        assert_eq!(category_note(&Selection::parse("vuln").unwrap(), &available, None), None);
     }
 }
