@@ -37,6 +37,7 @@
 #![deny(unsafe_code)]
 
 pub mod builder;
+pub mod core_files;
 pub mod discovery;
 pub mod error;
 pub mod files;

@@ -12,6 +12,7 @@ mod daemons;
 mod durability;
 mod hardening;
 mod hosts;
+mod installed;
 mod lab;
 mod libraries;
 mod loopback;

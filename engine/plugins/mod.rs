@@ -48,13 +48,14 @@ pub use library::{Libraries, Library};
 pub use run::{Budgets, Finding, OutputAllowance, RunOutput};
 pub use select::Selection;
 
-/// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins/
-/// moonscan was built with.
+/// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins
+/// built into moonscan ([`crate::core_files`]).
 pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("MOONSCAN_PLUGINS") {
         return PathBuf::from(d);
     }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/plugins"))
+    crate::core_files::dir(crate::core_files::Core::Plugins)
+        .unwrap_or_else(|e| PathBuf::from(format!("(moonscan's built-in plugins, not written out: {e})")))
 }
 
 /// Largest plugin file read.

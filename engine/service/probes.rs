@@ -176,12 +176,14 @@ fn bad(origin: &Path, what: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Config, format!("{}: {what}", origin.display()))
 }
 
-/// The probe folder: `$MOONSCAN_PROBES`, or the probes/ moonscan was built with.
+/// The probe folder: `$MOONSCAN_PROBES`, or the probes built into moonscan
+/// ([`crate::core_files`]).
 pub fn default_dir() -> std::path::PathBuf {
     if let Some(d) = std::env::var_os("MOONSCAN_PROBES") {
         return std::path::PathBuf::from(d);
     }
-    std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/probes"))
+    crate::core_files::dir(crate::core_files::Core::Probes)
+        .unwrap_or_else(|e| std::path::PathBuf::from(format!("(moonscan's built-in probes, not written out: {e})")))
 }
 
 impl ProbeDb {

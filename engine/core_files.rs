@@ -1,0 +1,186 @@
+//! The core probes and plugins, built into the binary: one file is the
+//! whole scanner, whatever became of the checkout it was built from.
+//!
+//! In: the files of probes/ and plugins/ (with plugins/lib/ and the core
+//! pack's pack.yaml), embedded at build time. Out: a folder holding exactly
+//! those bytes, written out once per build under the user's cache
+//! (`$XDG_CACHE_HOME/moonscan`, `~/.cache/moonscan`, or a private folder in
+//! the temporary one, each only this user can write), named by the hash of
+//! its contents and marked complete once every file is written, so the
+//! loaders read it as they read any folder (the core pack's pack.yaml
+//! hashes are verified as for a checkout). `$MOONSCAN_PLUGINS` and
+//! `$MOONSCAN_PROBES`, `--plugin-dir` and `--probes` use another folder.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use rust_embed::RustEmbed;
+use sha2::{Digest, Sha256};
+
+#[derive(RustEmbed)]
+#[folder = "plugins/"]
+struct Plugins;
+
+#[derive(RustEmbed)]
+#[folder = "probes/"]
+struct Probes;
+
+/// Which built-in folder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Core {
+    Plugins,
+    Probes,
+}
+
+impl Core {
+    fn name(self) -> &'static str {
+        match self {
+            Core::Plugins => "plugins",
+            Core::Probes => "probes",
+        }
+    }
+
+    /// (path inside the folder, bytes) of every file, in name order.
+    fn files(self) -> Vec<(String, std::borrow::Cow<'static, [u8]>)> {
+        let mut out: Vec<_> = self.embedded().into_iter().map(|(n, f)| (n, f.data)).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    fn embedded(self) -> Vec<(String, rust_embed::EmbeddedFile)> {
+        match self {
+            Core::Plugins => Plugins::iter().filter_map(|n| Plugins::get(&n).map(|f| (n.into_owned(), f))).collect(),
+            Core::Probes => Probes::iter().filter_map(|n| Probes::get(&n).map(|f| (n.into_owned(), f))).collect(),
+        }
+    }
+
+    /// The folder's name under the cache: its kind, moonscan's version and
+    /// a hash of its files' names and contents (their sha256, taken at build time).
+    fn leaf(self) -> String {
+        let mut files = self.embedded();
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut h = Sha256::new();
+        for (name, f) in &files {
+            h.update((name.len() as u64).to_le_bytes());
+            h.update(name.as_bytes());
+            h.update(f.metadata.sha256_hash());
+        }
+        let hash: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        format!("{}-{}-{hash}", self.name(), env!("CARGO_PKG_VERSION"))
+    }
+}
+
+/// Marks a folder every file of which was written.
+const COMPLETE: &str = ".complete";
+
+/// The folder holding the built-in `core` files, written out under the
+/// user's cache the first time (or when it is incomplete).
+pub fn dir(core: Core) -> io::Result<PathBuf> {
+    let leaf = core.leaf();
+    let mut last = None;
+    for root in roots() {
+        let written = private_dir(&root).and_then(|()| {
+            let dir = root.join(&leaf);
+            if std::fs::read(dir.join(COMPLETE)).is_ok_and(|m| m == leaf.as_bytes()) {
+                return Ok(dir);
+            }
+            write_out(&root, &leaf, &core.files())
+        });
+        match written {
+            Ok(d) => return Ok(d),
+            Err(e) => last = Some(io::Error::new(e.kind(), format!("{}: {e}", root.display()))),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no folder to write moonscan's built-in files in")))
+}
+
+/// Where the files may go, in order of preference.
+fn roots() -> Vec<PathBuf> {
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    let mut out = Vec::new();
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").and_then(absolute) {
+        out.push(x.join("moonscan"));
+    } else if let Some(home) = std::env::var_os("HOME").and_then(absolute) {
+        out.push(home.join(".cache").join("moonscan"));
+    }
+    let uid = crate::net::effective_uid();
+    out.push(std::env::temp_dir().join(format!("moonscan-{uid}")));
+    out
+}
+
+/// `root/leaf` holding exactly `files` (each rewritten when it differs).
+fn write_out(root: &Path, leaf: &str, files: &[(String, std::borrow::Cow<'static, [u8]>)]) -> io::Result<PathBuf> {
+    private_dir(root)?;
+    let dir = root.join(leaf);
+    for (name, data) in files {
+        let path = dir.join(name);
+        if std::fs::read(&path).is_ok_and(|now| now == data.as_ref()) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        // Written aside, then renamed: a scan reading it never sees half a file.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let tmp = dir.join(format!(".{}.{}.{nanos}.tmp", name.replace('/', "_"), std::process::id()));
+        std::fs::write(&tmp, data)?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    std::fs::write(dir.join(COMPLETE), leaf)?;
+    Ok(dir)
+}
+
+/// Makes `dir` if needed (0700), and refuses one another user owns or can
+/// write to: what a scan loads from it must be what this binary wrote.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let uid = crate::net::effective_uid();
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "not a folder of this user's that only it can write",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_files_are_written_out_once_and_mended() {
+        let root = tempfile::tempdir().unwrap();
+        let files = Core::Plugins.files();
+        assert!(files.iter().any(|(n, _)| n == "pack.yaml") && files.iter().any(|(n, _)| n == "lib/text.lua"));
+        let dir = write_out(root.path(), "plugins-x", &files).unwrap();
+        let on_disk = |n: &str| std::fs::read(dir.join(n)).unwrap();
+        assert_eq!(on_disk("pack.yaml"), Plugins::get("pack.yaml").unwrap().data.as_ref());
+        // A file changed behind moonscan's back is written again.
+        std::fs::write(dir.join("banner.lua"), "return 1").unwrap();
+        write_out(root.path(), "plugins-x", &files).unwrap();
+        assert_eq!(on_disk("banner.lua"), Plugins::get("banner.lua").unwrap().data.as_ref());
+        // The core pack loads from it, its hashes verified.
+        let plugins = crate::plugins::load_pack_dir(&dir).unwrap();
+        assert!(plugins.iter().any(|p| p.id == "ssl-cert"), "{}", plugins.len());
+        let probes = write_out(root.path(), "probes-x", &Core::Probes.files()).unwrap();
+        assert!(crate::service::ProbeDb::load_dir(&probes).unwrap().get("GetRequest").is_some());
+    }
+
+    #[test]
+    fn a_folder_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = write_out(&open, "plugins-x", &Core::Plugins.files()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    }
+}
