@@ -2,8 +2,8 @@
 # Builds moonscan (release, with cargo's progress) and installs it: the
 # binary on PATH, its man page, and bash, zsh and fish completions, all made
 # from the command line's own definitions (moonscan man, moonscan
-# completions SHELL). The plugins and probes stay in this checkout, where
-# the binary looks for them (or $MOONSCAN_PLUGINS, $MOONSCAN_PROBES).
+# completions SHELL). The probes and core plugins are built into the
+# binary ($MOONSCAN_PLUGINS, $MOONSCAN_PROBES choose other folders).
 #
 # Usage: scripts/install.sh [--prefix DIR] [--binary FILE]
 #   --prefix DIR   install under DIR (default /usr/local): DIR/bin,
