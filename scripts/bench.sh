@@ -348,7 +348,8 @@ PY
 }
 
 # The facts nmap's default scripts report on the lab, from moonscan NDJSON
-# (findings) or nmap XML (script output), one "fact: value" line each.
+# (script results, and a finding's data) or nmap XML (script output), one
+# "fact: value" line each.
 facts() { # moonscan|nmap file
     python3 - "$1" "$2" <<'PY'
 import json, re, sys, xml.etree.ElementTree as ET
@@ -381,13 +382,14 @@ def script_facts(sid, p, out):
 if tool == "moonscan":
     for line in open(path):
         e = json.loads(line)
-        if e["type"] != "finding":
-            continue
-        p, d = e["port"], e.get("data") or {}
-        if "output" in e:
-            script_facts(e["plugin"], p, e["output"])
-        elif e["plugin"] == "tls-versions-and-alpn" and "alpn" in d:
-            facts.add(f"tls-alpn {p}: {', '.join(d['alpn'])}")
+        # What a plugin's run returned is a script event (its text in
+        # "output"); ctx:finding calls are finding events.
+        if e["type"] == "script":
+            script_facts(e["plugin"], e["port"], e["output"])
+        elif e["type"] == "finding":
+            p, d = e["port"], e.get("data") or {}
+            if e["plugin"] == "tls-versions-and-alpn" and "alpn" in d:
+                facts.add(f"tls-alpn {p}: {', '.join(d['alpn'])}")
 else:
     for port in ET.parse(path).iter("port"):
         p = port.get("portid")
@@ -416,7 +418,8 @@ job_scripts() {
     while IFS= read -r f; do
         if grep -qxF "$f" "$OUT/scripts.moonscan.txt"; then echo "    same: $f"; else echo "    MISSING in moonscan: $f"; ok=0; fi
     done <"$OUT/scripts.nmap.txt"
-    echo "  moonscan findings in all: $(grep -c '"type":"finding"' "$OUT/scripts.moonscan.ndjson" || true)"
+    echo "  moonscan findings in all: $(grep -c '"type":"finding"' "$OUT/scripts.moonscan.ndjson" || true)," \
+        "script results: $(grep -c '"type":"script"' "$OUT/scripts.moonscan.ndjson" || true)"
     echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
     bench scripts "nmap=0.15" "${timed[@]}" nmap "${nm[*]}"
     ((ok))

@@ -21,12 +21,28 @@ fn banner_file(name: &str) -> String {
     repo().join("tests/data/banners").join(name).to_string_lossy().into_owned()
 }
 
-/// Findings of `plugin` on `ip:port`.
+/// Findings (`ctx:finding`) of `plugin` on `ip:port`.
 fn findings<'a>(evs: &'a [Value], plugin: &str, ip: &str, port: u16) -> Vec<&'a Value> {
     of_type(evs, "finding")
         .into_iter()
         .filter(|f| f["plugin"] == plugin && f["ip"] == ip && f["port"] == port)
         .collect()
+}
+
+/// Script results (what `run` returned) of `plugin` on `ip:port`.
+fn scripts<'a>(evs: &'a [Value], plugin: &str, ip: &str, port: u16) -> Vec<&'a Value> {
+    of_type(evs, "script").into_iter().filter(|r| r["plugin"] == plugin && r["ip"] == ip && r["port"] == port).collect()
+}
+
+/// The one script result of `plugin` on `ip:port`: a script event, never a
+/// finding (no severity, no title).
+fn script<'a>(evs: &'a [Value], plugin: &str, ip: &str, port: u16) -> &'a Value {
+    let all = scripts(evs, plugin, ip, port);
+    assert_eq!(all.len(), 1, "want one {plugin} script result on {ip}:{port}, have {all:#?}");
+    assert!(all[0].get("severity").is_none() && all[0].get("title").is_none(), "{}", all[0]);
+    let said = findings(evs, plugin, ip, port);
+    assert!(!said.iter().any(|f| f["title"] == plugin || f.get("output").is_some()), "{said:#?}");
+    all[0]
 }
 
 /// The one finding of `plugin` on `ip:port` with this title.
@@ -109,6 +125,7 @@ fn banner_shows_what_ssh_and_ftp_sent_first() {
     assert_eq!(code, Some(0));
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:#?}");
+    assert!(of_type(&evs, "script").is_empty(), "banner returns nothing: {evs:#?}");
     let text = f[0]["data"]["banner"].as_str().unwrap();
     assert!(text.starts_with("A\\\\B\\x00\\xFF\\x0D\\x0Azzz"), "{text}");
     assert_eq!(text.len(), 256);
@@ -117,6 +134,7 @@ fn banner_shows_what_ssh_and_ftp_sent_first() {
     let (code, evs) = offline("banner", "9999", &[]);
     assert_eq!(code, Some(0));
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
     assert!(of_type(&evs, "log").iter().any(|l| l["message"].as_str().unwrap().contains("no banner")), "{evs:#?}");
 }
 
@@ -126,10 +144,11 @@ fn http_server_header_is_nginx_and_the_title_is_the_lab_page() {
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "80,443", "--script", "http-server-header,http-title", TARGET]);
     for port in [80, 443] {
         // nmap's layouts: a list of Server values; { title }, and their text.
-        let f = titled(&evs, "http-server-header", TARGET, port, "http-server-header");
-        assert_eq!(f["severity"], "info");
+        let f = script(&evs, "http-server-header", TARGET, port);
+        assert!(findings(&evs, "http-server-header", TARGET, port).is_empty(), "{evs:#?}");
         assert_eq!((&f["data"], f["output"].as_str()), (&serde_json::json!(["nginx/1.22.1"]), Some("nginx/1.22.1")));
-        let t = titled(&evs, "http-title", TARGET, port, "http-title");
+        let t = script(&evs, "http-title", TARGET, port);
+        assert!(findings(&evs, "http-title", TARGET, port).is_empty(), "{evs:#?}");
         assert_eq!(
             (&t["data"], t["output"].as_str()),
             (&serde_json::json!({"title": "moonscan lab"}), Some("moonscan lab"))
@@ -144,7 +163,7 @@ fn http_headers_lists_headers_and_flags_missing_hsts_on_tls_only() {
     let hsts = "Missing Strict-Transport-Security header";
     for port in [80, 443] {
         // nmap's http-headers: text only, the header lines as sent, then the request type.
-        let list = titled(&evs, "http-headers", TARGET, port, "http-headers");
+        let list = script(&evs, "http-headers", TARGET, port);
         let text = list["output"].as_str().unwrap();
         assert!(text.contains("\n  Server: nginx/1.22.1\n"), "{text:?}");
         assert!(text.contains("\n  Content-Type: text/html\n"), "{text:?}");
@@ -161,9 +180,9 @@ fn http_headers_lists_headers_and_flags_missing_hsts_on_tls_only() {
     assert_eq!(titled(&evs, "http-headers", TARGET, 443, hsts)["severity"], "medium");
     let plain = findings(&evs, "http-headers", TARGET, 80);
     assert!(!plain.iter().any(|f| f["title"] == hsts), "no HSTS finding over plain HTTP: {plain:#?}");
-    // The result and three missing headers; over TLS, HSTS too.
-    assert_eq!(plain.len(), 4, "{plain:#?}");
-    assert_eq!(findings(&evs, "http-headers", TARGET, 443).len(), 5);
+    // Three missing headers (the result is a script result); over TLS, HSTS too.
+    assert_eq!(plain.len(), 3, "{plain:#?}");
+    assert_eq!(findings(&evs, "http-headers", TARGET, 443).len(), 4);
 }
 
 #[test]
@@ -173,11 +192,11 @@ fn http_methods_reports_nginx_405_and_risky_methods_of_a_server_that_lists_them(
     for port in [80, 443] {
         // Named in --script: one level of verbosity, so nmap's table shows
         // the supported methods (nginx's static pages: GET and HEAD).
-        let all = findings(&evs, "http-methods", TARGET, port);
-        assert_eq!(all.len(), 1, "{all:#?}");
-        assert_eq!(all[0]["title"], "http-methods");
-        assert_eq!(all[0]["data"], serde_json::json!({"Supported Methods": ["GET", "HEAD"]}));
-        assert_eq!(all[0]["output"], "\n  Supported Methods: GET HEAD");
+        let said = findings(&evs, "http-methods", TARGET, port);
+        assert!(said.is_empty(), "{said:#?}");
+        let result = script(&evs, "http-methods", TARGET, port);
+        assert_eq!(result["data"], serde_json::json!({"Supported Methods": ["GET", "HEAD"]}));
+        assert_eq!(result["output"], "\n  Supported Methods: GET HEAD");
     }
     drop(_lab);
 
@@ -196,7 +215,7 @@ fn http_methods_reports_nginx_405_and_risky_methods_of_a_server_that_lists_them(
     let out = run(&["-sT", "-sV", "-n", "-p", &p, "--script", "http-methods", "127.0.0.1", "-oJ", "-"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let evs = events(&stdout(&out));
-    let result = titled(&evs, "http-methods", "127.0.0.1", port, "http-methods");
+    let result = script(&evs, "http-methods", "127.0.0.1", port);
     assert_eq!(strings(&result["data"]["Potentially risky methods"]), ["PUT", "DELETE", "TRACE"]);
     let text = result["output"].as_str().unwrap();
     assert!(text.ends_with("\n  Potentially risky methods: PUT DELETE TRACE"), "{text:?}");
@@ -210,7 +229,7 @@ fn redis_info_reads_the_lab_redis_and_flags_no_auth_as_high() {
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "6379", "--script", "redis-info", TARGET]);
     // nmap's redis-info table: strings under nmap's keys, and its text in nmap's order.
-    let info = titled(&evs, "redis-info", TARGET, 6379, "redis-info");
+    let info = script(&evs, "redis-info", TARGET, 6379);
     let d = &info["data"];
     assert_eq!((d["Version"].as_str(), d["Role"].as_str()), (Some("7.0.15"), Some("master")), "{d}");
     assert_eq!(d["Architecture"], "64 bits");
@@ -234,6 +253,7 @@ fn redis_info_reads_the_lab_redis_and_flags_no_auth_as_high() {
     assert_eq!(all.len(), 1, "{evs:#?}");
     assert_eq!(all[0]["title"], "Redis requires authentication");
     assert_eq!(all[0]["severity"], "info");
+    assert!(scripts(&evs, "redis-info", "127.0.0.1", port).is_empty(), "no INFO to show: {evs:#?}");
 }
 
 #[test]
@@ -246,7 +266,7 @@ fn ftp_anon_logs_in_to_the_lab_vsftpd() {
     assert_eq!(f["data"]["banner"], "220 (vsFTPd 3.0.3)");
     assert_eq!(f["data"]["reply"], "230 Login successful.");
     // nmap's text: the login line, then the listing (the lab's README).
-    let text = titled(&evs, "ftp-anon", TARGET2, 21, "ftp-anon")["output"].as_str().unwrap().to_string();
+    let text = script(&evs, "ftp-anon", TARGET2, 21)["output"].as_str().unwrap().to_string();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("Anonymous FTP login allowed (FTP code 230)"), "{text:?}");
     let readme = lines.next().unwrap_or_default();
@@ -257,13 +277,13 @@ fn ftp_anon_logs_in_to_the_lab_vsftpd() {
 fn smtp_commands_lists_exims_ehlo_extensions() {
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "25", "--script", "smtp-commands", TARGET2]);
-    let all = findings(&evs, "smtp-commands", TARGET2, 25);
-    assert_eq!(all.len(), 1, "{all:#?}");
+    let said = findings(&evs, "smtp-commands", TARGET2, 25);
+    assert!(said.is_empty(), "{said:#?}");
     // nmap's text: the EHLO reply on one line, then what HELP lists.
     // STARTTLS: the lab's Exim offers TLS (tests/tls.rs reads its chain).
-    assert_eq!(all[0]["title"], "smtp-commands");
+    let result = script(&evs, "smtp-commands", TARGET2, 25);
     assert_eq!(
-        all[0]["output"],
+        result["output"],
         "lab.moonscan.test Hello nmap.scanme.org [198.18.0.1], SIZE 52428800, 8BITMIME, PIPELINING, PIPECONNECT, \
          CHUNKING, STARTTLS, SMTPUTF8, HELP\n Commands supported: AUTH STARTTLS HELO EHLO MAIL RCPT DATA BDAT NOOP QUIT RSET HELP"
     );
@@ -275,10 +295,11 @@ fn mysql_info_decodes_recorded_greetings() {
         offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("mysql-8.bin")]);
     assert_eq!(code, Some(0), "{evs:#?}");
     assert!(of_type(&evs, "error").is_empty(), "the banner is enough: no connection: {evs:#?}");
-    let f = of_type(&evs, "finding");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    let f = of_type(&evs, "script");
     assert_eq!(f.len(), 1, "{evs:#?}");
     // nmap's mysql-info table (the lower 16 capability bits, nmap's names).
-    assert_eq!(f[0]["title"], "mysql-info");
+    assert_eq!(f[0]["plugin"], "mysql-info");
     let d = &f[0]["data"];
     assert_eq!(
         (d["Protocol"].as_u64(), d["Version"].as_str(), d["Thread ID"].as_u64()),
@@ -304,9 +325,10 @@ fn mysql_info_decodes_recorded_greetings() {
     let (code, evs) =
         offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("mysql-mariadb.bin")]);
     assert_eq!(code, Some(0), "{evs:#?}");
-    let f = of_type(&evs, "finding");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    let f = of_type(&evs, "script");
     assert_eq!(f.len(), 1, "{evs:#?}");
-    assert_eq!(f[0]["title"], "mysql-info");
+    assert_eq!(f[0]["plugin"], "mysql-info");
     let d = &f[0]["data"];
     assert_eq!(d["Version"], "5.5.5-10.11.6-MariaDB-0+deb12u1");
     assert_eq!(d["Auth Plugin Name"], "mysql_native_password");
@@ -315,11 +337,12 @@ fn mysql_info_decodes_recorded_greetings() {
     assert!(!caps.contains(&"LongPassword") && !caps.contains(&"SwitchToSSLAfterHandshake"), "{caps:?}");
     assert!(caps.contains(&"Speaks41ProtocolNew") && caps.contains(&"SupportsAuthPlugins"), "{caps:?}");
 
-    // Not a greeting (an FTP banner): no finding; it would connect, and offline it cannot.
+    // Not a greeting (an FTP banner): no result; it would connect, and offline it cannot.
     let (code, evs) =
         offline("mysql-info", "3306", &["--service", "mysql", "--banner-file", &banner_file("ftp-vsftpd.bin")]);
     assert_eq!(code, Some(1), "{evs:#?}");
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
 }
 
 #[test]
@@ -327,7 +350,7 @@ fn memcached_info_reads_the_lab_memcached_and_flags_no_auth() {
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "11211", "--script", "memcached-info", TARGET2]);
     // nmap's memcached-info table: strings under nmap's keys.
-    let info = titled(&evs, "memcached-info", TARGET2, 11211, "memcached-info");
+    let info = script(&evs, "memcached-info", TARGET2, 11211);
     let d = &info["data"];
     assert!(d["Process ID"].as_str().unwrap().parse::<u32>().unwrap() > 1, "{d}");
     assert!(d["Uptime"].as_str().unwrap().ends_with(" seconds"), "{d}");
@@ -345,13 +368,16 @@ fn memcached_info_reads_the_lab_memcached_and_flags_no_auth() {
 fn service_detection_runs_the_version_plugins() {
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-Pn", "-p", "37,1883,6379", "198.18.0.5"]);
+    // What they returned: script results (neither makes findings here).
     let plugins: std::collections::BTreeSet<(&str, u64)> =
-        of_type(&evs, "finding").iter().map(|f| (f["plugin"].as_str().unwrap(), f["port"].as_u64().unwrap())).collect();
+        of_type(&evs, "script").iter().map(|r| (r["plugin"].as_str().unwrap(), r["port"].as_u64().unwrap())).collect();
     let want = [("mqtt-subscribe", 1883), ("rfc868-time", 37)].into_iter().collect();
     assert_eq!(plugins, want, "{evs:#?}");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
     // Their settings come with -sV alone; without -sV, -sC or --script they apply to nothing.
     let evs = clean_lab_scan(&["-sV", "-n", "-Pn", "-p", "6379", "198.18.0.5", "--script-timeout", "2s"]);
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
     let o = run(&["-sT", "-n", "-p", "1", "--script-timeout", "2s", "127.0.0.1"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("apply with --script, -sC or -sV only"), "{}", stderr(&o));

@@ -47,6 +47,8 @@ fn repeated_finding_data_trips_the_output_budget_with_bounded_memory() {
         assert!(m.iter().all(|m| m.contains("more than 1048576 bytes of findings")), "{m:?}");
     }
     assert!(of_type(&evs, "finding").iter().all(|f| !f["title"].as_str().unwrap().starts_with("escaped")));
+    // The returned bomb is dropped, not made a script result.
+    assert!(!of_type(&evs, "script").iter().any(|r| r["plugin"] == "sandbox-return-bomb"), "{evs:?}");
     assert!(rss_kb < 100 * 1024, "peak RSS {rss_kb} kB");
 }
 
@@ -72,6 +74,7 @@ fn a_stuck_portrule_is_an_error_event_within_a_second() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(budget_messages(&evs, "sandbox-slow-portrule"), ["portrule ran longer than 1000 ms"]);
     assert!(of_type(&evs, "finding").is_empty());
+    assert!(of_type(&evs, "script").is_empty());
     assert!(took < Duration::from_secs(2), "took {took:?}");
 }
 

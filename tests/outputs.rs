@@ -116,9 +116,13 @@ fn ndjson_summary(evs: &[Value]) -> Value {
                 p["extrainfo"] = s(&e["info"]).into();
             }
             // A script result by its text (the whole `output`); a finding by its title.
-            Some("finding") => {
-                let said = e["output"].as_str().map_or_else(|| s(&e["title"]), |o| format!("={o}"));
+            Some("script") => {
+                let said = format!("={}", e["output"].as_str().unwrap_or_else(|| panic!("no output: {e}")));
                 scripts.entry((ip, port)).or_default().entry(s(&e["plugin"])).or_default().push(said);
+            }
+            Some("finding") => {
+                assert!(e.get("output").is_none(), "a finding with a script result's text: {e}");
+                scripts.entry((ip, port)).or_default().entry(s(&e["plugin"])).or_default().push(s(&e["title"]));
             }
             _ => {}
         }
@@ -362,18 +366,22 @@ fn sarif_is_valid_and_has_one_result_per_finding() {
         .expect("the virtualenv's python runs");
     assert!(check.status.success(), "{}{}", stdout(&check), stderr(&check));
 
-    let findings: Vec<Value> =
-        events(&std::fs::read_to_string(&json).unwrap()).into_iter().filter(|e| e["type"] == "finding").collect();
+    let evs = events(&std::fs::read_to_string(&json).unwrap());
+    let findings: Vec<Value> = evs.iter().filter(|e| e["type"] == "finding").cloned().collect();
+    // Script results (what the plugins returned) are not findings: SARIF leaves them out.
+    let scripts: Vec<&Value> = evs.iter().filter(|e| e["type"] == "script").collect();
     let log: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
     let run = &log["runs"][0];
     let results = run["results"].as_array().unwrap();
     assert!(findings.len() >= 10, "{findings:?}");
+    assert!(scripts.len() >= 3, "{scripts:?}");
     assert_eq!(results.len(), findings.len());
     let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
     for (r, f) in results.iter().zip(&findings) {
         assert_eq!(r["ruleId"], f["plugin"]);
         assert_eq!(rules[r["ruleIndex"].as_u64().unwrap() as usize]["id"], f["plugin"]);
         assert_eq!(r["properties"]["severity"], f["severity"]);
+        assert_eq!(r["message"]["text"], f["title"]);
         let uri = format!("tcp://198.18.0.3:{}", f["port"]);
         assert_eq!(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], uri.as_str());
     }

@@ -8,16 +8,34 @@ use serde_json::Value;
 
 use crate::util::{lab, lab_scan, of_type, repo, run, stderr, stdout, TARGET};
 
-/// (port, plugin) -> the error kinds and finding titles it produced.
-fn by_plugin(evs: &[Value]) -> BTreeMap<(u64, String), (Vec<String>, Vec<String>)> {
-    let mut m: BTreeMap<(u64, String), (Vec<String>, Vec<String>)> = BTreeMap::new();
+/// What one plugin produced on one port: error kinds, finding titles
+/// (`ctx:finding`) and script results' texts (what `run` returned).
+#[derive(Clone, Debug, Default)]
+struct Said {
+    errors: Vec<String>,
+    findings: Vec<String>,
+    scripts: Vec<String>,
+}
+
+/// (port, plugin) -> what it produced.
+fn by_plugin(evs: &[Value]) -> BTreeMap<(u64, String), Said> {
+    let mut m: BTreeMap<(u64, String), Said> = BTreeMap::new();
     for e in evs {
         let (Some(plugin), Some(port)) = (e["plugin"].as_str(), e["port"].as_u64()) else { continue };
         let entry = m.entry((port, plugin.to_string())).or_default();
+        let text = |k: &str| e[k].as_str().unwrap_or_else(|| panic!("no {k} in {e}")).to_string();
         match e["type"].as_str() {
-            Some("error") => entry.0.push(e["kind"].as_str().unwrap_or("").to_string()),
-            // A script result by its text, a finding by its title.
-            Some("finding") => entry.1.push(e["output"].as_str().or(e["title"].as_str()).unwrap_or("").to_string()),
+            Some("error") => entry.errors.push(e["kind"].as_str().unwrap_or("").to_string()),
+            // A finding by its title (it has no text of a script result);
+            // a script result by its text (it has no title).
+            Some("finding") => {
+                assert!(e.get("output").is_none(), "a finding with a script result's text: {e}");
+                entry.findings.push(text("title"));
+            }
+            Some("script") => {
+                assert!(e.get("title").is_none() && e.get("severity").is_none(), "{e}");
+                entry.scripts.push(text("output"));
+            }
             _ => {}
         }
     }
@@ -70,9 +88,10 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
     ];
     for port in [80u64, 443] {
         for (plugin, kinds) in expect {
-            let (errors, findings) = m.get(&(port, plugin.to_string())).cloned().unwrap_or_default();
-            assert_eq!(errors, *kinds, "{plugin} on {port}: {m:?}");
-            assert!(findings.iter().all(|t| !t.starts_with("escaped")), "{plugin} on {port} escaped: {findings:?}");
+            let said = m.get(&(port, plugin.to_string())).cloned().unwrap_or_default();
+            assert_eq!(said.errors, *kinds, "{plugin} on {port}: {m:?}");
+            let escaped = said.findings.iter().chain(&said.scripts).any(|t| t.starts_with("escaped"));
+            assert!(!escaped, "{plugin} on {port} escaped: {said:?}");
         }
         // Edits to libraries and globals did not reach the next plugin.
         let check = evs
@@ -81,8 +100,8 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
             .unwrap_or_else(|| panic!("no check finding on {port}"));
         assert_eq!(check["data"], serde_json::json!({ "upper": "A", "marker": "none", "hijack": "nil" }));
         // Metamethods of returned data are never called; a yield is just a pause.
-        assert_eq!(m[&(port, "sandbox-meta-return".to_string())].0, Vec::<String>::new());
-        assert_eq!(m[&(port, "sandbox-yields".to_string())].1, ["resumed after a yield"]);
+        assert_eq!(m[&(port, "sandbox-meta-return".to_string())].errors, Vec::<String>::new());
+        assert_eq!(m[&(port, "sandbox-yields".to_string())].findings, ["resumed after a yield"]);
         // Unknown keys are refused by name, not ignored.
         let refused = evs
             .iter()
@@ -98,8 +117,9 @@ fn hostile_plugins_are_contained_and_the_scan_completes() {
         assert!(said("udp").contains("unknown key 'tls'"), "{refused}");
         assert!(said("host").contains("host is 8388608 bytes"), "{refused}");
         assert!(said("host").len() < 2000, "the host is not quoted: {refused}");
-        // The well-behaved plugin's result is there on both ports.
-        assert_eq!(m[&(port, "http-title".to_string())].1, ["moonscan lab"], "{m:?}");
+        // The well-behaved plugin's result is there on both ports: a script result, no finding.
+        assert_eq!(m[&(port, "http-title".to_string())].scripts, ["moonscan lab"], "{m:?}");
+        assert_eq!(m[&(port, "http-title".to_string())].findings, Vec::<String>::new(), "{m:?}");
     }
     assert_eq!(of_type(&evs, "service").len(), 2);
     let budgets: Vec<&str> = of_type(&evs, "error")
@@ -131,31 +151,34 @@ fn default_plugins_run_with_sc() {
     let (out, evs) = lab_scan(&["-sV", "-sC", "-n", "-p", "80,443", TARGET]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let m = by_plugin(&evs);
-    assert_eq!(m[&(80, "http-title".to_string())].1, ["moonscan lab"]);
-    let cert = &m[&(443, "ssl-cert".to_string())].1;
-    // nmap's text for ssl-cert, then the findings.
+    assert_eq!(m[&(80, "http-title".to_string())].scripts, ["moonscan lab"]);
+    let cert = &m[&(443, "ssl-cert".to_string())];
+    // nmap's text for ssl-cert (its script result), then the findings.
+    assert_eq!(cert.scripts.len(), 1, "{cert:?}");
     assert!(
-        cert.contains(
-            &"Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n\
-              Subject Alternative Name: DNS:lab.moonscan.test, DNS:www.lab.moonscan.test"
-                .to_string()
-        ) || cert.iter().any(|c| c.starts_with(
-            "Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n\
-             Subject Alternative Name: DNS:lab.moonscan.test, DNS:www.lab.moonscan.test\nNot valid before: "
-        )),
+        cert.scripts[0]
+            == "Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n\
+                Subject Alternative Name: DNS:lab.moonscan.test, DNS:www.lab.moonscan.test"
+            || cert.scripts[0].starts_with(
+                "Subject: commonName=lab.moonscan.test/organizationName=moonscan lab\n\
+                 Subject Alternative Name: DNS:lab.moonscan.test, DNS:www.lab.moonscan.test\nNot valid before: "
+            ),
         "{cert:?}"
     );
-    assert!(cert.contains(&"Self-signed certificate".to_string()), "{cert:?}");
+    assert!(cert.findings.contains(&"Self-signed certificate".to_string()), "{cert:?}");
     assert!(!m.contains_key(&(80, "ssl-cert".to_string())), "ssl-cert runs on TLS ports only");
     let tls = evs.iter().find(|e| e["plugin"] == "tls-versions-and-alpn" && e["severity"] == "info").unwrap();
     assert_eq!(tls["data"]["alpn"], serde_json::json!(["http/1.1", "http/1.0", "http/0.9"]));
     assert_eq!(tls["data"]["versions"], serde_json::json!(["TLSv1.2"]));
-    // Findings stream with their port: each comes after its port's service event.
-    for f in of_type(&evs, "finding") {
+    // Findings and script results stream with their port: each comes after its port's service event.
+    for f in of_type(&evs, "finding").into_iter().chain(of_type(&evs, "script")) {
         let at = |t: &str| evs.iter().position(|e| e["type"] == t && e["port"] == f["port"]).unwrap();
         assert!(at("service") < evs.iter().position(|e| e == f).unwrap());
     }
-    assert_eq!(evs.last().unwrap()["findings"].as_u64(), Some(of_type(&evs, "finding").len() as u64));
+    let end = evs.last().unwrap();
+    assert_eq!(end["type"], "scan_end");
+    assert_eq!(end["findings"].as_u64(), Some(of_type(&evs, "finding").len() as u64));
+    assert_eq!(end["scripts"].as_u64(), Some(of_type(&evs, "script").len() as u64));
 }
 
 /// On a terminal, stdout is nmap's screen: the host's report with the PORT
@@ -203,7 +226,8 @@ fn text_output_shows_findings_under_their_port() {
     let text = stdout(&out);
     // A script result: its text, as nmap's http-title prints it.
     assert!(text.contains("| http-title on 80/tcp on 198.18.0.2: moonscan lab"), "{text}");
-    assert!(text.contains("1 findings"), "{text}");
+    // Counted as a script result, not a finding.
+    assert!(text.contains(" 0 findings, 1 script results, "), "{text}");
 }
 
 #[test]
@@ -261,10 +285,16 @@ fn plugins_test_runs_offline_against_a_recorded_chain() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let evs = crate::util::events(&stdout(&o));
-    let titles: Vec<&str> = of_type(&evs, "finding").iter().map(|e| e["title"].as_str().unwrap()).collect();
-    assert_eq!(titles, ["Self-signed certificate", "ssl-cert"]);
+    // The finding (ctx:finding), then the script result (what run returned).
+    let said: Vec<(&str, &str)> = evs
+        .iter()
+        .filter(|e| e["type"] == "finding" || e["type"] == "script")
+        .map(|e| (e["type"].as_str().unwrap(), e["title"].as_str().unwrap_or(e["plugin"].as_str().unwrap())))
+        .collect();
+    assert_eq!(said, [("finding", "Self-signed certificate"), ("script", "ssl-cert")]);
     // The result: nmap's ssl-cert table and text (named, so one level more verbose).
-    let result = &of_type(&evs, "finding")[1];
+    let result = &of_type(&evs, "script")[0];
+    assert!(result.get("title").is_none() && result.get("severity").is_none(), "{result}");
     let data = &result["data"];
     assert_eq!(
         data["subject"],
@@ -314,7 +344,9 @@ fn script_args_come_from_the_flag_and_the_file() {
         TARGET,
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let f = of_type(&evs, "finding");
+    // What run returned: a script result.
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:?}");
+    let f = of_type(&evs, "script");
     assert_eq!(f.len(), 1);
     assert_eq!(f[0]["data"], serde_json::json!({ "a": "flag wins", "b": "two words", "c": "3" }));
     // The plugin declares a and b: c is said to be read by no selected plugin.
@@ -379,6 +411,7 @@ fn the_example_pack_reads_a_recorded_robots_txt() {
     let evs = crate::util::events(&stdout(&o));
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:?}");
+    assert!(of_type(&evs, "script").is_empty(), "it returns nothing: {evs:?}");
     assert_eq!(f[0]["title"], "2 disallowed path(s) in robots.txt");
     assert_eq!(f[0]["data"]["disallowed"], serde_json::json!(["/admin/", "/backup.tar.gz"]));
 }
@@ -405,6 +438,7 @@ fn the_example_pack_counts_the_lab_redis_keys() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:?}");
+    assert!(of_type(&evs, "script").is_empty(), "it returns nothing: {evs:?}");
     assert_eq!(f[0]["severity"], "medium");
     assert_eq!(f[0]["data"], serde_json::json!({ "databases": { "db0": 3, "db2": 1 }, "total": 4 }));
 }
@@ -441,8 +475,12 @@ fn an_installed_pack_is_selected_by_name_category_and_lock() {
             .unwrap();
         (o.status.code(), crate::util::events(&stdout(&o)), stderr(&o))
     };
+    // The plugins that said something: a finding or a script result.
     let plugin_names = |evs: &[Value]| -> Vec<String> {
-        of_type(evs, "finding").iter().map(|e| e["plugin"].as_str().unwrap().to_string()).collect()
+        evs.iter()
+            .filter(|e| e["type"] == "finding" || e["type"] == "script")
+            .map(|e| e["plugin"].as_str().unwrap().to_string())
+            .collect()
     };
     let key = work.path().join("acme");
     assert_eq!(moonscan(&["pack", "keygen", "-o", key.to_str().unwrap()]).0, Some(0));
@@ -500,4 +538,108 @@ fn the_send_budget_flag_trips() {
     assert_eq!(errors[0]["kind"], "budget");
     assert!(errors[0]["message"].as_str().unwrap().contains("sent more than 200000 bytes"), "{errors:?}");
     assert!(of_type(&evs, "finding").is_empty(), "{evs:?}");
+    assert!(of_type(&evs, "script").is_empty(), "{evs:?}");
+}
+
+/// What a plugin's `run` returns is a script event (no severity, no
+/// title); `ctx:finding` makes a finding event (never with a script
+/// result's `output`); scan_end counts each apart. Four plugins on two
+/// loopback ports (no lab): one returns a table and its text and makes two
+/// findings, one returns text alone, host-scoped, one makes a finding and
+/// returns nothing, one returns `nil, why` (a log line, neither event).
+#[test]
+fn returned_values_are_script_events_and_ctx_finding_calls_are_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = |id: &str, body: &str| {
+        let path = dir.path().join(format!("{id}.lua"));
+        std::fs::write(
+            &path,
+            format!(
+                "return {{ id = '{id}', description = 'd', categories = {{'test'}},\n\
+                 portrule = function() return true end,\n{body} }}"
+            ),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let both = plugin(
+        "both",
+        "volatile = {'when'},\n\
+         run = function(ctx)\n\
+           ctx:finding{ severity = 'low', title = 'first', data = { n = 1 } }\n\
+           ctx:finding{ severity = 'high', title = 'second' }\n\
+           return { k = 'v', when = 'now' }, 'the text'\n\
+         end",
+    );
+    let text = plugin("text", "scope = 'host',\nrun = function(ctx) return 'hello' end");
+    let found = plugin("found", "run = function(ctx) ctx:finding{ title = 'only a finding' } end");
+    let quiet = plugin("quiet", "run = function(ctx) return nil, 'nothing to say' end");
+    let listeners: Vec<_> = (0..2).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().unwrap().port()).collect();
+    let port_list = format!("{},{}", ports[0], ports[1]);
+    let scripts = [both, text, found, quiet].join(",");
+    let o = run(&["-sT", "-n", "-p", &port_list, "--script", &scripts, "127.0.0.1", "-oJ", "-"]);
+    drop(listeners);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let evs = crate::util::events(&stdout(&o));
+    let findings = of_type(&evs, "finding");
+    let results = of_type(&evs, "script");
+
+    // Findings: only the ctx:finding calls, with severity and title, never an output.
+    let mut titles: Vec<(u64, &str, &str, &str)> = findings
+        .iter()
+        .map(|f| {
+            assert!(f.get("output").is_none(), "a finding with a script result's text: {f}");
+            let s = |k: &str| f[k].as_str().unwrap_or_else(|| panic!("no {k}: {f}"));
+            (f["port"].as_u64().unwrap(), s("plugin"), s("severity"), s("title"))
+        })
+        .collect();
+    titles.sort();
+    let mut want = Vec::new();
+    for &p in &ports {
+        want.extend([
+            (p as u64, "both", "high", "second"),
+            (p as u64, "both", "low", "first"),
+            (p as u64, "found", "info", "only a finding"),
+        ]);
+    }
+    want.sort();
+    assert_eq!(titles, want, "{evs:#?}");
+    assert_eq!(findings.iter().find(|f| f["title"] == "first").unwrap()["data"], serde_json::json!({"n": 1}));
+
+    // Script results: what run returned, with no severity or title.
+    for r in &results {
+        assert_eq!((r["ip"].as_str(), r["proto"].as_str()), (Some("127.0.0.1"), Some("tcp")), "{r}");
+        assert!(r.get("severity").is_none() && r.get("title").is_none() && r.get("about").is_none(), "{r}");
+        assert!(r["scan_id"].is_string() && r["t"].is_number(), "{r}");
+    }
+    for &p in &ports {
+        let of = |plugin: &str| -> Vec<&Value> {
+            results.iter().copied().filter(|r| r["plugin"] == plugin && r["port"] == p).collect()
+        };
+        let table = of("both");
+        assert_eq!(table.len(), 1, "{evs:#?}");
+        assert_eq!(table[0]["output"], "the text");
+        assert_eq!(table[0]["data"], serde_json::json!({"k": "v", "when": "now"}));
+        assert_eq!(table[0]["volatile"], serde_json::json!(["when"]));
+        assert!(table[0].get("host").is_none(), "{}", table[0]);
+        let host = of("text");
+        assert_eq!(host.len(), 1, "{evs:#?}");
+        assert_eq!(host[0]["output"], "hello");
+        assert_eq!(host[0]["host"], true);
+        // Text alone: no data; nothing declared volatile: no list.
+        assert!(host[0].get("data").is_none() && host[0].get("volatile").is_none(), "{}", host[0]);
+        assert!(of("found").is_empty() && of("quiet").is_empty(), "{evs:#?}");
+    }
+    assert_eq!(results.len(), 4, "{evs:#?}");
+    // `nil, why` is neither: a log line.
+    assert!(!findings.iter().any(|f| f["plugin"] == "quiet"), "{evs:#?}");
+    assert!(of_type(&evs, "log").iter().any(|l| l["message"].as_str().unwrap().contains("nothing to say")));
+
+    // scan_end counts each apart.
+    let end = evs.last().unwrap();
+    assert_eq!(end["type"], "scan_end", "{end}");
+    assert_eq!(end["findings"].as_u64(), Some(findings.len() as u64), "{end}");
+    assert_eq!(end["scripts"].as_u64(), Some(results.len() as u64), "{end}");
+    assert_eq!((findings.len(), results.len()), (6, 4));
 }

@@ -6,14 +6,14 @@ use serde_json::Value;
 
 use crate::util::{bin, events, in_lab, lab, repo, run, stderr, stdout, TARGET};
 
-/// The findings of a `plugins test --json` run, without what differs
-/// between runs (the time).
+/// The findings and script results of a `plugins test --json` run, in
+/// order, without what differs between runs (the time).
 fn findings(out: &str) -> Vec<Value> {
     let mut evs = events(out);
     for e in &mut evs {
         e.as_object_mut().unwrap().remove("t");
     }
-    evs.into_iter().filter(|e| e["type"] == "finding").collect()
+    evs.into_iter().filter(|e| e["type"] == "finding" || e["type"] == "script").collect()
 }
 
 /// Records `plugin` on `port` of the lab's first target (UDP with `udp`),
@@ -45,7 +45,8 @@ fn record_and_replay_on(target: &str, plugin: &str, port: &str, udp: bool) -> (V
 fn a_tcp_conversation_replays_to_the_same_findings() {
     let _lab = lab();
     let (live, replayed, recording) = record_and_replay("redis-info", "6379", false);
-    assert!(!live.is_empty(), "redis-info found nothing live");
+    assert!(live.iter().any(|e| e["type"] == "script"), "redis-info found nothing live: {live:?}");
+    assert!(live.iter().any(|e| e["type"] == "finding"), "redis-info found nothing live: {live:?}");
     assert_eq!(live, replayed);
     let steps = recording["sockets"][0]["steps"].as_array().unwrap();
     assert_eq!(recording["sockets"][0]["transport"], "tcp");
@@ -60,7 +61,8 @@ fn a_conversation_through_a_tls_handshake_replays_to_the_same_findings() {
     let _lab = lab();
     let (live, replayed, recording) = record_and_replay_on("198.18.0.3", "rdp-ntlm-info", "3389", false);
     assert!(
-        live.iter().any(|f| f["output"].as_str().is_some_and(|o| o.contains("Product_Version"))),
+        live.iter()
+            .any(|r| r["type"] == "script" && r["output"].as_str().is_some_and(|o| o.contains("Product_Version"))),
         "rdp-ntlm-info read no CHALLENGE live: {live:?}"
     );
     assert_eq!(live, replayed);

@@ -64,20 +64,25 @@ fn lab_pub_files() -> Vec<PathBuf> {
     files
 }
 
-/// The findings of one plugin.
+/// The findings (`ctx:finding`) of one plugin.
 fn from<'a>(evs: &'a [Value], plugin: &str) -> Vec<&'a Value> {
     of_type(evs, "finding").into_iter().filter(|f| f["plugin"] == plugin).collect()
+}
+
+/// The script results (what `run` returned) of one plugin.
+fn results<'a>(evs: &'a [Value], plugin: &str) -> Vec<&'a Value> {
+    of_type(evs, "script").into_iter().filter(|r| r["plugin"] == plugin).collect()
 }
 
 /// Checks the one ssh-hostkey result against the keys of these .pub files:
 /// nmap's table (type, bits as text, MD5 in plain hex, the blob in base64)
 /// and nmap's text, one "bits md5 (KIND)" line a key.
 fn check_host_keys(evs: &[Value], pub_files: &[PathBuf]) {
-    let found = from(evs, "ssh-hostkey");
+    let found = results(evs, "ssh-hostkey");
     assert_eq!(found.len(), 1, "one ssh-hostkey result: {evs:#?}");
+    assert!(from(evs, "ssh-hostkey").is_empty(), "a result, no finding: {evs:#?}");
     let f = found[0];
-    assert_eq!(f["severity"], "info");
-    assert_eq!(f["title"], "ssh-hostkey");
+    assert!(f.get("severity").is_none() && f.get("title").is_none(), "{f}");
     let keys = f["data"].as_array().unwrap_or_else(|| panic!("data: {f}"));
     assert_eq!(keys.len(), pub_files.len(), "one entry per host key: {keys:#?}");
     let text = f["output"].as_str().unwrap_or_default();
@@ -107,8 +112,12 @@ fn ssh_hostkey_reports_every_lab_key_as_ssh_keygen_does() {
     assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
     check_host_keys(&evs, &pubs);
     // nmap's order: RSA, ECDSA, ED25519.
-    let kinds: Vec<&str> =
-        from(&evs, "ssh-hostkey")[0]["data"].as_array().unwrap().iter().map(|k| k["type"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = results(&evs, "ssh-hostkey")[0]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["type"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["ssh-rsa", "ecdsa-sha2-nistp256", "ssh-ed25519"]);
 }
 
@@ -123,11 +132,12 @@ fn ssh_auth_methods_of_the_lab_is_publickey_only() {
         let (out, evs) = lab_scan(&argv);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
-        let found = from(&evs, "ssh-auth-methods");
-        assert_eq!(found.len(), 1, "the result, no password finding: {found:#?}");
-        assert_eq!(found[0]["severity"], "info");
+        let said = from(&evs, "ssh-auth-methods");
+        assert!(said.is_empty(), "no password finding: {said:#?}");
+        let found = results(&evs, "ssh-auth-methods");
+        assert_eq!(found.len(), 1, "the result: {evs:#?}");
         // nmap's ssh-auth-methods layout, whoever the user (-sC runs as root).
-        assert_eq!(found[0]["title"], "ssh-auth-methods", "{user}");
+        assert_eq!(found[0]["plugin"], "ssh-auth-methods", "{user}");
         assert_eq!(found[0]["data"], serde_json::json!({"Supported authentication methods": ["publickey"]}));
         assert_eq!(found[0]["output"], "\n  Supported authentication methods: \n    publickey");
     }
@@ -193,11 +203,13 @@ fn a_server_that_allows_passwords_gets_a_low_finding_and_its_ecdh_keys_are_read(
     assert!(of_type(&evs, "error").is_empty(), "{evs:#?}");
     let lab_key = |t: &str| PathBuf::from(format!("{LAB_STATE}/ssh_host_{t}_key.pub"));
     check_host_keys(&evs, &[lab_key("ecdsa"), lab_key("rsa")]);
-    let found = from(&evs, "ssh-auth-methods");
-    let methods = found.iter().find(|f| f["title"] == "ssh-auth-methods").expect("the result");
+    let result = results(&evs, "ssh-auth-methods");
+    assert_eq!(result.len(), 1, "{evs:#?}");
+    let methods = result[0];
     assert_eq!(methods["data"]["Supported authentication methods"], serde_json::json!(["publickey", "password"]));
+    let found = from(&evs, "ssh-auth-methods");
     let low: Vec<_> = found.iter().filter(|f| f["title"] == "Password authentication allowed").collect();
-    assert_eq!(low.len(), 1, "{found:#?}");
+    assert_eq!((low.len(), found.len()), (1, 1), "{found:#?}");
     assert_eq!(low[0]["severity"], "low");
     assert_eq!(low[0]["data"]["user"], "root");
 }
@@ -231,6 +243,7 @@ fn offline_the_ssh_plugins_fail_cleanly() {
     let (code, evs, err) = offline("ssh-hostkey", b"\x16\x03\x01\x00\xff garbage \x00\xff\r\n");
     assert_eq!(code, Some(0), "{err}");
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
     let logs = of_type(&evs, "log");
     assert!(logs.iter().any(|l| l["message"].as_str().unwrap().contains("did not send an SSH version")), "{evs:#?}");
     // An SSH banner but no network: each connection is refused by the guard, reported as an error.
@@ -239,6 +252,7 @@ fn offline_the_ssh_plugins_fail_cleanly() {
             let (code, evs, err) = offline(plugin, banner);
             assert_eq!(code, Some(1), "{plugin}: {err}\n{evs:#?}");
             assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+            assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
             let errors = of_type(&evs, "error");
             assert!(
                 errors.iter().any(|e| e["kind"] == "sandbox" && e["message"].as_str().unwrap().contains("offline")),

@@ -92,30 +92,61 @@ fn a_lab_scan_is_stored_and_db_list_and_show_see_it() {
     }
 }
 
+/// `db diff` of two scans of the same ports, between which one opened
+/// (a listener started on 198.18.0.4:7005): it opened, and the other way
+/// round it closed. Of two scans of different ports, the port only one
+/// scanned is not compared, and the diff says so.
 #[test]
-fn db_diff_reports_the_port_one_scan_has_more() {
+fn db_diff_reports_the_port_that_opened_and_what_it_did_not_compare() {
     let _lab = lab();
+    crate::service::add_hostile_address();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("scans.db");
     let db = path_str(&db);
-    let (out, a) = scan_into(db, &["-sS", "-n", "-p", "22,80", TARGET]);
+    let changing = crate::service::HOSTILE_IP;
+    let (out, a) = scan_into(db, &["-sS", "-n", "-p", "22,7005", changing]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let (out, b) = scan_into(db, &["-sS", "-n", "-p", "22,80,443", TARGET]);
+    let listener = crate::service::Hostile::start("endless_banner.py", 7005, &[]);
+    let (out, b) = scan_into(db, &["-sS", "-n", "-p", "22,7005", changing]);
+    drop(listener);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(open_ports(&b).len(), open_ports(&a).len() + 1, "7005 opened: {a:?} {b:?}");
     let (a, b) = (scan_id(&a), scan_id(&b));
 
     let out = db_cmd(&["--db", db, "diff", &a, &b]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("+ 198.18.0.2 443/tcp open"), "{text}");
-    assert!(text.contains("1 opened, 0 closed, 0 services changed, 0 new findings, 0 findings gone"), "{text}");
-    assert!(!text.contains("22/tcp") && !text.contains("80/tcp"), "unchanged ports are not listed: {text}");
+    assert!(text.contains("+ 198.18.0.4 7005/tcp open"), "{text}");
+    assert!(
+        text.contains(
+            "1 opened, 0 closed, 0 services changed, 0 new findings, 0 findings gone, 0 script results changed"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("22/tcp"), "unchanged ports are not listed: {text}");
+    assert!(!text.contains("not compared"), "both scans covered the same ports: {text}");
 
     let out = db_cmd(&["--db", db, "diff", &b[..8], &a[..8]]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("- 198.18.0.2 443/tcp no longer open"), "{text}");
+    assert!(text.contains("- 198.18.0.4 7005/tcp no longer open"), "{text}");
     assert!(text.contains("0 opened, 1 closed"), "{text}");
+
+    // 443 only in the second scan's ports: not compared, not "opened".
+    let (out, c) = scan_into(db, &["-sS", "-n", "-p", "22,80", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (out, d) = scan_into(db, &["-sS", "-n", "-p", "22,80,443", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (c, d) = (scan_id(&c), scan_id(&d));
+    let out = db_cmd(&["--db", db, "diff", &c, &d]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains("443/tcp"), "{text}");
+    assert!(text.contains("0 opened, 0 closed, 0 services changed,"), "{text}");
+    assert!(
+        text.contains(&format!("not compared: 0 open port(s) of {c} and 1 of {d} that the other scan did not cover")),
+        "{text}"
+    );
 }
 
 /// The events of types `types`, as JSON, in order.
@@ -142,7 +173,7 @@ fn db_export_rebuilds_the_scans_own_events() {
     let back = events(&std::fs::read_to_string(&json).unwrap());
     assert_eq!(open_ports(&back), lab_ports(TARGET));
     // Ports and services (TLS chain included) are the scan's own, field for field and in order.
-    let kinds = ["scan_start", "port", "service", "finding", "error", "scan_end"];
+    let kinds = ["scan_start", "port", "service", "script", "finding", "error", "scan_end"];
     assert_eq!(only(&back, &kinds), only(&evs, &kinds));
     let xml = std::fs::read_to_string(&xml).unwrap();
     assert!(xml.starts_with("<?xml"), "{xml}");
@@ -154,6 +185,93 @@ fn db_export_rebuilds_the_scans_own_events() {
     let out = db_cmd(&["--db", db, "export", &id[..4], "-oJ", "-"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(events(&stdout(&out)), back);
+}
+
+/// Script results are stored apart from findings and come back as they
+/// were; `db diff` compares a plugin's script results without the keys it
+/// calls volatile, line by line, and its findings by title (a loopback
+/// port, no lab).
+#[test]
+fn db_diff_compares_script_results_without_their_volatile_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("scans.db");
+    let db = path_str(&db);
+    let plugin = dir.path().join("changing.lua");
+    std::fs::write(
+        &plugin,
+        "return { id = 'changing', description = 'd', categories = {'test'}, args = {'v', 'when'},\n\
+         volatile = {'when'}, portrule = function() return true end,\n\
+         run = function(ctx)\n\
+           ctx:finding{ title = 'v is ' .. ctx.args.v }\n\
+           return { v = ctx.args.v, when = ctx.args.when }, 'v: ' .. ctx.args.v .. '\\nwhen: ' .. ctx.args.when\n\
+         end }",
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let scan = |args: &str| {
+        let o = crate::util::run(&[
+            "-sT",
+            "-n",
+            "-p",
+            &port,
+            "127.0.0.1",
+            "--script",
+            path_str(&plugin),
+            "--script-args",
+            args,
+            "--db",
+            db,
+            "-oJ",
+            "-",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        events(&stdout(&o))
+    };
+    let (one, two, three) = (scan("v=1,when=a"), scan("v=1,when=b"), scan("v=2,when=c"));
+    drop(listener);
+    for evs in [&one, &two, &three] {
+        assert_eq!((of_type(evs, "script").len(), of_type(evs, "finding").len()), (1, 1), "{evs:?}");
+    }
+    assert_eq!(of_type(&one, "script")[0]["volatile"], serde_json::json!(["when"]));
+    let (one_id, two_id, three_id) = (scan_id(&one), scan_id(&two), scan_id(&three));
+
+    // Stored apart and read back as they were.
+    let out = db_cmd(&["--db", db, "export", &one_id, "-oJ", "-"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let kinds = ["script", "finding"];
+    assert_eq!(only(&events(&stdout(&out)), &kinds), only(&one, &kinds));
+
+    // Only the volatile value changed: nothing to report.
+    let out = db_cmd(&["--db", db, "diff", &one_id, &two_id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "0 opened, 0 closed, 0 services changed, 0 new findings, 0 findings gone, 0 script results changed"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains(" script changing") && !text.contains("not compared"), "{text}");
+
+    // v changed: the script result's lines, and the finding by its title.
+    let out = db_cmd(&["--db", db, "diff", &two_id, &three_id]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| *l == format!("~ 127.0.0.1 {port}/tcp script changing"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(lines[at + 1..].starts_with(&["    - v: 1", "    - when: b", "    + v: 2", "    + when: c"]), "{text}");
+    assert!(text.contains(&format!("+ 127.0.0.1 {port}/tcp finding changing [info]: v is 2")), "{text}");
+    assert!(text.contains(&format!("- 127.0.0.1 {port}/tcp finding changing [info]: v is 1")), "{text}");
+    assert!(
+        text.contains(
+            "0 opened, 0 closed, 0 services changed, 1 new findings, 1 findings gone, 1 script results changed"
+        ),
+        "{text}"
+    );
 }
 
 #[test]

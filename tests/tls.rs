@@ -409,8 +409,10 @@ fn ssl_date_reads_the_clock_in_a_server_random_and_tells_noise() {
     let _sim = Hostile::start("tls_legacy_sim.py", 8443, &[]);
     let (out, evs) = lab_scan(&["-n", "-Pn", "-p", "443,8443", "--script", "ssl-date", HOSTILE_IP, TARGET]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // What ssl-date returns: a script result; it makes no finding.
+    assert!(!of_type(&evs, "finding").iter().any(|f| f["plugin"] == "ssl-date"), "{evs:#?}");
     let result = |ip: &str, port: u16| {
-        let found = of_type(&evs, "finding").into_iter();
+        let found = of_type(&evs, "script").into_iter();
         found.into_iter().find(|f| f["plugin"] == "ssl-date" && f["ip"] == ip && f["port"] == port).cloned()
     };
     let sim = result(HOSTILE_IP, 8443).unwrap_or_else(|| panic!("{evs:#?}"));
