@@ -46,13 +46,22 @@ return {
   run = function(ctx)
     local raw = ctx.banner or ""
     if raw == "" then
+      -- No service detection ran (or it read nothing): connect and wait
+      -- for the service to speak first, as nmap's banner script does.
+      local sock, err = ctx:connect{ timeout = 5000 }
+      if not sock then
+        return nil, "connect: " .. tostring(err)
+      end
+      raw = sock:recv(1024) or ""
+      sock:close()
+    end
+    -- As nmap: the line ends at the end are not shown.
+    raw = string.gsub(raw, "[\r\n]+$", "")
+    if raw == "" then
       return nil, "no banner"
     end
-    local text, truncated = printable(raw)
-    ctx:finding{
-      severity = "info",
-      title = "Banner",
-      data = { banner = text, length = #raw, truncated = truncated },
-    }
+    -- nmap's banner script returns the text alone.
+    local text = printable(raw)
+    return text
   end,
 }

@@ -72,19 +72,14 @@ return {
     end
 
     local md5 = string.upper(hash.md5(answer.body))
-    ctx:finding{
-      severity = "info",
-      title = "Favicon",
-      data = {
-        path = text.clip(path),
-        bytes = #answer.body,
-        md5 = md5,
-        mmh3 = #answer.body <= MAX_MMH3 and mmh3.favicon(answer.body) or nil,
-        content_type = answer.headers["content-type"] and text.clip(answer.headers["content-type"]),
-      },
+    -- nmap's text (no favicon database here: every hash is "unknown"), and the hashes as data.
+    local data = {
+      path = text.clip(path),
+      bytes = #answer.body,
+      md5 = md5,
+      mmh3 = #answer.body <= MAX_MMH3 and mmh3.favicon(answer.body) or nil,
+      content_type = answer.headers["content-type"] and text.clip(answer.headers["content-type"]),
     }
-    if (ctx.verbosity or 0) > 0 then
-      return "Unknown favicon MD5: " .. md5
-    end
+    return data, "Unknown favicon MD5: " .. md5
   end,
 }

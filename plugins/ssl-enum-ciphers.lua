@@ -67,10 +67,13 @@ local function grade(suite)
   return letter
 end
 
--- nmap's kex_info: "secp256r1", "dh 1024", "rsa 2048".
+-- nmap's names of the groups whose IANA names differ (tls.lua's ELLIPTIC_CURVES).
+local NMAP_GROUPS = { x25519 = "ecdh_x25519", x448 = "ecdh_x448" }
+
+-- nmap's kex_info: "secp256r1", "ecdh_x25519", "dh 1024", "rsa 2048".
 local function kex_info(suite)
   if suite.group then
-    return suite.group
+    return NMAP_GROUPS[suite.group] or suite.group
   end
   if suite.kx == "dhe" or suite.kx == "dh" then
     return "dh " .. (suite.kx_bits or 0)
@@ -79,6 +82,38 @@ local function kex_info(suite)
     return "rsa " .. (suite.kx_bits or 0)
   end
   return suite.kx or "unknown"
+end
+
+-- The result as nmap prints it: one line per suite, `NAME (kex_info) - GRADE`.
+local VERSION_ORDER = { "SSLv2", "SSLv3", "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3" }
+local function nmap_text(out)
+  local lines = { "" }
+  local function add(indent, text)
+    lines[#lines + 1] = string.rep("  ", indent) .. text
+  end
+  for _, name in ipairs(VERSION_ORDER) do
+    local v = out[name]
+    if v then
+      add(1, name .. ": ")
+      add(2, "ciphers: ")
+      for _, c in ipairs(v.ciphers) do
+        add(3, c.name .. " (" .. c.kex_info .. ") - " .. c.strength)
+      end
+      add(2, "compressors: ")
+      for _, c in ipairs(v.compressors) do
+        add(3, c)
+      end
+      add(2, "cipher preference: " .. tostring(v["cipher preference"]))
+      if v.warnings then
+        add(2, "warnings: ")
+        for _, w in ipairs(v.warnings) do
+          add(3, w)
+        end
+      end
+    end
+  end
+  add(1, "least strength: " .. out["least strength"])
+  return table.concat(lines, "\n")
 end
 
 local function worse(a, b)
@@ -144,6 +179,10 @@ return {
           end
         end
       end
+      -- As nmap: in the server's order when it has one, else by name.
+      if v.preference ~= "server" then
+        table.sort(ciphers, function(a, b) return a.name < b.name end)
+      end
       local w = {}
       for text in pairs(warnings) do w[#w + 1] = text end
       table.sort(w)
@@ -159,7 +198,6 @@ return {
       return nil, "the server accepted no SSL/TLS ClientHello"
     end
     out["least strength"] = least or "F"
-    ctx:finding{ severity = "info", title = "SSL/TLS versions and ciphers (least strength " .. out["least strength"] .. ")", data = out }
 
     -- Weak configurations.
     local function finding(severity, title, data)
@@ -256,5 +294,7 @@ return {
         end
       end
     end
+    -- The script result: nmap's table and text (the findings above are moonscan's own).
+    return out, nmap_text(out)
   end,
 }

@@ -54,13 +54,10 @@ return {
       end
       offered = rest
     end
-    ctx:finding{
-      severity = "info",
-      title = "TLS " .. table.concat(versions, ", ") .. (#alpn > 0 and ("; ALPN " .. table.concat(alpn, ", ")) or "; no ALPN"),
-      data = { versions = versions, ciphers = ciphers, alpn = alpn, tested = { "TLSv1.2", "TLSv1.3" } },
-    }
     if #versions == 1 and versions[1] == "TLSv1.2" then
       ctx:finding{ severity = "info", title = "TLS 1.3 not supported", data = { versions = versions } }
     end
+    local said = "TLS " .. table.concat(versions, ", ") .. (#alpn > 0 and ("; ALPN " .. table.concat(alpn, ", ")) or "; no ALPN")
+    return { versions = versions, ciphers = ciphers, alpn = alpn, tested = { "TLSv1.2", "TLSv1.3" } }, said
   end,
 }

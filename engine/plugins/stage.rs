@@ -167,6 +167,7 @@ async fn worker(
                 }
             },
         };
+        let info = with_tls_tried(vm, info).await;
         for i in 0..vm.plugins().len() {
             if cut.is_set() {
                 break;
@@ -180,6 +181,43 @@ async fn worker(
                 ctx.emit(ev).await;
             }
         }
+    }
+}
+
+/// Longest the shared TLS try of one port may take.
+const TLS_TRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// nmap's `shortport.ssl`: on a TCP port whose service nothing confirmed
+/// (no -sV, or only the port table's guess) and whose TLS is not known, a
+/// plugin that would run were the port TLS (its portrule says so for the
+/// same port with TLS) gets one TLS handshake tried first, shared by every
+/// plugin of the port: if the port speaks TLS (any version, SSLv3 up: the
+/// own ClientHello reads what rustls cannot), the plugins see its session
+/// and chain as if detection had found them.
+async fn with_tls_tried(vm: &Vm, info: Arc<Service>) -> Arc<Service> {
+    use crate::findings::ServiceMethod;
+    if info.proto != crate::findings::Proto::Tcp || info.method != ServiceMethod::Table || info.tls.is_some() {
+        return info;
+    }
+    let mut as_tls = (*info).clone();
+    as_tls.tls = Some(Box::default());
+    let mut asks = false;
+    for i in 0..vm.plugins().len() {
+        if matches!(vm.wants(i, &info).await, Ok(false)) && matches!(vm.wants(i, &as_tls).await, Ok(true)) {
+            asks = true;
+            break;
+        }
+    }
+    if !asks {
+        return info;
+    }
+    let until = tokio::time::Instant::now() + TLS_TRY;
+    match crate::net::tls::try_tls(std::net::SocketAddr::new(info.ip, info.port), until).await {
+        Some(tls) => {
+            as_tls.tls = Some(Box::new(tls));
+            Arc::new(as_tls)
+        }
+        None => info,
     }
 }
 
