@@ -48,7 +48,13 @@ fn main() -> ExitCode {
         Some(cli::Command::Pack(a)) => return ExitCode::from(cli::pack::run(a)),
         Some(cli::Command::Plugins(a)) => return ExitCode::from(cli::plugins_cli::run(a)),
         Some(cli::Command::Completions { shell }) => return print_all(&cli::completions(shell)),
-        Some(cli::Command::Man) => return print_all(&cli::man()),
+        Some(cli::Command::Man { page }) => match cli::man(page.as_deref()) {
+            Ok(text) => return print_all(&text),
+            Err(why) => {
+                eprintln!("moonscan: {why}");
+                return ExitCode::from(2);
+            }
+        },
         None => {}
     }
     if let Some(expr) = &args.script_help {

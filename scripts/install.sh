@@ -57,7 +57,10 @@ put() { # target command...
 }
 install -m 755 "$binary" "$prefix/bin/moonscan"
 put "$prefix/share/man/man1/moonscan.1" "$binary" man
+for page in pack db probes plugins; do
+    put "$prefix/share/man/man1/moonscan-$page.1" "$binary" man "$page"
+done
 put "$prefix/share/bash-completion/completions/moonscan" "$binary" completions bash
 put "$prefix/share/zsh/site-functions/_moonscan" "$binary" completions zsh
 put "$prefix/share/fish/vendor_completions.d/moonscan.fish" "$binary" completions fish
-echo "install.sh: installed $prefix/bin/moonscan, its man page and bash/zsh/fish completions" >&2
+echo "install.sh: installed $prefix/bin/moonscan, its man pages and bash/zsh/fish completions" >&2

@@ -234,12 +234,44 @@ fn man_page_completions_and_script_help_come_from_the_definitions() {
     assert_eq!(man.status.code(), Some(0));
     let page = stdout(&man);
     assert!(page.contains(".TH moonscan 1") && page.contains("\\-\\-top\\-ports"), "{page}");
+    // nmap users' sections, no empty placeholders in the synopsis, a page per subcommand.
+    for section in
+        [".SH SYNOPSIS", ".SH EXAMPLES", ".SH EXIT STATUS", ".SH ENVIRONMENT", ".SH FILES", "moonscan\\-pack\\fR(1)"]
+    {
+        assert!(page.contains(section), "{section}: {page}");
+    }
+    let synopsis = &page[page.find(".SH SYNOPSIS").unwrap()..page.find(".SH DESCRIPTION").unwrap()];
+    assert!(!synopsis.contains(" \\fR]"), "an empty placeholder: {synopsis}");
+    for sub in ["pack", "db", "probes", "plugins"] {
+        let o = run(&["man", sub]);
+        assert_eq!(o.status.code(), Some(0), "{sub}");
+        assert!(stdout(&o).contains(&format!(".TH moonscan-{sub} 1")), "{sub}: {}", stdout(&o));
+    }
+    assert_eq!(run(&["man", "nope"]).status.code(), Some(2));
     for (shell, marker) in [("bash", "_moonscan()"), ("zsh", "#compdef moonscan"), ("fish", "complete -c moonscan")] {
         let o = run(&["completions", shell]);
         assert_eq!(o.status.code(), Some(0), "{shell}");
         let text = stdout(&o);
         assert!(text.contains(marker) && text.contains("top-ports"), "{shell}: {text}");
     }
+    // bash completes nmap's spellings, and plugin ids after --script.
+    let bin_dir = std::path::Path::new(crate::util::bin()).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let complete = |words: &str, cword: usize| {
+        let script = format!(
+            "source <(moonscan completions bash); COMP_WORDS=({words}); COMP_CWORD={cword}; \
+             _moonscan moonscan \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; echo \"${{COMPREPLY[*]}}\""
+        );
+        let o = std::process::Command::new("bash").args(["-c", &script]).env("PATH", &path).output().unwrap();
+        stdout(&o).trim().to_string()
+    };
+    let s = complete("moonscan -s", 1);
+    assert!(s.split(' ').any(|w| w == "-sS") && s.split(' ').any(|w| w == "-sV"), "{s}");
+    let o = complete("moonscan -o", 1);
+    assert!(o.split(' ').any(|w| w == "-oN") && o.split(' ').any(|w| w == "-oX"), "{o}");
+    let ssl = complete("moonscan --script ssl-", 2);
+    assert_eq!(ssl.split(' ').collect::<Vec<_>>(), ["ssl-cert", "ssl-date", "ssl-enum-ciphers"], "{ssl}");
+    assert_eq!(complete("moonscan --script vu", 2), "vuln");
     let o = run(&["--script-help", "http-title"]);
     assert_eq!(o.status.code(), Some(0));
     let help = stdout(&o);
@@ -271,6 +303,8 @@ fn install_sh_installs_the_binary_man_page_and_completions() {
     assert!(stdout(&version).starts_with("moonscan "), "{}", stdout(&version));
     for (file, marker) in [
         ("share/man/man1/moonscan.1", ".TH moonscan 1"),
+        ("share/man/man1/moonscan-pack.1", ".TH moonscan-pack 1"),
+        ("share/man/man1/moonscan-db.1", ".TH moonscan-db 1"),
         ("share/bash-completion/completions/moonscan", "_moonscan()"),
         ("share/zsh/site-functions/_moonscan", "#compdef moonscan"),
         ("share/fish/vendor_completions.d/moonscan.fish", "complete -c moonscan"),

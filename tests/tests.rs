@@ -22,6 +22,7 @@ mod packs;
 mod pipeline;
 mod plugins;
 mod recordings;
+mod reports;
 mod routes;
 mod scan_types;
 mod secrets;

@@ -4,7 +4,7 @@
 //! the one line that answers an nmap option moonscan does not support.
 
 /// nmap flags of more than one letter after a single dash, and their long names here.
-const NMAP_FLAGS: &[(&str, &str)] = &[
+pub const NMAP_FLAGS: &[(&str, &str)] = &[
     ("-sS", "--syn"),
     ("-sT", "--connect"),
     ("-sA", "--ack-scan"),
