@@ -348,8 +348,8 @@ PY
 }
 
 # The facts nmap's default scripts report on the lab, from moonscan NDJSON
-# (script results, and a finding's data) or nmap XML (script output), one
-# "fact: value" line each.
+# (script events: what the plugins returned) or nmap XML (script output),
+# one "fact: value" line each.
 facts() { # moonscan|nmap file
     python3 - "$1" "$2" <<'PY'
 import json, re, sys, xml.etree.ElementTree as ET
@@ -384,12 +384,14 @@ if tool == "moonscan":
         e = json.loads(line)
         # What a plugin's run returned is a script event (its text in
         # "output"); ctx:finding calls are finding events.
-        if e["type"] == "script":
-            script_facts(e["plugin"], e["port"], e["output"])
-        elif e["type"] == "finding":
-            p, d = e["port"], e.get("data") or {}
-            if e["plugin"] == "tls-versions-and-alpn" and "alpn" in d:
+        if e["type"] != "script":
+            continue
+        p, d = e["port"], e.get("data") or {}
+        if e["plugin"] == "tls-versions-and-alpn":
+            if d.get("alpn"):
                 facts.add(f"tls-alpn {p}: {', '.join(d['alpn'])}")
+        else:
+            script_facts(e["plugin"], p, e["output"])
 else:
     for port in ET.parse(path).iter("port"):
         p = port.get("portid")
@@ -728,7 +730,8 @@ ms, ss, nm, ts = sys.argv[1:5]
 mine = {}
 for line in open(ms):
     e = json.loads(line)
-    if e.get("type") == "finding" and e.get("plugin") == "ssl-enum-ciphers" and e.get("severity") == "info":
+    # nmap's table: ssl-enum-ciphers' script result (its findings are the weaknesses).
+    if e.get("type") == "script" and e.get("plugin") == "ssl-enum-ciphers":
         for v, d in e["data"].items():
             if isinstance(d, dict):
                 for c in d.get("ciphers") or []:

@@ -107,13 +107,14 @@ fn serve(conn: &mut TcpStream, complete: fn(&[u8]) -> bool, answer: fn(&[u8]) ->
 fn banner_shows_what_ssh_and_ftp_sent_first() {
     let _lab = lab();
     let evs = clean_lab_scan(&["-sV", "-n", "-p", "21,22", "--script", "banner", TARGET, TARGET2]);
-    let ssh = titled(&evs, "banner", TARGET, 22, "Banner");
-    assert_eq!(ssh["severity"], "info");
-    assert_eq!(ssh["data"]["banner"], "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u10\\x0D\\x0A", "{ssh}");
-    assert_eq!(ssh["data"]["length"], 41);
-    let ftp = titled(&evs, "banner", TARGET2, 21, "Banner");
-    assert_eq!(ftp["data"]["banner"], "220 (vsFTPd 3.0.3)\\x0D\\x0A", "{ftp}");
-    assert!(findings(&evs, "banner", TARGET, 21).is_empty(), "21 is closed on {TARGET}");
+    // nmap's banner: what the service sent first, as text (its line end trimmed), a script result.
+    assert!(of_type(&evs, "finding").is_empty(), "banner makes no finding: {evs:#?}");
+    let ssh = script(&evs, "banner", TARGET, 22);
+    assert_eq!(ssh["output"], "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u10", "{ssh}");
+    assert!(ssh.get("data").is_none(), "text alone: {ssh}");
+    let ftp = script(&evs, "banner", TARGET2, 21);
+    assert_eq!(ftp["output"], "220 (vsFTPd 3.0.3)", "{ftp}");
+    assert!(scripts(&evs, "banner", TARGET, 21).is_empty(), "21 is closed on {TARGET}");
 
     // Offline: escapes, the 256-character cap, and nothing without a banner.
     let dir = tempfile::tempdir().unwrap();
@@ -123,19 +124,27 @@ fn banner_shows_what_ssh_and_ftp_sent_first() {
     std::fs::write(&long, &bytes).unwrap();
     let (code, evs) = offline("banner", "9999", &["--banner-file", long.to_str().unwrap()]);
     assert_eq!(code, Some(0));
-    let f = of_type(&evs, "finding");
-    assert_eq!(f.len(), 1, "{evs:#?}");
-    assert!(of_type(&evs, "script").is_empty(), "banner returns nothing: {evs:#?}");
-    let text = f[0]["data"]["banner"].as_str().unwrap();
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    let r = of_type(&evs, "script");
+    assert_eq!(r.len(), 1, "{evs:#?}");
+    assert_eq!(r[0]["plugin"], "banner");
+    let text = r[0]["output"].as_str().unwrap();
     assert!(text.starts_with("A\\\\B\\x00\\xFF\\x0D\\x0Azzz"), "{text}");
     assert_eq!(text.len(), 256);
-    assert_eq!(f[0]["data"]["truncated"], true);
-    assert_eq!(f[0]["data"]["length"], bytes.len());
-    let (code, evs) = offline("banner", "9999", &[]);
+    // Only line ends: no banner, nothing reported.
+    let blank = dir.path().join("blank.bin");
+    std::fs::write(&blank, b"\r\n").unwrap();
+    let (code, evs) = offline("banner", "9999", &["--banner-file", blank.to_str().unwrap()]);
     assert_eq!(code, Some(0));
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
     assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
     assert!(of_type(&evs, "log").iter().any(|l| l["message"].as_str().unwrap().contains("no banner")), "{evs:#?}");
+    // No banner given: it would connect to read one, and offline it cannot.
+    let (code, evs) = offline("banner", "9999", &[]);
+    assert_eq!(code, Some(1), "{evs:#?}");
+    assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "script").is_empty(), "{evs:#?}");
+    assert!(of_type(&evs, "error").iter().any(|e| e["kind"] == "sandbox"), "{evs:#?}");
 }
 
 #[test]

@@ -167,7 +167,11 @@ fn default_plugins_run_with_sc() {
     );
     assert!(cert.findings.contains(&"Self-signed certificate".to_string()), "{cert:?}");
     assert!(!m.contains_key(&(80, "ssl-cert".to_string())), "ssl-cert runs on TLS ports only");
-    let tls = evs.iter().find(|e| e["plugin"] == "tls-versions-and-alpn" && e["severity"] == "info").unwrap();
+    // tls-versions-and-alpn's result is a script result; its one finding, TLS 1.3 missing.
+    let tls = &m[&(443, "tls-versions-and-alpn".to_string())];
+    assert_eq!(tls.scripts, ["TLS TLSv1.2; ALPN http/1.1, http/1.0, http/0.9"], "{tls:?}");
+    assert_eq!(tls.findings, ["TLS 1.3 not supported"], "{tls:?}");
+    let tls = evs.iter().find(|e| e["plugin"] == "tls-versions-and-alpn" && e["type"] == "script").unwrap();
     assert_eq!(tls["data"]["alpn"], serde_json::json!(["http/1.1", "http/1.0", "http/0.9"]));
     assert_eq!(tls["data"]["versions"], serde_json::json!(["TLSv1.2"]));
     // Findings and script results stream with their port: each comes after its port's service event.

@@ -208,13 +208,11 @@ fn sslscan(target: &str) -> std::collections::BTreeMap<String, Vec<String>> {
     map
 }
 
-/// The ssl-enum-ciphers finding of each address: version to suite names in order.
+/// The ssl-enum-ciphers script result of each address (nmap's table): version to suite names in order.
 fn enumerated(evs: &[Value]) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> {
     let mut all: std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<String>>> =
         Default::default();
-    for f in
-        of_type(evs, "finding").into_iter().filter(|f| f["plugin"] == "ssl-enum-ciphers" && f["severity"] == "info")
-    {
+    for f in of_type(evs, "script").into_iter().filter(|r| r["plugin"] == "ssl-enum-ciphers") {
         let per = all.entry(f["ip"].as_str().unwrap().to_string()).or_default();
         for (version, v) in f["data"].as_object().unwrap() {
             if let Some(ciphers) = v["ciphers"].as_array() {
@@ -237,12 +235,12 @@ fn ssl_enum_ciphers_finds_what_sslscan_finds() {
     for t in targets {
         let theirs = sslscan(t);
         assert!(!theirs.is_empty(), "sslscan found nothing on {t}");
-        let mine = ours.get(t).unwrap_or_else(|| panic!("no ssl-enum-ciphers finding for {t}"));
+        let mine = ours.get(t).unwrap_or_else(|| panic!("no ssl-enum-ciphers result for {t}"));
         assert_eq!(mine.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "{t}: versions");
         for (version, suites) in &theirs {
             let (mut a, mut b) = (mine[version].clone(), suites.clone());
             // Where the server imposes its order, the order too.
-            let server_order = of_type(&evs, "finding").iter().any(|f| {
+            let server_order = of_type(&evs, "script").iter().any(|f| {
                 f["ip"] == t && f["plugin"] == "ssl-enum-ciphers" && f["data"][version]["cipher preference"] == "server"
             });
             if server_order {
@@ -263,11 +261,12 @@ fn enum_scan(port: &str, hostname: &str, targets: &[&str]) -> (std::process::Out
     lab_scan(&args)
 }
 
-/// The titles of one address's findings from one plugin.
+/// The titles of one address's findings from one plugin (its weaknesses:
+/// nmap's table is its script result, not a finding).
 fn titles(evs: &[Value], ip: &str, plugin: &str) -> Vec<String> {
     of_type(evs, "finding")
         .into_iter()
-        .filter(|f| f["ip"] == ip && f["plugin"] == plugin && f["severity"] != "info")
+        .filter(|f| f["ip"] == ip && f["plugin"] == plugin)
         .map(|f| f["title"].as_str().unwrap().to_string())
         .collect()
 }
@@ -292,12 +291,12 @@ fn weak_tls_configurations_trip_findings_and_a_sound_one_stays_quiet() {
     has("198.18.0.10", "Key exchange under 2048 bits");
     has("198.18.0.10", "Anonymous (unauthenticated) cipher suites accepted");
     has("198.18.0.11", "TLSv1.1 is enabled");
-    // Grades: nginx's least strength A; NULL suites F.
+    // Grades (the script result, nmap's table): nginx's least strength A; NULL suites F.
     let least = |ip: &str| {
-        of_type(&evs, "finding")
+        of_type(&evs, "script")
             .into_iter()
-            .find(|f| f["ip"] == ip && f["plugin"] == "ssl-enum-ciphers" && f["severity"] == "info")
-            .map(|f| f["data"]["least strength"].as_str().unwrap().to_string())
+            .find(|r| r["ip"] == ip && r["plugin"] == "ssl-enum-ciphers")
+            .map(|r| r["data"]["least strength"].as_str().unwrap().to_string())
     };
     assert_eq!(least(TARGET).as_deref(), Some("A"));
     assert_eq!(least("198.18.0.11").as_deref(), Some("F"));
@@ -332,11 +331,8 @@ fn findings_for_what_no_library_still_serves_trip_on_a_simulated_server() {
     ] {
         assert!(got.iter().any(|t| t.starts_with(want)), "no {want:?} in {got:?}");
     }
-    // The server's order, and grades: RC4 at most C, export F.
-    let info = of_type(&evs, "finding")
-        .into_iter()
-        .find(|f| f["plugin"] == "ssl-enum-ciphers" && f["severity"] == "info")
-        .unwrap();
+    // The server's order, and grades: RC4 at most C, export F (the script result, nmap's table).
+    let info = of_type(&evs, "script").into_iter().find(|r| r["plugin"] == "ssl-enum-ciphers").unwrap();
     let v = &info["data"]["SSLv3"];
     assert_eq!(v["cipher preference"], "server", "{v}");
     let grades: Vec<(&str, &str)> = v["ciphers"]
