@@ -96,12 +96,14 @@ local function nmap_text(out)
     if v then
       add(1, name .. ": ")
       add(2, "ciphers: ")
-      for _, c in ipairs(v.ciphers) do
+      for _, c in ipairs(v.ciphers or {}) do
         add(3, c.name .. " (" .. c.kex_info .. ") - " .. c.strength)
       end
-      add(2, "compressors: ")
-      for _, c in ipairs(v.compressors) do
-        add(3, c)
+      if v.compressors then
+        add(2, "compressors: ")
+        for _, c in ipairs(v.compressors) do
+          add(3, c)
+        end
       end
       add(2, "cipher preference: " .. tostring(v["cipher preference"]))
       if v.warnings then

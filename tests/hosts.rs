@@ -82,10 +82,13 @@ fn no_ping_sends_no_discovery_probe() {
     let pings = cap.stop();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(pings.is_empty(), "discovery probes with -Pn: {:?}", &pings[..pings.len().min(5)]);
-    assert!(of_type(&evs, "host").is_empty(), "no host events without discovery");
     let probed: BTreeSet<String> = ours.into_iter().map(|(_, ip)| ip).collect();
     assert_eq!(probed.len(), 256, "every address is probed with -Pn");
     assert_eq!(open_ports(&evs).len(), 8);
+    // No discovery verdicts: the hosts that answered a port are up as set
+    // by the user (nmap's user-set), each with its latency, and no other.
+    let answered: BTreeSet<String> = open_ports(&evs).into_iter().map(|(ip, _)| ip).collect();
+    assert_eq!(user_set(&evs), answered, "{evs:?}");
     // And with discovery the same scan probes only the 8.
     let syns = Capture::start("dst net 198.18.2.0/24 and dst port 22");
     let (out, evs) = lab_scan(&["-n", "-p", "22", "198.18.2.0/24"]);
@@ -93,6 +96,16 @@ fn no_ping_sends_no_discovery_probe() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(probed, LIVE8.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>());
     assert_eq!(up_hosts(&evs).len(), 8);
+}
+
+/// The hosts of -Pn's `host` events, each of which must be up as the user
+/// set it (no discovery verdict) with a latency.
+fn user_set(evs: &[serde_json::Value]) -> BTreeSet<String> {
+    let hosts = of_type(evs, "host");
+    for h in &hosts {
+        assert!(h["state"] == "up" && h["reason"] == "user-set" && h["latency"].as_f64().is_some(), "{h}");
+    }
+    hosts.iter().map(|h| h["ip"].as_str().unwrap().to_string()).collect()
 }
 
 /// Addresses of a file of nmap's XML, by host state.
@@ -314,7 +327,8 @@ fn no_ping_on_link_asks_the_macs_first() {
     let (out, evs) = lab_scan(&["-Pn", "-n", "-p", "22", "198.18.0.0/28"]);
     let probed: BTreeSet<String> = cap.stop().into_iter().map(|(_, ip)| ip).collect();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(of_type(&evs, "host").is_empty(), "no host events without discovery");
+    let answered: BTreeSet<String> = open_ports(&evs).into_iter().map(|(ip, _)| ip).collect();
+    assert_eq!(user_set(&evs), answered, "only the hosts that answered, up as set by the user: {evs:?}");
     let open: BTreeSet<String> = open_ports(&evs).into_iter().map(|(ip, _)| ip).collect();
     for must in ["198.18.0.2", "198.18.0.3", "198.18.0.5"] {
         assert!(open.contains(must), "{must}: {open:?}");

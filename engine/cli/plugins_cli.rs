@@ -285,8 +285,9 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             dir.join("recording.json").display()
         );
     }
-    if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Error(_))) {
-        let _ = writeln!(moonscan::output::Screened(std::io::stdout().lock()), "{}: no findings", plugin.id);
+    if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Script(_) | Event::Error(_))) {
+        let _ =
+            writeln!(moonscan::output::Screened(std::io::stdout().lock()), "{}: no result and no findings", plugin.id);
     }
     Ok(u8::from(failed))
 }

@@ -586,7 +586,7 @@ fn memory_error(e: &mlua::Error) -> bool {
 /// What `run` returned: nothing, `nil, "why"` (logged), or the script's
 /// result, as an NSE script returns it: a table (its structured output,
 /// with the text NSE would render from it), a table and its text, or text
-/// alone. The result is a finding titled with the plugin's id.
+/// alone. The result leaves the stage as a `script` event, not a finding.
 fn returned(values: MultiValue, id: &str, run: &Run) -> Option<(ErrorKind, String)> {
     let mut it = values.into_iter();
     // Past a budget the meter has tripped, and the caller says which.

@@ -167,12 +167,16 @@ async fn worker(
                 }
             },
         };
-        let info = with_tls_tried(vm, info).await;
+        let (info, mut decided) = with_tls_tried(vm, info).await;
         for i in 0..vm.plugins().len() {
             if cut.is_set() {
                 break;
             }
-            let out = match vm.wants(i, &info).await {
+            let wants = match decided.get_mut(i).and_then(Option::take) {
+                Some(verdict) => verdict,
+                None => vm.wants(i, &info).await,
+            };
+            let out = match wants {
                 Ok(false) => continue,
                 Ok(true) => vm.run(i, info.clone()).await,
                 Err(error) => RunOutput { error: Some(error), ..RunOutput::default() },
@@ -194,32 +198,46 @@ const TLS_TRY: std::time::Duration = std::time::Duration::from_secs(5);
 /// plugin of the port: if the port speaks TLS (any version, SSLv3 up: the
 /// own ClientHello reads what rustls cannot), the plugins see its session
 /// and chain as if detection had found them.
-async fn with_tls_tried(vm: &Vm, info: Arc<Service>) -> Arc<Service> {
+/// Returns the port as the plugins see it and, when the portrules were
+/// asked on the way, their verdicts still good for it (none for a plugin
+/// to ask again): a slow portrule is never run twice for one port.
+async fn with_tls_tried(vm: &Vm, info: Arc<Service>) -> (Arc<Service>, Vec<Option<Verdict>>) {
     use crate::findings::ServiceMethod;
     if info.proto != crate::findings::Proto::Tcp || info.method != ServiceMethod::Table || info.tls.is_some() {
-        return info;
+        return (info, Vec::new());
     }
     let mut as_tls = (*info).clone();
     as_tls.tls = Some(Box::default());
+    let mut decided = Vec::with_capacity(vm.plugins().len());
     let mut asks = false;
     for i in 0..vm.plugins().len() {
-        if matches!(vm.wants(i, &info).await, Ok(false)) && matches!(vm.wants(i, &as_tls).await, Ok(true)) {
-            asks = true;
-            break;
+        let verdict = vm.wants(i, &info).await;
+        if !asks && matches!(verdict, Ok(false)) {
+            asks = matches!(vm.wants(i, &as_tls).await, Ok(true));
         }
+        decided.push(Some(verdict));
     }
     if !asks {
-        return info;
+        return (info, decided);
     }
     let until = tokio::time::Instant::now() + TLS_TRY;
     match crate::net::tls::try_tls(std::net::SocketAddr::new(info.ip, info.port), until).await {
         Some(tls) => {
             as_tls.tls = Some(Box::new(tls));
-            Arc::new(as_tls)
+            // Those that declined the port as it was are asked again.
+            for d in &mut decided {
+                if matches!(d, Some(Ok(false))) {
+                    *d = None;
+                }
+            }
+            (Arc::new(as_tls), decided)
         }
-        None => info,
+        None => (info, decided),
     }
 }
+
+/// Whether a plugin runs on a port, or why its portrule failed.
+type Verdict = std::result::Result<bool, (ErrorKind, String)>;
 
 /// The events of one plugin run.
 pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<Event> {

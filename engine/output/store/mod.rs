@@ -77,7 +77,7 @@ impl Val {
 /// the `scan_end` updates, which go last.
 #[derive(Debug, Default)]
 pub(crate) struct Batch {
-    pub rows: [Vec<Vec<Val>>; 8],
+    pub rows: [Vec<Vec<Val>>; schema::TABLES.len()],
     pub ends: Vec<Vec<Val>>,
 }
 

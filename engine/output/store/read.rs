@@ -675,10 +675,15 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
     let both_ran = |plugin: &str| cov_a.plugins.contains(plugin) && cov_b.plugins.contains(plugin);
     d.uncovered.plugins_only_in_a = cov_a.plugins.difference(&cov_b.plugins).cloned().collect();
     d.uncovered.plugins_only_in_b = cov_b.plugins.difference(&cov_a.plugins).cloned().collect();
+    // A finding is compared where both scans ran its plugin on a port both scanned.
+    let compared = |f: &FindingEvent| {
+        let at = (f.ip, f.port, f.proto.to_string());
+        both_ran(&f.plugin) && cov_a.covers(&at) && cov_b.covers(&at)
+    };
     let (find_a, find_b) = (findings(a), findings(b));
-    let new = find_b.iter().filter(|(k, f)| both_ran(&f.plugin) && !find_a.contains_key(*k));
+    let new = find_b.iter().filter(|(k, f)| compared(f) && !find_a.contains_key(*k));
     d.new_findings = new.map(|(_, f)| f.clone()).collect();
-    let gone = find_a.iter().filter(|(k, f)| both_ran(&f.plugin) && !find_b.contains_key(*k));
+    let gone = find_a.iter().filter(|(k, f)| compared(f) && !find_b.contains_key(*k));
     d.gone_findings = gone.map(|(_, f)| f.clone()).collect();
     let (res_a, res_b) = (scripts(a), scripts(b));
     let keys: BTreeSet<_> = res_a.keys().chain(res_b.keys()).collect();

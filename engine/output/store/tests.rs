@@ -188,6 +188,15 @@ fn scan_events(id: &str) -> Vec<Event> {
         }),
         error(Some("198.18.0.2"), Some(443)),
         error(None, None),
+        Event::Extraports(ExtraportsEvent {
+            scan_id: SCANID.into(),
+            ip: ip("198.18.0.2"),
+            proto: Proto::Tcp,
+            state: PortState::Closed,
+            reason: Reason::Reset,
+            count: 65532,
+            ports: vec![],
+        }),
         end(id, 3),
     ];
     for e in &mut evs {
@@ -357,6 +366,8 @@ fn a_diff_compares_only_what_both_scans_covered() {
         port("198.18.0.2", 80, 0.0),
         port("198.18.0.3", 22, 0.0),
         by("ssl-cert", "seen by a plugin b did not run"),
+        // A plugin both ran, on a port b did not scan.
+        finding("198.18.0.2", 80, "on a port b did not scan"),
     ];
     // b scanned only port 22, and only of 198.18.0.2, with one plugin of a's.
     let b = vec![
