@@ -5,10 +5,12 @@
 //! pack's pack.yaml), embedded at build time. Out: a folder holding exactly
 //! those bytes, written out once per build under the user's cache
 //! (`$XDG_CACHE_HOME/moonscan`, `~/.cache/moonscan`, or a private folder in
-//! the temporary one, each only this user can write), named by the hash of
-//! its contents and marked complete once every file is written, so the
-//! loaders read it as they read any folder (the core pack's pack.yaml
-//! hashes are verified as for a checkout). `$MOONSCAN_PLUGINS` and
+//! the temporary one), named by the hash of its contents and compared byte
+//! for byte with the built-in copy each time it is used (a file damaged or
+//! changed since is written again), so the loaders read it as they read
+//! any folder (the core pack's pack.yaml hashes are verified as for a
+//! checkout). A folder is used only when no other user could change it or
+//! any folder above it (root never uses another user's home). `$MOONSCAN_PLUGINS` and
 //! `$MOONSCAN_PROBES`, `--plugin-dir` and `--probes` use another folder.
 
 use std::io;
@@ -70,28 +72,20 @@ impl Core {
     }
 }
 
-/// Marks a folder every file of which was written.
-const COMPLETE: &str = ".complete";
-
 /// The folder holding the built-in `core` files, written out under the
-/// user's cache the first time (or when it is incomplete).
+/// user's cache, every file compared with the built-in copy (and written
+/// again where it differs). Says why for each folder it could not use.
 pub fn dir(core: Core) -> io::Result<PathBuf> {
     let leaf = core.leaf();
-    let mut last = None;
+    let files = core.files();
+    let mut why = Vec::new();
     for root in roots() {
-        let written = private_dir(&root).and_then(|()| {
-            let dir = root.join(&leaf);
-            if std::fs::read(dir.join(COMPLETE)).is_ok_and(|m| m == leaf.as_bytes()) {
-                return Ok(dir);
-            }
-            write_out(&root, &leaf, &core.files())
-        });
-        match written {
+        match private_dir(&root).and_then(|()| write_out(&root, &leaf, &files)) {
             Ok(d) => return Ok(d),
-            Err(e) => last = Some(io::Error::new(e.kind(), format!("{}: {e}", root.display()))),
+            Err(e) => why.push(format!("{}: {e}", root.display())),
         }
     }
-    Err(last.unwrap_or_else(|| io::Error::other("no folder to write moonscan's built-in files in")))
+    Err(io::Error::other(format!("no folder to write moonscan's built-in files in ({})", why.join("; "))))
 }
 
 /// Where the files may go, in order of preference.
@@ -126,21 +120,35 @@ fn write_out(root: &Path, leaf: &str, files: &[(String, std::borrow::Cow<'static
         std::fs::write(&tmp, data)?;
         std::fs::rename(&tmp, &path)?;
     }
-    std::fs::write(dir.join(COMPLETE), leaf)?;
     Ok(dir)
 }
 
-/// Makes `dir` if needed (0700), and refuses one another user owns or can
-/// write to: what a scan loads from it must be what this binary wrote.
+/// Makes `dir` if needed (0700), and refuses it when another user could
+/// change it or any folder above it (own it, or write to it without the
+/// sticky bit of /tmp): what a scan loads from it must be what this binary
+/// wrote. Root accepts only folders of root's (never a user's home under
+/// `sudo -E`).
 fn private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = crate::net::effective_uid();
+    let foreign = |m: &std::fs::Metadata| m.uid() != uid && m.uid() != 0;
+    // Every folder above it that exists, before anything is made there.
+    for above in dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::symlink_metadata(above) else { continue };
+        let sticky = meta.mode() & 0o1000 != 0;
+        if foreign(&meta) || (meta.mode() & 0o022 != 0 && !sticky) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{} could be changed by another user", above.display()),
+            ));
+        }
+    }
     match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
     let meta = std::fs::symlink_metadata(dir)?;
-    let uid = crate::net::effective_uid();
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -171,6 +179,25 @@ mod tests {
         assert!(plugins.iter().any(|p| p.id == "ssl-cert"), "{}", plugins.len());
         let probes = write_out(root.path(), "probes-x", &Core::Probes.files()).unwrap();
         assert!(crate::service::ProbeDb::load_dir(&probes).unwrap().get("GetRequest").is_some());
+    }
+
+    #[test]
+    fn a_folder_under_another_users_folder_or_a_link_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        // Writable by others above it (not sticky): refused before anything is made.
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir(&open.join("cache").join("moonscan")).unwrap_err();
+        assert!(e.to_string().contains("could be changed by another user"), "{e}");
+        assert!(!open.join("cache").exists());
+        // A link in its place is not a folder of this user's.
+        let real = root.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, root.path().join("link")).unwrap();
+        assert!(private_dir(&root.path().join("link")).is_err());
+        assert!(private_dir(&root.path().join("fine")).is_ok());
     }
 
     #[test]

@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Man { page }) => match cli::man(page.as_deref()) {
             Ok(text) => return print_all(&text),
             Err(why) => {
-                eprintln!("moonscan: {why}");
+                moonscan::tell!("moonscan: {why}");
                 return ExitCode::from(2);
             }
         },

@@ -42,8 +42,10 @@ pub struct Ctx {
     pub stop: Stop,
     /// Ports decided but not reported, counted per host.
     pub unshown: Arc<Unshown>,
-    /// Each host's round trip, from the answers of the port scan.
-    pub latency: Arc<Latency>,
+    /// Without host discovery (`-Pn`): the hosts that answered the port
+    /// scan, with their round trips (none with discovery, whose pings time
+    /// each host).
+    pub latency: Option<Arc<Latency>>,
 }
 
 impl Ctx {
@@ -59,7 +61,7 @@ impl Ctx {
             stats: Arc::default(),
             stop,
             unshown: Arc::default(),
-            latency: Arc::default(),
+            latency: None,
         }
     }
 
@@ -257,36 +259,56 @@ impl Unshown {
     }
 }
 
-/// Each host's smoothed round trip over the port scan's answers (nmap's
-/// srtt: the first sample, then an eighth of each new one's difference),
-/// for the "Host is up (0.00021s latency)" of hosts no ping timed (`-Pn`,
-/// loopback). At most [`Latency::MAX_HOSTS`] hosts are kept; past that,
-/// new hosts go untimed.
-#[derive(Debug, Default)]
+/// The hosts that answered the port scan and each one's smoothed round
+/// trip over the answers that time it (nmap's srtt: the first sample, then
+/// an eighth of each new one's difference; an answer to a retried probe
+/// times nothing), for the `host` event and "Host is up (0.00021s
+/// latency)" of hosts no ping timed (`-Pn`). At most
+/// [`Latency::MAX_HOSTS`] hosts are kept (see [`Latency::capped`]).
+#[derive(Debug)]
 pub struct Latency {
-    srtt: std::sync::Mutex<std::collections::HashMap<IpAddr, f64>>,
+    srtt: std::sync::Mutex<std::collections::HashMap<IpAddr, Option<f64>>>,
+    max_hosts: usize,
+    capped: std::sync::atomic::AtomicBool,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Latency::with_max_hosts(Latency::MAX_HOSTS)
+    }
 }
 
 impl Latency {
-    /// Most hosts timed.
-    pub const MAX_HOSTS: usize = 1 << 18;
+    /// Most hosts kept (as many as [`Unshown::MAX_HOSTS`]).
+    pub const MAX_HOSTS: usize = Unshown::MAX_HOSTS;
 
-    /// One round trip of `ip`.
-    pub fn sample(&self, ip: IpAddr, rtt: std::time::Duration) {
-        let rtt = rtt.as_secs_f64();
+    pub fn with_max_hosts(max_hosts: usize) -> Self {
+        Latency { srtt: Default::default(), max_hosts, capped: Default::default() }
+    }
+
+    /// An answer from `ip`, with its round trip when the probe went out once.
+    pub fn answered(&self, ip: IpAddr, rtt: Option<std::time::Duration>) {
+        let rtt = rtt.map(|d| d.as_secs_f64());
         let mut srtt = self.srtt.lock().unwrap_or_else(|e| e.into_inner());
-        let full = srtt.len() >= Self::MAX_HOSTS;
+        let full = srtt.len() >= self.max_hosts;
         match srtt.get_mut(&ip) {
-            Some(s) => *s += (rtt - *s) / 8.0,
-            None if full => {}
+            Some(Some(s)) => *s += rtt.map_or(0.0, |r| (r - *s) / 8.0),
+            Some(none) => *none = rtt,
+            None if full => self.capped.store(true, Ordering::Relaxed),
             None => {
                 srtt.insert(ip, rtt);
             }
         }
     }
 
-    /// Every host's smoothed round trip, in seconds; the table is emptied.
-    pub fn take(&self) -> std::collections::HashMap<IpAddr, f64> {
+    /// Whether some host went unrecorded (past the cap).
+    pub fn capped(&self) -> bool {
+        self.capped.load(Ordering::Relaxed)
+    }
+
+    /// Every host that answered, with its smoothed round trip in seconds
+    /// (none when no answer timed it); the table is emptied.
+    pub fn take(&self) -> std::collections::HashMap<IpAddr, Option<f64>> {
         std::mem::take(&mut *self.srtt.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
@@ -362,6 +384,27 @@ impl Stop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_that_answered_keep_a_smoothed_round_trip_up_to_the_cap() {
+        use std::time::Duration;
+        let hosts = Latency::with_max_hosts(2);
+        let (a, b, c): (IpAddr, IpAddr, IpAddr) =
+            ("198.18.0.2".parse().unwrap(), "198.18.0.3".parse().unwrap(), "198.18.0.4".parse().unwrap());
+        // A retried probe's answer times nothing, but the host answered.
+        hosts.answered(a, None);
+        hosts.answered(a, Some(Duration::from_millis(80)));
+        hosts.answered(a, Some(Duration::from_millis(160)));
+        hosts.answered(b, None);
+        assert!(!hosts.capped());
+        hosts.answered(c, Some(Duration::from_millis(1)));
+        assert!(hosts.capped(), "a third host is past the cap of 2");
+        let taken = hosts.take();
+        assert_eq!(taken.len(), 2);
+        assert!((taken[&a].unwrap() - 0.09).abs() < 1e-9, "80 ms, then an eighth of the way to 160: {taken:?}");
+        assert_eq!(taken[&b], None);
+        assert!(hosts.take().is_empty(), "taken once");
+    }
 
     #[test]
     fn ports_not_shown_are_counted_per_host_up_to_the_cap() {

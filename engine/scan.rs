@@ -213,7 +213,7 @@ pub(crate) async fn run(
         stats: stats.clone(),
         stop: stop.clone(),
         unshown: Arc::default(),
-        latency: Arc::default(),
+        latency: cfg.discovery.is_none().then(Arc::default),
     };
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
@@ -333,13 +333,13 @@ pub(crate) async fn run(
 /// in nmap's.
 async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool, taken_up: bool) -> ScanEnd {
     let extra = ctx.unshown.take(&ctx.scan_id);
-    let latency = ctx.latency.take();
+    let latency = ctx.latency.as_ref().map(|l| l.take()).unwrap_or_default();
     if taken_up {
         let answered: std::collections::BTreeSet<std::net::IpAddr> =
             latency.keys().copied().chain(extra.iter().map(|e| e.ip)).collect();
         for ip in answered {
             let mut host = ping::host_event(ctx, ip, HostState::Up, Reason::UserSet, None);
-            host.latency = latency.get(&ip).copied();
+            host.latency = latency.get(&ip).copied().flatten();
             let _ = ctx.events.send(Event::Host(host)).await;
         }
     }

@@ -562,10 +562,13 @@ impl ScanBuilder {
                         return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
                     }
                     let sel = crate::plugins::Selection::parse(&s.expr)?;
-                    let listed: Vec<(&str, &[String])> =
-                        available.iter().map(|p| (p.id.as_str(), p.categories.as_slice())).collect();
-                    // Not for -sC (`default`): every scan would say it.
-                    let nmap = (s.expr != "default").then(crate::plugins::select::nmap_category_counts).flatten();
+                    // A category selects trusted plugins only.
+                    let listed: Vec<(&str, &[String])> = available
+                        .iter()
+                        .filter(|p| p.trusted)
+                        .map(|p| (p.id.as_str(), p.categories.as_slice()))
+                        .collect();
+                    let nmap = crate::plugins::select::nmap_category_counts();
                     notes.extend(crate::plugins::select::category_note(&sel, &listed, nmap.as_ref()));
                 }
                 if version_too {

@@ -173,14 +173,15 @@ impl Shared {
 
     /// Tells the pacer of an answer to the attempt sent at `sent` after
     /// `tries` timed-out ones.
-    fn answered(&self, ip: IpAddr, sent: Instant, tries: u32) {
+    fn answered(&self, ip: IpAddr, sent: Instant, tries: u32, from_host: bool) {
         let now = Instant::now();
         let took = now.saturating_duration_since(sent);
         // Past the kernel's first retransmission: the kernel's second SYN.
         let resent = u32::from(took >= KERNEL_SYN_RTO);
         let first = tries == 0 && resent == 0;
-        if first {
-            self.found.ctx.latency.sample(ip, took);
+        // The host itself answered (not a router's unreachable): -Pn reports it up.
+        if let Some(hosts) = self.found.ctx.latency.as_ref().filter(|_| from_host) {
+            hosts.answered(ip, first.then_some(took));
         }
         let answer = Answer { class: Class::Port, sent, first, lost: tries + resent, rtt: first.then_some(took) };
         self.pacer.lock().on_answer(answer, now);
@@ -200,7 +201,7 @@ impl Shared {
             Stats::bump(&self.stats.sent);
         }
         if matches!(outcome, Attempt::Open | Attempt::Closed | Attempt::HostUnreachable) {
-            self.answered(ip, sent, *tries);
+            self.answered(ip, sent, *tries, !matches!(outcome, Attempt::HostUnreachable));
         }
         match outcome {
             Attempt::Open => {
@@ -310,7 +311,7 @@ async fn drive(sh: Arc<Shared>, mut order: ScanOrder, mut stop: Stop) -> bool {
         }
         match sh.launch(SocketAddr::new(ip, port), 0) {
             (Started::Done(Attempt::Closed), sent) if !sh.report_closed => {
-                sh.answered(ip, sent, 0);
+                sh.answered(ip, sent, 0, true);
                 Stats::bump(&sh.stats.sent);
                 Stats::bump(&sh.stats.closed);
                 sh.found.unshown(ip, Proto::Tcp, port, PortState::Closed, Reason::ConnRefused);

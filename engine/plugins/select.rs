@@ -94,16 +94,29 @@ impl Selection {
         self.terms.iter().any(|t| names.iter().any(|n| t.eq_ignore_ascii_case(n)))
     }
 
-    /// The terms that are nmap's category names (`vuln`, `default`...), in order, once each.
+    /// The terms that are nmap's category names (`vuln`, `safe`...) and ask
+    /// for plugins (not under a `not`), in order, once each.
     pub fn categories(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
-        for term in &self.terms {
-            let nmaps = NMAP_CATEGORIES.iter().any(|c| c.eq_ignore_ascii_case(term));
-            if nmaps && !out.iter().any(|o| o.eq_ignore_ascii_case(term)) {
-                out.push(term);
-            }
+        for item in &self.items {
+            self.wanted_terms(item, false, &mut out);
         }
         out
+    }
+
+    fn wanted_terms<'a>(&'a self, node: &Node, negated: bool, out: &mut Vec<&'a str>) {
+        match node {
+            Node::All => {}
+            Node::Term(i) => {
+                let term = self.terms[*i].as_str();
+                let nmaps = NMAP_CATEGORIES.iter().any(|c| c.eq_ignore_ascii_case(term));
+                if nmaps && !negated && !out.iter().any(|o| o.eq_ignore_ascii_case(term)) {
+                    out.push(term);
+                }
+            }
+            Node::Not(inner) => self.wanted_terms(inner, !negated, out),
+            Node::And(list) | Node::Or(list) => list.iter().for_each(|n| self.wanted_terms(n, negated, out)),
+        }
     }
 
     /// The terms (non-path, non-`all`) that match no plugin id or category of `plugins`
@@ -195,6 +208,8 @@ pub fn category_note(
     let short: Vec<String> = sel
         .categories()
         .into_iter()
+        // -sC's `default` would be said on every scan.
+        .filter(|cat| !cat.eq_ignore_ascii_case("default"))
         .filter_map(|cat| {
             let ours = available.iter().filter(|(_, cats)| cats.iter().any(|c| c.eq_ignore_ascii_case(cat))).count();
             let theirs = counts.get(&cat.to_ascii_lowercase()).copied().unwrap_or(0);
@@ -608,8 +623,11 @@ mod category_tests {
                 "--script: fewer plugins than nmap has scripts in vuln 1 (nmap 2); `moonscan plugins list` shows them"
             )
         );
-        // As many as nmap's, an id, a glob: nothing to say.
+        // As many as nmap's, an id, a glob, `default` (every -sC), a
+        // category asked not to run: nothing to say.
         assert_eq!(note("default or http-*"), None);
+        assert_eq!(note("safe and not vuln"), None);
+        assert_eq!(note("default and not (vuln)"), None);
         assert_eq!(note("safe"), None);
         // Without nmap's script.db there is nothing to compare with.
         assert_eq!(category_note(&Selection::parse("vuln").unwrap(), &available, None), None);

@@ -167,7 +167,7 @@ async fn worker(
                 }
             },
         };
-        let (info, mut decided) = with_tls_tried(vm, info).await;
+        let (info, mut decided) = with_tls_tried(vm, info, &cut).await;
         for i in 0..vm.plugins().len() {
             if cut.is_set() {
                 break;
@@ -199,35 +199,50 @@ const TLS_TRY: std::time::Duration = std::time::Duration::from_secs(5);
 /// own ClientHello reads what rustls cannot), the plugins see its session
 /// and chain as if detection had found them.
 /// Returns the port as the plugins see it and, when the portrules were
-/// asked on the way, their verdicts still good for it (none for a plugin
-/// to ask again): a slow portrule is never run twice for one port.
-async fn with_tls_tried(vm: &Vm, info: Arc<Service>) -> (Arc<Service>, Vec<Option<Verdict>>) {
+/// asked on the way, their verdicts for it (none for a plugin to ask
+/// again): a portrule is asked at most twice a port (as it is, and as if
+/// TLS), and the try gives up at once when the scan is cut short.
+async fn with_tls_tried(
+    vm: &Vm,
+    info: Arc<Service>,
+    cut: &crate::discovery::Stop,
+) -> (Arc<Service>, Vec<Option<Verdict>>) {
     use crate::findings::ServiceMethod;
     if info.proto != crate::findings::Proto::Tcp || info.method != ServiceMethod::Table || info.tls.is_some() {
         return (info, Vec::new());
     }
     let mut as_tls = (*info).clone();
     as_tls.tls = Some(Box::default());
+    // Each plugin's verdict as the port is, and as it would be were it TLS.
     let mut decided = Vec::with_capacity(vm.plugins().len());
-    let mut asks = false;
+    let mut if_tls = Vec::with_capacity(vm.plugins().len());
     for i in 0..vm.plugins().len() {
         let verdict = vm.wants(i, &info).await;
-        if !asks && matches!(verdict, Ok(false)) {
-            asks = matches!(vm.wants(i, &as_tls).await, Ok(true));
-        }
+        let tls_verdict = match verdict {
+            Ok(false) => Some(vm.wants(i, &as_tls).await),
+            _ => None,
+        };
         decided.push(Some(verdict));
+        if_tls.push(tls_verdict);
     }
-    if !asks {
+    if !if_tls.iter().any(|v| matches!(v, Some(Ok(true)))) {
         return (info, decided);
     }
     let until = tokio::time::Instant::now() + TLS_TRY;
-    match crate::net::tls::try_tls(std::net::SocketAddr::new(info.ip, info.port), until).await {
+    let addr = std::net::SocketAddr::new(info.ip, info.port);
+    let mut stop = cut.clone();
+    let tried = tokio::select! {
+        tls = crate::net::tls::try_tls(addr, until) => tls,
+        () = stop.wait() => None,
+    };
+    match tried {
         Some(tls) => {
             as_tls.tls = Some(Box::new(tls));
-            // Those that declined the port as it was are asked again.
-            for d in &mut decided {
-                if matches!(d, Some(Ok(false))) {
-                    *d = None;
+            // The port table shows only that the port is TLS: the verdicts
+            // asked as if it were are its verdicts now.
+            for (d, t) in decided.iter_mut().zip(if_tls) {
+                if let Some(t) = t {
+                    *d = Some(t);
                 }
             }
             (Arc::new(as_tls), decided)

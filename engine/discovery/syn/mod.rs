@@ -398,8 +398,11 @@ fn drive(
     let mut interrupted = false;
     let mut closed = disc.is_none();
     let tell = |v: Verdict| {
-        if let Some(rtt) = v.rtt {
-            shared.found.ctx.latency.sample(v.ip, rtt);
+        // The host itself answered (a router's ICMP error filters a port
+        // but says nothing of the host): -Pn reports it up.
+        let from_host = matches!(v.state, PortState::Open | PortState::Closed | PortState::Unfiltered);
+        if let Some(hosts) = shared.found.ctx.latency.as_ref().filter(|_| from_host) {
+            hosts.answered(v.ip, v.rtt);
         }
         if reports(kind, v.state) || shared.opts.report_closed {
             // Waits while the next stage is full: no probe goes out

@@ -546,7 +546,8 @@ impl Coverage {
                     c.udp.extend(&s.settings.udp_ports);
                     c.plugins.extend(s.settings.plugins.iter().cloned());
                 }
-                Event::Host(h) => {
+                // A host found down was not port-scanned: its ports are not covered.
+                Event::Host(h) if h.state == HostState::Up => {
                     c.hosts.insert(h.ip);
                 }
                 Event::Port(p) => {
@@ -568,13 +569,13 @@ impl Coverage {
 }
 
 /// A script result as `db diff` compares it: its data, or its text when it
-/// returned only text, without what the plugin calls volatile (object keys
+/// returned only text, without the `volatile` keys (object keys
 /// of that name at any depth, and list entries and lines that begin with
 /// `name:`, as nmap's header lists and `key: value` lines read).
-pub fn steady_form(r: &ScriptEvent) -> String {
+pub fn steady_form(r: &ScriptEvent, volatile: &[String]) -> String {
     let said = |line: &str| {
         let line = line.trim_start_matches(|c: char| c.is_whitespace() || c == '|' || c == '_');
-        r.volatile.iter().any(|k| {
+        volatile.iter().any(|k| {
             line.len() > k.len() && line.as_bytes()[k.len()] == b':' && line[..k.len()].eq_ignore_ascii_case(k)
         })
     };
@@ -592,13 +593,13 @@ pub fn steady_form(r: &ScriptEvent) -> String {
             other => other.clone(),
         }
     }
-    if r.volatile.is_empty() {
+    if volatile.is_empty() {
         return if r.data.is_null() { r.output.clone() } else { r.data.to_string() };
     }
     if r.data.is_null() {
         r.output.split('\n').filter(|l| !said(l)).collect::<Vec<_>>().join("\n")
     } else {
-        steady(&r.data, &r.volatile, &said).to_string()
+        steady(&r.data, volatile, &said).to_string()
     }
 }
 
@@ -692,7 +693,12 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         if !(both_ran(plugin) && open_a.contains(port) && open_b.contains(port)) {
             continue;
         }
-        if x.map(steady_form) != y.map(steady_form) {
+        // What either side calls volatile (a scan stored before its plugin
+        // declared it has none).
+        let mut volatile: Vec<String> = x.into_iter().chain(y).flat_map(|r| r.volatile.iter().cloned()).collect();
+        volatile.sort();
+        volatile.dedup();
+        if x.map(|r| steady_form(r, &volatile)) != y.map(|r| steady_form(r, &volatile)) {
             d.scripts.push((x.cloned(), y.cloned()));
         }
     }
