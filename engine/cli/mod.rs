@@ -152,10 +152,10 @@ pub struct Args {
     /// Sockets one plugin run may open; default 16.
     #[arg(long = "script-max-sockets", value_name = "N")]
     pub script_max_sockets: Option<u32>,
-    /// Bytes of findings one plugin run may report; default 1048576.
+    /// Bytes of findings and results one plugin run may report; default 1048576.
     #[arg(long = "script-max-output", value_name = "BYTES")]
     pub script_max_output: Option<u64>,
-    /// Bytes of findings all plugin runs of the scan may report; default 33554432.
+    /// Bytes of findings and results all plugin runs of the scan may report; default 33554432.
     #[arg(long = "script-max-scan-output", value_name = "BYTES")]
     pub script_max_scan_output: Option<u64>,
     /// Plugin VMs running at once; default 16.

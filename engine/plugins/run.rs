@@ -118,8 +118,10 @@ impl Trip {
             Trip::Memory => format!("needed more than the VM's {} bytes of memory", b.memory),
             Trip::Read => format!("read more than {} bytes", b.read_bytes),
             Trip::Sockets => format!("opened more than {} sockets", b.sockets),
-            Trip::Output => format!("reported more than {} bytes of findings", b.output),
-            Trip::ScanOutput => format!("reported findings past the scan's {} bytes for all plugins", b.scan_output),
+            Trip::Output => format!("reported more than {} bytes of findings and results", b.output),
+            Trip::ScanOutput => {
+                format!("reported findings and results past the scan's {} bytes for all plugins", b.scan_output)
+            }
             Trip::Stopped => "stopped: the scan was interrupted".to_string(),
             Trip::Send => format!("sent more than {} bytes", b.send_bytes),
             Trip::Datagrams => format!("sent more than {MAX_DATAGRAM_BYTES} bytes of datagrams"),

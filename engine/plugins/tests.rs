@@ -538,7 +538,7 @@ async fn a_run_reporting_too_much_data_trips_before_copying_it() {
     "#)
     .await;
     assert_eq!(out.findings.len(), 1);
-    assert_eq!(out.error.unwrap().1, "reported more than 1048576 bytes of findings");
+    assert_eq!(out.error.unwrap().1, "reported more than 1048576 bytes of findings and results");
 }
 
 #[tokio::test]
