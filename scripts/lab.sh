@@ -669,12 +669,25 @@ start_rdp() {
         echo $! >"$STATE/rdp-x.pid"
         for _ in $(seq 50); do [ -e /tmp/.X11-unix/X78 ] && break; sleep 0.1; done
     fi
-    log "starting freerdp-shadow-cli"
-    # HOME: where it keeps the certificate it makes.
-    ip netns exec "$TGT_NS" env DISPLAY=:78 HOME="$d" setsid /usr/bin/freerdp-shadow-cli \
-        /bind-address:"$TARGET2" /port:3389 /sec:nla +auth /sam-file:"$d/sam" \
-        </dev/null >>"$d/shadow.log" 2>&1 &
-    echo $! >"$STATE/rdp.pid"
+    # Xvfb's socket can appear before it takes clients: a shadow server that
+    # finds no display exits at once, and is started again (5 tries).
+    local try
+    for try in 1 2 3 4 5; do
+        log "starting freerdp-shadow-cli"
+        # HOME: where it keeps the certificate it makes.
+        ip netns exec "$TGT_NS" env DISPLAY=:78 HOME="$d" setsid /usr/bin/freerdp-shadow-cli \
+            /bind-address:"$TARGET2" /port:3389 /sec:nla +auth /sam-file:"$d/sam" \
+            </dev/null >>"$d/shadow.log" 2>&1 &
+        echo $! >"$STATE/rdp.pid"
+        for _ in $(seq 20); do
+            port_open "$TARGET2" 3389 && return 0
+            pid_alive "$STATE/rdp.pid" freerdp-shadow || break
+            sleep 0.25
+        done
+        pid_alive "$STATE/rdp.pid" freerdp-shadow && return 0
+        log "freerdp-shadow-cli exited (try $try; see $d/shadow.log)"
+        sleep 0.5
+    done
 }
 
 # Wait (up to 10 s in total) until every service port answers from msscan.
