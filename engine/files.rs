@@ -34,6 +34,21 @@ pub fn read_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// The first of nmap's data files named `name` (`nmap-mac-prefixes`,
+/// `scripts/script.db`) that is found in `$NMAPDIR`, /usr/share/nmap or
+/// /usr/local/share/nmap and holds at most `max` bytes, as text (bytes
+/// that are not UTF-8 replaced); none when nmap is not installed.
+pub fn nmap_data(name: &str, max: u64) -> Option<String> {
+    let dirs = std::env::var_os("NMAPDIR")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain(["/usr/share/nmap", "/usr/local/share/nmap"].map(std::path::PathBuf::from));
+    dirs.map(|d| d.join(name))
+        .filter(|p| p.is_file())
+        .find_map(|p| read_capped(&p, max, "nmap data file").ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// As [`read_capped`], for text that must be UTF-8.
 pub fn read_text_capped(path: &Path, max: u64, what: &str) -> Result<String> {
     String::from_utf8(read_capped(path, max, what)?)

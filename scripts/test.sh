@@ -26,6 +26,8 @@ command -v xmllint >/dev/null || missing+=(libxml2-utils)
 command -v xsltproc >/dev/null || missing+=(xsltproc) # renders -oX with nmap's stylesheet (tests/outputs.rs)
 command -v minisign >/dev/null || missing+=(minisign) # checks pack.sig files both ways (tests/packs.rs)
 command -v sslscan >/dev/null || missing+=(sslscan)   # ssl-enum-ciphers is compared with it (tests/tls.rs)
+command -v zsh >/dev/null || missing+=(zsh)           # `zsh -n` and `fish -n` check the completions (tests/cli.rs)
+command -v fish >/dev/null || missing+=(fish)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv) # for nmaptocsv below
 if [ ${#missing[@]} -gt 0 ]; then
     apt=(apt-get -y -q -o DPkg::Lock::Timeout=300)

@@ -272,6 +272,23 @@ fn man_page_completions_and_script_help_come_from_the_definitions() {
     let ssl = complete("moonscan --script ssl-", 2);
     assert_eq!(ssl.split(' ').collect::<Vec<_>>(), ["ssl-cert", "ssl-date", "ssl-enum-ciphers"], "{ssl}");
     assert_eq!(complete("moonscan --script vu", 2), "vuln");
+    // zsh and fish get the same spellings, and plugins after --script.
+    let zsh = stdout(&run(&["completions", "zsh"]));
+    assert!(zsh.contains("'-sS[--syn]' \\\n") && zsh.contains("'-oN[--output-normal]' \\\n"), "{zsh}");
+    let fish = stdout(&run(&["completions", "fish"]));
+    assert!(fish.contains("complete -c moonscan -o sS -d '--syn'\n"), "{fish}");
+    assert!(fish.contains("complete -c moonscan -l script -x -a '(moonscan plugins list"), "{fish}");
+    for (shell, text) in [("zsh", &zsh), ("fish", &fish)] {
+        // scripts/test.sh installs both shells.
+        let mut child = std::process::Command::new(shell)
+            .arg("-n")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{shell} is not installed (scripts/test.sh installs it): {e}"));
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success(), "{shell} -n refuses the completions");
+    }
     let o = run(&["--script-help", "http-title"]);
     assert_eq!(o.status.code(), Some(0));
     let help = stdout(&o);

@@ -6,7 +6,7 @@
 //! a prefix it does not know.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Largest prefix file read (nmap's is about 800 kB, ieee-data's 5 MB).
 const MAX_FILE: u64 = 32 << 20;
@@ -22,16 +22,11 @@ pub struct MacVendors {
 impl MacVendors {
     /// The first prefix file found, or an empty table.
     pub fn installed() -> MacVendors {
-        let nmap_dirs = std::env::var_os("NMAPDIR")
-            .map(PathBuf::from)
-            .into_iter()
-            .chain(["/usr/share/nmap", "/usr/local/share/nmap"].map(PathBuf::from));
-        for dir in nmap_dirs {
-            if let Some(v) = read(&dir.join("nmap-mac-prefixes")).map(|t| MacVendors::from_nmap(&t)) {
-                return v;
-            }
+        if let Some(text) = crate::files::nmap_data("nmap-mac-prefixes", MAX_FILE) {
+            return MacVendors::from_nmap(&text);
         }
-        read(Path::new("/usr/share/ieee-data/oui.txt")).map(|t| MacVendors::from_ieee(&t)).unwrap_or_default()
+        let ieee = crate::files::read_capped(Path::new("/usr/share/ieee-data/oui.txt"), MAX_FILE, "OUI list").ok();
+        ieee.map(|b| MacVendors::from_ieee(&String::from_utf8_lossy(&b))).unwrap_or_default()
     }
 
     /// nmap-mac-prefixes: `PREFIX Vendor` lines, `#` comments.
@@ -77,15 +72,6 @@ impl MacVendors {
             .filter(|&&n| n <= hex.len())
             .find_map(|&n| self.by_prefix.get(&hex[..n]).map(String::as_str))
     }
-}
-
-fn read(path: &Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_FILE {
-        return None;
-    }
-    let bytes = std::fs::read(path).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

@@ -166,20 +166,7 @@ pub const NMAP_CATEGORIES: [&str; 14] = [
 /// scripts/script.db, `Entry { filename = "x.nse", categories = { "a", "b", } }`
 /// lines), or none when nmap is not installed.
 pub fn nmap_category_counts() -> Option<std::collections::HashMap<String, usize>> {
-    let dirs = std::env::var_os("NMAPDIR")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain(["/usr/share/nmap", "/usr/local/share/nmap"].map(PathBuf::from));
-    for dir in dirs {
-        let path = dir.join("scripts").join("script.db");
-        let Ok(meta) = std::fs::metadata(&path) else { continue };
-        if !meta.is_file() || meta.len() > 4 << 20 {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        return Some(category_counts(&text));
-    }
-    None
+    crate::files::nmap_data("scripts/script.db", 4 << 20).map(|text| category_counts(&text))
 }
 
 /// Counts of script.db's categories.
