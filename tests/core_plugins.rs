@@ -391,3 +391,52 @@ fn service_detection_runs_the_version_plugins() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("apply with --script, -sC or -sV only"), "{}", stderr(&o));
 }
+
+/// nmap's common `--script-args`: `http.useragent` is every HTTP request's
+/// User-Agent (a server that echoes it as its title shows it), keys nmap
+/// users pass for what moonscan does not do are refused with the reason,
+/// and an unknown key is said, not silently kept.
+#[test]
+fn nmaps_script_args_are_honoured_or_refused_with_a_reason() {
+    let port = loopback_server(
+        |req| req.windows(4).any(|w| w == b"\r\n\r\n"),
+        |req| {
+            let text = String::from_utf8_lossy(req);
+            let agent = text.lines().find_map(|l| l.strip_prefix("User-Agent: ")).unwrap_or("(none)").to_string();
+            let body = format!("<title>{agent}</title>");
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).into_bytes()
+        },
+    );
+    let p = port.to_string();
+    let title = |extra: &[&str]| {
+        let mut args = vec!["-sT", "-sV", "-n", "-p", &p, "--script", "http-title", "127.0.0.1", "-oJ", "-"];
+        args.extend(extra);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let evs = events(&stdout(&out));
+        (script(&evs, "http-title", "127.0.0.1", port)["output"].as_str().unwrap().to_string(), stderr(&out))
+    };
+    assert_eq!(title(&[]).0, "moonscan");
+    // nmap's quoting: a browser's User-Agent holds a comma.
+    let (got, said) = title(&["--script-args", "http.useragent=\"Mozilla/5.0 (KHTML, like Gecko) Agent/7\",x=1"]);
+    assert_eq!(got, "Mozilla/5.0 (KHTML, like Gecko) Agent/7");
+    assert!(said.contains("no selected plugin reads x\n") && !said.contains("http.useragent"), "{said}");
+
+    // Refused: exit 2 and one line that says why, before any probe.
+    for (arg, why) in [
+        ("mysqluser=root", "--script-args mysqluser: no moonscan plugin logs in to MySQL"),
+        ("http.max-cache-size=1000000", "--script-args http.max-cache-size: ctx.http keeps no cache"),
+        ("brute.firstonly=true", "--script-args brute.firstonly: moonscan has no brute-force plugins"),
+        ("http.useragent=a\rb", "--script-args http.useragent: a header value holds no line break"),
+    ] {
+        let out = run(&["-sT", "-n", "-p", &p, "--script", "http-title", "127.0.0.1", "--script-args", arg]);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {}{}", stdout(&out), stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(why) && err.trim().lines().count() == 1, "{arg}: {err}");
+        assert!(stdout(&out).is_empty(), "{arg}: nothing scanned: {}", stdout(&out));
+    }
+    // Unknown: said once, and the scan goes on.
+    let (got, said) = title(&["--script-args", "htp.useragent=x"]);
+    assert_eq!(got, "moonscan");
+    assert!(said.contains("--script-args: no selected plugin reads htp.useragent"), "{said}");
+}

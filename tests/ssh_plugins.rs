@@ -261,3 +261,77 @@ fn offline_the_ssh_plugins_fail_cleanly() {
         }
     }
 }
+
+/// The attribute `name` of the first element holding `marker`, XML escapes
+/// decoded (nmap's -oX writes `&#xa;`, `&#45;` and the five entities).
+fn xml_attr(xml: &str, marker: &str, name: &str) -> String {
+    let at = xml.find(marker).unwrap_or_else(|| panic!("no {marker} in {xml}"));
+    let start = xml[at..].find(&format!("{name}=\"")).unwrap() + at + name.len() + 2;
+    let raw = &xml[start..start + xml[start..].find('"').unwrap()];
+    let mut out = String::new();
+    let mut rest = raw;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let semi = rest[amp..].find(';').unwrap() + amp;
+        let entity = &rest[amp + 1..semi];
+        out.push(match entity {
+            "lt" => '<',
+            "gt" => '>',
+            "amp" => '&',
+            "quot" => '"',
+            "apos" => '\'',
+            e => {
+                let code = e.strip_prefix("#x").map(|h| u32::from_str_radix(h, 16)).unwrap_or_else(|| e[1..].parse());
+                char::from_u32(code.unwrap()).unwrap()
+            }
+        });
+        rest = &rest[semi + 1..];
+    }
+    out + rest
+}
+
+/// `--script-args ssh_hostkey=all`: each key's MD5, SHA256, Bubble Babble,
+/// random art and full key, as nmap prints them for the same server (nmap
+/// 7.93 shows the lab's ECDSA and ED25519 keys; every key nmap shows must
+/// read the same in moonscan's text), and as ssh-keygen computes them for
+/// all three keys. Without the argument: the MD5 lines alone.
+#[test]
+fn ssh_hostkey_prints_every_form_nmap_prints() {
+    let _lab = lab();
+    let args = ["-n", "-Pn", "-p", "22", "--script", "ssh-hostkey", "--script-args", "ssh_hostkey=all", TARGET];
+    let (out, evs) = lab_scan(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("no selected plugin reads"), "{}", stderr(&out));
+    let ours = results(&evs, "ssh-hostkey")[0]["output"].as_str().unwrap().to_string();
+    let nmap = crate::util::in_lab("nmap").args(args).args(["-oX", "-"]).output().expect("nmap runs in the lab");
+    assert!(nmap.status.success(), "{}", stderr(&nmap));
+    let theirs = xml_attr(&stdout(&nmap), "<script id=\"ssh-hostkey\"", "output");
+    let blocks: Vec<&str> = theirs.split("\n  ").filter(|b| !b.is_empty()).collect();
+    assert!(blocks.len() >= 2 && blocks.iter().all(|b| b.contains("SHA256:") && b.contains("+--[")), "{theirs}");
+    for b in &blocks {
+        assert!(ours.contains(&format!("\n  {b}")), "nmap's block\n{b}\nnot in ours:\n{ours}");
+    }
+    for file in lab_pub_files() {
+        let want = expected(&file);
+        let sha256 = fingerprint_line(&keygen(&["-l", "-E", "sha256"], &file)).1;
+        let bubble = fingerprint_line(&keygen(&["-B"], &file)).1;
+        for line in [
+            format!("{} {} ({})", want.bits, want.md5.replace(':', ""), want.kind),
+            format!("{} {sha256} ({})", want.bits, want.kind),
+            format!("{} {bubble} ({})", want.bits, want.kind),
+            want.key.clone(),
+        ] {
+            assert!(ours.contains(&line), "{} {line:?} not in\n{ours}", file.display());
+        }
+        // ssh-keygen -lv draws the same board for the MD5.
+        let board: Vec<String> =
+            keygen(&["-lv", "-E", "md5"], &file).lines().filter(|l| l.starts_with('|')).map(str::to_string).collect();
+        assert_eq!(board.len(), 9, "{board:?}");
+        assert!(ours.contains(&board.join("\n")), "{}: {board:#?} not in\n{ours}", file.display());
+    }
+    // The default: one MD5 line a key, nothing else.
+    let (out, evs) = lab_scan(&["-n", "-Pn", "-p", "22", "--script", "ssh-hostkey", TARGET]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plain = results(&evs, "ssh-hostkey")[0]["output"].as_str().unwrap().to_string();
+    assert!(!plain.contains("SHA256:") && !plain.contains("+--[") && plain.lines().count() == 4, "{plain:?}");
+}

@@ -578,14 +578,23 @@ impl ScanBuilder {
                         }
                     }
                 }
-                // Arguments no selected plugin declares it reads (a typo, or
-                // one for a plugin not selected) are said, not silently kept.
-                let unread: Vec<&str> = s
-                    .args
-                    .keys()
-                    .filter(|k| !chosen.iter().any(|p| p.args.iter().any(|a| a == *k)))
-                    .map(String::as_str)
-                    .collect();
+                // Arguments no selected plugin declares it reads: the
+                // engine's own (nmap's http.useragent), nmap's keys for a
+                // meaning moonscan has not (refused with the reason), or a
+                // typo or one for a plugin not selected (said, not kept).
+                let agent = crate::plugins::script_args::USER_AGENT;
+                if s.args.get(agent).is_some_and(|v| v.contains(['\r', '\n'])) {
+                    return Err(usage(format!("--script-args {agent}: a header value holds no line break")));
+                }
+                let mut unread = Vec::new();
+                for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.args.iter().any(|a| a == *k))) {
+                    use crate::plugins::script_args::{known, Known};
+                    match known(k) {
+                        Some(Known::Engine) => {}
+                        Some(Known::Refused(why)) => return Err(usage(format!("--script-args {k}: {why}"))),
+                        None => unread.push(k.as_str()),
+                    }
+                }
                 if !unread.is_empty() {
                     notes.push(format!("--script-args: no selected plugin reads {}", unread.join(", ")));
                 }

@@ -634,13 +634,8 @@ fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
     }
     let mut script_args = std::collections::BTreeMap::new();
     let mut add_args = |text: &str, from: &str| -> Result<()> {
-        for item in text.split([',', '\n']).map(str::trim).filter(|i| !i.is_empty() && !i.starts_with('#')) {
-            let (k, v) = item.split_once('=').unwrap_or((item, ""));
-            if k.trim().is_empty() {
-                return Err(usage(format!("{from}: '{item}' is not key=value")));
-            }
-            script_args.insert(k.trim().to_string(), v.trim().to_string());
-        }
+        let items = moonscan::plugins::script_args::parse(text).map_err(|e| usage(format!("{from}: {e}")))?;
+        script_args.extend(items);
         Ok(())
     };
     if let Some(path) = &args.script_args_file {

@@ -204,9 +204,9 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
         None => None,
     };
     let mut args = BTreeMap::new();
-    for item in script_args.iter().flat_map(|a| a.split(',')).map(str::trim).filter(|i| !i.is_empty()) {
-        let (k, v) = item.split_once('=').unwrap_or((item, ""));
-        args.insert(k.trim().to_string(), v.trim().to_string());
+    if let Some(text) = &script_args {
+        let items = plugins::script_args::parse(text).map_err(|e| super::usage(format!("--script-args: {e}")))?;
+        args.extend(items);
     }
     let recording = replay.as_deref().map(plugins::tape::load).transpose()?;
     // Offline, a documentation address (RFC 5737): nothing is ever sent.

@@ -308,7 +308,7 @@ async fn http_call(lua: &Lua, run: &Run, verb: &str, path: &str, opts: Option<&T
         IpAddr::V6(v6) => format!("[{v6}]"),
         v4 => v4.to_string(),
     };
-    let request = net::request_bytes(verb, path, &host, &headers, &body);
+    let request = net::request_bytes(verb, path, &host, &headers, &body, run.scope.user_agent.as_deref());
     run.charge_send(request.len(), false).map_err(HttpError::Failed)?;
     if let Err(e) = s.send(&request).await {
         return Err(HttpError::Failed(e.context("send")));

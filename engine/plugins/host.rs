@@ -244,6 +244,7 @@ impl Vm {
             scan_output,
             patterns,
             tape: std::sync::OnceLock::new(),
+            user_agent: args.get(super::script_args::USER_AGENT).cloned(),
         });
         let requires = Requires {
             env_meta,

@@ -111,7 +111,8 @@ fn hash_input<'a>(s: &'a [u8], what: &str) -> mlua::Result<&'a [u8]> {
     capped(s, MAX_HASH_INPUT, what)
 }
 
-/// `hash.sha256(s)`, `hash.md5(s)` (hex), `hash.base64(s)`, `hash.unbase64(s)`.
+/// `hash.sha256(s)`, `hash.sha1(s)`, `hash.md5(s)` (hex), `hash.base64(s)`,
+/// `hash.unbase64(s)`.
 pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
     use base64::Engine;
     use md5::Digest as _;
@@ -121,6 +122,12 @@ pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
         "sha256",
         lua.create_function(move |_, s: mlua::String| {
             Ok(hex(&sha2::Sha256::digest(hash_input(&s.as_bytes(), "hash.sha256")?)))
+        })?,
+    )?;
+    t.raw_set(
+        "sha1",
+        lua.create_function(move |_, s: mlua::String| {
+            Ok(hex(&sha1::Sha1::digest(hash_input(&s.as_bytes(), "hash.sha1")?)))
         })?,
     )?;
     t.raw_set(

@@ -29,6 +29,7 @@ mod libs;
 pub mod meta;
 pub mod net;
 mod run;
+pub mod script_args;
 pub mod select;
 mod socket;
 pub mod ssh;

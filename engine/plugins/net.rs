@@ -374,12 +374,21 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The request bytes for `method path` to `host`, with extra headers and a body.
-pub fn request_bytes(method: &str, path: &str, host: &str, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
+/// The request bytes for `method path` to `host`, with extra headers and a
+/// body; the User-Agent is the plugin's header, else `agent` (the scan's
+/// `http.useragent`), else "moonscan".
+pub fn request_bytes(
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    agent: Option<&str>,
+) -> Vec<u8> {
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n");
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
     if !has("user-agent") {
-        req.push_str("User-Agent: moonscan\r\n");
+        req.push_str(&format!("User-Agent: {}\r\n", agent.unwrap_or("moonscan")));
     }
     if !has("accept") {
         req.push_str("Accept: */*\r\n");
@@ -461,9 +470,16 @@ pub(crate) mod tests {
 
     #[test]
     fn requests_carry_host_and_close() {
-        let r = request_bytes("GET", "/", "198.18.0.2", &[("X-A".into(), "1".into())], b"");
+        let r = request_bytes("GET", "/", "198.18.0.2", &[("X-A".into(), "1".into())], b"", None);
         let text = String::from_utf8(r).unwrap();
         assert!(text.starts_with("GET / HTTP/1.1\r\nHost: 198.18.0.2\r\n"));
         assert!(text.contains("X-A: 1\r\n") && text.ends_with("Connection: close\r\n\r\n"));
+        assert!(text.contains("\r\nUser-Agent: moonscan\r\n"), "{text}");
+        // The scan's http.useragent, unless the plugin sets its own.
+        let r = String::from_utf8(request_bytes("GET", "/", "h", &[], b"", Some("Agent/7"))).unwrap();
+        assert!(r.contains("\r\nUser-Agent: Agent/7\r\n"), "{r}");
+        let own = [("user-agent".to_string(), "mine".to_string())];
+        let r = String::from_utf8(request_bytes("GET", "/", "h", &own, b"", Some("Agent/7"))).unwrap();
+        assert!(r.contains("\r\nuser-agent: mine\r\n") && !r.contains("Agent/7"), "{r}");
     }
 }

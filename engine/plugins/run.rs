@@ -381,6 +381,8 @@ pub(super) struct Scope {
     pub(super) patterns: Arc<PatternCache>,
     /// The runs' conversations, when `plugins test` records or replays them.
     pub(super) tape: OnceLock<Arc<Tape>>,
+    /// The User-Agent of `ctx.http` (`--script-args http.useragent=...`).
+    pub(super) user_agent: Option<String>,
 }
 
 /// A socket a run opened, closed when the run ends (a call in flight on it
