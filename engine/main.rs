@@ -88,7 +88,13 @@ fn main() -> ExitCode {
     let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
     let raw_ok = moonscan::net::packet::raw_available();
     let resume = resumed.map(|(f, path)| {
-        (moonscan::builder::ResumePoint { seed: f.seed, space_len: f.space_len, segments: f.segments }, path)
+        let point = moonscan::builder::ResumePoint {
+            seed: f.seed,
+            space_len: f.space_len,
+            segments: f.segments,
+            hosts: f.hosts,
+        };
+        (point, path)
     });
     let plan = match cli::validate(args, &argv, nofile, raw_ok, resume) {
         Ok(p) => p,
@@ -146,6 +152,9 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     let (order, space_len, seed) = (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed());
     let resumable = plan.scan.config().resumable();
     let scan_plugins = plan.scan.config().plugins.clone();
+    let redo = plan.scan.config().resume_hosts.clone();
+    // A resumed scan's whole report replaces the first part's -oX when done.
+    let mut replace: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
     let mut scan = rt.block_on(async { ScanHandle::start(plan.scan) });
     let progress = progress_bar(&scan.shared_stats());
 
@@ -170,13 +179,25 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             cli::Format::Xml => "-oX",
             cli::Format::Grepable => "-oG",
         };
+        let mut prior = None;
         let writer: Box<dyn Write + Send> = match dest {
             cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
-            // An XML file is one document: a resumed scan writes its own, beside the first.
+            // An XML file is one document: a resumed scan writes the whole
+            // scan's beside the first part, and puts it in its place at the
+            // end; when the first part is not whole (a killed scan), its own.
             cli::Dest::File(path) if resuming && *format == cli::Format::Xml => {
                 let (resumed, f) =
                     cli::resume::create_beside(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
-                moonscan::tell!("moonscan: note: the resumed scan's XML goes to {}", resumed.display());
+                prior = read_prior(path, &redo);
+                match &prior {
+                    Some(_) => replace.push((resumed, path.clone())),
+                    None => moonscan::tell!(
+                        "moonscan: note: {} is not a whole report (the scan was killed?); the resumed scan's XML goes \
+                         to {}, and the whole scan is in its -oJ and --db outputs",
+                        path.display(),
+                        resumed.display()
+                    ),
+                }
                 Box::new(f)
             }
             cli::Dest::File(path) => {
@@ -185,7 +206,13 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
         };
         sinks.push(match format {
             cli::Format::Normal => Box::new(output::Normal::new(writer).with_reasons(plan.reasons)),
-            cli::Format::Xml => Box::new(output::Xml::new(writer).with_stylesheet(plan.stylesheet.clone())),
+            cli::Format::Xml => {
+                let xml = output::Xml::new(writer).with_stylesheet(plan.stylesheet.clone());
+                Box::new(match prior.take() {
+                    Some(p) => xml.with_prior(p),
+                    None => xml,
+                })
+            }
             cli::Format::Grepable => Box::new(output::Grepable::new(writer)),
         });
     }
@@ -245,17 +272,27 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             return Ok(1);
         }
     }
+    for (whole, first) in &replace {
+        if let Err(e) = std::fs::rename(whole, first) {
+            moonscan::tell!(
+                "moonscan: the whole scan's XML is in {} ({} is its first part): {e}",
+                whole.display(),
+                first.display()
+            );
+        }
+    }
     if end.interrupted && !resumable {
         // Only one order of (address, port) pairs records where it got to:
         // not TCP and UDP together, nor hosts scanned as discovery finds them.
         moonscan::tell!(
-            "moonscan: only a scan of one protocol with -Pn (and no --host-timeout) can be resumed; \
+            "moonscan: only a scan of one protocol (and no --host-timeout) can be resumed; \
              what this one found is in its outputs"
         );
     } else if end.interrupted {
-        let left = order.remaining(space_len);
-        if !left.is_empty() {
-            let file = cli::resume::ResumeFile { moonscan_resume: 1, args: argv, seed, space_len, segments: left };
+        let (left, hosts) = (order.remaining(space_len), order.hosts_to_redo());
+        if !left.is_empty() || !hosts.is_empty() {
+            let file =
+                cli::resume::ResumeFile { moonscan_resume: 1, args: argv, seed, space_len, segments: left, hosts };
             // A resumed scan interrupted again updates its own resume file.
             let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();
@@ -270,6 +307,16 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
         let _ = std::fs::remove_file(path);
     }
     Ok(if end.errors > 0 || end.interrupted { 1 } else { 0 })
+}
+
+/// Largest first part of an -oX report a resumed scan reads back.
+const MAX_PRIOR_XML: u64 = 1 << 30;
+
+/// The hosts of a resumed scan's first -oX part, less those it scans again;
+/// `None` when it is not a whole moonscan report.
+fn read_prior(path: &std::path::Path, redo: &[std::net::IpAddr]) -> Option<output::xml_prior::Prior> {
+    let text = moonscan::files::read_text_capped(path, MAX_PRIOR_XML, "-oX").ok()?;
+    output::xml_prior::Prior::read(&text, redo)
 }
 
 /// An output file: created, or appended to when a scan is resumed.

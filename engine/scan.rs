@@ -34,6 +34,9 @@ pub struct ScanConfig {
     pub workers: usize,
     /// What is left of an interrupted scan (its `Progress`), or None for a new one.
     pub resume: Option<Vec<Segment>>,
+    /// With host discovery, the hosts an interrupted scan left unfinished:
+    /// a resumed scan takes them first (asked again, all their ports).
+    pub resume_hosts: Vec<std::net::IpAddr>,
     /// Where the scan order has got to, kept up to date while the scan runs
     /// (what a resume file records).
     pub progress: Arc<Progress>,
@@ -63,14 +66,20 @@ pub struct ScanConfig {
 }
 
 impl ScanConfig {
-    /// Whether an interrupted run can be resumed from its [`Progress`]: only
-    /// a scan that walks one order of `(address, port)` pairs (one
-    /// protocol, no host discovery, no host timeout).
+    /// Whether an interrupted run can be resumed from its [`Progress`]: a
+    /// scan that walks one order (one protocol, no host timeout), of
+    /// `(address, port)` pairs, or of hosts with host discovery.
     pub fn resumable(&self) -> bool {
-        self.udp.as_ref().is_none_or(|u| u.also.is_none())
-            && self.discovery.is_none()
-            && self.host_timeout.is_none()
-            && !self.list_only
+        self.udp.as_ref().is_none_or(|u| u.also.is_none()) && self.host_timeout.is_none() && !self.list_only
+    }
+
+    /// The length of the order a resume file's segments index: hosts when
+    /// the scan walks hosts (host discovery), else `(address, port)` pairs.
+    pub fn resume_len(&self) -> u64 {
+        match &self.discovery {
+            Some(_) => HostPlan::hosts_of(&self.space).map_or(0, |h| h.len()),
+            None => self.space.len(),
+        }
     }
 }
 
@@ -168,6 +177,11 @@ pub(crate) async fn run(
         hosts_space.shard_len(cfg.shard) * d.probes.len() as u64
     } else {
         let tcp: u64 = match &cfg.resume {
+            // Hosts left, each with all its ports.
+            Some(segs) if cfg.discovery.is_some() => {
+                let hosts: u64 = segs.iter().map(|s| s.remaining(hosts_space.len())).sum();
+                (hosts + cfg.resume_hosts.len() as u64) * cfg.space.ports().len() as u64
+            }
             Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
             None => cfg.space.shard_len(cfg.shard),
         };
@@ -281,6 +295,9 @@ pub(crate) async fn run(
     };
     let hosts = by_host(cfg.scan_type, &cfg.space, false);
     let order = match &cfg.resume {
+        Some(segs) if hosts.is_some() => {
+            hosts_space.order_from(cfg.seed, segs.clone()).with_first(cfg.resume_hosts.clone())
+        }
         Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
         None if hosts.is_some() => hosts_space.order(cfg.seed, cfg.shard, 0),
         None => cfg.space.order(cfg.seed, cfg.shard, 0),
@@ -423,6 +440,7 @@ impl Pass {
             let ping_window = (timing.window / 4).clamp(1, 256);
             let ports_timing = discovery::Timing { window: (timing.window - ping_window).max(1), ..timing.clone() };
             let (tx, mut rx) = mpsc::channel::<std::net::IpAddr>(4096);
+            let progress = order.progress();
             let asking = socket_discovery(order, &plan, h.quiet, &timing, ping_window, ctx, tx);
             let scanning = async {
                 let mut interrupted = false;
@@ -431,8 +449,14 @@ impl Pass {
                     while let Ok(ip) = rx.try_recv() {
                         batch.push(ip);
                     }
+                    // A batch a stop cut short (or came after it) is scanned
+                    // again, whole, by a resumed scan.
+                    let unfinished = progress.as_ref().map(|_| batch.clone()).unwrap_or_default();
                     if let Some(order) = hosts_order(batch, &h.ports) {
                         interrupted |= scan(order, ports_timing.clone(), found.clone()).await;
+                    }
+                    if let (true, Some(p)) = (ctx.stop.is_set(), &progress) {
+                        unfinished.into_iter().for_each(|ip| p.redo(ip));
                     }
                 }
                 interrupted
@@ -484,13 +508,20 @@ async fn socket_discovery(
 ) {
     use futures_util::StreamExt;
     let ports = ping::connect_ports(plan);
-    let asked = futures_util::stream::iter(hosts.map(|(ip, _)| ip))
-        .take_while(|_| std::future::ready(!ctx.stop.is_set()))
-        .map(|ip| {
-            let ports = &ports;
-            async move { (ip, ping::socket_ping(ip, ports, timing.timeout, timing.retries).await) }
-        })
-        .buffer_unordered(window);
+    // The stop is looked at before a host is taken from the order (a host
+    // taken is one a resumed scan will not ask).
+    let mut hosts = hosts;
+    let asked = futures_util::stream::iter(std::iter::from_fn(move || {
+        if ctx.stop.is_set() {
+            return None;
+        }
+        hosts.next().map(|(ip, _)| ip)
+    }))
+    .map(|ip| {
+        let ports = &ports;
+        async move { (ip, ping::socket_ping(ip, ports, timing.timeout, timing.retries).await) }
+    })
+    .buffer_unordered(window);
     futures_util::pin_mut!(asked);
     while let Some((ip, answer)) = asked.next().await {
         if !quiet {

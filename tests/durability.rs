@@ -162,3 +162,108 @@ fn a_second_ctrl_c_quits_at_once() {
     assert!(t.elapsed() < Duration::from_millis(1000), "took {:?}", t.elapsed());
     assert_eq!(st.code(), Some(130));
 }
+
+/// The port events of `evs` that say open, as (address, port).
+fn open_pairs(evs: &[Value]) -> Vec<(String, u64)> {
+    evs.iter()
+        .filter(|e| e["type"] == "port" && e["state"] == "open")
+        .map(|e| (e["ip"].as_str().unwrap().to_string(), e["port"].as_u64().unwrap()))
+        .collect()
+}
+
+fn up_hosts(evs: &[Value]) -> Vec<String> {
+    evs.iter()
+        .filter(|e| e["type"] == "host" && e["state"] == "up")
+        .map(|e| e["ip"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A scan of ports 80 and 443 of the lab's sweep hosts (every one answers on
+/// both), interrupted once `stop_at` open ports are on disk, then resumed:
+/// with host discovery (raw, and by connect for -sT) and with -Pn. The two
+/// parts together find every host and every port; a host the first part
+/// finished is not asked again; the -oX file is one report of the whole
+/// scan, each host once with both its ports.
+#[test]
+fn an_interrupted_scan_resumes_to_one_whole_report_with_or_without_discovery() {
+    let _lab = lab();
+    for (args, hosts, stop_at) in [
+        (&["-sS", "198.19.0.0/18", "--max-rate", "10000"][..], 16_384, 3_000),
+        (&["-sT", "198.19.0.0/22", "--max-rate", "1000"][..], 1_024, 200),
+        (&["-sS", "-Pn", "198.19.0.0/18", "--max-rate", "10000"][..], 16_384, 3_000),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (json, xml) = (dir.path().join("scan.ndjson"), dir.path().join("scan.xml"));
+        let child = Command::new("ip")
+            .args(["netns", "exec", "msscan"])
+            .arg(bin())
+            .args(["-n", "-p", "80,443", "--seed", "3"])
+            .args(args)
+            .args(["-oJ", json.to_str().unwrap(), "-oX", xml.to_str().unwrap()])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_events(&json, stop_at, |e| e["type"] == "port", Duration::from_secs(30));
+        assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+        let first = child.wait_with_output().unwrap();
+        assert_eq!(first.status.code(), Some(1), "{args:?}: {}", stderr(&first));
+        assert!(stderr(&first).contains("moonscan --resume moonscan.resume"), "{args:?}: {}", stderr(&first));
+        let file: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("moonscan.resume")).unwrap()).unwrap();
+        let redo: BTreeSet<String> = file["hosts"]
+            .as_array()
+            .map(|a| a.iter().map(|h| h.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        let part1 = lines(&json);
+        let (open1, up1): (BTreeSet<_>, BTreeSet<_>) =
+            (open_pairs(&part1).into_iter().collect(), up_hosts(&part1).into_iter().collect());
+        assert!(open1.len() < 2 * hosts, "{args:?}: interrupted before the end");
+        if args.contains(&"-Pn") {
+            assert!(redo.is_empty(), "-Pn walks pairs: no host to redo");
+        } else {
+            // Every host found up and not to be redone is finished: both ports in the first part.
+            for ip in up1.iter().filter(|ip| !redo.contains(*ip)) {
+                for port in [80, 443] {
+                    assert!(open1.contains(&(ip.clone(), port)), "{args:?}: {ip}:{port} neither found nor redone");
+                }
+            }
+        }
+
+        let second = Command::new("ip")
+            .args(["netns", "exec", "msscan"])
+            .arg(bin())
+            .args(["--resume", "moonscan.resume"])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(second.status.code(), Some(0), "{args:?}: {}", stderr(&second));
+        assert!(!dir.path().join("moonscan.resume").exists());
+        let all = lines(&json);
+        let part2 = &all[part1.len()..];
+        let open: BTreeSet<_> = open_pairs(&all).into_iter().collect();
+        assert_eq!(open.len(), 2 * hosts, "{args:?}: every host's two ports, over both parts");
+        if !args.contains(&"-Pn") {
+            let up: BTreeSet<_> = up_hosts(&all).into_iter().collect();
+            assert_eq!(up.len(), hosts, "{args:?}");
+            let again: Vec<_> =
+                up_hosts(part2).into_iter().filter(|ip| up1.contains(ip) && !redo.contains(ip)).collect();
+            assert!(again.is_empty(), "{args:?}: finished hosts asked again: {again:?}");
+        }
+        // One report: each host once, with both ports, counted whole.
+        let doc = std::fs::read_to_string(&xml).unwrap();
+        assert_eq!(doc.matches("<nmaprun ").count(), 1, "{args:?}");
+        assert!(doc.trim_end().ends_with("</nmaprun>"), "{args:?}");
+        let addrs: Vec<&str> = doc.split("<address addr=\"").skip(1).map(|s| &s[..s.find('"').unwrap()]).collect();
+        let unique: BTreeSet<&&str> = addrs.iter().collect();
+        assert_eq!((addrs.len(), unique.len()), (hosts, hosts), "{args:?}");
+        for port in ["80", "443"] {
+            assert_eq!(doc.matches(&format!("portid=\"{port}\"")).count(), hosts, "{args:?}");
+        }
+        assert!(doc.contains(&format!("<hosts up=\"{hosts}\" down=\"0\" total=\"{hosts}\"/>")), "{args:?}");
+        assert!(!dir.path().join("scan.resumed.xml").exists(), "{args:?}: the whole report took the first's place");
+    }
+}

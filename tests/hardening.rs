@@ -349,18 +349,30 @@ fn a_resume_file_that_repeats_a_segment_is_refused() {
 fn a_resume_file_for_another_space_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.resume");
-    let file = serde_json::json!({
-        "moonscan_resume": 1,
-        "args": ["moonscan", "-sT", "-p", "9", "127.0.0.1"],
-        "seed": "1",
-        "space_len": 5,
-        "segments": [{ "next": 0, "step": 1 }],
-    });
-    std::fs::write(&path, file.to_string().replace("\"seed\":\"1\"", "\"seed\":1")).unwrap();
-    let out = run(&["--resume", path.to_str().unwrap()]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("resuming: the targets now make 1 (address, port) pairs, not 5"), "{err}");
+    // -Pn walks (address, port) pairs, discovery hosts; a host to redo must
+    // be a target.
+    for (args, hosts, len, said) in [
+        (&["-Pn"][..], &[][..], 5, "resuming: the targets now make 1 (address, port) pairs, not 5"),
+        (&[][..], &[][..], 5, "resuming: the targets now make 1 hosts, not 5"),
+        (&[][..], &["127.0.0.2"][..], 1, "resuming: host 127.0.0.2 of the resume file is not among the targets"),
+        (&["-Pn"][..], &["127.0.0.1"][..], 1, "the resume file lists hosts, but the scan has no host discovery"),
+    ] {
+        let mut argv = vec!["moonscan", "-sT", "-p", "9", "127.0.0.1"];
+        argv.extend(args);
+        let file = serde_json::json!({
+            "moonscan_resume": 1,
+            "args": argv,
+            "seed": 1,
+            "space_len": len,
+            "segments": [{ "next": 0, "step": 1 }],
+            "hosts": hosts,
+        });
+        std::fs::write(&path, file.to_string()).unwrap();
+        let out = run(&["--resume", path.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(said), "{err}");
+    }
 }
 
 // Second review, case 1: a Certificate message of 87,000 empty

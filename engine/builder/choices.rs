@@ -140,15 +140,9 @@ impl ScanBuilder {
             if let Some((_, what)) = conflict.iter().find(|c| c.0) {
                 return Err(usage(format!("{flag} scans no ports: it cannot be combined with {what}")));
             }
-            if self.resume.is_some() {
-                return Err(usage(format!("{flag} cannot be resumed")));
-            }
         }
-        // -sL sends nothing; a resumed scan walks what is left of its
-        // (address, port) order (only a scan without discovery writes a
-        // resume file, or one from before discovery, which took every
-        // target as up).
-        if self.list_only || self.resume.is_some() {
+        // -sL sends nothing.
+        if self.list_only {
             return Ok(None);
         }
         let mut probes = Vec::new();

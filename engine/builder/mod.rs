@@ -162,9 +162,10 @@ impl Built {
         self.config.progress.clone()
     }
 
-    /// (address, port) pairs in the scan order.
+    /// What the scan order walks: (address, port) pairs, or hosts with
+    /// host discovery (a resume file's `space_len`).
     pub fn space_len(&self) -> u64 {
-        self.config.space.len()
+        self.config.resume_len()
     }
 
     /// The key of the scan order.
@@ -180,6 +181,8 @@ pub struct ResumePoint {
     pub seed: u64,
     pub space_len: u64,
     pub segments: Vec<crate::targets::Segment>,
+    /// With host discovery: the hosts to take again first.
+    pub hosts: Vec<std::net::IpAddr>,
 }
 
 fn usage(msg: impl Into<String>) -> Error {
@@ -609,15 +612,7 @@ impl ScanBuilder {
                     .then(|| Arc::new(PluginConfig { plugins: chosen, budgets, args, workers, verbosity }))
             }
         };
-        if let Some(r) = &self.resume {
-            if space.len() != r.space_len {
-                return Err(usage(format!(
-                    "resuming: the targets now make {} (address, port) pairs, not {}; did a hostname or an exclude file change?",
-                    space.len(),
-                    r.space_len
-                )));
-            }
-        }
+        let resumed_len = self.resume.as_ref().map(|r| r.space_len);
         let config = ScanConfig {
             space,
             scan_type,
@@ -628,6 +623,7 @@ impl ScanBuilder {
             },
             shard: self.shard.unwrap_or(Shard::WHOLE),
             workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            resume_hosts: self.resume.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
             resume: self.resume.map(|r| r.segments),
             progress: Default::default(),
             args: self.args,
@@ -642,6 +638,21 @@ impl ScanBuilder {
             host_timeout: self.host_timeout,
             hostnames,
         };
+        if let Some(len) = resumed_len {
+            let walks = if config.discovery.is_some() { "hosts" } else { "(address, port) pairs" };
+            if config.resume_len() != len {
+                return Err(usage(format!(
+                    "resuming: the targets now make {} {walks}, not {len}; did a hostname or an exclude file change?",
+                    config.resume_len()
+                )));
+            }
+            if let Some(ip) = config.resume_hosts.iter().find(|ip| !config.space.addrs().contains(**ip)) {
+                return Err(usage(format!("resuming: host {ip} of the resume file is not among the targets")));
+            }
+            if !config.resume_hosts.is_empty() && config.discovery.is_none() {
+                return Err(usage("resuming: the resume file lists hosts, but the scan has no host discovery"));
+            }
+        }
         Ok(Built { config, notes })
     }
 

@@ -138,7 +138,7 @@ The 100 most common UDP ports; nmap\(aqs normal, XML and grepable reports.
 TLS plugins that are safe, results stored in SQLite (\fBmoonscan db diff\fR compares two scans).
 .TP
 \fBmoonscan \-\-resume moonscan.resume\fR
-Finish a scan stopped with Ctrl\-C.
+Finish a scan stopped with Ctrl\-C (with host discovery too); its \fB\-oX\fR file becomes one report of the whole scan.
 .SH EXIT STATUS
 .TP
 0

@@ -7,6 +7,12 @@
 //! answered or timed out before the file was written, so a resumed scan
 //! sends every remaining probe once and no earlier one again.
 //!
+//! With host discovery the order walks hosts, and a host is taken before
+//! it is done with (asked, then each of its ports): the file also lists
+//! the hosts the interrupt left unfinished (`hosts`: its discovery given
+//! up, or ports of it not probed), which the resumed scan asks again and
+//! scans whole first, as nmap redoes its unfinished host group.
+//!
 //! The command line is kept as typed, passwords and `--script-args`
 //! included (the outputs record it redacted): the file is written mode 0600,
 //! through a private temporary file (see [`save`]). A resumed scan's XML
@@ -31,6 +37,9 @@ pub struct ResumeFile {
     pub seed: u64,
     pub space_len: u64,
     pub segments: Vec<Segment>,
+    /// With host discovery: the hosts to take again first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<std::net::IpAddr>,
 }
 
 fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
@@ -42,6 +51,9 @@ const MAX_FILE: u64 = 16 << 20;
 /// Most segments a resume file may list (a scan writes one per probe driver,
 /// and a resumed scan's drivers split those again).
 pub const MAX_SEGMENTS: usize = 1024;
+/// Most unfinished hosts a resume file may list (what a scan leaves is
+/// bounded by its windows; the file itself by [`MAX_FILE`]).
+pub const MAX_HOSTS: usize = 1 << 18;
 
 pub fn load(path: &Path) -> Result<ResumeFile> {
     let text = moonscan::files::read_text_capped(path, MAX_FILE, "--resume")?;
@@ -54,6 +66,9 @@ pub fn load(path: &Path) -> Result<ResumeFile> {
         return Err(bad(path, "its command line is empty or itself a --resume"));
     }
     check_segments(&f.segments, f.space_len).map_err(|why| bad(path, why))?;
+    if f.hosts.len() > MAX_HOSTS {
+        return Err(bad(path, format!("{} hosts to redo; a resume file lists at most {MAX_HOSTS}", f.hosts.len())));
+    }
     Ok(f)
 }
 
@@ -174,6 +189,7 @@ mod tests {
             seed: 7,
             space_len: 10,
             segments: vec![Segment { next: 3, step: 2 }],
+            hosts: Vec::new(),
         }
     }
 

@@ -19,6 +19,7 @@ mod screen;
 pub mod store;
 mod text;
 mod xml;
+pub mod xml_prior;
 
 use std::io;
 

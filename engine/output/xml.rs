@@ -65,6 +65,8 @@ pub type Xml<W> = Report<XmlLayout, W>;
 pub struct XmlLayout {
     /// The href of the `<?xml-stylesheet?>` line, if any.
     stylesheet: Option<String>,
+    /// The hosts of the scan's interrupted first part (a resumed scan).
+    prior: Option<super::xml_prior::Prior>,
 }
 
 /// Where nmap installs its stylesheet, by its packages.
@@ -89,6 +91,13 @@ impl<W: Write> Xml<W> {
     /// nmap does, so `xsltproc` or a browser renders it as nmap's report.
     pub fn with_stylesheet(mut self, href: Option<String>) -> Self {
         self.layout.stylesheet = href;
+        self
+    }
+
+    /// Makes the document the whole scan's: the hosts of its interrupted
+    /// first part first (a host both parts scanned, merged), and counted.
+    pub fn with_prior(mut self, prior: super::xml_prior::Prior) -> Self {
+        self.layout.prior = Some(prior);
         self
     }
 }
@@ -131,6 +140,15 @@ impl Layout for XmlLayout {
     fn body(&self, s: &Collected, out: &mut dyn Write) -> io::Result<()> {
         let start = s.start_secs();
         let mut doc = String::new();
+        let own: std::collections::HashSet<std::net::IpAddr> = s.hosts().map(|h| h.ip).collect();
+        let mut prior_up = 0;
+        if let Some(p) = &self.prior {
+            let (elements, up) = p.others(&own);
+            for e in elements {
+                out.write_all(e.as_bytes())?;
+            }
+            prior_up = up;
+        }
         for host in s.hosts() {
             let ip = host.ip;
             let (reason, ttl) = host.status_reason();
@@ -182,6 +200,9 @@ impl Layout for XmlLayout {
                 let _ = writeln!(doc, "<times srtt=\"{us}\" rttvar=\"{us}\" to=\"{}\"/>", (us * 4).max(100_000));
             }
             doc.push_str("</host>\n");
+            if let Some(before) = self.prior.as_ref().and_then(|p| p.host(ip)) {
+                doc = super::xml_prior::merge_host(&doc, before);
+            }
             // One host at a time: the document is never whole in memory.
             out.write_all(doc.as_bytes())?;
             doc.clear();
@@ -189,7 +210,19 @@ impl Layout for XmlLayout {
         let end = s.end_secs();
         let timestr = ctime(end as i64);
         let elapsed = s.elapsed();
-        let summary = format!("moonscan done at {timestr}; {} scanned in {elapsed:.2} seconds", s.hosts_phrase());
+        let (up, total) = match &self.prior {
+            None => (s.host_count() as u64, s.hosts_total()),
+            Some(p) => {
+                let up = s.host_count() as u64 + prior_up;
+                (up, p.total().max(s.hosts_total()).max(up))
+            }
+        };
+        let phrase = format!(
+            "{total} IP address{} ({up} host{} up)",
+            if total == 1 { "" } else { "es" },
+            if up == 1 { "" } else { "s" }
+        );
+        let summary = format!("moonscan done at {timestr}; {phrase} scanned in {elapsed:.2} seconds");
         let _ = write!(
             doc,
             "<runstats><finished time=\"{}\" timestr=\"{}\" summary=\"{}\" elapsed=\"{elapsed:.2}\"",
@@ -203,7 +236,6 @@ impl Layout for XmlLayout {
             }
             None => doc.push_str(" exit=\"success\"/>"),
         }
-        let (up, total) = (s.host_count() as u64, s.hosts_total());
         let _ =
             write!(doc, "<hosts up=\"{up}\" down=\"{}\" total=\"{total}\"/>\n</runstats>\n</nmaprun>\n", total - up);
         out.write_all(doc.as_bytes())

@@ -137,7 +137,17 @@ impl TargetSpace {
     pub fn order_from(&self, seed: u64, segments: Vec<Segment>) -> ScanOrder {
         let perm = if self.sequential { Permutation::identity(self.len) } else { Permutation::new(self.len, seed) };
         let segs: Vec<Segment> = segments.into_iter().filter(|s| s.step > 0 && s.next < perm.len()).collect();
-        ScanOrder { space: self.clone(), perm, segs: segs.into(), cur: 0, next: 0, track: None }.rewound()
+        ScanOrder {
+            space: self.clone(),
+            perm,
+            segs: segs.into(),
+            cur: 0,
+            next: 0,
+            first: Arc::from([]),
+            first_at: 0,
+            track: None,
+        }
+        .rewound()
     }
 
     /// Number of pairs a shard visits in all.
@@ -170,10 +180,15 @@ impl Segment {
 }
 
 /// Where every part of a scan order has got to, readable while the scan
-/// runs and after it stops: what a resumed scan must still do.
+/// runs and after it stops: what a resumed scan must still do. An order
+/// that walks hosts (host discovery, then each host's ports) takes a host
+/// before it is done with it: the scan names the hosts a stop left
+/// unfinished ([`Progress::redo`]), and a resumed scan takes them again
+/// first.
 #[derive(Debug, Default)]
 pub struct Progress {
     parts: std::sync::Mutex<Vec<Arc<PartState>>>,
+    redo: std::sync::Mutex<Vec<IpAddr>>,
 }
 
 #[derive(Debug)]
@@ -181,6 +196,9 @@ struct PartState {
     segs: Arc<[Segment]>,
     cur: std::sync::atomic::AtomicUsize,
     next: std::sync::atomic::AtomicU64,
+    /// The part's hosts to take before its segments, and how many it took.
+    first: Arc<[IpAddr]>,
+    first_at: std::sync::atomic::AtomicUsize,
 }
 
 impl Progress {
@@ -200,6 +218,26 @@ impl Progress {
         }
         out
     }
+
+    /// A host taken from the order but left unfinished by a stop (its
+    /// discovery given up, or ports of it not probed).
+    pub fn redo(&self, ip: IpAddr) {
+        self.redo.lock().unwrap_or_else(|e| e.into_inner()).push(ip);
+    }
+
+    /// The hosts a resumed scan takes first: those named by [`Self::redo`]
+    /// and those of an order's own first hosts not yet taken, sorted, once
+    /// each.
+    pub fn hosts_to_redo(&self) -> Vec<IpAddr> {
+        use std::sync::atomic::Ordering::Acquire;
+        let mut out = self.redo.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for p in self.parts.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            out.extend(p.first.iter().skip(p.first_at.load(Acquire)));
+        }
+        out.sort_by_key(|ip| (ip.is_ipv6(), addrs::key(*ip)));
+        out.dedup();
+        out
+    }
 }
 
 /// The pairs of one shard in permuted order: one or more segments, walked
@@ -212,6 +250,10 @@ pub struct ScanOrder {
     /// The segment being walked and its next position.
     cur: usize,
     next: u64,
+    /// Hosts given before the segments (a resumed scan's unfinished ones),
+    /// each with the space's first port, and how many were taken.
+    first: Arc<[IpAddr]>,
+    first_at: usize,
     track: Option<(Arc<Progress>, Arc<PartState>)>,
 }
 
@@ -227,16 +269,31 @@ impl ScanOrder {
         &self.space
     }
 
+    /// Takes `hosts` (addresses of the space) first, before the segments:
+    /// what a resumed scan that walks hosts must take again.
+    pub fn with_first(mut self, hosts: Vec<IpAddr>) -> ScanOrder {
+        self.first = hosts.into();
+        self.first_at = 0;
+        self
+    }
+
+    /// The progress this order reports to, if tracked.
+    pub fn progress(&self) -> Option<Arc<Progress>> {
+        self.track.as_ref().map(|(p, _)| p.clone())
+    }
+
     /// Pairs still to come.
     pub fn remaining(&self) -> u64 {
         let len = self.perm.len();
-        self.segs
-            .iter()
-            .enumerate()
-            .skip(self.cur)
-            .map(|(i, s)| if i == self.cur { Segment { next: self.next, step: s.step } } else { *s })
-            .map(|s| s.remaining(len))
-            .sum()
+        (self.first.len() - self.first_at) as u64
+            + self
+                .segs
+                .iter()
+                .enumerate()
+                .skip(self.cur)
+                .map(|(i, s)| if i == self.cur { Segment { next: self.next, step: s.step } } else { *s })
+                .map(|s| s.remaining(len))
+                .sum::<u64>()
     }
 
     /// How many pairs this order has produced so far, counted within the
@@ -251,6 +308,8 @@ impl ScanOrder {
             segs: self.segs.clone(),
             cur: std::sync::atomic::AtomicUsize::new(self.cur),
             next: std::sync::atomic::AtomicU64::new(self.next),
+            first: self.first.clone(),
+            first_at: std::sync::atomic::AtomicUsize::new(self.first_at),
         });
         p.parts.lock().unwrap_or_else(|e| e.into_inner()).push(state.clone());
         self.track = Some((p.clone(), state));
@@ -282,7 +341,10 @@ impl ScanOrder {
                         step: s.step.saturating_mul(parts),
                     })
                     .collect();
-                let part = ScanOrder { segs: segs.into(), track: None, ..self.clone() }.rewound();
+                // The first hosts are dealt round-robin too.
+                let first: Vec<IpAddr> =
+                    self.first.iter().skip(self.first_at).skip(i as usize).step_by(parts as usize).copied().collect();
+                let part = ScanOrder { segs: segs.into(), track: None, ..self.clone() }.rewound().with_first(first);
                 match &progress {
                     Some(p) => part.tracked(p),
                     None => part,
@@ -296,6 +358,13 @@ impl Iterator for ScanOrder {
     type Item = (IpAddr, u16);
 
     fn next(&mut self) -> Option<(IpAddr, u16)> {
+        if let Some(&ip) = self.first.get(self.first_at) {
+            self.first_at += 1;
+            if let Some((_, st)) = &self.track {
+                st.first_at.store(self.first_at, std::sync::atomic::Ordering::Release);
+            }
+            return Some((ip, self.space.ports().first().copied().unwrap_or(0)));
+        }
         let len = self.perm.len();
         while self.next >= len {
             self.cur += 1;
@@ -393,6 +462,29 @@ mod tests {
         let head: Vec<_> = first.by_ref().take(10).collect();
         let tail: Vec<_> = space.order(3, shard, first.position()).collect();
         assert_eq!([head, tail].concat(), whole);
+    }
+
+    #[test]
+    fn hosts_to_redo_come_first_and_are_kept_until_taken() {
+        let hosts = TargetSpace::new(&set(&["198.19.0.0/28"]), &AddrSet::default(), vec![0]).unwrap();
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let redo = vec![ip("198.19.0.3"), ip("198.19.0.9"), ip("198.19.0.12")];
+        let progress = Arc::new(Progress::default());
+        let order = hosts.order_from(4, vec![Segment { next: 0, step: 2 }]).with_first(redo.clone());
+        assert_eq!(order.remaining(), 3 + 8);
+        let mut parts = order.tracked(&progress).split(2);
+        // Dealt round-robin, before each part's segments.
+        assert_eq!(parts[0].next(), Some((redo[0], 0)));
+        assert_eq!(parts[1].next(), Some((redo[1], 0)));
+        // Not yet taken: still to redo, with what the scan names.
+        progress.redo(ip("198.19.0.15"));
+        progress.redo(ip("198.19.0.3"));
+        assert_eq!(progress.hosts_to_redo(), [ip("198.19.0.3"), redo[2], ip("198.19.0.15")]);
+        assert_eq!(parts[0].next(), Some((redo[2], 0)));
+        assert_eq!(progress.hosts_to_redo(), [ip("198.19.0.3"), ip("198.19.0.15")]);
+        // Then the segments, each position once.
+        let rest: HashSet<_> = parts.into_iter().flatten().collect();
+        assert_eq!(rest.len(), 8);
     }
 
     #[test]

@@ -290,6 +290,14 @@ impl<'a> LiveFeed<'a> {
     }
 }
 
+impl LiveFeed<'_> {
+    /// The hosts with ports not yet taken (after a stop: what a resumed
+    /// scan must take again).
+    pub fn unfinished(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.hosts.iter().map(|h| h.ip)
+    }
+}
+
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 {
         a

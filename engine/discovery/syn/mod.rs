@@ -346,6 +346,8 @@ fn drive(
         }
         ok
     };
+    // Where a stop's unfinished hosts go (an order that walks hosts).
+    let progress = order.progress().filter(|_| shared.hosts.is_some_and(|h| h.plan.is_some()));
     let mut m = match shared.hosts {
         None => {
             let seen = Seen::for_space(order.space());
@@ -424,8 +426,12 @@ fn drive(
     // A host decided: reported, counted, and if up its ports go to the port scan.
     let stopped = std::cell::Cell::new(false);
     let host = |m: &mut Machine<Targets>, v: HostVerdict| {
-        // A stop gives up the probes still out: their silence says nothing.
+        // A stop gives up the probes still out: their silence says
+        // nothing, and a resumed scan asks the host again.
         if !v.up && stopped.get() {
+            if let Some(p) = &progress {
+                p.redo(v.ip);
+            }
             return;
         }
         if !quiet {
@@ -554,6 +560,10 @@ fn drive(
         publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
         pace_report(&shared.found.ctx, pacer, worker == 0, &mut published.pace, now);
         if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
+            // Hosts found up with ports the stop left unprobed.
+            if let (true, Some(p), Targets::Live(f)) = (interrupted, &progress, m.source()) {
+                f.unfinished().for_each(|ip| p.redo(ip));
+            }
             break;
         }
         let mut wake = m.next_wakeup(now);

@@ -1,0 +1,233 @@
+//! A resumed scan's `-oX`: the hosts of the interrupted part, read back
+//! from its document, so that both parts make one report.
+//!
+//! In: the text of the first part's XML and the hosts the resumed part
+//! scans again whole (`--resume`'s unfinished hosts). Out: a [`Prior`]
+//! whose `<host>` elements the resumed part's document writes before its
+//! own, counted in its `<runstats>`; a host both parts scanned (a `-Pn`
+//! scan walks `(address, port)` pairs, so one host's ports can fall on
+//! either side) becomes one element, with the ports and `<extraports>` of
+//! both ([`merge_host`]).
+//!
+//! What always holds: only a whole moonscan document is read (a killed
+//! scan leaves its head alone, and then there is no prior part: the
+//! caller keeps the parts apart); the elements are taken as moonscan wrote
+//! them, escaped, so no text inside them starts an element.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+/// The hosts of an earlier part of the scan.
+#[derive(Clone, Debug, Default)]
+pub struct Prior {
+    /// Each host's address and `<host>...</host>\n` element.
+    hosts: Vec<(IpAddr, String)>,
+    /// The addresses the whole scan planned (the first part's `total`).
+    total: u64,
+}
+
+impl Prior {
+    /// The hosts of a whole moonscan XML document, less those in `redo`;
+    /// `None` when `doc` is not one (not moonscan's, or cut short).
+    pub fn read(doc: &str, redo: &[IpAddr]) -> Option<Prior> {
+        if !doc.contains("<nmaprun scanner=\"moonscan\"") || !doc.trim_end().ends_with("</nmaprun>") {
+            return None;
+        }
+        let redo: HashSet<&IpAddr> = redo.iter().collect();
+        let runstats = doc.rfind("<runstats>")?;
+        let total = attr(&doc[runstats..], "<hosts ", "total")?.parse().ok()?;
+        let mut hosts = Vec::new();
+        let mut rest = &doc[..runstats];
+        while let Some(at) = find_element(rest, "host") {
+            let end = rest[at..].find("</host>\n")? + at + "</host>\n".len();
+            let element = &rest[at..end];
+            let ip: IpAddr = attr(element, "<address ", "addr")?.parse().ok()?;
+            if !redo.contains(&ip) {
+                hosts.push((ip, element.to_string()));
+            }
+            rest = &rest[end..];
+        }
+        Some(Prior { hosts, total })
+    }
+
+    /// Hosts read.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
+    /// The first part's element of `ip`, if it has one.
+    pub fn host(&self, ip: IpAddr) -> Option<&str> {
+        self.hosts.iter().find(|(h, _)| *h == ip).map(|(_, e)| e.as_str())
+    }
+
+    /// The elements of the hosts not in `also` (those the resumed part
+    /// writes itself, merged), with how many of them are up.
+    pub fn others<'a>(&'a self, also: &'a HashSet<IpAddr>) -> (impl Iterator<Item = &'a str> + 'a, u64) {
+        let up = self.hosts.iter().filter(|(ip, e)| !also.contains(ip) && e.contains("<status state=\"up\"")).count();
+        (self.hosts.iter().filter(move |(ip, _)| !also.contains(ip)).map(|(_, e)| e.as_str()), up as u64)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+}
+
+/// Where the next `<name` element starts in `s` (not `<hostnames`).
+fn find_element(s: &str, name: &str) -> Option<usize> {
+    let open = format!("<{name}");
+    let mut from = 0;
+    while let Some(i) = s[from..].find(&open) {
+        let at = from + i;
+        match s.as_bytes().get(at + open.len()) {
+            Some(b' ' | b'>' | b'/') => return Some(at),
+            _ => from = at + open.len(),
+        }
+    }
+    None
+}
+
+/// The value of `name` in the first tag of `s` that starts with `tag`.
+fn attr<'a>(s: &'a str, tag: &str, name: &str) -> Option<&'a str> {
+    let t = s.find(tag)?;
+    let close = s[t..].find('>')? + t;
+    let key = format!(" {name}=\"");
+    let k = s[t..close].find(&key)? + t + key.len();
+    let end = s[k..].find('"')? + k;
+    Some(&s[k..end])
+}
+
+/// Every element `<name ...>...</name>\n` (or `<name .../>`) in `s`.
+fn elements<'a>(s: &'a str, name: &str) -> Vec<&'a str> {
+    let (mut out, mut rest) = (Vec::new(), s);
+    let close = format!("</{name}>");
+    while let Some(at) = find_element(rest, name) {
+        let tag_end = match rest[at..].find('>') {
+            Some(i) => at + i,
+            None => break,
+        };
+        let end = if rest.as_bytes()[tag_end - 1] == b'/' {
+            tag_end + 1
+        } else {
+            match rest[at..].find(&close) {
+                Some(i) => at + i + close.len(),
+                None => break,
+            }
+        };
+        let end = if rest[end..].starts_with('\n') { end + 1 } else { end };
+        out.push(&rest[at..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// `own` (a host's element from the resumed part) with the `<port>` and
+/// `<extraports>` elements of `prior` (the same host's from the first
+/// part) added: ports listed once each, by number within each protocol;
+/// extraports of one state summed, their reasons kept.
+pub fn merge_host(own: &str, prior: &str) -> String {
+    let ports_of = |s: &str| -> Vec<String> { elements(s, "port").into_iter().map(str::to_string).collect() };
+    let mut ports = ports_of(own);
+    let have: HashSet<(String, String)> = ports.iter().filter_map(|p| port_key(p)).collect();
+    ports.extend(ports_of(prior).into_iter().filter(|p| port_key(p).is_none_or(|k| !have.contains(&k))));
+    ports.sort_by_key(|p| {
+        let (proto, id) = port_key(p).unwrap_or_default();
+        (proto != "tcp", id.parse::<u32>().unwrap_or(0))
+    });
+    // Extraports by state, own first.
+    let mut extra: Vec<(String, u64, String)> = Vec::new();
+    for e in elements(own, "extraports").into_iter().chain(elements(prior, "extraports")) {
+        let state = attr(e, "<extraports", "state").unwrap_or("").to_string();
+        let count: u64 = attr(e, "<extraports", "count").and_then(|c| c.parse().ok()).unwrap_or(0);
+        let reasons: String = elements(e, "extrareasons").concat();
+        match extra.iter_mut().find(|(s, _, _)| *s == state) {
+            Some(x) => {
+                x.1 += count;
+                x.2.push_str(&reasons);
+            }
+            None => extra.push((state, count, reasons)),
+        }
+    }
+    let mut block = String::from("<ports>");
+    for (state, count, reasons) in &extra {
+        let _ = write!(block, "<extraports state=\"{state}\" count=\"{count}\">\n{reasons}</extraports>\n");
+    }
+    block.extend(ports);
+    block.push_str("</ports>\n");
+    // In place of own's <ports>, or where it would stand.
+    match (own.find("<ports>"), own.find("</ports>\n")) {
+        (Some(a), Some(b)) => format!("{}{block}{}", &own[..a], &own[b + "</ports>\n".len()..]),
+        _ => {
+            let at = ["<hostscript>", "<times ", "</host>"].iter().find_map(|t| own.find(t)).unwrap_or(own.len());
+            format!("{}{block}{}", &own[..at], &own[at..])
+        }
+    }
+}
+
+/// A `<port>` element's protocol and number.
+fn port_key(p: &str) -> Option<(String, String)> {
+    Some((attr(p, "<port", "protocol")?.to_string(), attr(p, "<port", "portid")?.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOST_A: &str = "<host starttime=\"1\" endtime=\"2\"><status state=\"up\" reason=\"syn-ack\" reason_ttl=\"64\"/>\n\
+<address addr=\"198.18.0.2\" addrtype=\"ipv4\"/>\n<hostnames>\n</hostnames>\n\
+<ports><extraports state=\"closed\" count=\"2\">\n<extrareasons reason=\"reset\" count=\"2\" proto=\"tcp\"/>\n</extraports>\n\
+<port protocol=\"tcp\" portid=\"80\"><state state=\"open\" reason=\"syn-ack\" reason_ttl=\"64\"/><service name=\"http\" method=\"table\" conf=\"3\"/></port>\n\
+</ports>\n</host>\n";
+
+    fn doc(hosts: &str, total: u64, whole: bool) -> String {
+        let head = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<nmaprun scanner=\"moonscan\" args=\"x\">\n";
+        if !whole {
+            return head.to_string();
+        }
+        format!("{head}{hosts}<runstats><finished time=\"3\"/><hosts up=\"1\" down=\"0\" total=\"{total}\"/>\n</runstats>\n</nmaprun>\n")
+    }
+
+    #[test]
+    fn a_whole_document_gives_its_hosts_and_a_cut_one_nothing() {
+        let other = HOST_A.replace("198.18.0.2", "198.18.0.3").replace("state=\"up\"", "state=\"down\"");
+        let text = doc(&format!("{HOST_A}{other}"), 9, true);
+        let p = Prior::read(&text, &[]).unwrap();
+        assert_eq!((p.len(), p.total()), (2, 9));
+        assert_eq!(p.host("198.18.0.2".parse().unwrap()), Some(HOST_A));
+        let none = HashSet::new();
+        let (all, up) = p.others(&none);
+        assert_eq!((all.count(), up), (2, 1));
+        // The hosts to redo are left out; a cut document is no prior part.
+        let p = Prior::read(&text, &["198.18.0.2".parse().unwrap()]).unwrap();
+        assert_eq!(p.len(), 1);
+        assert!(Prior::read(&doc(HOST_A, 9, false), &[]).is_none());
+        assert!(Prior::read("<nmaprun scanner=\"nmap\"></nmaprun>", &[]).is_none());
+    }
+
+    #[test]
+    fn one_hosts_two_parts_become_one_element() {
+        let own = HOST_A
+            .replace("portid=\"80\"", "portid=\"443\"")
+            .replace("count=\"2\"", "count=\"5\"")
+            .replace("<ports>", "<ports><extraports state=\"filtered\" count=\"1\">\n<extrareasons reason=\"no-response\" count=\"1\" proto=\"tcp\"/>\n</extraports>\n");
+        let merged = merge_host(&own, HOST_A);
+        assert_eq!(merged.matches("<ports>").count(), 1, "{merged}");
+        let p80 = merged.find("portid=\"80\"").unwrap();
+        let p443 = merged.find("portid=\"443\"").unwrap();
+        assert!(p80 < p443, "ports by number: {merged}");
+        assert!(merged.contains("<extraports state=\"closed\" count=\"7\">"), "{merged}");
+        assert!(merged.contains("<extraports state=\"filtered\" count=\"1\">"), "{merged}");
+        assert_eq!(merged.matches("<extrareasons reason=\"reset\"").count(), 2, "{merged}");
+        assert!(merged.starts_with("<host starttime") && merged.ends_with("</ports>\n</host>\n"), "{merged}");
+        // A port both parts list is listed once.
+        assert_eq!(merge_host(HOST_A, HOST_A).matches("portid=\"80\"").count(), 1);
+        // Own without ports: the prior part's go before </host>.
+        let bare = "<host><status state=\"up\" reason=\"x\" reason_ttl=\"0\"/>\n<address addr=\"198.18.0.2\" addrtype=\"ipv4\"/>\n</host>\n";
+        let m = merge_host(bare, HOST_A);
+        assert!(m.contains("portid=\"80\"") && m.ends_with("</ports>\n</host>\n"), "{m}");
+    }
+}
