@@ -40,6 +40,8 @@ if ! command -v cargo >/dev/null; then
     [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
+# cargo-deb builds the Debian package the tests unpack and run (tests/installed.rs).
+command -v cargo-deb >/dev/null || cargo install -q cargo-deb --locked --version 3.8.0
 
 # From PyPI only, in a virtualenv of their own (Debian's Python refuses pip
 # installs, PEP 668): nmaptocsv reads moonscan's -oN and -oX and jsonschema
