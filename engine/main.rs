@@ -192,8 +192,8 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
                 match &prior {
                     Some(_) => replace.push((resumed, path.clone())),
                     None => moonscan::tell!(
-                        "moonscan: note: {} is not a whole report (the scan was killed?); the resumed scan's XML goes \
-                         to {}, and the whole scan is in its -oJ and --db outputs",
+                        "moonscan: note: {} is not a whole moonscan report (cut off by a kill, unreadable or edited), \
+                         so the resumed scan's XML goes beside it, to {}; -oJ and --db, when given, hold both parts",
                         path.display(),
                         resumed.display()
                     ),
@@ -273,7 +273,9 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
         }
     }
     for (whole, first) in &replace {
-        if let Err(e) = std::fs::rename(whole, first) {
+        // On disk before it takes the first part's place.
+        let synced = File::open(whole).and_then(|f| f.sync_all());
+        if let Err(e) = synced.and_then(|()| std::fs::rename(whole, first)) {
             moonscan::tell!(
                 "moonscan: the whole scan's XML is in {} ({} is its first part): {e}",
                 whole.display(),
@@ -291,8 +293,14 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     } else if end.interrupted {
         let (left, hosts) = (order.remaining(space_len), order.hosts_to_redo());
         if !left.is_empty() || !hosts.is_empty() {
-            let file =
-                cli::resume::ResumeFile { moonscan_resume: 1, args: argv, seed, space_len, segments: left, hosts };
+            let file = cli::resume::ResumeFile {
+                moonscan_resume: cli::resume::VERSION,
+                args: argv,
+                seed,
+                space_len,
+                segments: left,
+                hosts,
+            };
             // A resumed scan interrupted again updates its own resume file.
             let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();

@@ -174,7 +174,13 @@ pub(crate) async fn run(
     let planned = if cfg.list_only {
         0
     } else if let (true, Some(d)) = (ping_only, &cfg.discovery) {
-        hosts_space.shard_len(cfg.shard) * d.probes.len() as u64
+        let hosts = match &cfg.resume {
+            Some(segs) => {
+                segs.iter().map(|s| s.remaining(hosts_space.len())).sum::<u64>() + cfg.resume_hosts.len() as u64
+            }
+            None => hosts_space.shard_len(cfg.shard),
+        };
+        hosts * d.probes.len() as u64
     } else {
         let tcp: u64 = match &cfg.resume {
             // Hosts left, each with all its ports.

@@ -4,10 +4,11 @@
 -- key, each stopping once the server has shown its key in the key
 -- exchange); this plugin only lays them out. nmap's `ssh_hostkey` argument
 -- chooses the forms, several separated by spaces: `md5` (the default; `hex`
--- is the same), `sha256`, `bubble` (Bubble Babble of the SHA-1),
--- `visual` (OpenSSH's random art), `full` (the key itself; also at -vv or
--- -v with the plugin named) and `all`. Like nmap 7.93, the MD5 is printed
--- as plain hex.
+-- is the same), `sha256`, `bubble` (Bubble Babble of the SHA-1, as
+-- `ssh-keygen -B`), `visual` (OpenSSH's random art of the MD5, the board
+-- of `ssh-keygen -lv -E md5` in nmap's frame), `full` (the key itself;
+-- also at -vv, or -v with the plugin named) and `all`. Like nmap 7.93,
+-- the MD5 is printed as plain hex.
 
 -- nmap's name for each kind of key.
 local KIND = {
@@ -21,13 +22,14 @@ local KIND = {
 
 local FORM = { md5 = 1, hex = 1, sha256 = 2, bubble = 4, visual = 8, full = 16, all = 31 }
 
--- The bit set of the forms `arg` names (md5 when it names none).
+-- The bit set of the forms `arg` names (md5 when it names none it knows,
+-- as an empty or misspelt argument: nmap prints nothing then).
 local function forms(arg)
   local set = 0
   for word in (arg or "md5"):gmatch("%w+") do
     set = bit32.bor(set, FORM[word] or 0)
   end
-  return set
+  return set == 0 and FORM.md5 or set
 end
 
 local function bytes(hex)

@@ -334,4 +334,10 @@ fn ssh_hostkey_prints_every_form_nmap_prints() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let plain = results(&evs, "ssh-hostkey")[0]["output"].as_str().unwrap().to_string();
     assert!(!plain.contains("SHA256:") && !plain.contains("+--[") && plain.lines().count() == 4, "{plain:?}");
+    // A form it does not know (a typo) or none: the default, not blank lines.
+    for arg in ["ssh_hostkey=fulll", "ssh_hostkey="] {
+        let (out, evs) = lab_scan(&["-n", "-Pn", "-p", "22", "--script", "ssh-hostkey", "--script-args", arg, TARGET]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(results(&evs, "ssh-hostkey")[0]["output"].as_str(), Some(plain.as_str()), "{arg}");
+    }
 }

@@ -25,6 +25,9 @@ use moonscan::targets::Segment;
 use moonscan::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 
+/// The version of the resume files this moonscan writes.
+pub const VERSION: u32 = 2;
+
 /// The default resume file, in the current folder.
 pub const DEFAULT: &str = "moonscan.resume";
 
@@ -51,16 +54,20 @@ const MAX_FILE: u64 = 16 << 20;
 /// Most segments a resume file may list (a scan writes one per probe driver,
 /// and a resumed scan's drivers split those again).
 pub const MAX_SEGMENTS: usize = 1024;
-/// Most unfinished hosts a resume file may list (what a scan leaves is
-/// bounded by its windows; the file itself by [`MAX_FILE`]).
+/// Most unfinished hosts a resume file may list: more than a scan leaves
+/// (each sender holds at most 8,192 hosts found up, with up to 16 senders,
+/// plus the hosts its discovery window has asked); the file itself is
+/// bounded by [`MAX_FILE`].
 pub const MAX_HOSTS: usize = 1 << 18;
 
 pub fn load(path: &Path) -> Result<ResumeFile> {
     let text = moonscan::files::read_text_capped(path, MAX_FILE, "--resume")?;
-    let f: ResumeFile =
+    let mut f: ResumeFile =
         serde_json::from_str(&text).map_err(|e| bad(path, format!("not a moonscan resume file: {e}")))?;
-    if f.moonscan_resume != 1 {
-        return Err(bad(path, format!("resume file version {} is not 1", f.moonscan_resume)));
+    // Version 2 (with host discovery, the order walks hosts, and `hosts`
+    // lists the unfinished ones); version 1 files are -Pn scans'.
+    if !(1..=VERSION).contains(&f.moonscan_resume) {
+        return Err(bad(path, format!("resume file version {} is not 1 or {VERSION}", f.moonscan_resume)));
     }
     if f.args.is_empty() || f.args.iter().any(|a| a == "--resume") {
         return Err(bad(path, "its command line is empty or itself a --resume"));
@@ -69,6 +76,8 @@ pub fn load(path: &Path) -> Result<ResumeFile> {
     if f.hosts.len() > MAX_HOSTS {
         return Err(bad(path, format!("{} hosts to redo; a resume file lists at most {MAX_HOSTS}", f.hosts.len())));
     }
+    f.hosts.sort_by_key(|ip| (ip.is_ipv6(), moonscan::targets::addrs::key(*ip)));
+    f.hosts.dedup();
     Ok(f)
 }
 
@@ -209,6 +218,21 @@ mod tests {
         f.args.push("--resume".into());
         save(&path, &f).unwrap();
         assert!(load(&path).unwrap_err().to_string().contains("itself a --resume"));
+
+        // Hosts to redo: read once each, in address order; at most MAX_HOSTS.
+        let ip = |s: &str| -> std::net::IpAddr { s.parse().unwrap() };
+        let mut f = sample();
+        f.moonscan_resume = 2;
+        f.hosts = vec![ip("2001:2::1"), ip("198.18.0.3"), ip("198.18.0.2"), ip("198.18.0.3")];
+        save(&path, &f).unwrap();
+        assert_eq!(load(&path).unwrap().hosts, [ip("198.18.0.2"), ip("198.18.0.3"), ip("2001:2::1")]);
+        f.hosts = vec![ip("198.18.0.2"); MAX_HOSTS + 1];
+        save(&path, &f).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("a resume file lists at most 262144"));
+        f.hosts.clear();
+        f.moonscan_resume = 3;
+        save(&path, &f).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("version 3"));
 
         // Larger than 16 MiB: refused without reading it whole.
         std::fs::File::create(&path).unwrap().set_len((16 << 20) + 1).unwrap();

@@ -200,8 +200,8 @@ impl Layout for XmlLayout {
                 let _ = writeln!(doc, "<times srtt=\"{us}\" rttvar=\"{us}\" to=\"{}\"/>", (us * 4).max(100_000));
             }
             doc.push_str("</host>\n");
-            if let Some(before) = self.prior.as_ref().and_then(|p| p.host(ip)) {
-                doc = super::xml_prior::merge_host(&doc, before);
+            if let Some(p) = &self.prior {
+                doc = p.whole(ip, std::mem::take(&mut doc));
             }
             // One host at a time: the document is never whole in memory.
             out.write_all(doc.as_bytes())?;

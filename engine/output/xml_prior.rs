@@ -4,17 +4,21 @@
 //! In: the text of the first part's XML and the hosts the resumed part
 //! scans again whole (`--resume`'s unfinished hosts). Out: a [`Prior`]
 //! whose `<host>` elements the resumed part's document writes before its
-//! own, counted in its `<runstats>`; a host both parts scanned (a `-Pn`
-//! scan walks `(address, port)` pairs, so one host's ports can fall on
-//! either side) becomes one element, with the ports and `<extraports>` of
-//! both ([`merge_host`]).
+//! own, counted in its `<runstats>`. A host both parts wrote becomes one
+//! element: the resumed part's alone for a host it scanned again whole,
+//! else (a `-Pn` scan walks `(address, port)` pairs, so one host's ports
+//! can fall on either side) one with the ports, `<extraports>` and host
+//! scripts of both ([`merge_host`]). A host to redo that the resumed part
+//! does not write (it no longer answered) keeps its first element.
 //!
 //! What always holds: only a whole moonscan document is read (a killed
 //! scan leaves its head alone, and then there is no prior part: the
-//! caller keeps the parts apart); the elements are taken as moonscan wrote
-//! them, escaped, so no text inside them starts an element.
+//! caller keeps the parts apart), whose `<host>` elements each end before
+//! the next starts and hold no document-level tag; the elements are taken
+//! as moonscan wrote them, escaped, so no text inside them starts an
+//! element. Looking a host up costs one hash lookup.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
@@ -23,32 +27,44 @@ use std::net::IpAddr;
 pub struct Prior {
     /// Each host's address and `<host>...</host>\n` element.
     hosts: Vec<(IpAddr, String)>,
+    /// Where each address is in `hosts`.
+    index: HashMap<IpAddr, usize>,
+    /// The hosts the resumed part scans again whole.
+    redo: HashSet<IpAddr>,
     /// The addresses the whole scan planned (the first part's `total`).
     total: u64,
 }
 
 impl Prior {
-    /// The hosts of a whole moonscan XML document, less those in `redo`;
-    /// `None` when `doc` is not one (not moonscan's, or cut short).
+    /// The hosts of a whole moonscan XML document (`redo`: those the
+    /// resumed part scans again whole); `None` when `doc` is not one (not
+    /// moonscan's, cut short, or edited out of shape).
     pub fn read(doc: &str, redo: &[IpAddr]) -> Option<Prior> {
         if !doc.contains("<nmaprun scanner=\"moonscan\"") || !doc.trim_end().ends_with("</nmaprun>") {
             return None;
         }
-        let redo: HashSet<&IpAddr> = redo.iter().collect();
         let runstats = doc.rfind("<runstats>")?;
         let total = attr(&doc[runstats..], "<hosts ", "total")?.parse().ok()?;
-        let mut hosts = Vec::new();
+        let mut prior = Prior { total, redo: redo.iter().copied().collect(), ..Prior::default() };
         let mut rest = &doc[..runstats];
         while let Some(at) = find_element(rest, "host") {
             let end = rest[at..].find("</host>\n")? + at + "</host>\n".len();
             let element = &rest[at..end];
-            let ip: IpAddr = attr(element, "<address ", "addr")?.parse().ok()?;
-            if !redo.contains(&ip) {
-                hosts.push((ip, element.to_string()));
+            // One host, closed before the next, nothing of the document's.
+            let inner = &element[1..];
+            if find_element(inner, "host").is_some()
+                || ["<nmaprun", "</nmaprun", "<runstats"].iter().any(|t| element.contains(t))
+            {
+                return None;
             }
+            let ip: IpAddr = attr(element, "<address ", "addr")?.parse().ok()?;
+            if prior.index.insert(ip, prior.hosts.len()).is_some() {
+                return None; // a host twice: not a document moonscan wrote
+            }
+            prior.hosts.push((ip, element.to_string()));
             rest = &rest[end..];
         }
-        Some(Prior { hosts, total })
+        Some(prior)
     }
 
     /// Hosts read.
@@ -62,7 +78,17 @@ impl Prior {
 
     /// The first part's element of `ip`, if it has one.
     pub fn host(&self, ip: IpAddr) -> Option<&str> {
-        self.hosts.iter().find(|(h, _)| *h == ip).map(|(_, e)| e.as_str())
+        self.index.get(&ip).map(|&i| self.hosts[i].1.as_str())
+    }
+
+    /// `own`, the resumed part's element of `ip`, as the whole scan's: the
+    /// same for a host scanned again whole or new, else merged with the
+    /// first part's.
+    pub fn whole(&self, ip: IpAddr, own: String) -> String {
+        match self.host(ip) {
+            Some(before) if !self.redo.contains(&ip) => merge_host(&own, before),
+            _ => own,
+        }
     }
 
     /// The elements of the hosts not in `also` (those the resumed part
@@ -146,7 +172,7 @@ pub fn merge_host(own: &str, prior: &str) -> String {
         let reasons: String = elements(e, "extrareasons").concat();
         match extra.iter_mut().find(|(s, _, _)| *s == state) {
             Some(x) => {
-                x.1 += count;
+                x.1 = x.1.saturating_add(count);
                 x.2.push_str(&reasons);
             }
             None => extra.push((state, count, reasons)),
@@ -159,12 +185,20 @@ pub fn merge_host(own: &str, prior: &str) -> String {
     block.extend(ports);
     block.push_str("</ports>\n");
     // In place of own's <ports>, or where it would stand.
-    match (own.find("<ports>"), own.find("</ports>\n")) {
-        (Some(a), Some(b)) => format!("{}{block}{}", &own[..a], &own[b + "</ports>\n".len()..]),
+    let merged = match (own.find("<ports>"), own.find("</ports>\n")) {
+        (Some(a), Some(b)) if a < b => format!("{}{block}{}", &own[..a], &own[b + "</ports>\n".len()..]),
         _ => {
             let at = ["<hostscript>", "<times ", "</host>"].iter().find_map(|t| own.find(t)).unwrap_or(own.len());
             format!("{}{block}{}", &own[..at], &own[at..])
         }
+    };
+    // The first part's host scripts, when the resumed part ran none.
+    match (merged.contains("<hostscript>"), elements(prior, "hostscript").first()) {
+        (false, Some(hs)) => {
+            let at = ["<times ", "</host>"].iter().find_map(|t| merged.find(t)).unwrap_or(merged.len());
+            format!("{}{hs}{}", &merged[..at], &merged[at..])
+        }
+        _ => merged,
     }
 }
 
@@ -201,11 +235,22 @@ mod tests {
         let none = HashSet::new();
         let (all, up) = p.others(&none);
         assert_eq!((all.count(), up), (2, 1));
-        // The hosts to redo are left out; a cut document is no prior part.
-        let p = Prior::read(&text, &["198.18.0.2".parse().unwrap()]).unwrap();
-        assert_eq!(p.len(), 1);
+        // A host to redo keeps its element until the resumed part writes
+        // its own, which then replaces it; another host's two are merged.
+        let a: IpAddr = "198.18.0.2".parse().unwrap();
+        let own = HOST_A.replace("portid=\"80\"", "portid=\"443\"");
+        assert_eq!(Prior::read(&text, &[]).unwrap().whole(a, own.clone()).matches("<port ").count(), 2);
+        let p = Prior::read(&text, &[a]).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p.whole(a, own.clone()), own);
+        // Not whole, not moonscan's, or out of shape: no prior part.
         assert!(Prior::read(&doc(HOST_A, 9, false), &[]).is_none());
         assert!(Prior::read("<nmaprun scanner=\"nmap\"></nmaprun>", &[]).is_none());
+        assert!(Prior::read(&doc(&format!("{HOST_A}{HOST_A}"), 9, true), &[]).is_none(), "a host twice");
+        let nested = HOST_A.replace("<hostnames>", "<host><hostnames>");
+        assert!(Prior::read(&doc(&nested, 9, true), &[]).is_none(), "a host inside a host");
+        let bad = HOST_A.replace("<hostnames>", "</nmaprun><hostnames>");
+        assert!(Prior::read(&doc(&bad, 9, true), &[]).is_none());
     }
 
     #[test]
@@ -223,6 +268,11 @@ mod tests {
         assert!(merged.contains("<extraports state=\"filtered\" count=\"1\">"), "{merged}");
         assert_eq!(merged.matches("<extrareasons reason=\"reset\"").count(), 2, "{merged}");
         assert!(merged.starts_with("<host starttime") && merged.ends_with("</ports>\n</host>\n"), "{merged}");
+        // The first part's host scripts stay when the resumed part ran none.
+        let with_hs = HOST_A.replace("</host>", "<hostscript><script id=\"x\" output=\"y\"/></hostscript>\n</host>");
+        let m = merge_host(&own, &with_hs);
+        assert_eq!(m.matches("<hostscript>").count(), 1, "{m}");
+        assert!(m.find("</ports>").unwrap() < m.find("<hostscript>").unwrap(), "{m}");
         // A port both parts list is listed once.
         assert_eq!(merge_host(HOST_A, HOST_A).matches("portid=\"80\"").count(), 1);
         // Own without ports: the prior part's go before </host>.

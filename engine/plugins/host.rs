@@ -244,7 +244,8 @@ impl Vm {
             scan_output,
             patterns,
             tape: std::sync::OnceLock::new(),
-            user_agent: args.get(super::script_args::USER_AGENT).cloned(),
+            // A header value holds no line break (the builder refuses one).
+            user_agent: args.get(super::script_args::USER_AGENT).filter(|v| !v.contains(['\r', '\n'])).cloned(),
         });
         let requires = Requires {
             env_meta,

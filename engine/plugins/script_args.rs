@@ -59,46 +59,85 @@ const REFUSED_PREFIXES: &[(&str, &str)] = &[
 ];
 
 /// The `key=value` items of a `--script-args` text, as nmap splits them:
-/// at commas and line breaks outside quotes and braces; a value in double
-/// or single quotes loses them (and may hold commas: a browser's
-/// User-Agent), a `{...}` table stays as written; `#` starts a comment line
-/// (in a file). Errors name the bad item.
+/// at commas and line breaks outside quotes and braces. A value that
+/// starts with a double or single quote runs to the matching quote (and
+/// may hold commas: a browser's User-Agent) and loses them; a quote
+/// elsewhere is a character (`O'Reilly`). A value that starts with `{`
+/// is a table, kept as written up to its matching `}`. A line that starts
+/// with `#` is a comment (in a file). Errors name the bad item's key, never
+/// its value (values may be secrets).
 pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
-    let mut items = Vec::new();
-    let (mut depth, mut quote, mut start) = (0usize, None, 0usize);
-    for (i, c) in text.char_indices() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '{') => depth += 1,
-            (None, '}') => depth = depth.saturating_sub(1),
-            (None, ',' | '\n') if depth == 0 => {
-                items.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if let Some(q) = quote {
-        return Err(format!("'{}' has no closing {q}", text[start..].trim()));
-    }
-    items.push(&text[start..]);
     let mut out = Vec::new();
-    for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty() && !i.starts_with('#')) {
-        let (k, v) = item.split_once('=').unwrap_or((item, ""));
-        let (k, v) = (k.trim(), v.trim());
-        if k.is_empty() {
-            return Err(format!("'{item}' is not key=value"));
+    for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        let mut rest = line;
+        loop {
+            let (item, tail) = next_item(rest)?;
+            let item = item.trim();
+            if !item.is_empty() {
+                let (k, v) = item.split_once('=').unwrap_or((item, ""));
+                let (k, v) = (k.trim(), v.trim());
+                if k.is_empty() {
+                    return Err("an item has no key (key=value)".into());
+                }
+                let quoted = [('"', '"'), ('\'', '\'')]
+                    .iter()
+                    .find_map(|(a, b)| v.strip_prefix(*a).and_then(|v| v.strip_suffix(*b)))
+                    .filter(|_| v.len() >= 2);
+                out.push((k.to_string(), quoted.unwrap_or(v).to_string()));
+            }
+            match tail {
+                Some(t) => rest = t,
+                None => break,
+            }
         }
-        let unquoted = [('"', '"'), ('\'', '\'')]
-            .iter()
-            .find_map(|(a, b)| v.strip_prefix(*a).and_then(|v| v.strip_suffix(*b)))
-            .filter(|_| v.len() >= 2)
-            .unwrap_or(v);
-        out.push((k.to_string(), unquoted.to_string()));
     }
     Ok(out)
+}
+
+/// The first item of `s` (up to a comma outside a quoted or braced value)
+/// and what follows the comma, if one came.
+fn next_item(s: &str) -> Result<(&str, Option<&str>), String> {
+    let key = |upto: usize| s[..upto].split('=').next().unwrap_or("").trim().to_string();
+    let mut i = 0;
+    let bytes = s.as_bytes();
+    while i < bytes.len() {
+        match bytes[i] {
+            b',' => return Ok((&s[..i], Some(&s[i + 1..]))),
+            b'=' => {
+                // A value: quoted or braced when it starts so.
+                let start = i + 1 + (s[i + 1..].len() - s[i + 1..].trim_start().len());
+                match bytes.get(start) {
+                    Some(&q @ (b'"' | b'\'')) => match s[start + 1..].find(q as char) {
+                        Some(end) => i = start + 1 + end + 1,
+                        None => return Err(format!("the value of {} has no closing {}", key(i), q as char)),
+                    },
+                    Some(b'{') => {
+                        let mut depth = 0usize;
+                        let mut j = start;
+                        loop {
+                            match bytes.get(j) {
+                                Some(b'{') => depth += 1,
+                                Some(b'}') => {
+                                    depth -= 1;
+                                    if depth == 0 {
+                                        break;
+                                    }
+                                }
+                                Some(_) => {}
+                                None => return Err(format!("the value of {} has no closing }}", key(i))),
+                            }
+                            j += 1;
+                        }
+                        i = j + 1;
+                    }
+                    _ => i += 1,
+                }
+                continue;
+            }
+            _ => i += 1,
+        }
+    }
+    Ok((s, None))
 }
 
 /// What the engine makes of `key` when no selected plugin declares it.
@@ -129,11 +168,18 @@ mod tests {
             pairs(r#"http.useragent="Mozilla/5.0 (KHTML, like Gecko)",x='1,2'"#),
             [p("http.useragent", "Mozilla/5.0 (KHTML, like Gecko)"), p("x", "1,2")]
         );
-        assert_eq!(pairs("t={a,b},u=1\n# note\nv=2"), [p("t", "{a,b}"), p("u", "1"), p("v", "2")]);
-        // A lone quote is a value, not an opening.
-        assert_eq!(pairs("q=\"\"").len(), 1);
-        assert!(parse("a=\"open").unwrap_err().contains("no closing \""));
-        assert!(parse("=1").unwrap_err().contains("not key=value"));
+        assert_eq!(pairs("t={a,{b}},u=1\n# note, x=1\nv=2"), [p("t", "{a,{b}}"), p("u", "1"), p("v", "2")]);
+        assert_eq!(pairs("q=\"\""), [p("q", "")]);
+        // A quote or brace inside a value is a character; a comment line
+        // is skipped whole, apostrophes and commas included.
+        assert_eq!(pairs("ua=O'Reilly,b=x{y"), [p("ua", "O'Reilly"), p("b", "x{y")]);
+        assert_eq!(pairs("# don't, b=1\nc=2"), [p("c", "2")]);
+        // Errors name the key, never the value (it may be a secret).
+        let e = parse("pass=\"s3cret,user=x").unwrap_err();
+        assert!(e.contains("the value of pass has no closing \"") && !e.contains("s3cret"), "{e}");
+        let e = parse("a={x,b=2").unwrap_err();
+        assert!(e.contains("the value of a has no closing }"), "{e}");
+        assert!(parse("=1").unwrap_err().contains("no key"));
     }
 
     #[test]

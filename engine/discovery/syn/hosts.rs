@@ -221,6 +221,12 @@ impl<'a> Discovery<'a> {
         out.extend(self.decided.borrow_mut().drain(..));
     }
 
+    /// The hosts asked but not decided (after a stop: some of their probes
+    /// never went; a resumed scan asks them again).
+    pub fn unfinished(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.pending.keys().map(|&h| crate::targets::addrs::addr(h))
+    }
+
     /// The ARP/NDP requests sent so far, retries included (among the
     /// machine's probes sent).
     pub fn requests(&self) -> u64 {
@@ -291,6 +297,15 @@ impl<'a> LiveFeed<'a> {
 }
 
 impl LiveFeed<'_> {
+    /// Hosts with ports not yet taken.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
     /// The hosts with ports not yet taken (after a stop: what a resumed
     /// scan must take again).
     pub fn unfinished(&self) -> impl Iterator<Item = IpAddr> + '_ {

@@ -391,9 +391,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             }
         }
         // Held for their host's turn: resends are given up as above; new
-        // ones were never sent and are counted as such.
-        while let Some((_, k, resend)) = self.held.pop_front() {
-            if !resend || self.inflight.remove(&k).is_some() {
+        // ones were taken from the order (which will not give them again,
+        // to a resumed scan either) and go out now, their host's turn or not.
+        let held = std::mem::take(&mut self.held);
+        for (at, k, resend) in held {
+            if !resend {
+                self.held.push_back((at, k, resend));
+            } else if self.inflight.remove(&k).is_some() {
                 self.give_up(k);
             }
         }
@@ -698,7 +702,9 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// The next probe whose host may be probed now; probes whose host is not
     /// due go to `held` with the host's next turn reserved for them.
     fn next_due(&mut self, now: Instant, delay: Duration) -> Option<(Key, bool)> {
-        let due = |h: &(Instant, Key, bool)| h.0 <= now && self.host_ready.get(&h.1 .0).is_none_or(|&t| t <= now);
+        let due = |h: &(Instant, Key, bool)| {
+            self.stopping || (h.0 <= now && self.host_ready.get(&h.1 .0).is_none_or(|&t| t <= now))
+        };
         if let Some(at) = self.held.iter().position(due) {
             let (_, k, resend) = self.held.remove(at).expect("position is inside");
             return Some((k, resend));

@@ -345,6 +345,31 @@ fn held_probes_count_against_the_window() {
     assert_eq!(m.outstanding(), 2);
 }
 
+/// A stop sends the new probes held for their host's turn (taken from the
+/// order, they would be lost to a resumed scan) and gives up the held
+/// resends.
+#[test]
+fn a_stop_sends_the_new_probes_held_for_their_hosts_turn() {
+    let ip: IpAddr = "198.18.0.2".parse().unwrap();
+    let p = Pace { scan_delay: Some(Duration::from_secs(1)), timeout: Duration::from_millis(100), ..pace(0, 8) };
+    let t0 = Instant::now();
+    let mut m = Machine::new((1..=4).map(|port| (ip, port)), p, t0, Seen::set());
+    let mut out = Vec::new();
+    m.poll(t0, 16, &mut out);
+    assert_eq!(out.len(), 1, "one now, three held: {out:?}");
+    m.stop();
+    assert!(!m.is_done(), "held probes still to go");
+    m.poll(t0 + Duration::from_millis(1), 16, &mut out);
+    assert_eq!(out.len(), 4, "the held ones went at the stop: {out:?}");
+    let mut now = t0;
+    while !m.is_done() && now < t0 + Duration::from_secs(5) {
+        now += Duration::from_millis(50);
+        m.poll(now, 16, &mut out);
+    }
+    assert!(m.is_done());
+    assert_eq!((m.counts().sent, m.counts().filtered), (4, 4), "each sent once, then silent");
+}
+
 /// A stop gives up the probes waiting to be sent again, and says so
 /// as it would after their last try; without `report_silence` nothing
 /// is kept.

@@ -494,7 +494,11 @@ fn drive(
         pings.clear();
         if let Some(d) = &mut disc {
             // Discovery probes go first, under the same pace.
-            d.machine.poll(now, BATCH, &mut pings);
+            // Discovery waits while the port scan has MAX_LIVE hosts to go
+            // (nmap's host groups): what is held, and what a stop leaves
+            // to redo, stays bounded.
+            let room = if live_full(&mut m) { 0 } else { BATCH };
+            d.machine.poll(now, room, &mut pings);
             d.sent(&pings, now);
             d.take_decided(&mut decided);
             for v in decided.drain(..) {
@@ -560,14 +564,16 @@ fn drive(
         publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
         pace_report(&shared.found.ctx, pacer, worker == 0, &mut published.pace, now);
         if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
-            // Hosts found up with ports the stop left unprobed.
+            // Hosts found up with ports the stop left unprobed, and hosts
+            // asked but undecided (a stop between two of their probes).
             if let (true, Some(p), Targets::Live(f)) = (interrupted, &progress, m.source()) {
                 f.unfinished().for_each(|ip| p.redo(ip));
+                disc.iter().flat_map(|d| d.unfinished()).for_each(|ip| p.redo(ip));
             }
             break;
         }
         let mut wake = m.next_wakeup(now);
-        if let Some(d) = &disc {
+        if let Some(d) = disc.as_ref().filter(|_| !live_full(&mut m)) {
             let w = d.machine.next_wakeup(now);
             wake = match (wake, w) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -582,6 +588,14 @@ fn drive(
         }
     }
     Ok(interrupted)
+}
+
+/// Most hosts found up waiting in one sender's port scan before its
+/// discovery waits for them.
+const MAX_LIVE: usize = 8192;
+
+fn live_full(m: &mut Machine<Targets>) -> bool {
+    matches!(m.source(), Targets::Live(f) if f.len() >= MAX_LIVE)
 }
 
 /// The port scan's counts, with discovery's IP probes counted as sent
