@@ -50,15 +50,15 @@ fn bad(path: &Path, why: impl std::fmt::Display) -> Error {
 }
 
 /// Largest resume file read.
-const MAX_FILE: u64 = 16 << 20;
+const MAX_FILE: u64 = 128 << 20;
 /// Most segments a resume file may list (a scan writes one per probe driver,
 /// and a resumed scan's drivers split those again).
 pub const MAX_SEGMENTS: usize = 1024;
 /// Most unfinished hosts a resume file may list: more than a scan leaves
-/// (each sender holds at most 8,192 hosts found up, with up to 16 senders,
-/// plus the hosts its discovery window has asked); the file itself is
-/// bounded by [`MAX_FILE`].
-pub const MAX_HOSTS: usize = 1 << 18;
+/// (each sender holds at most 65,536 hosts found up, with up to 16
+/// senders, plus the hosts its discovery window has asked); the file
+/// itself is bounded by [`MAX_FILE`].
+pub const MAX_HOSTS: usize = 1 << 21;
 
 pub fn load(path: &Path) -> Result<ResumeFile> {
     let text = moonscan::files::read_text_capped(path, MAX_FILE, "--resume")?;
@@ -228,15 +228,16 @@ mod tests {
         assert_eq!(load(&path).unwrap().hosts, [ip("198.18.0.2"), ip("198.18.0.3"), ip("2001:2::1")]);
         f.hosts = vec![ip("198.18.0.2"); MAX_HOSTS + 1];
         save(&path, &f).unwrap();
-        assert!(load(&path).unwrap_err().to_string().contains("a resume file lists at most 262144"));
+        let refused = load(&path).unwrap_err().to_string();
+        assert!(refused.contains(&format!("a resume file lists at most {MAX_HOSTS}")), "{refused}");
         f.hosts.clear();
         f.moonscan_resume = 3;
         save(&path, &f).unwrap();
         assert!(load(&path).unwrap_err().to_string().contains("version 3"));
 
-        // Larger than 16 MiB: refused without reading it whole.
-        std::fs::File::create(&path).unwrap().set_len((16 << 20) + 1).unwrap();
-        assert!(load(&path).unwrap_err().to_string().contains("larger than 16777216 bytes"));
+        // Larger than 128 MiB: refused without reading it whole.
+        std::fs::File::create(&path).unwrap().set_len(MAX_FILE + 1).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("larger than 134217728 bytes"));
     }
 
     // Regression: an interrupted scan wrote moonscan.resume.tmp through a
