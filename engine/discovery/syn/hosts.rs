@@ -360,6 +360,42 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// A stop between two of a host's discovery probes leaves it undecided,
+    /// never down: it is among the unfinished, which a resumed scan asks
+    /// again.
+    #[test]
+    fn a_stop_between_a_hosts_probes_leaves_it_unfinished() {
+        use super::super::frame::Hop;
+        use super::super::machine::{Pace, Seen};
+        let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
+        let hop = Hop { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 9], src: ip("198.18.0.1") };
+        let links = Links::routed_for_tests(ip("198.51.100.7"), ip("198.51.100.7"), hop);
+        let addrs = crate::targets::AddrSet::from_ranges(vec![(key(ip("198.51.100.7")), key(ip("198.51.100.7")))]);
+        let hosts = crate::targets::TargetSpace::new(&addrs, &Default::default(), vec![0]).unwrap();
+        let plan = Arc::new(HostPlan::nmap_default());
+        assert!(plan.probes.len() > 1, "nmap's default asks a host several ways");
+        let feed = PingFeed::new(hosts.order(3, crate::targets::Shard::WHOLE, 0), &links, plan);
+        let pace = Pace { timeout: Duration::from_millis(100), retries: 0, window: 64, ..Pace::quiet() };
+        let t0 = Instant::now();
+        let mut d = Discovery::new(feed, |f| Machine::new(f, pace, t0, Seen::set()).report_silence());
+        let mut due = Vec::new();
+        d.machine.poll(t0, 1, &mut due);
+        d.sent(&due, t0);
+        assert_eq!(due.len(), 1, "one probe of the host's several: {due:?}");
+        d.machine.stop();
+        let mut decided = Vec::new();
+        let mut now = t0;
+        while !d.is_done() && now < t0 + Duration::from_secs(2) {
+            now += Duration::from_millis(10);
+            due.clear();
+            d.machine.poll(now, 16, &mut due);
+            assert!(due.is_empty(), "nothing more after the stop: {due:?}");
+            d.take_decided(&mut decided);
+        }
+        assert!(decided.is_empty(), "not called down: {decided:?}");
+        assert_eq!(d.unfinished().collect::<Vec<_>>(), [ip("198.51.100.7")]);
+    }
+
     /// On-link hosts are asked by ARP/NDP, one request each and no other
     /// probe; a host is up only at the answer to its own request, from the
     /// source asked, with the MAC it gives; the rest are down once their

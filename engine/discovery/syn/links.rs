@@ -356,6 +356,15 @@ fn source(r: &Route, opts: &LinkOptions) -> Result<IpAddr> {
 
 #[cfg(test)]
 impl Links {
+    /// Links on which every address from `lo` to `hi` is behind the
+    /// gateway of `hop`: for tests without a kernel.
+    pub(crate) fn routed_for_tests(lo: IpAddr, hi: IpAddr, hop: Hop) -> Links {
+        let mut links = Links::on_link_for_tests(lo, hi, hop);
+        links.blocks.values_mut().for_each(|b| *b = Block::All(hop));
+        links.on_link.clear();
+        links
+    }
+
     /// Links on which every address from `lo` to `hi` is on-link along
     /// `hop` (no MAC known yet): for tests without a kernel.
     pub(crate) fn on_link_for_tests(lo: IpAddr, hi: IpAddr, hop: Hop) -> Links {
