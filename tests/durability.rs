@@ -31,11 +31,21 @@ fn lines(path: &std::path::Path) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {l:?} does not parse: {e}"))).collect()
 }
 
+/// `moonscan --resume moonscan.resume` in `dir`, in the lab, to its end.
+fn resume_in(dir: &std::path::Path) -> std::process::Output {
+    Command::new("ip")
+        .args(["netns", "exec", "msscan"])
+        .arg(bin())
+        .args(["--resume", "moonscan.resume"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The addresses of the open ports in `evs`, once a port.
 fn open_hosts(evs: &[Value]) -> Vec<String> {
-    evs.iter()
-        .filter(|e| e["type"] == "port" && e["state"] == "open")
-        .map(|e| e["ip"].as_str().unwrap().to_string())
-        .collect()
+    open_pairs(evs).into_iter().map(|(ip, _)| ip).collect()
 }
 
 #[test]
@@ -106,14 +116,7 @@ fn an_interrupted_sweep_resumes_to_the_same_result() {
     let sent1 = end1["probes_sent"].as_u64().unwrap();
     assert!(sent1 > 5_000 && sent1 < 60_000, "interrupted halfway: {sent1} sent");
 
-    let second = Command::new("ip")
-        .args(["netns", "exec", "msscan"])
-        .arg(bin())
-        .args(["--resume", "moonscan.resume"])
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .output()
-        .unwrap();
+    let second = resume_in(dir.path());
     assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
     assert!(!resume_file.exists(), "a finished resume removes its file");
     let all = lines(&out);
@@ -232,14 +235,7 @@ fn an_interrupted_scan_resumes_to_one_whole_report_with_or_without_discovery() {
             }
         }
 
-        let second = Command::new("ip")
-            .args(["netns", "exec", "msscan"])
-            .arg(bin())
-            .args(["--resume", "moonscan.resume"])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .output()
-            .unwrap();
+        let second = resume_in(dir.path());
         assert_eq!(second.status.code(), Some(0), "{args:?}: {}", stderr(&second));
         assert!(!dir.path().join("moonscan.resume").exists());
         let all = lines(&json);
