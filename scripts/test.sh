@@ -40,7 +40,9 @@ if ! command -v cargo >/dev/null; then
     [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found (install Rust with rustup)" >&2; exit 1; }
-# cargo-deb builds the Debian package the tests unpack and run (tests/installed.rs).
+# cargo-deb builds the Debian package the tests unpack and run
+# (tests/installed.rs); cargo installs it where its own binaries go.
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 command -v cargo-deb >/dev/null || cargo install -q cargo-deb --locked --version 3.8.0
 
 # From PyPI only, in a virtualenv of their own (Debian's Python refuses pip
