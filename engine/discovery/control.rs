@@ -79,6 +79,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use crate::discovery::gates::Gates;
 use crate::discovery::TokenBucket;
 
 /// Which kind of probe: each has its own answer-ratio baseline.
@@ -130,6 +131,9 @@ pub enum Why {
     /// Answers slower than before: a queue building at the bottleneck
     /// (an epoch's mean round trip against the recent least, seconds).
     Queue { rtt: f64, least: f64 },
+    /// One host lost far more of its tries than the other hosts: a limit
+    /// of its own; `from`/`to` are that host's pace ([`super::gates`]).
+    Host { ip: std::net::IpAddr, loss: f64, others: f64 },
 }
 
 /// A slowdown in a line, as the -v notes and `scan_end` tell it.
@@ -142,6 +146,16 @@ pub fn describe(n: &Slowdown) -> String {
         ),
         Why::Queue { rtt, least } => {
             format!("round trips grew from {:.0} ms to {:.0} ms (a queue on the path)", least * 1e3, rtt * 1e3)
+        }
+        Why::Host { ip, loss, others } => {
+            return format!(
+                "at {:.2} s, {ip} {:.0} -> {:.0} probes/s: it lost {:.0} % of its tries where the other hosts lost {:.0} % (a limit of its own: its probes are paced apart)",
+                n.at,
+                n.from,
+                n.to,
+                loss * 100.0,
+                others * 100.0
+            );
         }
     };
     let floor = if n.floored { ", held at --min-rate" } else { "" };
@@ -303,6 +317,9 @@ pub struct Controller {
     notes: Vec<Slowdown>,
     /// Longest an answer is waited for before its epoch is judged without it.
     patience: Duration,
+    /// Hosts behind a limit of their own, paced apart inside the scan's
+    /// pace (TCP port probes only: UDP's ICMP limits have lanes).
+    gates: Gates,
 }
 
 impl Controller {
@@ -337,6 +354,7 @@ impl Controller {
             peak: rate,
             notes: Vec::new(),
             patience,
+            gates: Gates::default(),
         }
     }
 
@@ -363,6 +381,47 @@ impl Controller {
     /// than `cap` (`--max-retries`).
     pub fn retries(&self, base: u32, cap: u32) -> u32 {
         retries_for(self.lost_tries, self.answered_tries, base, cap)
+    }
+
+    /// Whether a first try to `host` may go now, its gate allowing (the
+    /// scan's token is taken already: given back when not); else when.
+    pub fn admit(&mut self, host: u128, now: Instant) -> Result<(), Instant> {
+        if !self.limits.adaptive {
+            return Ok(());
+        }
+        self.gates.admit(host, now).inspect_err(|_| self.give_back())
+    }
+
+    /// When `host`'s gate next lets a first try go (none: it has no gate).
+    pub fn gate_ready(&self, host: u128) -> Option<Instant> {
+        self.gates.ready_at(host)
+    }
+
+    /// Notes a port probe's try sent to `host` (a gated scan's: TCP).
+    pub fn on_send_to(&mut self, host: u128, now: Instant) {
+        if self.limits.adaptive {
+            self.gates.on_send(host, now);
+        }
+    }
+
+    /// Notes an answer from `host` (a gated scan's) to a probe first
+    /// sent at `first`, `lost` of its tries lost; `timeout` is the
+    /// host's probe timeout. A note when its pace was set or cut.
+    pub fn on_answer_from(&mut self, host: u128, first: Instant, lost: u32, timeout: Duration, now: Instant) {
+        if !self.limits.adaptive {
+            return;
+        }
+        if let Some(n) = self.gates.on_answer(host, first, lost, timeout, now) {
+            let at = now.saturating_duration_since(self.t0).as_secs_f64();
+            let why = Why::Host { ip: crate::targets::addrs::addr(n.host), loss: n.loss, others: n.others };
+            self.slowdowns += 1;
+            self.notes.push(Slowdown { at, from: n.from, to: n.to, why, floored: false });
+        }
+    }
+
+    /// Hosts paced apart now.
+    pub fn gated(&self) -> usize {
+        self.gates.gated()
     }
 
     /// Slowdowns since the last call.

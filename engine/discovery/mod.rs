@@ -10,6 +10,7 @@
 
 pub mod connect;
 pub mod control;
+pub mod gates;
 pub mod payloads;
 pub mod ping;
 pub mod rate;

@@ -17,6 +17,9 @@ pub struct TokenBucket {
     last: Instant,
 }
 
+/// A token short by less than this (a float's rounding) is a whole one.
+const ROUNDING: f64 = 1e-9;
+
 impl TokenBucket {
     /// A bucket for `rate` probes a second (must be positive and finite).
     pub fn new(rate: f64, now: Instant) -> TokenBucket {
@@ -29,7 +32,7 @@ impl TokenBucket {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = self.last.max(now);
         self.tokens = (self.tokens + dt * self.rate).min(self.burst);
-        if self.tokens >= 1.0 {
+        if self.tokens >= 1.0 - ROUNDING {
             self.tokens -= 1.0;
             Ok(())
         } else {
@@ -55,10 +58,12 @@ impl TokenBucket {
     pub fn ready_at(&self, now: Instant) -> Instant {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         let tokens = (self.tokens + dt * self.rate).min(self.burst);
-        if tokens >= 1.0 {
+        if tokens >= 1.0 - ROUNDING {
             now
         } else {
-            now + Duration::from_secs_f64((1.0 - tokens) / self.rate)
+            // Rounded up: at that instant `try_take` has its token (a
+            // caller that waits until then never finds it short and spins).
+            now + Duration::from_secs_f64((1.0 - tokens) / self.rate) + Duration::from_nanos(1)
         }
     }
 }
@@ -112,11 +117,15 @@ mod tests {
     fn a_new_rate_paces_from_then_on_and_ready_at_takes_nothing() {
         let t0 = Instant::now();
         let mut b = TokenBucket::new(10.0, t0);
+        // Within a nanosecond (rounded up, so a token is there then).
+        let near = |a: Instant, b: Instant| a >= b && a - b <= Duration::from_nanos(1);
         assert!(b.try_take(t0).is_ok());
-        assert_eq!(b.ready_at(t0), t0 + Duration::from_millis(100));
+        assert!(near(b.ready_at(t0), t0 + Duration::from_millis(100)));
         b.set_rate(1000.0);
-        assert_eq!(b.ready_at(t0), t0 + Duration::from_millis(1), "the new rate refills");
-        assert_eq!(b.ready_at(t0), t0 + Duration::from_millis(1), "asking takes no token");
+        assert!(near(b.ready_at(t0), t0 + Duration::from_millis(1)), "the new rate refills");
+        assert!(near(b.ready_at(t0), t0 + Duration::from_millis(1)), "asking takes no token");
+        let at = b.ready_at(t0);
+        assert!(b.clone().try_take(at).is_ok(), "a token is there when it says");
         let later = t0 + Duration::from_secs(1);
         let mut n = 0;
         while b.try_take(later).is_ok() {

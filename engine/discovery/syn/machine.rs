@@ -148,8 +148,9 @@ pub struct Machine<I> {
     /// the host's pace.
     lanes: Lanes,
     lanes_trim_at: usize,
-    /// Unanswered probes: how often each was sent, and when last.
-    inflight: HashMap<Key, (u32, Instant)>,
+    /// Unanswered probes: how often each was sent, when last, and when
+    /// first (a host's gate counts its tries by their first send).
+    inflight: HashMap<Key, (u32, Instant, Instant)>,
     /// (sent at, probe, which send) in sending order, which is also
     /// deadline order: every probe's deadline is its send time plus the
     /// timeout of the moment ([`Machine::timeout`]).
@@ -192,6 +193,11 @@ pub struct Machine<I> {
     /// stay within the window.
     host_ready: HashMap<u128, Instant>,
     held: VecDeque<(Instant, Key, bool)>,
+    /// The next target, taken from the order while its host's gate had
+    /// no turn for it: the order waits behind it (see [`crate::discovery::gates`]).
+    slot: Option<(IpAddr, u16)>,
+    /// Retries whose host's gate had no turn for them, in order.
+    gated: VecDeque<Key>,
 }
 
 impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
@@ -216,6 +222,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             keep_silent: false,
             host_ready: HashMap::new(),
             held: VecDeque::new(),
+            slot: None,
+            gated: VecDeque::new(),
             rtt: HashMap::new(),
             rtt_trim_at: RTT_HOSTS,
             losses: HashMap::new(),
@@ -350,6 +358,13 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.inflight.get(&(key(ip), port)).map_or(0, |e| e.0.saturating_sub(1).min(255) as u8)
     }
 
+    /// Whether its probes' hosts get gates of their own: TCP port scans
+    /// without a scan delay (UDP's ICMP limits have lanes; a scan delay
+    /// is the user's own per-host pace).
+    fn gating(&self) -> bool {
+        self.class == Class::Port && self.kind != ScanType::Udp && self.pace.scan_delay.is_none()
+    }
+
     /// The machine of another raw scan type (the default is SYN).
     pub fn for_scan(self, kind: ScanType) -> Machine<I> {
         Machine { kind, ..self }
@@ -385,7 +400,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 self.give_up((host, port));
             }
         }
-        while let Some(k) = self.resend.pop_front() {
+        while let Some(k) = self.resend.pop_front().or_else(|| self.gated.pop_front()) {
             if self.inflight.remove(&k).is_some() {
                 self.give_up(k);
             }
@@ -421,7 +436,10 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// True once every probe is answered or given up (or the scan was stopped
     /// and the last outstanding probe has timed out).
     pub fn is_done(&self) -> bool {
-        (self.stopping || (self.exhausted && !self.open_ended)) && self.inflight.is_empty() && self.held.is_empty()
+        (self.stopping || (self.exhausted && !self.open_ended))
+            && self.inflight.is_empty()
+            && self.held.is_empty()
+            && self.slot.is_none()
     }
 
     /// Takes a reply that passed [`Cookie::accepts`](super::Cookie::accepts), as come at the last poll.
@@ -435,7 +453,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     pub fn on_reply_at(&mut self, r: &Reply, now: Instant) -> Option<Verdict> {
         let k = (key(r.src), r.sport);
         let rtt = match self.inflight.get(&k) {
-            Some(&(nth, sent)) => self.tell_pacer(k, nth, sent, u32::from(r.attempt), now),
+            Some(&(nth, sent, first)) => self.tell_pacer(k, (nth, sent, first), u32::from(r.attempt), now),
             None => None,
         };
         let (state, reason) = match (r.icmp, self.kind) {
@@ -487,8 +505,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     pub fn answered_at(&mut self, ip: IpAddr, port: u16, now: Instant) -> bool {
         let k = (key(ip), port);
         match self.inflight.remove(&k) {
-            Some((nth, sent)) => {
-                self.tell_pacer(k, nth, sent, 0, now);
+            Some(sends) => {
+                self.tell_pacer(k, sends, 0, now);
                 true
             }
             None => false,
@@ -500,7 +518,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// round trip if it was sent once (Karn), and tells the pacer.
     /// Tells the pacer of an answer; returns its round trip when the
     /// probe went out once.
-    fn tell_pacer(&mut self, k: Key, nth: u32, sent: Instant, attempt: u32, now: Instant) -> Option<Duration> {
+    fn tell_pacer(&mut self, k: Key, sends: (u32, Instant, Instant), attempt: u32, now: Instant) -> Option<Duration> {
+        let (nth, sent, first) = sends;
         let rtt = (nth == 1).then(|| now.saturating_duration_since(sent));
         if let Some(r) = rtt {
             self.sample(k.0, r);
@@ -510,7 +529,14 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         let latest = attempt + 1 >= nth;
         let lost = if latest { nth - 1 } else { attempt };
         let a = Answer { class: self.class, sent, first: nth == 1, lost, rtt };
-        self.pacer.lock().on_answer(a, now);
+        let timeout = self.gating().then(|| self.timeout_of(k));
+        {
+            let mut pacer = self.pacer.lock();
+            pacer.on_answer(a, now);
+            if let Some(timeout) = timeout {
+                pacer.on_answer_from(k.0, first, lost, timeout, now);
+            }
+        }
         let host = self.losses.entry(k.0).or_default();
         host.0 = host.0.saturating_add(lost);
         host.1 = host.1.saturating_add(1);
@@ -614,12 +640,29 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.lanes.trim(now, |h| live.contains(&h));
             self.lanes_trim_at = RTT_HOSTS.max(2 * self.lanes.hosts());
         }
+        let gating = self.gating();
         while out.len() < max {
             // Resends of probes answered (or forgotten) meanwhile are dropped.
             while self.resend.front().is_some_and(|k| !self.inflight.contains_key(k)) {
                 self.resend.pop_front();
             }
-            let can_new = !self.stopping && !self.exhausted && self.inflight.len() < self.pace.window;
+            while self.gated.front().is_some_and(|k| !self.inflight.contains_key(k)) {
+                self.gated.pop_front();
+            }
+            // Retries that waited for their host's gate, first when it allows.
+            if let Some(&k) = self.gated.front() {
+                let mut pacer = self.pacer.lock();
+                if pacer.gate_ready(k.0).is_none_or(|t| t <= now) && pacer.try_take(now).is_ok() {
+                    drop(pacer);
+                    self.gated.pop_front();
+                    self.send_again(k, now, out);
+                    continue;
+                }
+            }
+            // A target waiting for its host's turn goes out on a stop too:
+            // taken from the order, it would be lost to a resumed scan.
+            let can_new =
+                self.slot.is_some() || (!self.stopping && !self.exhausted && self.inflight.len() < self.pace.window);
             if self.resend.is_empty() && !can_new {
                 break;
             }
@@ -627,23 +670,42 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                 break;
             }
             if let Some(k) = self.resend.pop_front() {
+                // A retry waits for its host's gate as a first try does
+                // (sent at once, a burst of them would be lost again), out
+                // of the way of other hosts' probes.
+                if gating && self.pacer.lock().admit(k.0, now).is_err() {
+                    self.gated.push_back(k);
+                    continue;
+                }
                 self.send_again(k, now, out);
                 continue;
             }
             // A target is taken from the order only with its token in hand
             // (a stop never drops one taken but not sent); an empty feed
             // gives the token back (another machine may share the bucket).
-            let Some((ip, port)) = self.targets.next() else {
+            let Some((ip, port)) = self.slot.take().or_else(|| self.targets.next()) else {
                 self.exhausted = true;
                 self.pacer.lock().give_back();
                 continue;
             };
             let k = (key(ip), port);
-            self.inflight.insert(k, (1, now));
+            {
+                let mut pacer = self.pacer.lock();
+                // Its host's gate has no turn for it: the order waits
+                // behind it (its token given back).
+                if gating && !self.stopping && pacer.admit(k.0, now).is_err() {
+                    self.slot = Some((ip, port));
+                    break;
+                }
+                pacer.on_send(self.class, true, now);
+                if gating {
+                    pacer.on_send_to(k.0, now);
+                }
+            }
+            self.inflight.insert(k, (1, now, now));
             self.timers.push_back((now, k, 1));
             self.counts.sent += 1;
             out.push((ip, port));
-            self.pacer.lock().on_send(self.class, true, now);
         }
         self.compact_timers();
     }
@@ -651,7 +713,8 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
     /// Sends probe `k` once more now, its token taken: false (and the
     /// token given back) if it is no longer outstanding.
     fn send_again(&mut self, k: Key, now: Instant, out: &mut Vec<(IpAddr, u16)>) -> bool {
-        let Some((nth, sent)) = self.inflight.get_mut(&k) else {
+        let gating = self.gating();
+        let Some((nth, sent, _)) = self.inflight.get_mut(&k) else {
             self.pacer.lock().give_back();
             return false;
         };
@@ -660,7 +723,11 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
         self.timers.push_back((now, k, *nth));
         self.counts.sent += 1;
         out.push((addr(k.0), k.1));
-        self.pacer.lock().on_send(self.class, false, now);
+        let mut pacer = self.pacer.lock();
+        pacer.on_send(self.class, false, now);
+        if gating {
+            pacer.on_send_to(k.0, now);
+        }
         true
     }
 
@@ -677,7 +744,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             self.host_ready.insert(k.0, now + delay);
             let nth = if resend {
                 match self.inflight.get_mut(&k) {
-                    Some((nth, sent)) => {
+                    Some((nth, sent, _)) => {
                         *nth += 1;
                         *sent = now;
                         *nth
@@ -685,7 +752,7 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
                     None => continue, // answered meanwhile
                 }
             } else {
-                self.inflight.insert(k, (1, now));
+                self.inflight.insert(k, (1, now, now));
                 1
             };
             self.timers.push_back((now, k, nth));
@@ -754,9 +821,20 @@ impl<I: Iterator<Item = (IpAddr, u16)>> Machine<I> {
             (a, b) => a.or(b),
         };
         let sendable = !self.resend.is_empty()
+            || self.slot.is_some()
             || (!self.stopping && !self.exhausted && self.inflight.len() + self.held.len() < self.pace.window);
         let pacer = self.pacer.lock();
-        let token = sendable.then(|| pacer.token_at(now));
+        let mut token = sendable.then(|| pacer.token_at(now));
+        // A target waiting for its host's gate, with nothing else to send.
+        if let Some((ip, _)) = self.slot.filter(|_| self.resend.is_empty() && !self.stopping) {
+            let gate = pacer.gate_ready(key(ip)).unwrap_or(now);
+            token = token.map(|t| t.max(gate));
+        }
+        // Retries waiting for their host's gate.
+        if let Some(k) = self.gated.front() {
+            let gate = pacer.gate_ready(k.0).unwrap_or(now).max(pacer.token_at(now));
+            token = Some(token.map_or(gate, |t| t.min(gate)));
+        }
         // Probes waiting for the pacer's verdict on their last send, or in lanes.
         let verdict = if self.awaiting.is_empty() { None } else { pacer.next_event(now) };
         let lane = self.lanes.next_due().map(|t| t.max(pacer.token_at(now)));

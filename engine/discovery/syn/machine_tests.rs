@@ -2,6 +2,7 @@
 //! machine driven on a simulated clock.
 
 use super::*;
+use crate::discovery::control::Why;
 use crate::discovery::syn::cookie::{Cookie, SPORT_BASE};
 use crate::findings::Proto;
 use pnet_packet::tcp::TcpFlags;
@@ -405,10 +406,28 @@ fn simulate(
     pace: Pace,
     mut network: impl FnMut(IpAddr, u16, u32) -> Vec<(Duration, Reply)>,
 ) -> (Vec<Verdict>, Counts, Duration) {
-    let c = Cookie::new(7, 7, 1);
     let t0 = Instant::now();
+    let m = Machine::new(list.into_iter(), pace, t0, Seen::set());
+    let (v, counts, took, _) = run(m, t0, None, |_, ip, port, n| network(ip, port, n));
+    (v, counts, took)
+}
+
+/// How often each probe was sent.
+type Sends = HashMap<(IpAddr, u16), u32>;
+
+/// Runs machine `m` from `t0` on the simulated clock, stopping it at
+/// `stop` if given: `network` answers each try (given the time it went
+/// out). The verdicts, the counts, the time taken and how often each
+/// probe was sent.
+fn run<I: Iterator<Item = (IpAddr, u16)>>(
+    mut m: Machine<I>,
+    t0: Instant,
+    stop: Option<Instant>,
+    mut network: impl FnMut(Instant, IpAddr, u16, u32) -> Vec<(Duration, Reply)>,
+) -> (Vec<Verdict>, Counts, Duration, Sends) {
+    let c = Cookie::new(7, 7, 1);
     let mut now = t0;
-    let mut m = Machine::new(list.into_iter(), pace, now, Seen::set());
+    let mut stop = stop;
     let mut pending: Vec<(Instant, Reply)> = Vec::new();
     let mut sends: HashMap<(IpAddr, u16), u32> = HashMap::new();
     let mut verdicts = Vec::new();
@@ -422,12 +441,16 @@ fn simulate(
                 verdicts.extend(m.on_reply(&r));
             }
         }
+        if stop.is_some_and(|t| t <= now) {
+            m.stop();
+            stop = None;
+        }
         out.clear();
         m.poll(now, 16, &mut out);
         for &(ip, port) in &out {
             let n = sends.entry((ip, port)).or_default();
             *n += 1;
-            for (delay, mut r) in network(ip, port, *n) {
+            for (delay, mut r) in network(now, ip, port, *n) {
                 // The answer to this try: its port says which try it was.
                 let attempt = (*n - 1).min(7) as u8;
                 let (seq, sport) = c.probe_try(SRC.parse().unwrap(), ip, port, 0, attempt);
@@ -442,10 +465,10 @@ fn simulate(
         if m.is_done() && pending.is_empty() {
             break;
         }
-        let next = [m.next_wakeup(now), pending.iter().map(|p| p.0).min()].into_iter().flatten().min();
+        let next = [m.next_wakeup(now), pending.iter().map(|p| p.0).min(), stop].into_iter().flatten().min();
         now = next.map_or(now + Duration::from_millis(1), |t| t.max(now));
     }
-    (verdicts, m.counts(), now - t0)
+    (verdicts, m.counts(), now - t0, sends)
 }
 
 /// A SYN-ACK (or RST) from `ip:port`, sequence and ack 1, TTL 63.
@@ -848,4 +871,73 @@ fn a_lossy_host_gets_the_tries_its_own_loss_calls_for() {
     // half of it) calls for, fewer.
     assert!((7..=9).contains(&tries[&lossy]), "{tries:?}");
     assert!(tries[&clean] < tries[&lossy], "{tries:?}");
+}
+
+/// Three hosts, one behind a policer (2,000 tries a second, a burst of
+/// 50: what is sent faster is dropped, nothing queued), the scan's pace
+/// 30,000/s: the policed host gets a gate of its own, its next probes
+/// wait for it (the order behind them), and every port of every host is
+/// told closed, none filtered for a dropped try, in about the policed
+/// host's own time, without sending it everything many times. A stop
+/// while its probe waits sends that probe: nothing taken from the
+/// order is left unsent.
+#[test]
+fn a_policed_host_among_clean_ones_gets_a_gate_and_loses_nothing() {
+    use crate::discovery::control::{Class, Limits};
+    let hosts: Vec<IpAddr> = ["198.18.0.2", "198.18.0.3", "198.18.0.4"].iter().map(|h| h.parse().unwrap()).collect();
+    let policed = hosts[1];
+    let ports = 4000u16;
+    let list: Vec<(IpAddr, u16)> = (1..=ports).flat_map(|p| hosts.iter().map(move |&h| (h, p))).collect();
+    let p = Pace { max_retries: 10, ..pace(2, 4096) };
+    let limits = Limits { initial: 30_000.0, min: None, max: Some(30_000.0), adaptive: true };
+    for stop_after in [None, Some(Duration::from_millis(1500))] {
+        let t0 = Instant::now();
+        let pacer = Pacer::new(limits, p.timeout, t0);
+        let taken = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let count = taken.clone();
+        let order = list.clone().into_iter().inspect(move |_| count.set(count.get() + 1));
+        let m = Machine::new(order, p, t0, Seen::set()).paced_by(pacer.clone(), Class::Port);
+        let (mut tokens, mut last) = (50.0f64, t0);
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let (v, counts, took, sends) = run(m, t0, stop_after.map(|d| t0 + d), |now, ip, port, _| {
+            if ip == policed {
+                // Refilled unevenly (2,000/s on average), as a real
+                // policer's clock is not in step with the scan's timers.
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let dt = now.saturating_duration_since(last).as_secs_f64() * (seed % 2000) as f64 / 1000.0;
+                tokens = (tokens + 2000.0 * dt).min(50.0);
+                last = now;
+                if tokens < 1.0 {
+                    return vec![];
+                }
+                tokens -= 1.0;
+            }
+            vec![(Duration::from_millis(1), reply(ip, port, false))]
+        });
+        assert_eq!(pacer.lock().gated(), 1, "the policed host is paced apart");
+        let notes = pacer.lock().take_notes();
+        assert!(notes.iter().any(|n| matches!(n.why, Why::Host { ip, .. } if ip == policed)), "{notes:?}");
+        let tries: u32 = sends.iter().filter(|s| s.0 .0 == policed).map(|s| s.1).sum();
+        let probes = sends.keys().filter(|k| k.0 == policed).count() as u32;
+        // The tries of the first moments, before the gate, are most of
+        // the extra ones (this scan is short: 4,000 ports a host).
+        assert!(tries < 3 * probes, "{tries} tries for {probes} probes");
+        let closed = v.iter().filter(|v| v.state == PortState::Closed).count() as u64;
+        match stop_after {
+            None => {
+                assert_eq!(counts.filtered, 0, "no dropped try's silence believed: {counts:?}");
+                assert_eq!(closed, 3 * u64::from(ports));
+                assert!(took.as_secs_f64() < 1.5 * f64::from(ports) / 2000.0, "{took:?}");
+            }
+            Some(_) => {
+                // Every target taken from the order was sent, and every
+                // probe sent was told: closed, or given up at the stop.
+                assert_eq!(taken.get(), sends.len(), "taken from the order and not sent");
+                assert_eq!(closed + counts.filtered, sends.len() as u64, "{counts:?}");
+                assert!(sends.len() < list.len(), "stopped early");
+            }
+        }
+    }
 }
