@@ -24,7 +24,7 @@
 //! Each host that answers is watched in *windows* of the probes first
 //! sent to it (a fifth of a second, longer for a host that answers rarely).
 //! A window is judged once its probes' second tries could have been
-//! answered ([`RETRY_WAITS`] probe timeouts after its end): the share of
+//! answered (two probe timeouts after its end): the share of
 //! its answered probes' tries that were lost (each try carries its
 //! number, so an answer to the third try proves two lost). Its loss is
 //! compared with the loss of every *other* host of the scan (a path's
