@@ -46,9 +46,17 @@ pub struct Ctx {
     /// scan, with their round trips (none with discovery, whose pings time
     /// each host).
     pub latency: Option<Arc<Latency>>,
+    /// The names the user gave for target addresses (the first one for
+    /// each): what detection and plugins name the host by (SNI, `Host:`).
+    pub names: Arc<std::collections::HashMap<IpAddr, String>>,
 }
 
 impl Ctx {
+    /// The name the user gave for `ip`, if any.
+    pub fn name_of(&self, ip: IpAddr) -> Option<&str> {
+        self.names.get(&ip).map(String::as_str)
+    }
+
     /// A context whose events go nowhere (for running a stage's pieces on
     /// their own, as `moonscan plugins test` does).
     pub fn detached(scan_id: &str) -> Ctx {
@@ -62,6 +70,7 @@ impl Ctx {
             stop,
             unshown: Arc::default(),
             latency: None,
+            names: Arc::default(),
         }
     }
 
@@ -149,7 +158,9 @@ impl Found {
     }
 
     fn bare(&self, p: OpenPort) -> Arc<Service> {
-        Arc::new(Service::bare(self.ctx.scan_id.clone(), p.ip, p.port, p.proto))
+        let mut s = Service::bare(self.ctx.scan_id.clone(), p.ip, p.port, p.proto);
+        s.hostname = self.ctx.name_of(p.ip).map(str::to_string);
+        Arc::new(s)
     }
 }
 

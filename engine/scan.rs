@@ -234,6 +234,7 @@ pub(crate) async fn run(
         stop: stop.clone(),
         unshown: Arc::default(),
         latency: cfg.discovery.is_none().then(Arc::default),
+        names: Arc::new(names_of(&cfg.hostnames)),
     };
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
@@ -554,4 +555,14 @@ fn hosts_order(hosts: Vec<std::net::IpAddr>, ports: &crate::targets::TargetSpace
     let none = crate::targets::AddrSet::default();
     let space = crate::targets::TargetSpace::new(&addrs, &none, ports.ports().to_vec()).ok()?;
     Some(space.in_sequence(ports.is_sequential()).order(random_u64(), crate::targets::Shard::WHOLE, 0))
+}
+
+/// The user's names by address: the first given for each (nmap scans an
+/// address given under two names twice; moonscan, once, by the first).
+fn names_of(hostnames: &[crate::findings::Hostname]) -> std::collections::HashMap<std::net::IpAddr, String> {
+    let mut names = std::collections::HashMap::new();
+    for h in hostnames {
+        names.entry(h.ip).or_insert_with(|| h.name.clone());
+    }
+    names
 }

@@ -8,6 +8,7 @@
 #                     198.18.0.5/24                (the daemon zoo, scripts/lab-daemons.sh)
 #                     198.18.0.6/24                (behind a firewall, see below)
 #                     198.18.0.7-11/24             (legacy TLS on 443, see below)
+#                     198.18.0.12/24               (two sites by name, see below)
 #            ms-tgt1  198.18.1.1/24                (router to msrate)
 #   msrate   ms-rate0 198.18.1.2/24                (ICMP rate-limited target, see below)
 #
@@ -87,6 +88,17 @@ LEGACY_TLS=(
 )
 PORTS2=(21 25 465 587 3389 5432 11211)
 RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
+# Two sites on one address, chosen by name: on $NAMED, nginx serves
+# alpha.lab.moonscan.test and beta.lab.moonscan.test on $NAMED_HTTP (HTTP,
+# by Host; any other Host gets the "no such site" page) and $NAMED_TLS
+# (HTTPS: each name its own certificate by SNI; a handshake without a
+# known name is refused). msscan resolves both names to $NAMED through its
+# hosts file (/etc/netns/msscan/hosts, which "ip netns exec" puts over
+# /etc/hosts), so the scanner and nmap scan them by name.
+NAMED=198.18.0.12
+NAMED_HTTP=8181
+NAMED_TLS=8543
+NAMES=(alpha.lab.moonscan.test beta.lab.moonscan.test)
 # The live hosts of 198.18.2.0/24 (host discovery tests and benchmarks).
 LIVE8="3 17 42 77 100 128 200 254"
 # shellcheck source=scripts/lab-daemons.sh
@@ -256,6 +268,10 @@ setup_namespaces() {
     for l in "${LEGACY_TLS[@]}"; do
         ip -n "$TGT_NS" addr replace "${l%%:*}/24" dev "$TGT_IF"
     done
+    ip -n "$TGT_NS" addr replace "$NAMED/24" dev "$TGT_IF"
+    # The lab's names, for everything run in msscan (the rest of /etc/hosts kept).
+    mkdir -p "/etc/netns/$SCAN_NS"
+    { cat /etc/hosts; echo "$NAMED ${NAMES[*]}"; } >"/etc/netns/$SCAN_NS/hosts"
     ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
     # mstarget owns all of 198.19.0.0/16 (65,536 hosts for sweeps).
     ip -n "$TGT_NS" route replace local 198.19.0.0/16 dev lo
@@ -359,6 +375,51 @@ make_tls_cert() {
         -addext "subjectAltName=DNS:lab.moonscan.test,DNS:www.lab.moonscan.test" 2>/dev/null
 }
 
+# A certificate of its own for each of NAMES: $STATE/NAME.crt and .key.
+make_name_certs() {
+    local n
+    for n in "${NAMES[@]}"; do
+        [ -s "$STATE/$n.crt" ] && [ -s "$STATE/$n.key" ] && continue
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 \
+            -keyout "$STATE/$n.key" -out "$STATE/$n.crt" \
+            -subj "/CN=$n/O=moonscan lab names" -addext "subjectAltName=DNS:$n" 2>/dev/null
+    done
+}
+
+# nginx server blocks for NAMES on $NAMED: one site each, by Host and SNI;
+# the default server refuses a TLS handshake that names no site.
+named_servers() {
+    local n
+    mkdir -p "$STATE/www-none"
+    echo '<!doctype html><html><head><title>no such site</title></head><body>no such site</body></html>' \
+        >"$STATE/www-none/index.html"
+    cat <<EOF
+    server {
+        listen $NAMED:$NAMED_HTTP default_server;
+        listen $NAMED:$NAMED_TLS ssl default_server;
+        ssl_reject_handshake on;
+        root $STATE/www-none;
+        index index.html;
+    }
+EOF
+    for n in "${NAMES[@]}"; do
+        mkdir -p "$STATE/www-$n"
+        echo "<!doctype html><html><head><title>site ${n%%.*}</title></head><body>${n%%.*}</body></html>" \
+            >"$STATE/www-$n/index.html"
+        cat <<EOF
+    server {
+        listen $NAMED:$NAMED_HTTP;
+        listen $NAMED:$NAMED_TLS ssl;
+        server_name $n;
+        ssl_certificate $STATE/$n.crt;
+        ssl_certificate_key $STATE/$n.key;
+        root $STATE/www-$n;
+        index index.html;
+    }
+EOF
+    done
+}
+
 # nginx server blocks for LEGACY_TLS, each the default server of its
 # address's 443 (so its own protocols and suites apply).
 legacy_tls_servers() {
@@ -404,6 +465,7 @@ tls_files_for() {
 start_nginx() {
     pid_alive "$STATE/nginx.pid" nginx && return 0
     make_tls_cert
+    make_name_certs
     # 1024-bit DH parameters for the DHE server (DSA-style: quick to make).
     [ -s "$STATE/dh1024.pem" ] || openssl dhparam -dsaparam -out "$STATE/dh1024.pem" 1024 2>/dev/null
     local t=$STATE/nginx-tmp
@@ -434,6 +496,7 @@ http {
         index index.html;
     }
 $(legacy_tls_servers)
+$(named_servers)
 }
 EOF
     log "starting nginx"
@@ -773,6 +836,8 @@ cmd_down() {
         log "deleting namespace $ns"
         ip netns del "$ns"
     done
+    rm -f "/etc/netns/$SCAN_NS/hosts"
+    rmdir "/etc/netns/$SCAN_NS" /etc/netns 2>/dev/null || true
     rm -rf "$STATE"
     log "down"
 }

@@ -16,6 +16,7 @@ mod installed;
 mod lab;
 mod libraries;
 mod loopback;
+mod names;
 mod nmap_layouts;
 mod outputs;
 mod packs;

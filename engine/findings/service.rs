@@ -83,6 +83,11 @@ pub struct Service {
     pub ip: IpAddr,
     pub port: u16,
     pub proto: Proto,
+    /// The name the user gave for the host (the target as typed, resolved
+    /// to `ip`): the name its TLS handshakes send in SNI and its HTTP
+    /// requests in `Host:`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
     #[serde(flatten)]
     pub id: Identity,
     pub method: ServiceMethod,
@@ -112,6 +117,7 @@ impl Service {
             ip,
             port,
             proto,
+            hostname: None,
             id: Identity { service: service.to_string(), ..Identity::default() },
             method: ServiceMethod::Table,
             tunnel: None,

@@ -168,18 +168,20 @@ impl std::error::Error for OpenError {
     }
 }
 
-/// Connects to `addr` and, given a TLS client, does the handshake, all by
-/// `until`. The socket closes with RST (linger 0: no TIME_WAIT on either
-/// side) and sends without delay. Returns the connection and, for TLS, the
-/// session's facts and certificate chain.
+/// Connects to `addr` and, given a TLS client, does the handshake (naming
+/// `name` in SNI, see [`handshake`]), all by `until`. The socket closes
+/// with RST (linger 0: no TIME_WAIT on either side) and sends without
+/// delay. Returns the connection and, for TLS, the session's facts and
+/// certificate chain.
 pub(crate) async fn open(
     addr: std::net::SocketAddr,
     tls: Option<&tokio_rustls::TlsConnector>,
+    name: Option<&str>,
     until: tokio::time::Instant,
 ) -> Result<(Conn, Option<crate::findings::TlsInfo>), OpenError> {
     let tcp = tcp(addr, until).await?;
     let Some(connector) = tls else { return Ok((Conn::Plain(tcp), None)) };
-    let (conn, info) = handshake(tcp, addr.ip(), connector, until).await?;
+    let (conn, info) = handshake(tcp, addr.ip(), name, connector, until).await?;
     Ok((conn, Some(info)))
 }
 
@@ -195,6 +197,16 @@ pub(crate) async fn tcp(addr: std::net::SocketAddr, until: tokio::time::Instant)
     Ok(tcp)
 }
 
+/// What a ClientHello names: `name` when it is a DNS name, else the
+/// address (which rustls sends no SNI for).
+pub(crate) fn server_name(ip: std::net::IpAddr, name: Option<&str>) -> rustls::pki_types::ServerName<'static> {
+    use rustls::pki_types::ServerName;
+    match name.map(|n| ServerName::try_from(n.to_string())) {
+        Some(Ok(n @ ServerName::DnsName(_))) => n,
+        _ => ServerName::IpAddress(ip.into()),
+    }
+}
+
 /// [`tcp`] for [`hello::legacy_chain`].
 pub(crate) async fn tcp_for_hello(
     addr: std::net::SocketAddr,
@@ -206,14 +218,19 @@ pub(crate) async fn tcp_for_hello(
     })
 }
 
-/// The rustls handshake on a connected (perhaps STARTTLS-upgraded) stream.
+/// The rustls handshake on a connected (perhaps STARTTLS-upgraded) stream
+/// to `ip`: its ClientHello names `name` in SNI (the name the user gave
+/// for the host, so a server that picks its certificate or site by name
+/// shows that name's), and no name when there is none or it is not a DNS
+/// name (an address is never sent as SNI, as RFC 6066 says).
 pub(crate) async fn handshake(
     tcp: TcpStream,
     ip: std::net::IpAddr,
+    name: Option<&str>,
     connector: &tokio_rustls::TlsConnector,
     until: tokio::time::Instant,
 ) -> Result<(Conn, crate::findings::TlsInfo), OpenError> {
-    let name = rustls::pki_types::ServerName::IpAddress(ip.into());
+    let name = server_name(ip, name);
     let tapped = Watched { io: tcp, watch: HelloTap::default() };
     let mut stream = tokio::time::timeout_at(until, connector.connect(name, tapped))
         .await
@@ -304,5 +321,41 @@ mod tests {
         let mut other = HelloTap::default();
         other.saw(b"HTTP/1.1 400 Bad Request\r\n");
         assert!(other.seen.is_empty() && other.take_hello().is_none());
+    }
+    /// The ClientHello a listener on loopback reads from [`handshake`]
+    /// naming `name` (the handshake then fails: nobody answers).
+    async fn client_hello(name: Option<&str>) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = s.read(&mut buf).await.unwrap();
+            buf.truncate(n);
+            buf
+        });
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
+        let tcp = tcp(addr, until).await.unwrap();
+        let connector =
+            tokio_rustls::TlsConnector::from(crate::net::dangerously::client_config(&[12, 13], &[]).unwrap());
+        let shook = handshake(tcp, addr.ip(), name, &connector, until).await;
+        assert!(shook.is_err(), "nobody answered");
+        server.await.unwrap()
+    }
+
+    /// A host the user named is named in SNI; an address, or none, never is
+    /// (RFC 6066 allows DNS names only; servers pick the name's site).
+    #[tokio::test]
+    async fn a_handshake_names_the_users_name_in_sni_and_never_an_address() {
+        let hello = client_hello(Some("alpha.lab.moonscan.test")).await;
+        assert_eq!(hello.first(), Some(&22), "a TLS handshake record");
+        let name = b"alpha.lab.moonscan.test";
+        assert!(hello.windows(name.len()).any(|w| w == name), "the name is in the ClientHello");
+        for none in [None, Some("127.0.0.1"), Some("not a name!")] {
+            let hello = client_hello(none).await;
+            assert!(!hello.windows(9).any(|w| w == b"127.0.0.1"), "{none:?}: no address in SNI");
+            assert!(!hello.windows(5).any(|w| w == b"not a"), "{none:?}: no bad name in SNI");
+        }
     }
 }

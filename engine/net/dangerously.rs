@@ -59,7 +59,8 @@ impl ServerCertVerifier for AcceptAnyCertificate {
 
 /// A client configuration for scanning: TLS 1.2 and 1.3 with the ring
 /// provider, any certificate accepted, no session resumption (every
-/// handshake shows the full chain), ALPN offering `http/1.1`.
+/// handshake shows the full chain), ALPN offering `http/1.1`, SNI when the
+/// server is named by a DNS name.
 pub fn scanning_client_config() -> Result<Arc<ClientConfig>, rustls::Error> {
     client_config(&[12, 13], &[b"http/1.1".to_vec()])
 }
@@ -85,7 +86,8 @@ pub fn client_config(versions: &[u8], alpn: &[Vec<u8>]) -> Result<Arc<ClientConf
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     config.resumption = rustls::client::Resumption::disabled();
-    config.enable_sni = false;
+    // SNI for a host the user named (rustls never sends an address).
+    config.enable_sni = true;
     config.alpn_protocols = alpn.to_vec();
     Ok(Arc::new(config))
 }

@@ -205,16 +205,16 @@ fn rfc3339(secs: i64) -> String {
 /// Whether `addr` speaks TLS from the first byte, by `until`: a rustls
 /// handshake (TLS 1.2 and 1.3, any certificate), else a ClientHello of our
 /// own (TLS 1.2 down to SSLv3). The session and chain when it does.
-pub async fn try_tls(addr: std::net::SocketAddr, until: tokio::time::Instant) -> Option<TlsInfo> {
+pub async fn try_tls(addr: std::net::SocketAddr, name: Option<&str>, until: tokio::time::Instant) -> Option<TlsInfo> {
     let config = super::dangerously::client_config(&[12, 13], &[]).ok()?;
     let connector = tokio_rustls::TlsConnector::from(config);
-    match super::conn::open(addr, Some(&connector), until).await {
+    match super::conn::open(addr, Some(&connector), name, until).await {
         Ok((_, info)) => return info,
         // Nothing listens, or it said nothing in time: no second try.
         Err(super::conn::OpenError::Connect(_) | super::conn::OpenError::ConnectTimeout) => return None,
         Err(_) => {}
     }
-    super::hello::legacy_chain(|| super::conn::tcp_for_hello(addr, until), None, until).await.ok()
+    super::hello::legacy_chain(|| super::conn::tcp_for_hello(addr, until), name, until).await.ok()
 }
 
 #[cfg(test)]

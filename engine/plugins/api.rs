@@ -65,6 +65,8 @@ fn failed(lua: &Lua, e: impl std::fmt::Display) -> mlua::Result<(Value, Value)> 
 impl UserData for Ctx {
     fn add_fields<F: UserDataFields<Self>>(fields: &mut F) {
         fields.add_field_method_get("ip", |_, this| Ok(this.run.info.ip.to_string()));
+        // The name the user gave for the host (nil for an address): nmap's host.targetname.
+        fields.add_field_method_get("hostname", |_, this| Ok(this.run.info.hostname.clone()));
         fields.add_field_method_get("port", |_, this| Ok(this.run.info.port));
         fields.add_field_method_get("protocol", |_, this| Ok(this.run.info.proto.as_str()));
         fields.add_field_method_get("service", |_, this| Ok(this.run.info.known_service().map(str::to_string)));
@@ -265,6 +267,25 @@ impl From<mlua::Error> for HttpError {
     }
 }
 
+/// The `Host:` of a request to the host being scanned (the guard allows no
+/// other), as nmap's http library writes it: the name the user gave for
+/// the host, else its address (an IPv6 one in brackets), with the port
+/// when it is not the scheme's own (80, or 443 over TLS).
+fn host_field(run: &Run, req: &ConnectRequest, tls: bool) -> String {
+    let ip = run.info.ip;
+    let host = match (run.name_for(ip), ip) {
+        (Some(name), _) => name,
+        (None, IpAddr::V6(v6)) => format!("[{v6}]"),
+        (None, v4) => v4.to_string(),
+    };
+    let port = req.port.unwrap_or(run.info.port);
+    if port == if tls { 443 } else { 80 } {
+        host
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// `ctx.http:get(path, opts)` and friends: one request on a new connection
 /// (TLS when the service was found inside TLS, or `opts.tls`).
 async fn http_call(lua: &Lua, run: &Run, verb: &str, path: &str, opts: Option<&Table>) -> Result<Table, HttpError> {
@@ -304,10 +325,7 @@ async fn http_call(lua: &Lua, run: &Run, verb: &str, path: &str, opts: Option<&T
     }
     let sock = run.open_taped(&req).await.map_err(HttpError::Failed)?;
     let mut s = sock.lock().await;
-    let host = match info.ip {
-        IpAddr::V6(v6) => format!("[{v6}]"),
-        v4 => v4.to_string(),
-    };
+    let host = host_field(run, &req, tls);
     let request = net::request_bytes(verb, path, &host, &headers, &body, run.scope.user_agent.as_deref());
     run.charge_send(request.len(), false).map_err(HttpError::Failed)?;
     if let Err(e) = s.send(&request).await {

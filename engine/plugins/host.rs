@@ -246,6 +246,13 @@ impl Vm {
             tape: std::sync::OnceLock::new(),
             // A header value holds no line break (the builder refuses one).
             user_agent: args.get(super::script_args::USER_AGENT).filter(|v| !v.contains(['\r', '\n'])).cloned(),
+            // Only a DNS name goes in SNI.
+            servername: args
+                .get(super::script_args::SERVERNAME)
+                .filter(|v| {
+                    rustls::pki_types::DnsName::try_from(v.as_str()).is_ok() && v.parse::<std::net::IpAddr>().is_err()
+                })
+                .cloned(),
         });
         let requires = Requires {
             env_meta,

@@ -85,6 +85,9 @@ pub struct TlsOptions {
     pub versions: Vec<u8>,
     /// ALPN protocols to offer; `None` means the default (`http/1.1`).
     pub alpn: Option<Vec<Vec<u8>>>,
+    /// The name sent in SNI: the plugin's own (`tls = {sni = ...}`), else
+    /// the name the user gave for the host; none for an address.
+    pub sni: Option<String>,
 }
 
 /// Longest `host` a connect takes (an IPv6 address with a scope is at most 45 bytes).
@@ -145,8 +148,15 @@ impl ConnectRequest {
 }
 
 fn tls_options(t: &Table) -> mlua::Result<TlsOptions> {
-    known_keys(t, &["versions", "alpn"], "ctx:connect: tls")?;
+    known_keys(t, &["versions", "alpn", "sni"], "ctx:connect: tls")?;
     let mut o = TlsOptions::default();
+    if let Some(n) = t.raw_get::<Option<mlua::String>>("sni")? {
+        let n = n.to_str().map_err(|_| mlua::Error::runtime("ctx:connect: tls.sni is not text"))?.to_string();
+        if rustls::pki_types::DnsName::try_from(n.as_str()).is_err() || n.parse::<IpAddr>().is_ok() {
+            return Err(mlua::Error::runtime(format!("ctx:connect: tls.sni {n:?} is not a DNS name")));
+        }
+        o.sni = Some(n);
+    }
     if let Some(v) = t.raw_get::<Option<Table>>("versions")? {
         for s in v.sequence_values::<String>() {
             o.versions.push(match s?.as_str() {
@@ -180,7 +190,8 @@ pub(crate) async fn open(
     until: Instant,
 ) -> Result<(Conn, Option<TlsInfo>)> {
     let connector = tls.map(connector).transpose()?;
-    conn::open(SocketAddr::new(ip, port), connector.as_ref(), until).await.map_err(explained)
+    let name = tls.and_then(|t| t.sni.as_deref());
+    conn::open(SocketAddr::new(ip, port), connector.as_ref(), name, until).await.map_err(explained)
 }
 
 fn connector(opts: &TlsOptions) -> Result<TlsConnector> {
@@ -214,6 +225,7 @@ fn explained(e: conn::OpenError) -> Error {
 pub(crate) async fn starttls(
     mut tcp: tokio::net::TcpStream,
     proto: Option<crate::net::starttls::Starttls>,
+    name: Option<&str>,
     until: Instant,
 ) -> (Result<(Conn, TlsInfo)>, usize) {
     let ip = match tcp.peer_addr() {
@@ -222,7 +234,8 @@ pub(crate) async fn starttls(
     };
     let mut read = 0;
     if let Some(proto) = proto {
-        let (upgraded, n) = proto.upgrade_counted(&mut tcp, &ip.to_string(), until).await;
+        let host = name.map_or_else(|| ip.to_string(), str::to_string);
+        let (upgraded, n) = proto.upgrade_counted(&mut tcp, &host, until).await;
         read = n;
         if let Err(e) = upgraded {
             return (Err(Error::with_source(ErrorKind::Protocol, e.to_string(), e)), read);
@@ -231,7 +244,7 @@ pub(crate) async fn starttls(
     let opened = async {
         // No ALPN: mail servers (Exim) refuse a protocol they do not speak.
         let connector = connector(&TlsOptions { alpn: Some(Vec::new()), ..TlsOptions::default() })?;
-        let (conn, mut info) = conn::handshake(tcp, ip, &connector, until).await.map_err(explained)?;
+        let (conn, mut info) = conn::handshake(tcp, ip, name, &connector, until).await.map_err(explained)?;
         info.starttls = proto.map(|p| p.name().to_string());
         Ok((conn, info))
     };
@@ -385,8 +398,12 @@ pub fn request_bytes(
     body: &[u8],
     agent: Option<&str>,
 ) -> Vec<u8> {
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n");
     let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    // A plugin's own Host (another name of the same address) replaces it.
+    if !has("host") {
+        req.push_str(&format!("Host: {host}\r\n"));
+    }
     if !has("user-agent") {
         req.push_str(&format!("User-Agent: {}\r\n", agent.unwrap_or("moonscan")));
     }
@@ -481,5 +498,10 @@ pub(crate) mod tests {
         let own = [("user-agent".to_string(), "mine".to_string())];
         let r = String::from_utf8(request_bytes("GET", "/", "h", &own, b"", Some("Agent/7"))).unwrap();
         assert!(r.contains("\r\nuser-agent: mine\r\n") && !r.contains("Agent/7"), "{r}");
+        // A plugin's own Host is the only one.
+        let own = [("Host".to_string(), "other.example:8080".to_string())];
+        let r = String::from_utf8(request_bytes("GET", "/", "h", &own, b"", None)).unwrap();
+        assert_eq!(r.matches("Host:").count(), 1, "{r}");
+        assert!(r.contains("\r\nHost: other.example:8080\r\n"), "{r}");
     }
 }

@@ -23,7 +23,7 @@ use mlua::{Lua, MultiValue, Value, VmState};
 use serde_json::Value as Json;
 
 use super::libs::PatternCache;
-use super::net::{self, ConnectRequest, Guard, SharedSocket, Socket, Transport};
+use super::net::{self, ConnectRequest, Guard, SharedSocket, Socket, TlsOptions, Transport};
 use super::tape::Tape;
 use super::value::{to_json, Allowance, ConvertError};
 use crate::error::{Error, ErrorKind};
@@ -383,6 +383,9 @@ pub(super) struct Scope {
     pub(super) tape: OnceLock<Arc<Tape>>,
     /// The User-Agent of `ctx.http` (`--script-args http.useragent=...`).
     pub(super) user_agent: Option<String>,
+    /// The name every TLS handshake of a plugin sends in SNI, over the
+    /// host's own (`--script-args tls.servername=...`, as nmap's).
+    pub(super) servername: Option<String>,
 }
 
 /// A socket a run opened, closed when the run ends (a call in flight on it
@@ -613,6 +616,18 @@ impl Run {
         Ok((ip, port))
     }
 
+    /// The name the user gave for `ip` when it is the host being scanned
+    /// (what its TLS handshakes send in SNI, its HTTP requests in `Host:`).
+    pub(super) fn name_for(&self, ip: IpAddr) -> Option<String> {
+        (ip == self.info.ip).then(|| self.info.hostname.clone()).flatten()
+    }
+
+    /// The name a TLS handshake to `ip` sends in SNI: `tls.servername` if
+    /// given, else [`Run::name_for`].
+    pub(super) fn sni_for(&self, ip: IpAddr) -> Option<String> {
+        (ip == self.info.ip).then(|| self.scope.servername.clone()).flatten().or_else(|| self.name_for(ip))
+    }
+
     /// Records a connection the guard refused and returns its error.
     fn refuse(&self, why: Error) -> Error {
         let _ = self.with(|st| {
@@ -634,7 +649,8 @@ impl Run {
     pub(super) async fn open(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
         let (ip, port) = self.admit(req, Transport::Tcp)?;
         let until = tokio::time::Instant::now() + req.timeout;
-        let (conn, tls) = net::open(ip, port, req.tls.as_ref(), until).await?;
+        let tls = req.tls.clone().map(|t| TlsOptions { sni: t.sni.or_else(|| self.sni_for(ip)), ..t });
+        let (conn, tls) = net::open(ip, port, tls.as_ref(), until).await?;
         self.kept(Socket { conn: Some(conn), pending: Vec::new(), timeout: req.timeout, tls, tape: None })
     }
 

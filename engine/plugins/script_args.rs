@@ -20,6 +20,8 @@ pub enum Known {
 
 /// The User-Agent `ctx.http` sends: `http.useragent`, as nmap's http library.
 pub const USER_AGENT: &str = "http.useragent";
+/// nmap's name for SNI, over the target's own name (plugins' TLS only).
+pub const SERVERNAME: &str = "tls.servername";
 
 const NO_PIPELINE: &str = "ctx.http sends one request a connection and never pipelines";
 const NO_MYSQL_LOGIN: &str =
@@ -142,7 +144,7 @@ fn next_item(s: &str) -> Result<(&str, Option<&str>), String> {
 
 /// What the engine makes of `key` when no selected plugin declares it.
 pub fn known(key: &str) -> Option<Known> {
-    if key == USER_AGENT {
+    if key == USER_AGENT || key == SERVERNAME {
         return Some(Known::Engine);
     }
     REFUSED
@@ -185,6 +187,7 @@ mod tests {
     #[test]
     fn nmaps_common_keys_are_honoured_or_refused_and_others_left_to_the_caller() {
         assert_eq!(known("http.useragent"), Some(Known::Engine));
+        assert_eq!(known("tls.servername"), Some(Known::Engine));
         for k in ["mysqluser", "smbpass", "http.max-cache-size", "brute.firstonly", "creds.global", "unpwdb.timelimit"]
         {
             let Some(Known::Refused(why)) = known(k) else { panic!("{k} is not refused") };

@@ -82,7 +82,8 @@ impl LuaSocket {
             }
         };
         let until = tokio::time::Instant::now() + s.timeout;
-        let (opened, read) = net::starttls(tcp, proto, until).await;
+        let name = tcp.peer_addr().ok().and_then(|a| self.run.sni_for(a.ip()));
+        let (opened, read) = net::starttls(tcp, proto, name.as_deref(), until).await;
         if let Some(t) = &s.tape {
             t.note(match &opened {
                 Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None, read },

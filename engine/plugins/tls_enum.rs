@@ -57,7 +57,8 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
     }
     let addr = std::net::SocketAddr::new(ip, port);
     let until = h.deadline();
-    let host_name = ip.to_string();
+    let sni = h.sni_for(ip);
+    let host_name = sni.clone().unwrap_or_else(|| ip.to_string());
     // A task of its own: its many connections are polled by the
     // runtime directly, not through the Lua coroutine.
     let task = tokio::spawn(async move {
@@ -73,7 +74,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
                 Ok::<_, crate::net::hello::HelloError>(tcp)
             }
         };
-        crate::net::hello::enumerate::enumerate(connect, None, &versions, until, limits).await
+        crate::net::hello::enumerate::enumerate(connect, sni.as_deref(), &versions, until, limits).await
     });
     // Aborted if the run ends first (budget, stop).
     let guard = AbortOnDrop(task.abort_handle());
@@ -111,7 +112,7 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
     let hello = ClientHello {
         version: client::TLS12,
         suites: client::suites_for(client::TLS12),
-        server_name: None,
+        server_name: h.sni_for(ip),
         alpn: Vec::new(),
     };
     let addr = std::net::SocketAddr::new(ip, port);

@@ -184,11 +184,19 @@ impl Detector {
 
     /// Detects the service on `ip:port`; waits for a free buffer first.
     pub async fn detect(&self, ip: IpAddr, port: u16) -> Detection {
+        self.detect_named(ip, port, None).await
+    }
+
+    /// [`Detector::detect`] of a host the user named `name`: every TLS
+    /// handshake (rustls, the own ClientHello, after STARTTLS) names it
+    /// in SNI, and STARTTLS greets with it.
+    pub async fn detect_named(&self, ip: IpAddr, port: u16, name: Option<&str>) -> Detection {
         let mut buf = self.pool.get().await;
         let deadline = Instant::now() + self.opts.port_timeout;
         let mut run = Run {
             det: self,
             addr: SocketAddr::new(ip, port),
+            name,
             deadline,
             soft: None,
             tls_error: None,
@@ -224,6 +232,8 @@ impl Detector {
 struct Run<'a> {
     det: &'a Detector,
     addr: SocketAddr,
+    /// The name the user gave for the host, if any.
+    name: Option<&'a str>,
     deadline: Instant,
     soft: Option<Identity>,
     /// Why a TLS handshake failed, reported if nothing better is found.
@@ -303,16 +313,16 @@ impl Run<'_> {
         }
         let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
         let addr = self.addr;
-        let host = addr.ip().to_string();
+        let host = self.name.map_or_else(|| addr.ip().to_string(), str::to_string);
         let upgraded = || async {
             let mut tcp = conn::tcp_for_hello(addr, until).await?;
             proto.upgrade(&mut tcp, &host, until).await.map_err(|e| hello::HelloError::Malformed(e.to_string()))?;
             Ok::<_, hello::HelloError>(tcp)
         };
         let Ok(tcp) = upgraded().await else { return };
-        let info = match conn::handshake(tcp, addr.ip(), &self.det.tls_no_alpn, until).await {
+        let info = match conn::handshake(tcp, addr.ip(), self.name, &self.det.tls_no_alpn, until).await {
             Ok((_, info)) => Some(info),
-            Err(OpenError::Handshake(_)) => hello::legacy_chain(upgraded, None, until).await.ok(),
+            Err(OpenError::Handshake(_)) => hello::legacy_chain(upgraded, self.name, until).await.ok(),
             Err(_) => None,
         };
         if let Some(mut info) = info {
@@ -329,7 +339,7 @@ impl Run<'_> {
         }
         let until = (Instant::now() + self.det.opts.connect_timeout).min(self.deadline);
         let addr = self.addr;
-        match hello::legacy_chain(|| conn::tcp_for_hello(addr, until), None, until).await {
+        match hello::legacy_chain(|| conn::tcp_for_hello(addr, until), self.name, until).await {
             Ok(info) => {
                 self.out.tls = Some(info);
                 self.tls_error = None;
@@ -408,6 +418,7 @@ impl Run<'_> {
                         ahead.push(fetch(
                             self.det,
                             self.addr,
+                            self.name,
                             tunnel,
                             self.deadline,
                             next_ahead,
@@ -661,7 +672,7 @@ impl Run<'_> {
 
     /// Connects, and for TLS does the handshake, within the connect timeout.
     async fn open(&mut self, tls: bool) -> std::result::Result<Conn, OpenError> {
-        let (conn, info) = connect(self.det, self.addr, tls, self.deadline).await?;
+        let (conn, info) = connect(self.det, self.addr, self.name, tls, self.deadline).await?;
         if self.out.tls.is_none() {
             self.out.tls = info;
         }
@@ -674,6 +685,7 @@ impl Run<'_> {
 async fn connect(
     det: &Detector,
     addr: SocketAddr,
+    name: Option<&str>,
     tls: bool,
     deadline: Instant,
 ) -> std::result::Result<(Conn, Option<TlsInfo>), OpenError> {
@@ -682,7 +694,7 @@ async fn connect(
     let http = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == "http");
     let https = det.db.probes().iter().any(|p| p.tls_ports.contains(&port) && http(p));
     let connector = if https { &det.tls } else { &det.tls_no_alpn };
-    conn::open(addr, tls.then_some(connector), until).await
+    conn::open(addr, tls.then_some(connector), name, until).await
 }
 
 /// The probes whose rules also apply to `probe`'s responses: its
@@ -714,6 +726,7 @@ const AHEAD_MAX: usize = 16;
 async fn fetch(
     det: &Detector,
     addr: SocketAddr,
+    name: Option<&str>,
     tls: bool,
     deadline: Instant,
     at: usize,
@@ -725,7 +738,7 @@ async fn fetch(
     let reply = async {
         let mut c = match on {
             Some(c) => c,
-            None => connect(det, addr, tls, deadline).await.ok()?.0,
+            None => connect(det, addr, name, tls, deadline).await.ok()?.0,
         };
         c.send(&probe.payload).await.ok()?;
         Some(read_reply(det, &mut c, probe, probe.wait, deadline, soft.as_deref(), &mut loan).await)
