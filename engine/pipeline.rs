@@ -159,7 +159,7 @@ impl Found {
 
     fn bare(&self, p: OpenPort) -> Arc<Service> {
         let mut s = Service::bare(self.ctx.scan_id.clone(), p.ip, p.port, p.proto);
-        s.hostname = self.ctx.name_of(p.ip).map(str::to_string);
+        s.targetname = self.ctx.name_of(p.ip).map(str::to_string);
         Arc::new(s)
     }
 }

@@ -160,6 +160,8 @@ all_ports_open() {
     local p
     for p in "${PORTS[@]}"; do port_open "$TARGET" "$p" || return 1; done
     for p in "${PORTS2[@]}"; do port_open "$TARGET2" "$p" || return 1; done
+    port_open "$NAMED" "$NAMED_TLS" || return 1
+    [ -s "/etc/netns/$SCAN_NS/hosts" ]
 }
 
 # --- packages ---------------------------------------------------------------
@@ -463,7 +465,12 @@ tls_files_for() {
 }
 
 start_nginx() {
-    pid_alive "$STATE/nginx.pid" nginx && return 0
+    # Running with every server of this script's configuration: kept
+    # (one started by an older lab.sh lacks the sites by name: restarted).
+    if pid_alive "$STATE/nginx.pid" nginx; then
+        port_open "$NAMED" "$NAMED_TLS" && return 0
+        stop_service "$STATE/nginx.pid" nginx
+    fi
     make_tls_cert
     make_name_certs
     # 1024-bit DH parameters for the DHE server (DSA-style: quick to make).

@@ -57,7 +57,7 @@ fn each_name_shows_its_own_site_and_certificate_as_nmap_does() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         let services = of_type(&evs, "service");
         assert_eq!(services.len(), 2, "{evs:#?}");
-        assert!(services.iter().all(|s| s["hostname"] == name && s["ip"] == NAMED), "{services:#?}");
+        assert!(services.iter().all(|s| s["targetname"] == name && s["ip"] == NAMED), "{services:#?}");
         let nmap = nmap(name);
         for port in [8181, 8543] {
             let title = ours(&evs, "http-title", port);
@@ -71,7 +71,7 @@ fn each_name_shows_its_own_site_and_certificate_as_nmap_does() {
     // By address: no name to send.
     let (out, evs) = lab_scan(&["-n", "-Pn", "-sV", "-sC", "-p", PORTS, NAMED]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(of_type(&evs, "service").iter().all(|s| s["hostname"].is_null()), "{evs:#?}");
+    assert!(of_type(&evs, "service").iter().all(|s| s["targetname"].is_null()), "{evs:#?}");
     let nmap = nmap(NAMED);
     assert_eq!(ours(&evs, "http-title", 8181).as_deref(), Some("no such site"), "{evs:#?}");
     assert_eq!(ours(&evs, "http-title", 8181), theirs(&nmap, "http-title", 8181), "{nmap}");

@@ -406,7 +406,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         ip,
         port: 443,
         proto: Proto::Tcp,
-        hostname: None,
+        targetname: None,
         method: ServiceMethod::Soft,
         tunnel: Some(Tunnel::Ssl),
         probe: Some("GetRequest".into()),

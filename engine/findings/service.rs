@@ -84,10 +84,11 @@ pub struct Service {
     pub port: u16,
     pub proto: Proto,
     /// The name the user gave for the host (the target as typed, resolved
-    /// to `ip`): the name its TLS handshakes send in SNI and its HTTP
-    /// requests in `Host:`.
+    /// to `ip`; nmap's `targetname`): the name its TLS handshakes send in
+    /// SNI and its HTTP requests in `Host:`. Not `hostname`, which is the
+    /// name the service says of itself (in [`Identity`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub targetname: Option<String>,
     #[serde(flatten)]
     pub id: Identity,
     pub method: ServiceMethod,
@@ -117,7 +118,7 @@ impl Service {
             ip,
             port,
             proto,
-            hostname: None,
+            targetname: None,
             id: Identity { service: service.to_string(), ..Identity::default() },
             method: ServiceMethod::Table,
             tunnel: None,

@@ -66,7 +66,7 @@ impl UserData for Ctx {
     fn add_fields<F: UserDataFields<Self>>(fields: &mut F) {
         fields.add_field_method_get("ip", |_, this| Ok(this.run.info.ip.to_string()));
         // The name the user gave for the host (nil for an address): nmap's host.targetname.
-        fields.add_field_method_get("hostname", |_, this| Ok(this.run.info.hostname.clone()));
+        fields.add_field_method_get("targetname", |_, this| Ok(this.run.info.targetname.clone()));
         fields.add_field_method_get("port", |_, this| Ok(this.run.info.port));
         fields.add_field_method_get("protocol", |_, this| Ok(this.run.info.proto.as_str()));
         fields.add_field_method_get("service", |_, this| Ok(this.run.info.known_service().map(str::to_string)));

@@ -619,7 +619,7 @@ impl Run {
     /// The name the user gave for `ip` when it is the host being scanned
     /// (what its TLS handshakes send in SNI, its HTTP requests in `Host:`).
     pub(super) fn name_for(&self, ip: IpAddr) -> Option<String> {
-        (ip == self.info.ip).then(|| self.info.hostname.clone()).flatten()
+        (ip == self.info.ip).then(|| self.info.targetname.clone()).flatten()
     }
 
     /// The name a TLS handshake to `ip` sends in SNI: `tls.servername` if

@@ -115,6 +115,7 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
         server_name: h.sni_for(ip),
         alpn: Vec::new(),
     };
+    let greet = hello.server_name.clone().unwrap_or_else(|| ip.to_string());
     let addr = std::net::SocketAddr::new(ip, port);
     // A task of its own, as ctx:tls_enum's: its socket is polled by the
     // runtime directly, not through the Lua coroutine (whose wake-ups
@@ -127,7 +128,7 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
         let (mut io, read) = super::ssh::Bounded::new(tcp, read_left, until);
         let r = async {
             if let Some(p) = starttls {
-                p.upgrade(&mut io, &ip.to_string(), until).await.map_err(|e| HelloError::Malformed(e.to_string()))?;
+                p.upgrade(&mut io, &greet, until).await.map_err(|e| HelloError::Malformed(e.to_string()))?;
             }
             exchange(&mut io, &hello, until).await
         }

@@ -83,7 +83,7 @@ pub fn to_service(ctx: &Ctx, open: OpenPort, d: Detection) -> (Option<Event>, Se
         ctx.error(Some(open.ip), Some(open.port), None, kind, message)
     });
     let mut s = Service::bare(ctx.scan_id.clone(), open.ip, open.port, open.proto);
-    s.hostname = ctx.name_of(open.ip).map(str::to_string);
+    s.targetname = ctx.name_of(open.ip).map(str::to_string);
     if let Some(id) = d.identity {
         s.id = id;
         s.method = d.method.unwrap_or(ServiceMethod::Probed);
