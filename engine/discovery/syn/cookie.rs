@@ -120,3 +120,7 @@ impl Cookie {
         (r.dport == sport && ours).then_some((worker, attempt as u8))
     }
 }
+
+#[cfg(test)]
+#[path = "cookie_tests.rs"]
+pub(crate) mod tests;
