@@ -48,6 +48,7 @@ pub mod packs;
 pub mod pattern;
 pub mod pipeline;
 pub mod plugins;
+pub mod rdns;
 pub mod scan;
 pub mod service;
 pub mod targets;

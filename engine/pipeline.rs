@@ -23,12 +23,16 @@ use crate::findings::{
 /// Ports waiting between two stages (each a few dozen bytes).
 pub const STAGE_QUEUE: usize = 1024;
 
-/// An open port found by discovery, on its way to detection or plugins.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An open port found by discovery, on its way to detection or plugins:
+/// one for each target at its address (two names of one address are two
+/// targets, each detected under its own name).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenPort {
     pub ip: IpAddr,
     pub port: u16,
     pub proto: Proto,
+    /// The name of the target, when it was given by name.
+    pub name: Option<Arc<str>>,
 }
 
 /// What every stage of one scan shares.
@@ -46,15 +50,20 @@ pub struct Ctx {
     /// scan, with their round trips (none with discovery, whose pings time
     /// each host).
     pub latency: Option<Arc<Latency>>,
-    /// The names the user gave for target addresses (the first one for
-    /// each): what detection and plugins name the host by (SNI, `Host:`).
-    pub names: Arc<std::collections::HashMap<IpAddr, String>>,
+    /// The targets at each address the user gave by name
+    /// ([`crate::findings::ScanSettings::targets_by_address`]): what
+    /// detection and plugins name each by (SNI, `Host:`).
+    pub names: Arc<std::collections::HashMap<IpAddr, Vec<Option<Arc<str>>>>>,
+    /// Reverse DNS, told of each host the scan reports (none with `-n`).
+    pub rdns: Option<Arc<crate::rdns::Tap>>,
 }
 
 impl Ctx {
-    /// The name the user gave for `ip`, if any.
-    pub fn name_of(&self, ip: IpAddr) -> Option<&str> {
-        self.names.get(&ip).map(String::as_str)
+    /// The targets at `ip`: its names (and `None` for the address itself
+    /// when it was given as an address too), or one without a name.
+    pub fn targets_at(&self, ip: IpAddr) -> &[Option<Arc<str>>] {
+        const UNNAMED: &[Option<Arc<str>>] = &[None];
+        self.names.get(&ip).map_or(UNNAMED, Vec::as_slice)
     }
 
     /// A context whose events go nowhere (for running a stage's pieces on
@@ -71,6 +80,7 @@ impl Ctx {
             unshown: Arc::default(),
             latency: None,
             names: Arc::default(),
+            rdns: None,
         }
     }
 
@@ -79,7 +89,8 @@ impl Ctx {
         self.t0.elapsed().as_secs_f64()
     }
 
-    /// Sends an event to the outputs, counting errors, findings and script results.
+    /// Sends an event to the outputs, counting errors, findings and script
+    /// results (and telling reverse DNS of a host to name).
     pub async fn emit(&self, ev: Event) {
         self.count(&ev);
         let _ = self.events.send(ev).await;
@@ -92,6 +103,9 @@ impl Ctx {
     }
 
     fn count(&self, ev: &Event) {
+        if let Some(rdns) = &self.rdns {
+            rdns.saw(ev);
+        }
         match ev {
             Event::Error(_) => Stats::bump(&self.stats.errors),
             Event::Finding(_) => Stats::bump(&self.stats.findings),
@@ -137,31 +151,46 @@ impl Found {
     }
 
     pub async fn port(&self, ev: PortEvent) {
-        let open = (ev.state == PortState::Open).then_some(OpenPort { ip: ev.ip, port: ev.port, proto: ev.proto });
+        let open = ev.state == PortState::Open;
+        let (ip, port, proto) = (ev.ip, ev.port, ev.proto);
         self.ctx.emit(Event::Port(ev)).await;
-        match (&self.next, open) {
-            (Some(Next::Detection(tx)), Some(open)) => drop(tx.send(open).await),
-            (Some(Next::Plugins(tx)), Some(open)) => drop(tx.send(self.bare(open)).await),
-            _ => {}
+        if !open {
+            return;
+        }
+        for name in self.ctx.targets_at(ip) {
+            let open = OpenPort { ip, port, proto, name: name.clone() };
+            match &self.next {
+                Some(Next::Detection(tx)) => drop(tx.send(open).await),
+                Some(Next::Plugins(tx)) => drop(tx.send(bare(&self.ctx, open)).await),
+                None => {}
+            }
         }
     }
 
     /// As [`Found::port`], from a thread outside the runtime.
     pub fn port_blocking(&self, ev: PortEvent) {
-        let open = (ev.state == PortState::Open).then_some(OpenPort { ip: ev.ip, port: ev.port, proto: ev.proto });
+        let open = ev.state == PortState::Open;
+        let (ip, port, proto) = (ev.ip, ev.port, ev.proto);
         self.ctx.emit_blocking(Event::Port(ev));
-        match (&self.next, open) {
-            (Some(Next::Detection(tx)), Some(open)) => drop(tx.blocking_send(open)),
-            (Some(Next::Plugins(tx)), Some(open)) => drop(tx.blocking_send(self.bare(open))),
-            _ => {}
+        if !open {
+            return;
+        }
+        for name in self.ctx.targets_at(ip) {
+            let open = OpenPort { ip, port, proto, name: name.clone() };
+            match &self.next {
+                Some(Next::Detection(tx)) => drop(tx.blocking_send(open)),
+                Some(Next::Plugins(tx)) => drop(tx.blocking_send(bare(&self.ctx, open))),
+                None => {}
+            }
         }
     }
+}
 
-    fn bare(&self, p: OpenPort) -> Arc<Service> {
-        let mut s = Service::bare(self.ctx.scan_id.clone(), p.ip, p.port, p.proto);
-        s.targetname = self.ctx.name_of(p.ip).map(str::to_string);
-        Arc::new(s)
-    }
+/// What the plugins see of an open port without service detection.
+fn bare(ctx: &Ctx, p: OpenPort) -> Arc<Service> {
+    let mut s = Service::bare(ctx.scan_id.clone(), p.ip, p.port, p.proto);
+    s.targetname = p.name.map(|n| n.to_string());
+    Arc::new(s)
 }
 
 /// The ports a scan decided but did not report one by one, counted per

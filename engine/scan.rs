@@ -63,6 +63,10 @@ pub struct ScanConfig {
     pub host_timeout: Option<std::time::Duration>,
     /// Targets given by name, with the address each resolved to.
     pub hostnames: Vec<crate::findings::Hostname>,
+    /// Named addresses also given as addresses (a target of their own too).
+    pub also_by_address: Vec<std::net::IpAddr>,
+    /// Reverse DNS: of which hosts, through whom.
+    pub rdns: crate::rdns::Settings,
 }
 
 impl ScanConfig {
@@ -221,12 +225,14 @@ pub(crate) async fn run(
             verbosity: cfg.verbosity,
             hosts: if cfg.discovery.is_some() || cfg.list_only { hosts_space.shard_len(cfg.shard) } else { 0 },
             hostnames: cfg.hostnames.clone(),
+            also_by_address: cfg.also_by_address.clone(),
             partial: cfg.resume.is_some() || cfg.host_timeout.is_some(),
         },
     };
+    let names = Arc::new(start.settings.targets_by_address());
     let _ = events.send(Event::ScanStart(start)).await;
     let t0 = Instant::now();
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         scan_id: scan_id.clone(),
         t0,
         events,
@@ -234,8 +240,12 @@ pub(crate) async fn run(
         stop: stop.clone(),
         unshown: Arc::default(),
         latency: cfg.discovery.is_none().then(Arc::default),
-        names: Arc::new(names_of(&cfg.hostnames)),
+        names,
+        rdns: None,
     };
+    // Reverse DNS sends its names through a context of its own (it is not
+    // told of its own events).
+    ctx.rdns = crate::rdns::start(&cfg.rdns, hosts_space.addrs(), &ctx)?;
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
         return Ok(finish(&ctx, &stats, interrupted, false).await);
@@ -364,11 +374,15 @@ async fn finish(ctx: &Ctx, stats: &Stats, interrupted: bool, taken_up: bool) -> 
         for ip in answered {
             let mut host = ping::host_event(ctx, ip, HostState::Up, Reason::UserSet, None);
             host.latency = latency.get(&ip).copied().flatten();
-            let _ = ctx.events.send(Event::Host(host)).await;
+            ctx.emit(Event::Host(host)).await;
         }
     }
     for ev in extra {
-        let _ = ctx.events.send(Event::Extraports(ev)).await;
+        ctx.emit(Event::Extraports(ev)).await;
+    }
+    // The names of the hosts reported, before the end.
+    if let Some(rdns) = &ctx.rdns {
+        rdns.finish().await;
     }
     let end = ScanEnd {
         scan_id: ctx.scan_id.clone(),
@@ -555,14 +569,4 @@ fn hosts_order(hosts: Vec<std::net::IpAddr>, ports: &crate::targets::TargetSpace
     let none = crate::targets::AddrSet::default();
     let space = crate::targets::TargetSpace::new(&addrs, &none, ports.ports().to_vec()).ok()?;
     Some(space.in_sequence(ports.is_sequential()).order(random_u64(), crate::targets::Shard::WHOLE, 0))
-}
-
-/// The user's names by address: the first given for each (nmap scans an
-/// address given under two names twice; moonscan, once, by the first).
-fn names_of(hostnames: &[crate::findings::Hostname]) -> std::collections::HashMap<std::net::IpAddr, String> {
-    let mut names = std::collections::HashMap::new();
-    for h in hostnames {
-        names.entry(h.ip).or_insert_with(|| h.name.clone());
-    }
-    names
 }

@@ -65,16 +65,29 @@ udp_run() { # name namespace cmd...
     echo $! >"$UDP_DIR/$name.pid"
 }
 
-# DNS with a few local records and no upstream (no DHCP: no --dhcp-range).
-# dnsmasq opens TCP 53 on the address too; lab.sh's firewall resets it on
-# 198.18.0.2.
+# DNS with a few local records and no upstream (no DHCP: no --dhcp-range):
+# the lab's resolver (msscan's resolv.conf names 198.18.0.2). Forward and
+# reverse zones: each --host-record is an A record and its PTR (the first
+# name's: 198.18.0.12 is alpha), the live hosts of 198.18.2.0/24 are
+# liveN, dead host 198.18.2.5 is dead5 (for -R), two.lab.moonscan.test
+# has two IPv4 addresses (--resolve-all) and six.lab.moonscan.test only
+# an IPv6 one (-6); any other address of the lab's blocks has no name
+# (NXDOMAIN at once: --local, never "refused"). dnsmasq opens TCP 53 on the address
+# too; lab.sh's firewall resets it on 198.18.0.2.
 udp_start_dnsmasq() { # name address
+    local live=() h
+    for h in 3 17 42 77 100 128 200 254; do live+=("--host-record=live$h.lab.moonscan.test,198.18.2.$h"); done
     udp_run "$1" "$(udp_ns "$2")" /usr/sbin/dnsmasq --keep-in-foreground --conf-file=/dev/null --pid-file= \
         --log-facility="$UDP_DIR/$1-own.log" --user=nobody --group=nogroup \
         --listen-address="$2" --bind-interfaces --port=53 --no-resolv --no-hosts --no-poll \
         --local=/lab.moonscan.test/ --domain=lab.moonscan.test \
-        --host-record=target.lab.moonscan.test,198.18.0.2 --host-record=target2.lab.moonscan.test,198.18.0.3 \
-        --host-record=rate.lab.moonscan.test,198.18.1.2 --txt-record=lab.moonscan.test,"moonscan lab"
+        --local=/18.198.in-addr.arpa/ --local=/19.198.in-addr.arpa/ --local=/0.0.0.0.2.0.0.0.1.0.0.2.ip6.arpa/ \
+        --host-record=target.lab.moonscan.test,198.18.0.2,2001:2::2 --host-record=target2.lab.moonscan.test,198.18.0.3 \
+        --host-record=alpha.lab.moonscan.test,198.18.0.12 --host-record=beta.lab.moonscan.test,198.18.0.12 \
+        --host-record=rate.lab.moonscan.test,198.18.1.2 --host-record=dead5.lab.moonscan.test,198.18.2.5 \
+        --address=/two.lab.moonscan.test/198.18.0.2 --address=/two.lab.moonscan.test/198.18.0.3 \
+        --address=/six.lab.moonscan.test/2001:2::2 \
+        --txt-record=lab.moonscan.test,"moonscan lab" "${live[@]}"
 }
 
 # SNMP v1/v2c (read-only community "public") and v3 (engine discovery; one

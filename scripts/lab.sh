@@ -161,7 +161,7 @@ all_ports_open() {
     for p in "${PORTS[@]}"; do port_open "$TARGET" "$p" || return 1; done
     for p in "${PORTS2[@]}"; do port_open "$TARGET2" "$p" || return 1; done
     port_open "$NAMED" "$NAMED_TLS" || return 1
-    [ -s "/etc/netns/$SCAN_NS/hosts" ]
+    [ -s "/etc/netns/$SCAN_NS/hosts" ] && [ -s "/etc/netns/$SCAN_NS/resolv.conf" ]
 }
 
 # --- packages ---------------------------------------------------------------
@@ -271,9 +271,12 @@ setup_namespaces() {
         ip -n "$TGT_NS" addr replace "${l%%:*}/24" dev "$TGT_IF"
     done
     ip -n "$TGT_NS" addr replace "$NAMED/24" dev "$TGT_IF"
-    # The lab's names, for everything run in msscan (the rest of /etc/hosts kept).
+    # The lab's names, for everything run in msscan (the rest of /etc/hosts
+    # kept), and its resolver: dnsmasq on $TARGET (scripts/lab-udp.sh),
+    # which also answers reverse lookups (PTR) for the lab's addresses.
     mkdir -p "/etc/netns/$SCAN_NS"
     { cat /etc/hosts; echo "$NAMED ${NAMES[*]}"; } >"/etc/netns/$SCAN_NS/hosts"
+    printf 'nameserver %s\noptions timeout:1 attempts:2\n' "$TARGET" >"/etc/netns/$SCAN_NS/resolv.conf"
     ip -n "$SCAN_NS" route replace 198.19.0.0/16 via 198.18.0.2
     # mstarget owns all of 198.19.0.0/16 (65,536 hosts for sweeps).
     ip -n "$TGT_NS" route replace local 198.19.0.0/16 dev lo
@@ -843,7 +846,7 @@ cmd_down() {
         log "deleting namespace $ns"
         ip netns del "$ns"
     done
-    rm -f "/etc/netns/$SCAN_NS/hosts"
+    rm -f "/etc/netns/$SCAN_NS/hosts" "/etc/netns/$SCAN_NS/resolv.conf"
     rmdir "/etc/netns/$SCAN_NS" /etc/netns 2>/dev/null || true
     rm -rf "$STATE"
     log "down"

@@ -407,6 +407,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         port: 443,
         proto: Proto::Tcp,
         targetname: None,
+        rdns: None,
         method: ServiceMethod::Soft,
         tunnel: Some(Tunnel::Ssl),
         probe: Some("GetRequest".into()),
@@ -471,6 +472,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true]}),
         volatile: vec![nasty.into()],
         host: true,
+        targetname: None,
         t: 1.55,
     })));
     evs.push(Event::Finding(Box::new(FindingEvent {
@@ -484,6 +486,7 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         data: serde_json::json!({"k": nasty, "n": [1, 2.5, -3, null, true], "o": {"'": "\\"}}),
         about: Default::default(),
         host: false,
+        targetname: None,
         t: 1.6,
     })));
     evs.push(Event::Error(ErrorEvent {

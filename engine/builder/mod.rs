@@ -114,7 +114,8 @@ pub struct ScanBuilder {
     max_rtt_timeout: Option<Duration>,
     initial_rtt_timeout: Option<Duration>,
     scan_delay: Option<Duration>,
-    no_dns: bool,
+    rdns: crate::rdns::Settings,
+    pub(super) resolve_all: bool,
     ipv6: bool,
     seed: Option<u64>,
     resume: Option<ResumePoint>,
@@ -299,9 +300,17 @@ impl ScanBuilder {
         self
     }
 
-    /// Never resolve names (`-n`).
-    pub fn no_dns(mut self, on: bool) -> Self {
-        self.no_dns = on;
+    /// Which hosts get a reverse DNS lookup, and who answers (`-n`, `-R`,
+    /// `--dns-servers`, `--system-dns`; default: each host found up,
+    /// through resolv.conf's servers).
+    pub fn reverse_dns(mut self, settings: crate::rdns::Settings) -> Self {
+        self.rdns = settings;
+        self
+    }
+
+    /// Scan every address of each name given (`--resolve-all`), not only its first.
+    pub fn resolve_all(mut self, on: bool) -> Self {
+        self.resolve_all = on;
         self
     }
 
@@ -476,7 +485,7 @@ impl ScanBuilder {
                 }
             }
         }
-        let (include, exclude, hostnames) = self.address_sets()?;
+        let inputs::Targets { include, exclude, names: hostnames, also_by_address } = self.address_sets()?;
         let (space, also_udp) = match (tcp_ports, udp_ports) {
             (Some(tcp), udp) => {
                 let also = udp.map(|u| TargetSpace::new(&include, &exclude, u)).transpose()?;
@@ -637,6 +646,8 @@ impl ScanBuilder {
             list_only: self.list_only,
             host_timeout: self.host_timeout,
             hostnames,
+            also_by_address,
+            rdns: self.rdns,
         };
         if let Some(len) = resumed_len {
             let walks = if config.discovery.is_some() { "hosts" } else { "(address, port) pairs" };

@@ -262,9 +262,22 @@ pub struct Args {
     /// Never scan the targets listed in FILE.
     #[arg(long = "excludefile", value_name = "FILE")]
     pub exclude_file: Vec<PathBuf>,
-    /// Never resolve hostnames.
+    /// No reverse DNS: hosts are reported by address (names given as
+    /// targets are still resolved, as nmap's -n).
     #[arg(short = 'n')]
     pub no_dns: bool,
+    /// Reverse DNS for every target, up or not (default: the hosts found up).
+    #[arg(short = 'R', conflicts_with = "no_dns")]
+    pub always_rdns: bool,
+    /// Ask these DNS servers for reverse lookups (ADDR[:PORT],...).
+    #[arg(long = "dns-servers", value_name = "LIST")]
+    pub dns_servers: Option<String>,
+    /// Reverse lookups through the system's resolver (getnameinfo), one at a time per thread.
+    #[arg(long = "system-dns", conflicts_with = "dns_servers")]
+    pub system_dns: bool,
+    /// Scan every address of a name given as a target (default: its first).
+    #[arg(long = "resolve-all")]
+    pub resolve_all: bool,
     /// Send raw probes through this interface.
     #[arg(short = 'e', value_name = "IFACE")]
     pub iface: Option<String>,
@@ -280,7 +293,7 @@ pub struct Args {
     /// Report open ports only, whatever -v says.
     #[arg(long = "open")]
     pub open_only: bool,
-    /// Resolve hostnames to IPv6 addresses; IPv4 targets are refused.
+    /// IPv6: names resolve to their AAAA addresses; IPv4 targets are refused.
     #[arg(short = '6')]
     pub ipv6: bool,
 
@@ -420,7 +433,19 @@ pub fn validate(
     let mut b = moonscan::Scan::builder()
         .targets(args.targets.iter().cloned())
         .exclude(args.exclude.iter().flat_map(|l| l.split(',')).map(str::to_string))
-        .no_dns(args.no_dns)
+        .reverse_dns(moonscan::rdns::Settings {
+            when: match (args.no_dns, args.always_rdns || args.list_scan) {
+                (true, _) => moonscan::rdns::When::Never,
+                (false, true) => moonscan::rdns::When::Always,
+                (false, false) => moonscan::rdns::When::Up,
+            },
+            via: match (&args.dns_servers, args.system_dns) {
+                (Some(list), _) => moonscan::rdns::Via::Servers(moonscan::rdns::parse_servers(list)?),
+                (None, true) => moonscan::rdns::Via::System,
+                (None, false) => moonscan::rdns::Via::Resolver,
+            },
+        })
+        .resolve_all(args.resolve_all)
         .ipv6(args.ipv6)
         .report_closed(args.verbose > 0 && !args.open_only)
         .verbosity(args.verbose)
@@ -699,6 +724,24 @@ mod tests {
     }
 
     #[test]
+    fn reverse_dns_follows_nmaps_flags() {
+        use moonscan::rdns::{Settings, Via, When};
+        let rdns = |args: &str| plan(args).unwrap().scan.config().rdns.clone();
+        assert_eq!(rdns("127.0.0.1"), Settings { when: When::Up, via: Via::Resolver });
+        assert_eq!(rdns("-n 127.0.0.1").when, When::Never);
+        assert_eq!(rdns("-R 127.0.0.1").when, When::Always);
+        assert_eq!(rdns("-sL 127.0.0.1").when, When::Always, "a list scan names every target");
+        assert_eq!(rdns("-sL -n 127.0.0.1").when, When::Never);
+        assert_eq!(rdns("--system-dns 127.0.0.1").via, Via::System);
+        let servers = vec!["198.18.0.2:53".parse().unwrap(), "127.0.0.1:5353".parse().unwrap()];
+        assert_eq!(rdns("--dns-servers 198.18.0.2,127.0.0.1:5353 127.0.0.1").via, Via::Servers(servers));
+        // -n no longer refuses a name: it only leaves reverse DNS out, as nmap's.
+        let p = plan("-n localhost").unwrap();
+        assert_eq!(p.scan.config().hostnames[0].name, "localhost");
+        assert!(parse(&argv("-R -n 127.0.0.1")).is_err(), "-R and -n contradict");
+    }
+
+    #[test]
     fn defaults_are_top_1000_and_t3() {
         let p = plan("127.0.0.1").unwrap();
         assert_eq!(p.scan.config().space.ports().len(), 1000);
@@ -721,7 +764,8 @@ mod tests {
             ("300.1.1.1", "octet 300"),
             ("198.18.0.0/33", "prefix length 33"),
             ("", "no targets"),
-            ("-n localhost", "-n disables DNS"),
+            ("--dns-servers ns.example 127.0.0.1", "--dns-servers: 'ns.example' is not an IP address"),
+            ("--dns-servers , 127.0.0.1", "--dns-servers names no server"),
             ("-p 80 -F 127.0.0.1", "choose one"),
             ("--max-rate 0 127.0.0.1", "--max-rate"),
             ("--shard 3/2 127.0.0.1", "invalid shard"),

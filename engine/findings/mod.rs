@@ -37,6 +37,7 @@ pub enum Event {
     Log(LogEvent),
     Error(ErrorEvent),
     Timing(TimingEvent),
+    Rdns(RdnsEvent),
     ScanEnd(ScanEnd),
 }
 
@@ -54,6 +55,7 @@ impl Event {
             Event::Log(e) => &e.scan_id,
             Event::Error(e) => &e.scan_id,
             Event::Timing(e) => &e.scan_id,
+            Event::Rdns(e) => &e.scan_id,
             Event::ScanEnd(e) => &e.scan_id,
         }
     }
@@ -71,6 +73,7 @@ impl Event {
             Event::Log(e) => &mut e.scan_id,
             Event::Error(e) => &mut e.scan_id,
             Event::Timing(e) => &mut e.scan_id,
+            Event::Rdns(e) => &mut e.scan_id,
             Event::ScanEnd(e) => &mut e.scan_id,
         };
         *slot = id;
@@ -125,9 +128,33 @@ pub struct ScanSettings {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
     /// The targets given by name, with the address each resolved to
-    /// (nmap's `user` hostnames).
+    /// (nmap's `user` hostnames). Two names of one address are two
+    /// targets, each detected and reported under its own name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hostnames: Vec<Hostname>,
+    /// Addresses of `hostnames` also given as addresses (alone or in a
+    /// block or range): a target of their own too, without a name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_by_address: Vec<IpAddr>,
+}
+
+impl ScanSettings {
+    /// The targets at each address given by name: its names in order,
+    /// after the address itself (`None`) when it was given as an address
+    /// too. An address not in the map is one target without a name.
+    pub fn targets_by_address(&self) -> std::collections::HashMap<IpAddr, Vec<Option<Arc<str>>>> {
+        let mut map: std::collections::HashMap<IpAddr, Vec<Option<Arc<str>>>> = Default::default();
+        for &ip in &self.also_by_address {
+            map.entry(ip).or_default().push(None);
+        }
+        for h in &self.hostnames {
+            let list = map.entry(h.ip).or_default();
+            if !list.iter().any(|n| n.as_deref() == Some(h.name.as_str())) {
+                list.push(Some(h.name.as_str().into()));
+            }
+        }
+        map
+    }
 }
 
 /// A target given by name and the address it resolved to.
@@ -135,6 +162,21 @@ pub struct ScanSettings {
 pub struct Hostname {
     pub ip: IpAddr,
     pub name: String,
+    /// The name's other addresses, not scanned (without `--resolve-all`):
+    /// nmap's "Other addresses for NAME (not scanned)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others: Vec<IpAddr>,
+}
+
+/// The name a reverse DNS lookup (PTR) found for a host's address.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RdnsEvent {
+    pub scan_id: ScanId,
+    pub ip: IpAddr,
+    /// Without the root's trailing dot.
+    pub name: String,
+    /// Seconds since the scan started.
+    pub t: f64,
 }
 
 /// The UTC date and time `secs` seconds after 1970, for any year an `i64`
@@ -633,6 +675,10 @@ pub struct ScriptEvent {
     /// (its `scope = "host"`): nmap's host script results. Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host: bool,
+    /// The name the plugin ran under, for a target given by name (two
+    /// names of one address are two targets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targetname: Option<String>,
     /// Seconds since the scan started.
     pub t: f64,
 }
@@ -658,6 +704,9 @@ pub struct FindingEvent {
     /// (its `scope = "host"`). Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host: bool,
+    /// The name the plugin ran under, for a target given by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targetname: Option<String>,
     /// Seconds since the scan started.
     pub t: f64,
 }
@@ -837,7 +886,12 @@ mod tests {
                 shard: Some("1/2".into()),
                 verbosity: 2,
                 hosts: 256,
-                hostnames: vec![Hostname { ip: "198.18.2.3".parse().unwrap(), name: "lab.example".into() }],
+                hostnames: vec![Hostname {
+                    ip: "198.18.2.3".parse().unwrap(),
+                    name: "lab.example".into(),
+                    others: vec!["2001:2::3".parse().unwrap()],
+                }],
+                also_by_address: vec!["198.18.2.3".parse().unwrap()],
                 partial: true,
             },
         };

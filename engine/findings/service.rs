@@ -89,6 +89,11 @@ pub struct Service {
     /// name the service says of itself (in [`Identity`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targetname: Option<String>,
+    /// The address's reverse DNS name as the plugins ran (nmap's
+    /// `host.name`): what HTTP requests of a target given by address send
+    /// in `Host:`. Not written: the `rdns` event carries it.
+    #[serde(skip)]
+    pub rdns: Option<String>,
     #[serde(flatten)]
     pub id: Identity,
     pub method: ServiceMethod,
@@ -119,6 +124,7 @@ impl Service {
             port,
             proto,
             targetname: None,
+            rdns: None,
             id: Identity { service: service.to_string(), ..Identity::default() },
             method: ServiceMethod::Table,
             tunnel: None,

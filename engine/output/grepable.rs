@@ -38,7 +38,9 @@ impl Layout for GrepableLayout {
                 crate::findings::HostState::Down => "Down",
                 crate::findings::HostState::Unknown => "Unknown",
             };
-            let name = host.name.map(field).unwrap_or_default();
+            // nmap's is the reverse DNS name; moonscan gives the name the
+            // host was given when it has none.
+            let name = host.ptr.or(host.name).map(field).unwrap_or_default();
             text.push_str(&format!("Host: {ip} ({name})\tStatus: {state}\n"));
             if host.ports.is_empty() {
                 out.write_all(text.as_bytes())?;

@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use super::report::{scripts, Collected, HostRec, Layout, Report, Unshown};
-use super::screen::screen_text;
+use super::screen::{screen, screen_text};
 use crate::findings::{HostState, PortState};
 
 /// nmap's normal output, written to `writer` (`Normal::new(writer)`).
@@ -109,6 +109,14 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
         text.push_str("Host is up.\n");
     } else {
         let _ = writeln!(text, "Host is up{latency}.");
+    }
+    if !host.others.is_empty() {
+        let others: Vec<String> = host.others.iter().map(std::net::IpAddr::to_string).collect();
+        let name = host.name.map(screen).unwrap_or_default();
+        let _ = writeln!(text, "Other addresses for {name} (not scanned): {}", others.join(" "));
+    }
+    if let Some(ptr) = host.other_ptr() {
+        let _ = writeln!(text, "rDNS record for {}: {}", host.ip, screen(ptr));
     }
     let mac = host.status.and_then(|s| {
         let vendor = s.vendor.as_deref().unwrap_or("Unknown");
@@ -296,6 +304,28 @@ mod tests {
         let mut buf = Vec::new();
         feed(&mut Normal::new(&mut buf).with_reasons(reasons), events);
         String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn each_name_of_an_address_is_a_host_report_of_its_own_named_as_nmap_does() {
+        let text = render(&named_scan(Some("alpha.example")), false);
+        let reports: Vec<&str> = text.split("Nmap scan report for ").skip(1).collect();
+        assert_eq!(reports.len(), 3, "{text}");
+        // The address alone first (named by reverse DNS), then each name.
+        assert!(reports[0].starts_with("alpha.example (198.18.0.12)\nHost is up.\n"), "{text}");
+        assert!(reports[0].contains("default-site") && !reports[0].contains("alpha-site"), "{text}");
+        assert!(reports[1].starts_with(
+            "alpha.example (198.18.0.12)\nHost is up.\nOther addresses for alpha.example (not scanned): 198.18.0.13\n"
+        ));
+        assert!(!reports[1].contains("rDNS record"), "the PTR is the name given: {text}");
+        assert!(reports[1].contains("alpha-site") && !reports[1].contains("http-title"), "{text}");
+        assert!(reports[2]
+            .starts_with("beta.example (198.18.0.12)\nHost is up.\nrDNS record for 198.18.0.12: alpha.example\n"));
+        assert!(reports[2].contains("beta-site") && reports[2].contains("beta's own site"), "{text}");
+        assert!(text.contains("3 IP addresses (3 hosts up)") || text.contains("(3 hosts up)"), "{text}");
+        // Without a reverse DNS name, the address alone is the address.
+        let text = render(&named_scan(None), false);
+        assert!(text.contains("Nmap scan report for 198.18.0.12\n") && !text.contains("rDNS"), "{text}");
     }
 
     #[test]

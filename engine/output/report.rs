@@ -83,21 +83,29 @@ pub struct Collected {
     pub start: Option<ScanStart>,
     /// Unix time of the scan's start, in seconds.
     start_at: Option<f64>,
-    /// By (address, protocol rank, port): hosts in address order, TCP
-    /// before UDP, ports in number order.
-    ports: BTreeMap<(IpAddr, u8, u16), PortRec>,
+    /// By (address, target, protocol rank, port): hosts in address order
+    /// (the targets of one address, its names, in their order), TCP before
+    /// UDP, ports in number order.
+    ports: BTreeMap<(IpAddr, u8, u8, u16), PortRec>,
     /// What host discovery said, by address.
     status: BTreeMap<IpAddr, HostStatus>,
     /// Ports decided but not reported, by address (`extraports` events).
     extra: BTreeMap<IpAddr, Vec<Unshown>>,
-    /// The name each target given by name was given (the first, if several).
-    hostnames: HashMap<IpAddr, String>,
-    /// Host script results (findings of `scope = "host"` plugins), by address.
-    host_scripts: BTreeMap<IpAddr, Scripts>,
+    /// The targets at each address given by name (see
+    /// [`crate::findings::ScanSettings::targets_by_address`]): one host
+    /// report each. An address not here is one target.
+    targets: HashMap<IpAddr, Vec<Option<std::sync::Arc<str>>>>,
+    /// A name's other addresses, not scanned, by (address, name).
+    others: HashMap<(IpAddr, String), Vec<IpAddr>>,
+    /// Each address's name from reverse DNS.
+    ptr: HashMap<IpAddr, String>,
+    /// Host script results (findings of `scope = "host"` plugins), by
+    /// address and target.
+    host_scripts: BTreeMap<(IpAddr, u8), Scripts>,
     /// The port each host script's results came from: one run per host
     /// and plugin is shown (a plugin may run on 139 and 445 alike).
-    host_script_ports: HashMap<(IpAddr, String), u16>,
-    /// Distinct addresses in `ports` or found up.
+    host_script_ports: HashMap<(IpAddr, u8, String), u16>,
+    /// Host reports: targets of the addresses in `ports` or found up.
     up: usize,
     pub end: Option<ScanEnd>,
     pub services_seen: bool,
@@ -115,6 +123,10 @@ pub struct HostRec<'a> {
     pub unshown: Vec<Unshown>,
     /// The name it was given as a target (nmap's `user` hostname).
     pub name: Option<&'a str>,
+    /// Its address's name from reverse DNS (nmap's `PTR` hostname).
+    pub ptr: Option<&'a str>,
+    /// The other addresses of its name, not scanned.
+    pub others: &'a [IpAddr],
     /// Its host script results, if any.
     pub host_scripts: Option<&'a Scripts>,
 }
@@ -193,15 +205,16 @@ impl Collected {
         match event {
             Event::ScanStart(s) => {
                 self.start_at = s.started.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
-                for h in &s.settings.hostnames {
-                    self.hostnames.entry(h.ip).or_insert_with(|| h.name.clone());
+                self.targets = s.settings.targets_by_address();
+                for h in s.settings.hostnames.iter().filter(|h| !h.others.is_empty()) {
+                    self.others.insert((h.ip, h.name.clone()), h.others.clone());
                 }
                 self.start = Some(s.clone());
             }
             Event::Host(h) => {
                 let counted = self.status.get(&h.ip).is_some_and(|s| s.state == HostState::Up) || self.has_ports(h.ip);
                 if h.state == HostState::Up && !counted {
-                    self.up += 1;
+                    self.up += self.views(h.ip);
                 }
                 let status = HostStatus {
                     state: h.state,
@@ -217,11 +230,14 @@ impl Collected {
                 };
                 self.status.insert(h.ip, status);
             }
+            // A port's state is its address's: every target there has it.
             Event::Port(p) => {
-                let rec = self.port(p.ip, p.proto, p.port, p.t);
-                rec.state = p.state;
-                rec.reason = p.reason;
-                rec.ttl = p.ttl;
+                for view in 0..self.views(p.ip) as u8 {
+                    let rec = self.port((p.ip, view), p.proto, p.port, p.t);
+                    rec.state = p.state;
+                    rec.reason = p.reason;
+                    rec.ttl = p.ttl;
+                }
             }
             Event::Service(s) => {
                 self.services_seen = true;
@@ -229,12 +245,14 @@ impl Collected {
                 // keeps none for its report.
                 let mut kept = s.clone();
                 kept.tls = None;
-                self.port(s.ip, s.proto, s.port, s.t).service = Some(kept);
+                let at = self.target(s.ip, s.targetname.as_deref());
+                self.port(at, s.proto, s.port, s.t).service = Some(kept);
             }
             Event::Finding(f) => {
                 let finding =
                     Finding { title: f.title.clone(), severity: f.severity, data: f.data.clone(), output: None };
-                self.plugin_said(f.ip, f.proto, f.port, f.t, &f.plugin, f.host, finding);
+                let at = self.target(f.ip, f.targetname.as_deref());
+                self.plugin_said(at, f.proto, f.port, f.t, &f.plugin, f.host, finding);
             }
             Event::Script(r) => {
                 let result = Finding {
@@ -243,17 +261,20 @@ impl Collected {
                     data: r.data.clone(),
                     output: Some(r.output.clone()),
                 };
-                self.plugin_said(r.ip, r.proto, r.port, r.t, &r.plugin, r.host, result);
+                let at = self.target(r.ip, r.targetname.as_deref());
+                self.plugin_said(at, r.proto, r.port, r.t, &r.plugin, r.host, result);
             }
             // A host's few ports of a state are rows, as in nmap's port
             // table (a port reported since, as a late answer, keeps its report).
             Event::Extraports(e) if !e.ports.is_empty() => {
                 let t = self.status.get(&e.ip).map_or_else(|| self.elapsed(), |s| f64::from(s.t));
-                for &port in &e.ports {
-                    if !self.ports.contains_key(&(e.ip, rank(e.proto), port)) {
-                        let rec = self.port(e.ip, e.proto, port, t);
-                        rec.state = e.state;
-                        rec.reason = e.reason;
+                for view in 0..self.views(e.ip) as u8 {
+                    for &port in &e.ports {
+                        if !self.ports.contains_key(&(e.ip, view, rank(e.proto), port)) {
+                            let rec = self.port((e.ip, view), e.proto, port, t);
+                            rec.state = e.state;
+                            rec.reason = e.reason;
+                        }
                     }
                 }
             }
@@ -262,6 +283,9 @@ impl Collected {
                 self.extra.entry(e.ip).or_default().push(u);
             }
             Event::ScanEnd(e) => self.end = Some(e.clone()),
+            Event::Rdns(r) => {
+                self.ptr.insert(r.ip, r.name.clone());
+            }
             Event::Log(_) | Event::Error(_) | Event::Timing(_) => {}
         }
         if self.start_at.is_none() {
@@ -269,34 +293,55 @@ impl Collected {
         }
     }
 
+    /// How many targets (host reports) an address has.
+    fn views(&self, ip: IpAddr) -> usize {
+        self.targets.get(&ip).map_or(1, Vec::len).max(1)
+    }
+
+    /// The target at `ip` of the name a result came under (the address's
+    /// first when the name is not one of its targets').
+    fn target(&self, ip: IpAddr, name: Option<&str>) -> (IpAddr, u8) {
+        let view = self.targets.get(&ip).and_then(|names| names.iter().position(|n| n.as_deref() == name));
+        (ip, view.unwrap_or(0) as u8)
+    }
+
     /// A finding or script result of `plugin` on a port, or on its host
     /// for a host-scope plugin (kept from the first port it ran on).
     #[allow(clippy::too_many_arguments)]
-    fn plugin_said(&mut self, ip: IpAddr, proto: Proto, port: u16, t: f64, plugin: &str, host: bool, said: Finding) {
+    fn plugin_said(
+        &mut self,
+        at: (IpAddr, u8),
+        proto: Proto,
+        port: u16,
+        t: f64,
+        plugin: &str,
+        host: bool,
+        said: Finding,
+    ) {
         if host {
-            let from = *self.host_script_ports.entry((ip, plugin.to_string())).or_insert(port);
-            self.port(ip, proto, port, t);
+            let from = *self.host_script_ports.entry((at.0, at.1, plugin.to_string())).or_insert(port);
+            self.port(at, proto, port, t);
             if from == port {
-                self.host_scripts.entry(ip).or_default().entry(plugin.to_string()).or_default().push(said);
+                self.host_scripts.entry(at).or_default().entry(plugin.to_string()).or_default().push(said);
             }
         } else {
-            self.port(ip, proto, port, t).scripts.entry(plugin.to_string()).or_default().push(said);
+            self.port(at, proto, port, t).scripts.entry(plugin.to_string()).or_default().push(said);
         }
     }
 
-    /// The record of a port, made on first sight (a service or finding
-    /// without a port event can only be about an open port).
-    fn port(&mut self, ip: IpAddr, proto: Proto, port: u16, t: f64) -> &mut PortRec {
+    /// The record of a port of one target, made on first sight (a service
+    /// or finding without a port event can only be about an open port).
+    fn port(&mut self, (ip, view): (IpAddr, u8), proto: Proto, port: u16, t: f64) -> &mut PortRec {
         let table_name = *self
             .names
             .entry((port, proto))
             .or_insert_with(|| crate::targets::ports::service_name(port, proto.as_str()));
         let rank = rank(proto);
         if !self.has_ports(ip) && self.status.get(&ip).is_none_or(|s| s.state != HostState::Up) {
-            self.up += 1;
+            self.up += self.views(ip);
         }
         let t = t as f32;
-        let rec = self.ports.entry((ip, rank, port)).or_insert_with(|| PortRec {
+        let rec = self.ports.entry((ip, view, rank, port)).or_insert_with(|| PortRec {
             proto,
             port,
             state: PortState::Open,
@@ -314,31 +359,45 @@ impl Collected {
     }
 
     fn has_ports(&self, ip: IpAddr) -> bool {
-        self.ports.range((ip, 0, 0)..=(ip, u8::MAX, u16::MAX)).next().is_some()
+        self.ports.range((ip, 0, 0, 0)..=(ip, u8::MAX, u8::MAX, u16::MAX)).next().is_some()
     }
 
-    /// The hosts with a reported port or a `host` event, in address order.
+    /// The hosts with a reported port or a `host` event, in address order:
+    /// one report for each target at an address (its names, in order).
     pub fn hosts(&self) -> impl Iterator<Item = HostRec<'_>> {
-        let mut ports = self.ports.iter().peekable();
+        let mut ports = self.ports.keys().map(|k| k.0).peekable();
         let mut status = self.status.iter().peekable();
+        let mut pending: std::collections::VecDeque<HostRec<'_>> = Default::default();
         std::iter::from_fn(move || {
-            let next_port = ports.peek().map(|((ip, _, _), _)| *ip);
+            if let Some(h) = pending.pop_front() {
+                return Some(h);
+            }
+            let next_port = ports.peek().copied();
             let next_status = status.peek().map(|(ip, _)| **ip);
             let ip = match (next_port, next_status) {
                 (Some(a), Some(b)) => a.min(b),
                 (a, b) => a.or(b)?,
             };
             let status = status.next_if(|(s, _)| **s == ip).map(|(_, st)| st);
-            let mut list = Vec::new();
-            while let Some((_, p)) = ports.next_if(|((next, _, _), _)| *next == ip) {
-                list.push(p);
+            while ports.next_if(|next| *next == ip).is_some() {}
+            for view in 0..self.views(ip) as u8 {
+                pending.push_back(self.host(ip, view, status));
             }
-            let up = status.is_none_or(|s| s.state == HostState::Up);
-            let unshown = if up { self.unshown(ip, &list) } else { Vec::new() };
-            let name = self.hostnames.get(&ip).map(String::as_str);
-            let host_scripts = self.host_scripts.get(&ip);
-            Some(HostRec { ip, status, ports: list, unshown, name, host_scripts })
+            pending.pop_front()
         })
+    }
+
+    /// The report of one target at `ip`.
+    fn host<'a>(&'a self, ip: IpAddr, view: u8, status: Option<&'a HostStatus>) -> HostRec<'a> {
+        let list: Vec<&PortRec> =
+            self.ports.range((ip, view, 0, 0)..=(ip, view, u8::MAX, u16::MAX)).map(|(_, p)| p).collect();
+        let up = status.is_none_or(|s| s.state == HostState::Up);
+        let unshown = if up { self.unshown(ip, &list) } else { Vec::new() };
+        let name = self.targets.get(&ip).and_then(|names| names.get(usize::from(view))).and_then(|n| n.as_deref());
+        let others = name.and_then(|n| self.others.get(&(ip, n.to_string()))).map_or(&[][..], Vec::as_slice);
+        let ptr = self.ptr.get(&ip).map(String::as_str);
+        let host_scripts = self.host_scripts.get(&(ip, view));
+        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts }
     }
 
     /// The ports of an up host not shown: those counted by `extraports`
@@ -454,12 +513,19 @@ impl Collected {
 }
 
 impl HostRec<'_> {
-    /// How nmap names a host in its reports: `NAME (IP)`, or the address.
+    /// How nmap names a host in its reports: `NAME (IP)` with the name
+    /// it was given, else its reverse DNS name, or the address.
     pub fn label(&self) -> String {
-        match self.name {
-            Some(n) => format!("{n} ({})", self.ip),
+        match self.name.or(self.ptr) {
+            Some(n) => format!("{} ({})", super::screen(n), self.ip),
             None => self.ip.to_string(),
         }
+    }
+
+    /// The reverse DNS name, when it is not the name the host was given
+    /// (nmap's "rDNS record for IP: NAME" line).
+    pub fn other_ptr(&self) -> Option<&str> {
+        self.ptr.filter(|p| self.name.is_some_and(|n| !n.eq_ignore_ascii_case(p)))
     }
 
     /// The host's state: what discovery said, else up (it has ports).

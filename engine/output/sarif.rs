@@ -257,6 +257,7 @@ mod tests {
             data: json!({"bits": 1024}),
             about: About { cve: cve.iter().map(|s| s.to_string()).collect(), ..Default::default() },
             host: false,
+            targetname: None,
             t: 0.5,
         }))
     }

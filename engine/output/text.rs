@@ -187,6 +187,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 Some(why) => writeln!(o, "Slowing down: {}", screen(why)),
                 None => Ok(()),
             },
+            Event::Rdns(r) => writeln!(o, "Reverse DNS: {} is {}", r.ip, screen(&r.name)),
             Event::Log(_) | Event::Extraports(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {

@@ -174,12 +174,14 @@ impl Layout for XmlLayout {
                     let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"{vendor}/>", esc(mac));
                 }
             }
-            match host.name {
-                Some(n) => {
-                    let _ = writeln!(doc, "<hostnames>\n<hostname name=\"{}\" type=\"user\"/>\n</hostnames>", esc(n));
+            // nmap's: the name given (user), then reverse DNS's (PTR).
+            doc.push_str("<hostnames>\n");
+            for (name, kind) in [(host.name, "user"), (host.ptr, "PTR")] {
+                if let Some(n) = name {
+                    let _ = writeln!(doc, "<hostname name=\"{}\" type=\"{kind}\"/>", esc(n));
                 }
-                None => doc.push_str("<hostnames>\n</hostnames>\n"),
             }
+            doc.push_str("</hostnames>\n");
             if !host.ports.is_empty() || !host.unshown.is_empty() {
                 doc.push_str("<ports>");
                 extraports(&mut doc, &host.unshown);
@@ -799,10 +801,26 @@ mod tests {
     }
 
     #[test]
+    fn names_given_are_user_hostnames_and_reverse_dns_ones_ptr_one_host_per_name() {
+        let doc = render(&super::super::report::sample::named_scan(Some("www.example")));
+        well_formed(&doc).unwrap();
+        let hosts: Vec<&str> = doc.split("<host ").skip(1).collect();
+        assert_eq!(hosts.len(), 3, "{doc}");
+        assert!(hosts[0].contains("<hostnames>\n<hostname name=\"www.example\" type=\"PTR\"/>\n</hostnames>"), "{doc}");
+        assert!(hosts[1].contains(
+            "<hostnames>\n<hostname name=\"alpha.example\" type=\"user\"/>\n<hostname name=\"www.example\" type=\"PTR\"/>\n</hostnames>"
+        ));
+        assert!(hosts[1].contains("product=\"alpha-site\"") && !hosts[1].contains("beta-site"), "{doc}");
+        assert!(hosts[2].contains("product=\"beta-site\"") && hosts[2].contains("id=\"http-title\""), "{doc}");
+        assert!(doc.contains("<hosts up=\"3\""), "{doc}");
+    }
+
+    #[test]
     fn ports_not_shown_are_extraports_and_names_are_user_hostnames() {
         let mut named = start("moonscan -p 1-100 lab.example", 100);
         if let Event::ScanStart(s) = &mut named {
-            s.settings.hostnames = vec![Hostname { ip: ip("198.18.0.2"), name: "lab.example".into() }];
+            s.settings.hostnames =
+                vec![Hostname { ip: ip("198.18.0.2"), name: "lab.example".into(), others: Vec::new() }];
         }
         let doc = render(&[
             named,

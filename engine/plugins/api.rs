@@ -67,6 +67,8 @@ impl UserData for Ctx {
         fields.add_field_method_get("ip", |_, this| Ok(this.run.info.ip.to_string()));
         // The name the user gave for the host (nil for an address): nmap's host.targetname.
         fields.add_field_method_get("targetname", |_, this| Ok(this.run.info.targetname.clone()));
+        // The address's reverse DNS name (nil without one, or with -n): nmap's host.name.
+        fields.add_field_method_get("rdns", |_, this| Ok(this.run.info.rdns.clone()));
         fields.add_field_method_get("port", |_, this| Ok(this.run.info.port));
         fields.add_field_method_get("protocol", |_, this| Ok(this.run.info.proto.as_str()));
         fields.add_field_method_get("service", |_, this| Ok(this.run.info.known_service().map(str::to_string)));
@@ -269,11 +271,12 @@ impl From<mlua::Error> for HttpError {
 
 /// The `Host:` of a request to the host being scanned (the guard allows no
 /// other), as nmap's http library writes it: the name the user gave for
-/// the host, else its address (an IPv6 one in brackets), with the port
+/// the host, else its reverse DNS name, else its address (an IPv6 one in
+/// brackets), with the port
 /// when it is not the scheme's own (80, or 443 over TLS).
 fn host_field(run: &Run, req: &ConnectRequest, tls: bool) -> String {
     let ip = run.info.ip;
-    let host = match (run.name_for(ip), ip) {
+    let host = match (run.http_name_for(ip), ip) {
         (Some(name), _) => name,
         (None, IpAddr::V6(v6)) => format!("[{v6}]"),
         (None, v4) => v4.to_string(),

@@ -617,13 +617,20 @@ impl Run {
     }
 
     /// The name the user gave for `ip` when it is the host being scanned
-    /// (what its TLS handshakes send in SNI, its HTTP requests in `Host:`).
+    /// (what its TLS handshakes send in SNI).
     pub(super) fn name_for(&self, ip: IpAddr) -> Option<String> {
         (ip == self.info.ip).then(|| self.info.targetname.clone()).flatten()
     }
 
+    /// What HTTP requests to `ip` name in `Host:`: the name the user gave,
+    /// else the address's reverse DNS name (nmap's `stdnse.get_hostname`).
+    pub(super) fn http_name_for(&self, ip: IpAddr) -> Option<String> {
+        self.name_for(ip).or_else(|| (ip == self.info.ip).then(|| self.info.rdns.clone()).flatten())
+    }
+
     /// The name a TLS handshake to `ip` sends in SNI: `tls.servername` if
-    /// given, else [`Run::name_for`].
+    /// given, else [`Run::name_for`] (never a reverse DNS name, as nmap's
+    /// `tls.servername`).
     pub(super) fn sni_for(&self, ip: IpAddr) -> Option<String> {
         (ip == self.info.ip).then(|| self.scope.servername.clone()).flatten().or_else(|| self.name_for(ip))
     }

@@ -167,6 +167,7 @@ async fn worker(
                 }
             },
         };
+        let info = with_rdns(info, &ctx).await;
         let (info, mut decided) = with_tls_tried(vm, info, &cut).await;
         for i in 0..vm.plugins().len() {
             if cut.is_set() {
@@ -185,6 +186,21 @@ async fn worker(
                 ctx.emit(ev).await;
             }
         }
+    }
+}
+
+/// A port of a target given by address, with its address's reverse DNS
+/// name (waiting for the lookup while it runs, as nmap's plugins always
+/// have it): what its plugins' HTTP requests name in `Host:`.
+async fn with_rdns(info: Arc<Service>, ctx: &Ctx) -> Arc<Service> {
+    let Some(rdns) = ctx.rdns.as_ref().filter(|_| info.targetname.is_none()) else { return info };
+    match rdns.name_of(info.ip).await {
+        Some(name) => {
+            let mut named = (*info).clone();
+            named.rdns = Some(name);
+            Arc::new(named)
+        }
+        None => info,
     }
 }
 
@@ -273,6 +289,7 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
                 data: f.data,
                 volatile: p.volatile.clone(),
                 host,
+                targetname: info.targetname.clone(),
                 t,
             })),
             None => Event::Finding(Box::new(FindingEvent {
@@ -286,6 +303,7 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
                 data: f.data,
                 about: f.about,
                 host,
+                targetname: info.targetname.clone(),
                 t,
             })),
         });

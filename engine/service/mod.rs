@@ -55,7 +55,7 @@ pub async fn run_stage(
                 let next_port = ports.lock().await.recv().await;
                 let Some(open) = next_port else { break };
                 let d = match open.proto {
-                    Proto::Tcp => det.detect_named(open.ip, open.port, ctx.name_of(open.ip)).await,
+                    Proto::Tcp => det.detect_named(open.ip, open.port, open.name.as_deref()).await,
                     Proto::Udp => det.detect_udp(open.ip, open.port).await,
                 };
                 let (error, service) = to_service(&ctx, open, d);
@@ -83,7 +83,7 @@ pub fn to_service(ctx: &Ctx, open: OpenPort, d: Detection) -> (Option<Event>, Se
         ctx.error(Some(open.ip), Some(open.port), None, kind, message)
     });
     let mut s = Service::bare(ctx.scan_id.clone(), open.ip, open.port, open.proto);
-    s.targetname = ctx.name_of(open.ip).map(str::to_string);
+    s.targetname = open.name.as_deref().map(str::to_string);
     if let Some(id) = d.identity {
         s.id = id;
         s.method = d.method.unwrap_or(ServiceMethod::Probed);

@@ -174,22 +174,50 @@ fn hostname(t: &str) -> Result<()> {
 /// Which address family to take when a name has both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
+    /// IPv4 only (A records), as nmap without -6.
     PreferV4,
+    /// IPv6 only (AAAA records), with -6.
     OnlyV6,
 }
 
-/// Resolves a hostname once, taking its first address of the wanted family.
-pub fn resolve(name: &str, family: Family) -> Result<IpAddr> {
-    let addrs: Vec<IpAddr> = (name, 0)
+/// Every address of a name (the system resolver's order, duplicates
+/// left out): the wanted family's, then the others.
+pub fn resolve(name: &str, family: Family) -> Result<(Vec<IpAddr>, Vec<IpAddr>)> {
+    pick_family(name, system_addresses(name)?, family)
+}
+
+/// Every address the system resolver (`getaddrinfo`: /etc/hosts, DNS) has
+/// for a name.
+pub fn system_addresses(name: &str) -> Result<Vec<IpAddr>> {
+    Ok((name, 0)
         .to_socket_addrs()
         .map_err(|e| Error::with_source(ErrorKind::Resolve, format!("cannot resolve '{name}': {e}"), e))?
         .map(|sa| sa.ip())
-        .collect();
-    let pick = match family {
-        Family::PreferV4 => addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()),
-        Family::OnlyV6 => addrs.iter().find(|a| a.is_ipv6()),
-    };
-    pick.copied().ok_or_else(|| Error::new(ErrorKind::Resolve, format!("'{name}' has no address of the wanted family")))
+        .collect())
+}
+
+/// Splits a name's addresses into the family wanted and the rest, refusing
+/// a name with none of the wanted family in one line that says what to do.
+pub fn pick_family(name: &str, all: Vec<IpAddr>, family: Family) -> Result<(Vec<IpAddr>, Vec<IpAddr>)> {
+    let mut wanted = Vec::new();
+    let mut others = Vec::new();
+    for a in all {
+        let list = if a.is_ipv6() == (family == Family::OnlyV6) { &mut wanted } else { &mut others };
+        if !list.contains(&a) {
+            list.push(a);
+        }
+    }
+    if wanted.is_empty() {
+        let why = match (family, others.is_empty()) {
+            (_, true) => format!("cannot resolve '{name}': it has no address"),
+            (Family::PreferV4, false) => {
+                format!("'{name}' has only IPv6 addresses (AAAA records): scan it with -6")
+            }
+            (Family::OnlyV6, false) => format!("'{name}' has no IPv6 address (AAAA record), and -6 scans IPv6 only"),
+        };
+        return Err(Error::new(ErrorKind::Resolve, why));
+    }
+    Ok((wanted, others))
 }
 
 #[cfg(test)]
@@ -236,6 +264,23 @@ mod tests {
     fn hostnames_are_kept_for_resolution() {
         assert_eq!(parse_term("LocalHost").unwrap(), Term::Host("localhost".into()));
         assert_eq!(parse_term("lab.moonscan.test").unwrap(), Term::Host("lab.moonscan.test".into()));
+    }
+
+    #[test]
+    fn a_name_gives_the_wanted_family_first_and_says_when_it_has_none() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let both = vec![ip("2001:2::2"), ip("198.18.0.2"), ip("198.18.0.3"), ip("198.18.0.2")];
+        let (v4, rest) = pick_family("n", both.clone(), Family::PreferV4).unwrap();
+        assert_eq!(v4, [ip("198.18.0.2"), ip("198.18.0.3")], "in the resolver's order, once each");
+        assert_eq!(rest, [ip("2001:2::2")]);
+        let (v6, rest) = pick_family("n", both, Family::OnlyV6).unwrap();
+        assert_eq!((v6, rest.len()), (vec![ip("2001:2::2")], 2));
+        let e = pick_family("six.example", vec![ip("2001:2::2")], Family::PreferV4).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Resolve);
+        assert!(e.to_string().contains("'six.example' has only IPv6 addresses (AAAA records): scan it with -6"), "{e}");
+        let e = pick_family("four.example", vec![ip("198.18.0.2")], Family::OnlyV6).unwrap_err();
+        assert!(e.to_string().contains("no IPv6 address"), "{e}");
+        assert!(pick_family("none.example", Vec::new(), Family::PreferV4).is_err());
     }
 
     #[test]

@@ -71,6 +71,7 @@ pub fn finding(addr: &str, port: u16, plugin: &str, title: &str, data: serde_jso
         data,
         about: Default::default(),
         host: false,
+        targetname: None,
         t: 0.75,
     }))
 }
@@ -87,6 +88,7 @@ pub fn result(addr: &str, port: u16, plugin: &str, output: &str, data: serde_jso
         data,
         volatile: Vec::new(),
         host: false,
+        targetname: None,
         t: 0.75,
     }))
 }
@@ -161,4 +163,42 @@ pub fn scan() -> Vec<Event> {
         }),
         end(1.5, 0),
     ]
+}
+
+/// 198.18.0.12 given as `alpha.example`, `beta.example` and as an address,
+/// with a site of its own under each name on 8443, a script result under
+/// beta, and its reverse DNS name (`ptr`, if any) arriving last.
+pub fn named_scan(ptr: Option<&str>) -> Vec<Event> {
+    let mut start = start("moonscan -sV -sC -p 8443 alpha.example beta.example 198.18.0.12", 1);
+    if let Event::ScanStart(s) = &mut start {
+        let named =
+            |name: &str, others: Vec<std::net::IpAddr>| Hostname { ip: ip("198.18.0.12"), name: name.into(), others };
+        s.settings.hostnames = vec![named("alpha.example", vec![ip("198.18.0.13")]), named("beta.example", Vec::new())];
+        s.settings.also_by_address = vec![ip("198.18.0.12")];
+    }
+    let site = |name: Option<&str>, product: &str| {
+        let mut s = service("198.18.0.12", 8443, "https", Some(product), None);
+        s.targetname = name.map(String::from);
+        Event::Service(Box::new(s))
+    };
+    let Event::Script(mut title) =
+        result("198.18.0.12", 8443, "http-title", "beta's own site", serde_json::Value::Null)
+    else {
+        unreachable!()
+    };
+    title.targetname = Some("beta.example".into());
+    let mut evs = vec![
+        start,
+        port("198.18.0.12", 8443, PortState::Open, 0.01),
+        site(None, "default-site"),
+        site(Some("alpha.example"), "alpha-site"),
+        site(Some("beta.example"), "beta-site"),
+        Event::Script(title),
+    ];
+    if let Some(name) = ptr {
+        let scan_id = "0123456789abcdef".into();
+        evs.push(Event::Rdns(RdnsEvent { scan_id, ip: ip("198.18.0.12"), name: name.into(), t: 0.9 }));
+    }
+    evs.push(end(1.0, 0));
+    evs
 }

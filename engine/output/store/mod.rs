@@ -256,6 +256,7 @@ impl Sink for Store {
                     tls.map_or(Val::Null, |t| Val::json(&TlsSession::of(t))),
                     Val::Real(s.t),
                     seq.clone(),
+                    Val::opt(&s.targetname),
                 ];
                 self.push(&schema::SERVICES, row);
                 for (i, c) in tls.map_or(&[][..], |t| &t.chain[..]).iter().enumerate() {
@@ -296,6 +297,7 @@ impl Sink for Store {
                     if f.host { Val::Int(1) } else { Val::Null },
                     Val::Real(f.t),
                     seq,
+                    Val::opt(&f.targetname),
                 ];
                 self.push(&schema::FINDINGS, row);
             }
@@ -312,8 +314,19 @@ impl Sink for Store {
                     if r.host { Val::Int(1) } else { Val::Null },
                     Val::Real(r.t),
                     seq,
+                    Val::opt(&r.targetname),
                 ];
                 self.push(&schema::SCRIPTS, row);
+            }
+            Event::Rdns(r) => {
+                let row = vec![
+                    self.scan("rdns")?,
+                    Val::Text(r.ip.to_string()),
+                    Val::Text(r.name.clone()),
+                    Val::Real(r.t),
+                    seq,
+                ];
+                self.push(&schema::RDNS, row);
             }
             Event::Host(h) => {
                 let row = vec![

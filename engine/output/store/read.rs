@@ -10,8 +10,8 @@ use serde_json::Value;
 use super::{connect, display_name, Backend, Cell};
 use crate::findings::{
     banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, ExtraportsEvent, FindingEvent, HostEvent,
-    HostState, Identity, PortEvent, PortState, Proto, Reason, ScanEnd, ScanId, ScanStart, ScanType, ScriptEvent,
-    Service, ServiceMethod, Severity, TlsInfo, Tunnel,
+    HostState, Identity, PortEvent, PortState, Proto, RdnsEvent, Reason, ScanEnd, ScanId, ScanStart, ScanType,
+    ScriptEvent, Service, ServiceMethod, Severity, TlsInfo, Tunnel,
 };
 use crate::{Error, ErrorKind};
 
@@ -231,7 +231,7 @@ impl Db {
 
         for r in self.query(
             "SELECT ip, port, proto, service, product, version, info, os, hostname, device, tunnel, method, \
-             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, CAST(tls_session AS TEXT), t, seq \
+             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, CAST(tls_session AS TEXT), t, seq, targetname \
              FROM services \
              WHERE scan_id = ?",
             &[id],
@@ -262,6 +262,7 @@ impl Db {
             let session: super::TlsSession = r.opt().and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
             ev.t = r.real().unwrap_or(0.0);
             let seq = r.int().unwrap_or(0);
+            ev.targetname = r.opt();
             if let Some(version) = version {
                 let chain = chains.remove(&(ip.to_string(), seq)).unwrap_or_default();
                 ev.tls = Some(Box::new(TlsInfo {
@@ -284,13 +285,13 @@ impl Db {
         }
 
         for r in self.query(
-            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), CAST(about AS TEXT), host, t, seq FROM findings \
+            "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), CAST(about AS TEXT), host, t, seq, targetname FROM findings \
              WHERE scan_id = ?",
             &[id],
         )? {
             let mut r = Row(r.into_iter());
             let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
-            let ev = FindingEvent {
+            let mut ev = FindingEvent {
                 scan_id: scan_id.clone(),
                 ip,
                 port,
@@ -301,19 +302,22 @@ impl Db {
                 data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
                 about: r.opt().and_then(|a| serde_json::from_str(&a).ok()).unwrap_or_default(),
                 host: r.int() == Some(1),
+                targetname: None,
                 t: r.real().unwrap_or(0.0),
             };
-            body.push((r.int().unwrap_or(0), Event::Finding(Box::new(ev))));
+            let seq = r.int().unwrap_or(0);
+            ev.targetname = r.opt();
+            body.push((seq, Event::Finding(Box::new(ev))));
         }
 
         for r in self.query(
-            "SELECT ip, port, proto, plugin, output, CAST(data AS TEXT), CAST(volatile AS TEXT), host, t, seq \
+            "SELECT ip, port, proto, plugin, output, CAST(data AS TEXT), CAST(volatile AS TEXT), host, t, seq, targetname \
              FROM scripts WHERE scan_id = ?",
             &[id],
         )? {
             let mut r = Row(r.into_iter());
             let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
-            let ev = ScriptEvent {
+            let mut ev = ScriptEvent {
                 scan_id: scan_id.clone(),
                 ip,
                 port,
@@ -323,9 +327,12 @@ impl Db {
                 data: r.opt().and_then(|d| serde_json::from_str(&d).ok()).unwrap_or_default(),
                 volatile: r.opt().and_then(|v| serde_json::from_str(&v).ok()).unwrap_or_default(),
                 host: r.int() == Some(1),
+                targetname: None,
                 t: r.real().unwrap_or(0.0),
             };
-            body.push((r.int().unwrap_or(0), Event::Script(Box::new(ev))));
+            let seq = r.int().unwrap_or(0);
+            ev.targetname = r.opt();
+            body.push((seq, Event::Script(Box::new(ev))));
         }
 
         for r in
@@ -349,6 +356,13 @@ impl Db {
                 t: r.real().unwrap_or(0.0),
             };
             body.push((r.int().unwrap_or(0), Event::Host(ev)));
+        }
+
+        for r in self.query("SELECT ip, name, t, seq FROM rdns WHERE scan_id = ?", &[id])? {
+            let mut r = Row(r.into_iter());
+            let Some(ip) = r.ip() else { continue };
+            let ev = RdnsEvent { scan_id: scan_id.clone(), ip, name: r.text(), t: r.real().unwrap_or(0.0) };
+            body.push((r.int().unwrap_or(0), Event::Rdns(ev)));
         }
 
         for r in self.query(

@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 8;
+pub const VERSION: i64 = 9;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS services (
     tls_alpn TEXT,
     tls_session {json},
     t {real} NOT NULL,
-    seq {int} NOT NULL
+    seq {int} NOT NULL,
+    targetname TEXT
 );
 CREATE INDEX IF NOT EXISTS services_scan ON services (scan_id, ip, port);
 CREATE TABLE IF NOT EXISTS tls_certs (
@@ -107,7 +108,8 @@ CREATE TABLE IF NOT EXISTS findings (
     about {json},
     host {int},
     t {real} NOT NULL,
-    seq {int} NOT NULL
+    seq {int} NOT NULL,
+    targetname TEXT
 );
 CREATE INDEX IF NOT EXISTS findings_scan ON findings (scan_id, ip, port);
 CREATE TABLE IF NOT EXISTS scripts (
@@ -121,7 +123,8 @@ CREATE TABLE IF NOT EXISTS scripts (
     volatile {json},
     host {int},
     t {real} NOT NULL,
-    seq {int} NOT NULL
+    seq {int} NOT NULL,
+    targetname TEXT
 );
 CREATE INDEX IF NOT EXISTS scripts_scan ON scripts (scan_id, ip, port);
 CREATE TABLE IF NOT EXISTS errors (
@@ -157,6 +160,14 @@ CREATE TABLE IF NOT EXISTS extraports (
     seq {int} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS extraports_scan ON extraports (scan_id);
+CREATE TABLE IF NOT EXISTS rdns (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    name TEXT NOT NULL,
+    t {real} NOT NULL,
+    seq {int} NOT NULL,
+    UNIQUE (scan_id, ip)
+);
 ";
 
 /// What brings a database of schema version `from` to [`VERSION`] (with the
@@ -199,6 +210,16 @@ fn upgrades(from: i64) -> Vec<&'static str> {
             "UPDATE scans SET scripts = (SELECT COUNT(*) FROM scripts s WHERE s.scan_id = scans.id), \
              findings = (SELECT COUNT(*) FROM findings f WHERE f.scan_id = scans.id) WHERE ended IS NOT NULL",
         );
+    }
+    if from < 9 {
+        // Version 9: the name a target was scanned under (two names of one
+        // address are two targets), and the rdns table (made by the DDL,
+        // as the scripts table before version 8, with the column).
+        out.push("ALTER TABLE services ADD COLUMN targetname TEXT");
+        out.push("ALTER TABLE findings ADD COLUMN targetname TEXT");
+        if from == 8 {
+            out.push("ALTER TABLE scripts ADD COLUMN targetname TEXT");
+        }
     }
     out
 }
@@ -305,6 +326,7 @@ pub const SERVICES: Table = Table {
         ("tls_session", Json),
         ("t", Real),
         ("seq", Int),
+        ("targetname", Text),
     ],
     conflict: None,
 };
@@ -349,6 +371,7 @@ pub const FINDINGS: Table = Table {
         ("host", Int),
         ("t", Real),
         ("seq", Int),
+        ("targetname", Text),
     ],
     conflict: None,
 };
@@ -401,6 +424,7 @@ pub const SCRIPTS: Table = Table {
         ("host", Int),
         ("t", Real),
         ("seq", Int),
+        ("targetname", Text),
     ],
     conflict: None,
 };
@@ -423,10 +447,16 @@ pub const EXTRAPORTS: Table = Table {
 
 /// The tables rows go to, in the order a batch writes them (scans first:
 /// the others refer to it).
-pub const TABLES: [&Table; 9] =
-    [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &SCRIPTS, &ERRORS, &HOSTS, &EXTRAPORTS];
+pub const TABLES: [&Table; 10] =
+    [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &SCRIPTS, &ERRORS, &HOSTS, &EXTRAPORTS, &RDNS];
 
 /// What `scan_end` sets on its scan's row; the parameters are these columns, then the id.
 pub const SCAN_END: &str = "UPDATE scans SET ended = ?, elapsed = ?, probes_sent = ?, open = ?, closed = ?, \
                             filtered = ?, errors = ?, findings = ?, scripts = ?, interrupted = ? WHERE id = ?";
 pub const SCAN_END_KINDS: [Kind; 11] = [Text, Real, Int, Int, Int, Int, Int, Int, Int, Bool, Text];
+
+pub const RDNS: Table = Table {
+    name: "rdns",
+    columns: &[("scan_id", Text), ("ip", Text), ("name", Text), ("t", Real), ("seq", Int)],
+    conflict: Some("scan_id, ip"),
+};

@@ -57,6 +57,7 @@ fn service(addr: &str, p: u16, version: &str) -> Event {
     s.probe = Some("GetRequest".into());
     s.banner = b"it's \x00 'quoted'".to_vec();
     s.t = 0.26;
+    s.targetname = Some("www.lab.example".into());
     Event::Service(Box::new(Service {
         tls: Some(Box::new(TlsInfo {
             version: "TLSv1.3".into(),
@@ -113,6 +114,7 @@ fn finding(addr: &str, p: u16, title: &str) -> Event {
         data: serde_json::json!({"version": "7.0.15", "nested": {"a": [1, 2.5, null, "x\u{0}y"]}}),
         about: Default::default(),
         host: false,
+        targetname: Some("cache.lab.example".into()),
         t: 0.31,
     }))
 }
@@ -129,6 +131,7 @@ fn script(addr: &str, p: u16, output: &str, data: serde_json::Value, volatile: &
         data,
         volatile: volatile.iter().map(|v| v.to_string()).collect(),
         host: false,
+        targetname: None,
         t: 0.32,
     }))
 }
@@ -170,6 +173,12 @@ fn scan_events(id: &str) -> Vec<Event> {
         port("198.18.0.2", 22, 0.001),
         port("198.18.0.2", 443, 0.002),
         port("2001:2::2", 6379, 0.003),
+        Event::Rdns(crate::findings::RdnsEvent {
+            scan_id: SCANID.into(),
+            ip: ip("198.18.0.2"),
+            name: "target.lab.moonscan.test".into(),
+            t: 0.004,
+        }),
         service("198.18.0.2", 443, "1.22.1"),
         finding("2001:2::2", 6379, "Redis answers without authentication"),
         script(
@@ -648,9 +657,10 @@ fn version_7_ddl() -> String {
     let (from, to) = (now.find("CREATE TABLE IF NOT EXISTS scripts").unwrap(), now.find("scripts_scan").unwrap());
     let to = to + now[to..].find(";\n").unwrap() + 2;
     let v7 = format!("{}{}", &now[..from], &now[to..])
+        .replace(",\n    targetname TEXT", "")
         .replace(",\n    scripts INTEGER", "")
         .replace("    data TEXT,\n    about TEXT,", "    data TEXT,\n    output TEXT,\n    about TEXT,");
-    assert!(!v7.contains("scripts") && v7.contains("output TEXT"), "{v7}");
+    assert!(!v7.contains("scripts") && !v7.contains("targetname") && v7.contains("output TEXT"), "{v7}");
     v7
 }
 
