@@ -198,7 +198,8 @@ pub fn start(settings: &Settings, targets: &crate::targets::AddrSet, ctx: &Ctx) 
     if settings.when == When::Never {
         return Ok(None);
     }
-    let namer = Arc::new(Namer::new(&settings.via)?);
+    let (namer, note) = Namer::new(&settings.via)?;
+    let namer = Arc::new(namer);
     let name: NameFn = Arc::new(move |ip| {
         let namer = namer.clone();
         Box::pin(async move { namer.name(ip).await })
@@ -210,7 +211,16 @@ pub fn start(settings: &Settings, targets: &crate::targets::AddrSet, ctx: &Ctx) 
         let n = set.len().min(MAX_ADDRESSES as u128);
         Box::new((0..n).filter_map(move |i| set.get(i))) as Box<dyn Iterator<Item = IpAddr> + Send>
     });
-    let task = tokio::spawn(lookups(name, rx, every, learnt.clone(), ctx.clone()));
+    let ctx = ctx.clone();
+    let task = tokio::spawn({
+        let learnt = learnt.clone();
+        async move {
+            if let Some(note) = note {
+                warn(&ctx, crate::findings::ErrorKind::Io, note).await;
+            }
+            lookups(name, rx, every, learnt, ctx).await;
+        }
+    });
     Ok(Some(Arc::new(Tap {
         learnt,
         seen: Mutex::default(),
@@ -301,7 +311,7 @@ async fn lookups_until_done(
                     let message = format!(
                         "reverse DNS: {left} hosts were not looked up when the scan ended (-n skips reverse DNS)"
                     );
-                    warn(&ctx, message).await;
+                    warn(&ctx, crate::findings::ErrorKind::Timeout, message).await;
                 }
                 break;
             }
@@ -312,14 +322,14 @@ async fn lookups_until_done(
         let message = format!(
             "reverse DNS: {unanswered} of {asked} lookups got no answer in time (see --dns-servers, --system-dns; -n skips reverse DNS)"
         );
-        warn(&ctx, message).await;
+        warn(&ctx, crate::findings::ErrorKind::Timeout, message).await;
     }
 }
 
 /// An `error` event that does not count among the scan's errors: a DNS
 /// server that does not answer costs names, not the scan (nmap's warns).
-async fn warn(ctx: &Ctx, message: String) {
-    let _ = ctx.events.send(ctx.error(None, None, None, crate::findings::ErrorKind::Timeout, message)).await;
+async fn warn(ctx: &Ctx, kind: crate::findings::ErrorKind, message: String) {
+    let _ = ctx.events.send(ctx.error(None, None, None, kind, message)).await;
 }
 
 /// Names an address: from the hosts file, else from DNS.
@@ -331,17 +341,25 @@ struct Namer {
 enum Backend {
     Dns(Box<hickory_resolver::TokioResolver>),
     System,
+    /// resolv.conf names no server: the hosts file alone (nmap's "Reverse
+    /// DNS is disabled", but for the hosts file).
+    HostsOnly,
 }
 
 impl Namer {
-    fn new(via: &Via) -> Result<Namer> {
+    /// The namer, and what to tell the user when resolv.conf gives no
+    /// server to ask (the scan goes on, named by the hosts file alone).
+    fn new(via: &Via) -> Result<(Namer, Option<String>)> {
         let hosts = std::fs::File::open("/etc/hosts").map(|f| hosts_file(f, MAX_HOSTS_FILE)).unwrap_or_default();
-        let via = match via {
-            Via::System => Backend::System,
-            Via::Resolver => Backend::Dns(Box::new(resolver(None)?)),
-            Via::Servers(s) => Backend::Dns(Box::new(resolver(Some(s))?)),
+        let (via, note) = match via {
+            Via::System => (Backend::System, None),
+            Via::Resolver => match resolver(None) {
+                Ok(r) => (Backend::Dns(Box::new(r)), None),
+                Err(e) => (Backend::HostsOnly, Some(e.to_string())),
+            },
+            Via::Servers(s) => (Backend::Dns(Box::new(resolver(Some(s))?)), None),
         };
-        Ok(Namer { hosts, via })
+        Ok((Namer { hosts, via }, note))
     }
 
     async fn name(&self, ip: IpAddr) -> Outcome {
@@ -357,6 +375,7 @@ impl Namer {
                 }
             }
             // No server outside this machine names a loopback address.
+            Backend::HostsOnly => Outcome::NoName,
             Backend::Dns(_) if ip.is_loopback() => Outcome::NoName,
             Backend::Dns(r) => match tokio::time::timeout(LOOKUP_TIME, dns_name(r, ip)).await {
                 Ok(outcome) => outcome,
@@ -392,7 +411,10 @@ fn resolver(servers: Option<&[SocketAddr]>) -> Result<hickory_resolver::TokioRes
     use hickory_resolver::net::runtime::TokioRuntimeProvider;
     use hickory_resolver::TokioResolver;
     let failed = |e: &dyn std::fmt::Display| {
-        Error::new(ErrorKind::Config, format!("reverse DNS: cannot read the DNS servers of /etc/resolv.conf: {e} (--dns-servers names them; -n skips reverse DNS)"))
+        Error::new(
+            ErrorKind::Config,
+            format!("reverse DNS: no DNS server to ask ({e}); names come from the hosts file alone (--dns-servers or --system-dns ask others; -n skips reverse DNS)"),
+        )
     };
     let mut builder = match servers {
         None => TokioResolver::builder_tokio().map_err(|e| failed(&e))?,

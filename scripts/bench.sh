@@ -58,13 +58,19 @@
 #   baseline every job's moonscan command, this build against an older
 #            moonscan binary given as BASELINE=PATH, side by side in one
 #            hyperfine run per job (target: now/then <= 1.05); not in the default list
+#   names    -sV -sC -p 80,443 of 256 names over 64 addresses (198.19.0.1-64,
+#            four names each, from a hosts file mounted over msscan's) vs the
+#            same scan of 256 addresses (198.19.0.1-198.19.1.0): what names
+#            cost (target: names/addresses <= 1.05); nmap -sV -sC of the 256
+#            names once, and each name's report (title, certificate) compared
+#            with nmap's; not in the default list
 #   wan, wansweep  across the lab's WAN: see scripts/bench-wan.sh
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv wan wansweep (default: all)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv names wan wansweep (default: all but names)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -318,6 +324,50 @@ job_service() {
     fi
     echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
     bench service "nmap=0.1" "${timed[@]}" nmap "${nm[*]}"
+    ((ok))
+}
+
+# A command in msscan with $OUT/names.hosts over /etc/hosts (a mount
+# namespace of its own: msscan's hosts file is left as it is).
+with_names() { echo "unshare -m sh -c 'mount --bind $OUT/names.hosts /etc/hosts && exec \"\$@\"' sh $*"; }
+
+job_names() {
+    local i k line ok=1 runs=${NAMES_RUNS:-5}
+    cp /etc/netns/msscan/hosts "$OUT/names.hosts"
+    : >"$OUT/names.txt"
+    for i in $(seq 1 64); do
+        line="198.19.0.$i"
+        for k in 1 2 3 4; do
+            line="$line n$k-a$i.bench.lab.moonscan.test"
+            echo "n$k-a$i.bench.lab.moonscan.test" >>"$OUT/names.txt"
+        done
+        echo "$line" >>"$OUT/names.hosts"
+    done
+    local by_name by_addr nm
+    by_name=$(with_names "$MS" -Pn -sV -sC -p 80,443 -iL "$OUT/names.txt")
+    by_addr=$(with_names "$MS" -Pn -sV -sC -p 80,443 198.19.0.1-198.19.1.0)
+    nm=$(with_names nmap -Pn -sV -sC -p 80,443 -iL "$OUT/names.txt")
+    echo "== -sV -sC -p 80,443: 256 names over 64 addresses vs 256 addresses (target: names/addresses <= 1.05), nmap by name once"
+    in_lab sh -c "$by_name -oN $OUT/names.moonscan.txt" >/dev/null 2>"$OUT/names.moonscan.err" || ok=0
+    in_lab /usr/bin/time -f "%e %M" sh -c "$nm -oN $OUT/names.nmap.txt" >/dev/null 2>"$OUT/names.nmap.time" || ok=0
+    python3 - "$OUT/names.moonscan.txt" "$OUT/names.nmap.txt" "$OUT/names.nmap.time" <<'PY' || ok=0
+import re, sys
+def reports(path):
+    out = {}
+    for r in open(path).read().split("Nmap scan report for ")[1:]:
+        head = r.splitlines()[0]
+        facts = sorted(l.strip() for l in r.splitlines()
+                       if re.match(r"^\|_?(http-title|ssl-cert): ", l) or re.match(r"^\d+/tcp ", l))
+        out[head] = facts
+    return out
+ours, theirs = reports(sys.argv[1]), reports(sys.argv[2])
+same = sum(1 for h in ours if theirs.get(h) == ours[h])
+wall, rss = open(sys.argv[3]).read().split()[-2:]
+print(f"  reports: moonscan {len(ours)}, nmap {len(theirs)}; the same ports, services, title and certificate line: {same} of {len(theirs)}")
+print(f"  nmap by name: {float(wall):.1f} s, {int(rss) / 1024:.1f} MB")
+sys.exit(0 if len(ours) == 256 and same == len(theirs) else 1)
+PY
+    RUNS=$runs bench names "by-address=1.05" by-name "$by_name" by-address "$by_addr"
     ((ok))
 }
 
