@@ -103,19 +103,27 @@ pub enum Outcome {
     NoAnswer,
 }
 
+/// Where one address's lookup stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Lookup {
+    /// Asked of the resolver at this moment.
+    Running(tokio::time::Instant),
+    /// Its name, or `None` (no name, no answer).
+    Done(Option<String>),
+}
+
 /// What the lookups learnt, for those who wait on a host's name.
 #[derive(Debug, Default)]
 struct Learnt {
-    /// Each address looked up: its name, or `None` (no name, no answer).
-    names: Mutex<HashMap<IpAddr, Option<String>>>,
+    names: Mutex<HashMap<IpAddr, Lookup>>,
     /// The lookups are over (no more names will come).
     over: AtomicBool,
     changed: tokio::sync::Notify,
 }
 
 impl Learnt {
-    fn note(&self, ip: IpAddr, name: Option<String>) {
-        self.names.lock().unwrap_or_else(|e| e.into_inner()).insert(ip, name);
+    fn note(&self, ip: IpAddr, state: Lookup) {
+        self.names.lock().unwrap_or_else(|e| e.into_inner()).insert(ip, state);
         self.changed.notify_waiters();
     }
 }
@@ -158,21 +166,21 @@ impl Tap {
         }
     }
 
-    /// The name of `ip` once its lookup is done (waiting at most
-    /// [`LOOKUP_TIME`] for it), or `None` when it has none or was never
-    /// asked.
+    /// The name of `ip`: at once when its lookup is done, or not running
+    /// (never asked, or still queued behind others: a plugin never waits
+    /// for a lookup to start); while it runs, once it ends (at most
+    /// [`LOOKUP_TIME`] after it began).
     pub async fn name_of(&self, ip: IpAddr) -> Option<String> {
-        if !self.seen.lock().unwrap_or_else(|e| e.into_inner()).contains(&ip) {
-            return None;
-        }
-        let until = tokio::time::Instant::now() + LOOKUP_TIME;
         loop {
             let changed = self.learnt.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if let Some(name) = self.learnt.names.lock().unwrap_or_else(|e| e.into_inner()).get(&ip) {
-                return name.clone();
-            }
+            let state = self.learnt.names.lock().unwrap_or_else(|e| e.into_inner()).get(&ip).cloned();
+            let until = match state {
+                Some(Lookup::Done(name)) => return name,
+                Some(Lookup::Running(since)) => since + LOOKUP_TIME,
+                None => return None,
+            };
             if self.learnt.over.load(Ordering::Relaxed) || tokio::time::timeout_at(until, changed).await.is_err() {
                 return None;
             }
@@ -190,11 +198,15 @@ impl Tap {
     }
 }
 
+/// Every target address a scan asks names of with `When::Always` (its
+/// shard's, in the scan's order).
+pub type Targets = Box<dyn Iterator<Item = IpAddr> + Send>;
+
 /// Starts reverse DNS for a scan (none when `settings.when` is `Never`):
-/// a task that looks up what the returned tap is told of, or, for
-/// `Always`, every address of `targets` (and what the tap is told).
+/// a task that looks up what the returned tap is told of, and, for
+/// `Always`, the first [`MAX_ADDRESSES`] of `targets` (`-R`, `-sL`).
 /// `ctx` is where the names go.
-pub fn start(settings: &Settings, targets: &crate::targets::AddrSet, ctx: &Ctx) -> Result<Option<Arc<Tap>>> {
+pub fn start(settings: &Settings, targets: impl FnOnce() -> Targets, ctx: &Ctx) -> Result<Option<Arc<Tap>>> {
     if settings.when == When::Never {
         return Ok(None);
     }
@@ -206,11 +218,8 @@ pub fn start(settings: &Settings, targets: &crate::targets::AddrSet, ctx: &Ctx) 
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let learnt = Arc::new(Learnt::default());
-    let every: Option<Box<dyn Iterator<Item = IpAddr> + Send>> = (settings.when == When::Always).then(|| {
-        let set = targets.clone();
-        let n = set.len().min(MAX_ADDRESSES as u128);
-        Box::new((0..n).filter_map(move |i| set.get(i))) as Box<dyn Iterator<Item = IpAddr> + Send>
-    });
+    let every: Option<Targets> =
+        (settings.when == When::Always).then(|| Box::new(targets().take(MAX_ADDRESSES)) as Targets);
     let ctx = ctx.clone();
     let task = tokio::spawn({
         let learnt = learnt.clone();
@@ -238,7 +247,7 @@ type NameFn = Arc<dyn Fn(IpAddr) -> std::pin::Pin<Box<dyn std::future::Future<Ou
 async fn lookups(
     name: NameFn,
     rx: mpsc::UnboundedReceiver<IpAddr>,
-    every: Option<Box<dyn Iterator<Item = IpAddr> + Send>>,
+    every: Option<Targets>,
     learnt: Arc<Learnt>,
     ctx: Ctx,
 ) {
@@ -247,14 +256,18 @@ async fn lookups(
     learnt.changed.notify_waiters();
 }
 
-/// [`lookups`]' loop itself.
+/// [`lookups`]' loop itself. Once the tap closes, the lookups left get
+/// [`GRACE`]; with every target to name (`every`, `-R`, `-sL`), the grace
+/// starts again at each answer (a server that answers is asked on; one
+/// that has stopped answering ends it).
 async fn lookups_until_done(
     name: NameFn,
     mut rx: mpsc::UnboundedReceiver<IpAddr>,
-    mut every: Option<Box<dyn Iterator<Item = IpAddr> + Send>>,
+    mut every: Option<Targets>,
     learnt: &Learnt,
     ctx: Ctx,
 ) {
+    let renew = every.is_some();
     let mut queue = VecDeque::new();
     let mut running = tokio::task::JoinSet::new();
     let mut done_with = HashSet::new();
@@ -278,6 +291,7 @@ async fn lookups_until_done(
                 continue;
             }
             asked += 1;
+            learnt.note(ip, Lookup::Running(tokio::time::Instant::now()));
             let lookup = name(ip);
             running.spawn(async move { (ip, lookup.await) });
         }
@@ -293,17 +307,23 @@ async fn lookups_until_done(
                     deadline = Some(tokio::time::Instant::now() + GRACE);
                 }
             },
-            Some(done) = running.join_next(), if !running.is_empty() => match done {
-                Ok((ip, Outcome::Named(name))) => {
-                    learnt.note(ip, Some(name.clone()));
-                    ctx.emit(Event::Rdns(RdnsEvent { scan_id: ctx.scan_id.clone(), ip, name, t: ctx.t() })).await;
+            Some(done) = running.join_next(), if !running.is_empty() => {
+                let answered = matches!(done, Ok((_, Outcome::Named(_) | Outcome::NoName)));
+                if let (true, Some(d)) = (renew && answered, deadline.as_mut()) {
+                    *d = tokio::time::Instant::now() + GRACE;
                 }
-                Ok((ip, outcome)) => {
-                    unanswered += u64::from(outcome == Outcome::NoAnswer);
-                    learnt.note(ip, None);
+                match done {
+                    Ok((ip, Outcome::Named(name))) => {
+                        learnt.note(ip, Lookup::Done(Some(name.clone())));
+                        ctx.emit(Event::Rdns(RdnsEvent { scan_id: ctx.scan_id.clone(), ip, name, t: ctx.t() })).await;
+                    }
+                    Ok((ip, outcome)) => {
+                        unanswered += u64::from(outcome == Outcome::NoAnswer);
+                        learnt.note(ip, Lookup::Done(None));
+                    }
+                    Err(_) => {}
                 }
-                Err(_) => {}
-            },
+            }
             () = tokio::time::sleep_until(until), if deadline.is_some() => {
                 unanswered += running.len() as u64;
                 let left = queue.len() + every.as_mut().map_or(0, |e| e.count());
@@ -336,6 +356,10 @@ async fn warn(ctx: &Ctx, kind: crate::findings::ErrorKind, message: String) {
 struct Namer {
     hosts: HashMap<IpAddr, String>,
     via: Backend,
+    /// System lookups under way, each holding a permit until its thread
+    /// returns (a timed-out getnameinfo goes on in its thread: at most
+    /// [`PARALLEL`] threads are ever so held).
+    threads: Arc<tokio::sync::Semaphore>,
 }
 
 enum Backend {
@@ -359,7 +383,7 @@ impl Namer {
             },
             Via::Servers(s) => (Backend::Dns(Box::new(resolver(Some(s))?)), None),
         };
-        Ok((Namer { hosts, via }, note))
+        Ok((Namer { hosts, via, threads: Arc::new(tokio::sync::Semaphore::new(PARALLEL)) }, note))
     }
 
     async fn name(&self, ip: IpAddr) -> Outcome {
@@ -368,9 +392,19 @@ impl Namer {
         }
         match &self.via {
             Backend::System => {
-                let asked = tokio::task::spawn_blocking(move || system_name(ip));
+                let threads = self.threads.clone();
+                let asked = async move {
+                    let permit = threads.acquire_owned().await.ok()?;
+                    tokio::task::spawn_blocking(move || {
+                        let outcome = system_name(ip);
+                        drop(permit);
+                        outcome
+                    })
+                    .await
+                    .ok()
+                };
                 match tokio::time::timeout(LOOKUP_TIME, asked).await {
-                    Ok(Ok(outcome)) => outcome,
+                    Ok(Some(outcome)) => outcome,
                     _ => Outcome::NoAnswer,
                 }
             }
@@ -386,21 +420,41 @@ impl Namer {
 }
 
 /// The first name of each address in a hosts file (its canonical name, as
-/// the system resolver gives it; the first line for an address wins).
+/// the system resolver gives it; the first line for an address wins), of
+/// the first `limit` bytes (a line cut there is left out); lines that are
+/// not text, and names that are not hostnames, are passed over.
 fn hosts_file(file: impl std::io::Read, limit: u64) -> HashMap<IpAddr, String> {
-    use std::io::BufRead;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let _ = file.take(limit).read_to_end(&mut bytes);
+    if bytes.len() as u64 >= limit {
+        let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        bytes.truncate(end);
+    }
     let mut names = HashMap::new();
-    for line in std::io::BufReader::new(file.take(limit)).lines() {
-        let Ok(line) = line else { break };
+    for line in bytes.split(|&b| b == b'\n') {
+        let Ok(line) = std::str::from_utf8(line) else { continue };
         let line = line.split('#').next().unwrap_or("");
         let mut words = line.split_whitespace();
         let (Some(addr), Some(name)) = (words.next(), words.next()) else { continue };
         // An IPv6 address with a zone (fe80::1%eth0) names no scanned address.
-        if let Ok(ip) = addr.parse::<IpAddr>() {
-            names.entry(ip).or_insert_with(|| name.trim_end_matches('.').to_string());
+        if let (Ok(ip), Some(name)) = (addr.parse::<IpAddr>(), hostname(name)) {
+            names.entry(ip).or_insert(name);
         }
     }
     names
+}
+
+/// `name` without the root's dot, if it is a hostname: dot-separated
+/// labels of 1 to 63 letters, digits, hyphens and underscores, 253 bytes
+/// at most. A PTR record is the target's owner's to write: anything else
+/// (control characters, spaces, an IDNA label that decodes to them) is no
+/// name, never text for a report or an HTTP `Host:` header.
+fn hostname(name: &str) -> Option<String> {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    let label_ok =
+        |l: &str| (1..=63).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    (name.len() <= 253 && name.split('.').all(label_ok)).then(|| name.to_string())
 }
 
 /// moonscan's own resolver: resolv.conf's servers, or `servers`; one
@@ -451,7 +505,7 @@ async fn dns_name(r: &hickory_resolver::TokioResolver, ip: IpAddr) -> Outcome {
             .answers()
             .iter()
             .find_map(|rec| match &rec.data {
-                RData::PTR(name) => Some(Outcome::Named(name.0.to_utf8().trim_end_matches('.').to_string())),
+                RData::PTR(name) => Some(hostname(&name.0.to_ascii()).map_or(Outcome::NoName, Outcome::Named)),
                 _ => None,
             })
             .unwrap_or(Outcome::NoName),
@@ -463,7 +517,7 @@ async fn dns_name(r: &hickory_resolver::TokioResolver, ip: IpAddr) -> Outcome {
 /// The system resolver's name for `ip` (blocking).
 fn system_name(ip: IpAddr) -> Outcome {
     match dns_lookup::lookup_addr(&ip) {
-        Ok(name) if name != ip.to_string() => Outcome::Named(name.trim_end_matches('.').to_string()),
+        Ok(name) if name != ip.to_string() => hostname(&name).map_or(Outcome::NoName, Outcome::Named),
         _ => Outcome::NoName,
     }
 }
@@ -543,7 +597,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_plugin_waits_for_its_hosts_name_at_most_one_lookups_time() {
+    async fn a_plugin_waits_for_its_hosts_name_only_while_its_lookup_runs() {
         let tap = Arc::new(Tap {
             learnt: Arc::default(),
             seen: Mutex::default(),
@@ -552,42 +606,87 @@ mod tests {
             full: AtomicBool::new(false),
         });
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        // Never asked: no wait.
-        let t0 = tokio::time::Instant::now();
+        let now = tokio::time::Instant::now;
+        // Never asked, or queued behind others: no wait.
+        let t0 = now();
         assert_eq!(tap.name_of(ip("198.18.0.2")).await, None);
         assert_eq!(t0.elapsed(), Duration::ZERO);
-        tap.seen.lock().unwrap().extend([ip("198.18.0.2"), ip("198.18.0.3")]);
-        // Asked: the name when it arrives.
+        // Running: the name when it arrives.
+        tap.learnt.note(ip("198.18.0.2"), Lookup::Running(now()));
         let waiting = tokio::spawn({
             let tap = tap.clone();
             async move { tap.name_of(ip("198.18.0.2")).await }
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
-        tap.learnt.note(ip("198.18.0.2"), Some("target.example".into()));
+        tap.learnt.note(ip("198.18.0.2"), Lookup::Done(Some("target.example".into())));
         assert_eq!(waiting.await.unwrap().as_deref(), Some("target.example"));
-        // Asked, never answered: at most one lookup's time.
-        let t0 = tokio::time::Instant::now();
+        // Running, never answered: until one lookup's time after it began.
+        tap.learnt.note(ip("198.18.0.3"), Lookup::Running(now()));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let t0 = now();
         assert_eq!(tap.name_of(ip("198.18.0.3")).await, None);
-        assert_eq!(t0.elapsed(), LOOKUP_TIME);
+        assert_eq!(t0.elapsed(), LOOKUP_TIME - Duration::from_secs(2));
         // Once the lookups are over, no wait.
+        tap.learnt.note(ip("198.18.0.4"), Lookup::Running(now()));
         tap.learnt.over.store(true, Ordering::Relaxed);
-        let t0 = tokio::time::Instant::now();
-        assert_eq!(tap.name_of(ip("198.18.0.3")).await, None);
+        let t0 = now();
+        assert_eq!(tap.name_of(ip("198.18.0.4")).await, None);
         assert_eq!(t0.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_target_is_named_while_the_server_answers() {
+        let name: NameFn = Arc::new(|_| {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Outcome::NoName
+            })
+        });
+        let (events, mut out) = mpsc::channel(1 << 16);
+        let mut ctx = Ctx::detached("s");
+        ctx.events = events;
+        let (tx, rx) = mpsc::unbounded_channel::<IpAddr>();
+        drop(tx);
+        let every: Targets = Box::new((0..5000u32).map(|i| IpAddr::from(std::net::Ipv4Addr::from(0xc613_0000 + i))));
+        let learnt = Arc::new(Learnt::default());
+        let t0 = tokio::time::Instant::now();
+        lookups(name, rx, Some(every), learnt.clone(), ctx).await;
+        // 5000 lookups of 100 ms, 32 at once: about 16 s, past the grace.
+        assert!(t0.elapsed() > GRACE * 5, "{:?}", t0.elapsed());
+        assert_eq!(learnt.names.lock().unwrap().len(), 5000);
+        assert!(out.try_recv().is_err(), "no warning: every target was asked");
+    }
+
+    #[test]
+    fn only_hostnames_are_names() {
+        assert_eq!(hostname("target.lab.moonscan.test.").as_deref(), Some("target.lab.moonscan.test"));
+        assert_eq!(hostname("_ldap-1.Example").as_deref(), Some("_ldap-1.Example"));
+        for bad in
+            ["\r\nx-evil: 1.example", "a b.example", "a..example", "é.example", "", &"a".repeat(64), &"a.".repeat(128)]
+        {
+            assert_eq!(hostname(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
     fn the_hosts_file_gives_each_address_its_first_name() {
         let text = "# comment\n127.0.0.1\tlocalhost\n198.18.0.12 alpha.lab.moonscan.test beta.lab.moonscan.test # two\n\
-                    198.18.0.12 other.example\n::1 ip6-localhost ip6-loopback\nfe80::1%eth0 zoned\nbad line\n198.18.0.9\n";
-        let names = hosts_file(text.as_bytes(), MAX_HOSTS_FILE);
+                    198.18.0.12 other.example\n::1 ip6-localhost ip6-loopback\nfe80::1%eth0 zoned\nbad line\n198.18.0.9\n\
+                    198.18.0.10 bad\x1bname\n";
+        let mut bytes = text.as_bytes().to_vec();
+        // A line that is not text is passed over; the next ones are read.
+        bytes.extend_from_slice(b"198.18.0.11 \xff\xfe\n198.18.0.13 after.example\n");
+        let names = hosts_file(&bytes[..], MAX_HOSTS_FILE);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         assert_eq!(names[&ip("127.0.0.1")], "localhost");
         assert_eq!(names[&ip("198.18.0.12")], "alpha.lab.moonscan.test", "the first line's first name");
         assert_eq!(names[&ip("::1")], "ip6-localhost");
-        assert_eq!(names.len(), 3, "no name for a zoned address or a bare one: {names:?}");
-        // The read stops at its limit.
-        assert_eq!(hosts_file(text.as_bytes(), 30).len(), 1);
+        assert_eq!(names[&ip("198.18.0.13")], "after.example");
+        assert_eq!(names.len(), 4, "no name for a zoned address, a bare one, or one not a hostname: {names:?}");
+        // The read stops at its limit, and a line cut there is left out.
+        let cut = hosts_file(text.as_bytes(), 30);
+        assert_eq!(cut.len(), 1, "{cut:?}");
+        assert_eq!(hosts_file(&b"127.0.0.1 localhost\n198.18.0.2 targ"[..], 34).len(), 1);
     }
 
     #[test]

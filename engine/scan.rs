@@ -245,7 +245,10 @@ pub(crate) async fn run(
     };
     // Reverse DNS sends its names through a context of its own (it is not
     // told of its own events).
-    ctx.rdns = crate::rdns::start(&cfg.rdns, hosts_space.addrs(), &ctx)?;
+    let every = || -> crate::rdns::Targets {
+        Box::new(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0).map(|(ip, _)| ip))
+    };
+    ctx.rdns = crate::rdns::start(&cfg.rdns, every, &ctx)?;
     if cfg.list_only {
         let interrupted = list(hosts_space.clone().in_sequence(true).order(cfg.seed, cfg.shard, 0), &ctx).await;
         return Ok(finish(&ctx, &stats, interrupted, false).await);

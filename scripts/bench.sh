@@ -334,19 +334,19 @@ with_names() { echo "unshare -m sh -c 'mount --bind $OUT/names.hosts /etc/hosts 
 job_names() {
     local i k line ok=1 runs=${NAMES_RUNS:-5}
     cp /etc/netns/msscan/hosts "$OUT/names.hosts"
-    : >"$OUT/names.txt"
+    : >"$OUT/names.list"
     for i in $(seq 1 64); do
         line="198.19.0.$i"
         for k in 1 2 3 4; do
             line="$line n$k-a$i.bench.lab.moonscan.test"
-            echo "n$k-a$i.bench.lab.moonscan.test" >>"$OUT/names.txt"
+            echo "n$k-a$i.bench.lab.moonscan.test" >>"$OUT/names.list"
         done
         echo "$line" >>"$OUT/names.hosts"
     done
     local by_name by_addr nm
-    by_name=$(with_names "$MS" -Pn -sV -sC -p 80,443 -iL "$OUT/names.txt")
+    by_name=$(with_names "$MS" -Pn -sV -sC -p 80,443 -iL "$OUT/names.list")
     by_addr=$(with_names "$MS" -Pn -sV -sC -p 80,443 198.19.0.1-198.19.1.0)
-    nm=$(with_names nmap -Pn -sV -sC -p 80,443 -iL "$OUT/names.txt")
+    nm=$(with_names nmap -Pn -sV -sC -p 80,443 -iL "$OUT/names.list")
     echo "== -sV -sC -p 80,443: 256 names over 64 addresses vs 256 addresses (target: names/addresses <= 1.05), nmap by name once"
     in_lab sh -c "$by_name -oN $OUT/names.moonscan.txt" >/dev/null 2>"$OUT/names.moonscan.err" || ok=0
     in_lab /usr/bin/time -f "%e %M" sh -c "$nm -oN $OUT/names.nmap.txt" >/dev/null 2>"$OUT/names.nmap.time" || ok=0
@@ -357,7 +357,7 @@ def reports(path):
     for r in open(path).read().split("Nmap scan report for ")[1:]:
         head = r.splitlines()[0]
         facts = sorted(l.strip() for l in r.splitlines()
-                       if re.match(r"^\|_?(http-title|ssl-cert): ", l) or re.match(r"^\d+/tcp ", l))
+                       if re.match(r"^\|[_ ]?(http-title|ssl-cert): ", l) or re.match(r"^\d+/tcp ", l))
         out[head] = facts
     return out
 ours, theirs = reports(sys.argv[1]), reports(sys.argv[2])

@@ -198,17 +198,17 @@ fn add_term(set: &mut AddrSetBuilder, t: &str, how: Resolve<'_>, names: Option<&
                 set.push(range)?;
             }
         }
+        // An excluded name: every address it has, of either family.
+        Term::Host(name) if names.is_none() => {
+            for ip in (how.lookup)(&name)? {
+                let k = targets::addrs::key(ip);
+                set.push((k, k))?;
+            }
+        }
         Term::Host(name) => {
             let (wanted, others) = targets::pick_family(&name, (how.lookup)(&name)?, how.family)?;
-            match names {
-                // A name's every address is excluded.
-                None => {
-                    for ip in wanted {
-                        let k = targets::addrs::key(ip);
-                        set.push((k, k))?;
-                    }
-                }
-                Some(names) => names.extend(scanned_at(&name, wanted, others, how.all)),
+            if let Some(names) = names {
+                names.extend(scanned_at(&name, wanted, others, how.all));
             }
         }
     }
@@ -307,9 +307,13 @@ mod tests {
     #[test]
     fn an_excluded_name_takes_out_every_address_it_has() {
         let mut b = crate::builder::Scan::builder().targets(["198.18.0.0/24"]);
-        b.exclude = vec!["two.example".into()];
-        let lookup = |_: &str| Ok(vec![ip("198.18.0.2"), ip("198.18.0.3")]);
+        b.exclude = vec!["two.example".into(), "six.example".into()];
+        let lookup = |n: &str| match n {
+            "six.example" => Ok(vec![ip("2001:2::2")]),
+            _ => Ok(vec![ip("198.18.0.2"), ip("198.18.0.3")]),
+        };
         let t = b.address_sets_with(&lookup).unwrap();
         assert!(t.exclude.contains(ip("198.18.0.2")) && t.exclude.contains(ip("198.18.0.3")));
+        assert!(t.exclude.contains(ip("2001:2::2")), "an IPv6-only name excluded from an IPv4 scan is no error");
     }
 }

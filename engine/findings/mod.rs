@@ -147,11 +147,9 @@ impl ScanSettings {
         for &ip in &self.also_by_address {
             map.entry(ip).or_default().push(None);
         }
-        for h in &self.hostnames {
-            let list = map.entry(h.ip).or_default();
-            if !list.iter().any(|n| n.as_deref() == Some(h.name.as_str())) {
-                list.push(Some(h.name.as_str().into()));
-            }
+        let mut seen = std::collections::HashSet::new();
+        for h in self.hostnames.iter().filter(|h| seen.insert((h.ip, h.name.as_str()))) {
+            map.entry(h.ip).or_default().push(Some(h.name.as_str().into()));
         }
         map
     }

@@ -86,7 +86,7 @@ pub struct Collected {
     /// By (address, target, protocol rank, port): hosts in address order
     /// (the targets of one address, its names, in their order), TCP before
     /// UDP, ports in number order.
-    ports: BTreeMap<(IpAddr, u8, u8, u16), PortRec>,
+    ports: BTreeMap<(IpAddr, u32, u8, u16), PortRec>,
     /// What host discovery said, by address.
     status: BTreeMap<IpAddr, HostStatus>,
     /// Ports decided but not reported, by address (`extraports` events).
@@ -101,10 +101,10 @@ pub struct Collected {
     ptr: HashMap<IpAddr, String>,
     /// Host script results (findings of `scope = "host"` plugins), by
     /// address and target.
-    host_scripts: BTreeMap<(IpAddr, u8), Scripts>,
+    host_scripts: BTreeMap<(IpAddr, u32), Scripts>,
     /// The port each host script's results came from: one run per host
     /// and plugin is shown (a plugin may run on 139 and 445 alike).
-    host_script_ports: HashMap<(IpAddr, u8, String), u16>,
+    host_script_ports: HashMap<(IpAddr, u32, String), u16>,
     /// Host reports: targets of the addresses in `ports` or found up.
     up: usize,
     pub end: Option<ScanEnd>,
@@ -214,7 +214,7 @@ impl Collected {
             Event::Host(h) => {
                 let counted = self.status.get(&h.ip).is_some_and(|s| s.state == HostState::Up) || self.has_ports(h.ip);
                 if h.state == HostState::Up && !counted {
-                    self.up += self.views(h.ip);
+                    self.up += self.views(h.ip) as usize;
                 }
                 let status = HostStatus {
                     state: h.state,
@@ -232,7 +232,7 @@ impl Collected {
             }
             // A port's state is its address's: every target there has it.
             Event::Port(p) => {
-                for view in 0..self.views(p.ip) as u8 {
+                for view in 0..self.views(p.ip) {
                     let rec = self.port((p.ip, view), p.proto, p.port, p.t);
                     rec.state = p.state;
                     rec.reason = p.reason;
@@ -268,7 +268,7 @@ impl Collected {
             // table (a port reported since, as a late answer, keeps its report).
             Event::Extraports(e) if !e.ports.is_empty() => {
                 let t = self.status.get(&e.ip).map_or_else(|| self.elapsed(), |s| f64::from(s.t));
-                for view in 0..self.views(e.ip) as u8 {
+                for view in 0..self.views(e.ip) {
                     for &port in &e.ports {
                         if !self.ports.contains_key(&(e.ip, view, rank(e.proto), port)) {
                             let rec = self.port((e.ip, view), e.proto, port, t);
@@ -294,15 +294,15 @@ impl Collected {
     }
 
     /// How many targets (host reports) an address has.
-    fn views(&self, ip: IpAddr) -> usize {
-        self.targets.get(&ip).map_or(1, Vec::len).max(1)
+    fn views(&self, ip: IpAddr) -> u32 {
+        self.targets.get(&ip).map_or(1, Vec::len).clamp(1, u32::MAX as usize) as u32
     }
 
     /// The target at `ip` of the name a result came under (the address's
     /// first when the name is not one of its targets').
-    fn target(&self, ip: IpAddr, name: Option<&str>) -> (IpAddr, u8) {
+    fn target(&self, ip: IpAddr, name: Option<&str>) -> (IpAddr, u32) {
         let view = self.targets.get(&ip).and_then(|names| names.iter().position(|n| n.as_deref() == name));
-        (ip, view.unwrap_or(0) as u8)
+        (ip, view.unwrap_or(0) as u32)
     }
 
     /// A finding or script result of `plugin` on a port, or on its host
@@ -310,7 +310,7 @@ impl Collected {
     #[allow(clippy::too_many_arguments)]
     fn plugin_said(
         &mut self,
-        at: (IpAddr, u8),
+        at: (IpAddr, u32),
         proto: Proto,
         port: u16,
         t: f64,
@@ -331,14 +331,14 @@ impl Collected {
 
     /// The record of a port of one target, made on first sight (a service
     /// or finding without a port event can only be about an open port).
-    fn port(&mut self, (ip, view): (IpAddr, u8), proto: Proto, port: u16, t: f64) -> &mut PortRec {
+    fn port(&mut self, (ip, view): (IpAddr, u32), proto: Proto, port: u16, t: f64) -> &mut PortRec {
         let table_name = *self
             .names
             .entry((port, proto))
             .or_insert_with(|| crate::targets::ports::service_name(port, proto.as_str()));
         let rank = rank(proto);
         if !self.has_ports(ip) && self.status.get(&ip).is_none_or(|s| s.state != HostState::Up) {
-            self.up += self.views(ip);
+            self.up += self.views(ip) as usize;
         }
         let t = t as f32;
         let rec = self.ports.entry((ip, view, rank, port)).or_insert_with(|| PortRec {
@@ -359,7 +359,7 @@ impl Collected {
     }
 
     fn has_ports(&self, ip: IpAddr) -> bool {
-        self.ports.range((ip, 0, 0, 0)..=(ip, u8::MAX, u8::MAX, u16::MAX)).next().is_some()
+        self.ports.range((ip, 0, 0, 0)..=(ip, u32::MAX, u8::MAX, u16::MAX)).next().is_some()
     }
 
     /// The hosts with a reported port or a `host` event, in address order:
@@ -380,7 +380,7 @@ impl Collected {
             };
             let status = status.next_if(|(s, _)| **s == ip).map(|(_, st)| st);
             while ports.next_if(|next| *next == ip).is_some() {}
-            for view in 0..self.views(ip) as u8 {
+            for view in 0..self.views(ip) {
                 pending.push_back(self.host(ip, view, status));
             }
             pending.pop_front()
@@ -388,12 +388,12 @@ impl Collected {
     }
 
     /// The report of one target at `ip`.
-    fn host<'a>(&'a self, ip: IpAddr, view: u8, status: Option<&'a HostStatus>) -> HostRec<'a> {
+    fn host<'a>(&'a self, ip: IpAddr, view: u32, status: Option<&'a HostStatus>) -> HostRec<'a> {
         let list: Vec<&PortRec> =
             self.ports.range((ip, view, 0, 0)..=(ip, view, u8::MAX, u16::MAX)).map(|(_, p)| p).collect();
         let up = status.is_none_or(|s| s.state == HostState::Up);
         let unshown = if up { self.unshown(ip, &list) } else { Vec::new() };
-        let name = self.targets.get(&ip).and_then(|names| names.get(usize::from(view))).and_then(|n| n.as_deref());
+        let name = self.targets.get(&ip).and_then(|names| names.get(view as usize)).and_then(|n| n.as_deref());
         let others = name.and_then(|n| self.others.get(&(ip, n.to_string()))).map_or(&[][..], Vec::as_slice);
         let ptr = self.ptr.get(&ip).map(String::as_str);
         let host_scripts = self.host_scripts.get(&(ip, view));

@@ -140,7 +140,8 @@ impl Layout for XmlLayout {
     fn body(&self, s: &Collected, out: &mut dyn Write) -> io::Result<()> {
         let start = s.start_secs();
         let mut doc = String::new();
-        let own: std::collections::HashSet<std::net::IpAddr> = s.hosts().map(|h| h.ip).collect();
+        let key = |h: &crate::output::report::HostRec| (h.ip, h.name.map(|n| esc(n).into_owned()));
+        let own: std::collections::HashSet<super::xml_prior::HostKey> = s.hosts().map(|h| key(&h)).collect();
         let mut prior_up = 0;
         if let Some(p) = &self.prior {
             let (elements, up) = p.others(&own);
@@ -203,7 +204,7 @@ impl Layout for XmlLayout {
             }
             doc.push_str("</host>\n");
             if let Some(p) = &self.prior {
-                doc = p.whole(ip, std::mem::take(&mut doc));
+                doc = p.whole(&key(&host), std::mem::take(&mut doc));
             }
             // One host at a time: the document is never whole in memory.
             out.write_all(doc.as_bytes())?;
@@ -813,6 +814,33 @@ mod tests {
         assert!(hosts[1].contains("product=\"alpha-site\"") && !hosts[1].contains("beta-site"), "{doc}");
         assert!(hosts[2].contains("product=\"beta-site\"") && hosts[2].contains("id=\"http-title\""), "{doc}");
         assert!(doc.contains("<hosts up=\"3\""), "{doc}");
+    }
+
+    #[test]
+    fn an_address_with_hundreds_of_names_has_a_report_for_each() {
+        let mut named = start("moonscan -p 443 -iL names", 1);
+        let names: Vec<String> = (0..300).map(|i| format!("n{i:03}.example")).collect();
+        if let Event::ScanStart(s) = &mut named {
+            s.settings.hostnames =
+                names.iter().map(|n| Hostname { ip: ip("198.18.0.2"), name: n.clone(), others: Vec::new() }).collect();
+        }
+        let mut evs = vec![named, port("198.18.0.2", 443, PortState::Open, 0.0)];
+        for n in &names {
+            let mut s = service("198.18.0.2", 443, "https", Some(&format!("site-{n}")), None);
+            s.targetname = Some(n.clone());
+            evs.push(Event::Service(Box::new(s)));
+        }
+        evs.push(end(0.1, 0));
+        let doc = render(&evs);
+        let hosts: Vec<&str> = doc.split("<host ").skip(1).collect();
+        assert_eq!(hosts.len(), 300);
+        for (h, n) in hosts.iter().zip(&names) {
+            assert!(
+                h.contains(&format!("name=\"{n}\" type=\"user\"")) && h.contains(&format!("product=\"site-{n}\"")),
+                "{h}"
+            );
+        }
+        assert!(doc.contains("<hosts up=\"300\""));
     }
 
     #[test]

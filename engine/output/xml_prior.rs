@@ -22,13 +22,18 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
+/// A host of a report: its address and the name it was given as a target
+/// (XML-escaped as the document has it): two names of one address are
+/// two hosts.
+pub type HostKey = (IpAddr, Option<String>);
+
 /// The hosts of an earlier part of the scan.
 #[derive(Clone, Debug, Default)]
 pub struct Prior {
-    /// Each host's address and `<host>...</host>\n` element.
-    hosts: Vec<(IpAddr, String)>,
-    /// Where each address is in `hosts`.
-    index: HashMap<IpAddr, usize>,
+    /// Each host's key and `<host>...</host>\n` element.
+    hosts: Vec<(HostKey, String)>,
+    /// Where each host is in `hosts`.
+    index: HashMap<HostKey, usize>,
     /// The hosts the resumed part scans again whole.
     redo: HashSet<IpAddr>,
     /// The addresses the whole scan planned (the first part's `total`).
@@ -58,10 +63,11 @@ impl Prior {
                 return None;
             }
             let ip: IpAddr = attr(element, "<address ", "addr")?.parse().ok()?;
-            if prior.index.insert(ip, prior.hosts.len()).is_some() {
+            let key = (ip, user_name(element));
+            if prior.index.insert(key.clone(), prior.hosts.len()).is_some() {
                 return None; // a host twice: not a document moonscan wrote
             }
-            prior.hosts.push((ip, element.to_string()));
+            prior.hosts.push((key, element.to_string()));
             rest = &rest[end..];
         }
         Some(prior)
@@ -76,26 +82,26 @@ impl Prior {
         self.hosts.is_empty()
     }
 
-    /// The first part's element of `ip`, if it has one.
-    pub fn host(&self, ip: IpAddr) -> Option<&str> {
-        self.index.get(&ip).map(|&i| self.hosts[i].1.as_str())
+    /// The first part's element of a host, if it has one.
+    pub fn host(&self, key: &HostKey) -> Option<&str> {
+        self.index.get(key).map(|&i| self.hosts[i].1.as_str())
     }
 
-    /// `own`, the resumed part's element of `ip`, as the whole scan's: the
-    /// same for a host scanned again whole or new, else merged with the
-    /// first part's.
-    pub fn whole(&self, ip: IpAddr, own: String) -> String {
-        match self.host(ip) {
-            Some(before) if !self.redo.contains(&ip) => merge_host(&own, before),
+    /// `own`, the resumed part's element of a host, as the whole scan's:
+    /// the same for a host scanned again whole or new, else merged with
+    /// the first part's.
+    pub fn whole(&self, key: &HostKey, own: String) -> String {
+        match self.host(key) {
+            Some(before) if !self.redo.contains(&key.0) => merge_host(&own, before),
             _ => own,
         }
     }
 
     /// The elements of the hosts not in `also` (those the resumed part
     /// writes itself, merged), with how many of them are up.
-    pub fn others<'a>(&'a self, also: &'a HashSet<IpAddr>) -> (impl Iterator<Item = &'a str> + 'a, u64) {
-        let up = self.hosts.iter().filter(|(ip, e)| !also.contains(ip) && e.contains("<status state=\"up\"")).count();
-        (self.hosts.iter().filter(move |(ip, _)| !also.contains(ip)).map(|(_, e)| e.as_str()), up as u64)
+    pub fn others<'a>(&'a self, also: &'a HashSet<HostKey>) -> (impl Iterator<Item = &'a str> + 'a, u64) {
+        let up = self.hosts.iter().filter(|(k, e)| !also.contains(k) && e.contains("<status state=\"up\"")).count();
+        (self.hosts.iter().filter(move |(k, _)| !also.contains(k)).map(|(_, e)| e.as_str()), up as u64)
     }
 
     pub fn total(&self) -> u64 {
@@ -113,6 +119,19 @@ fn find_element(s: &str, name: &str) -> Option<usize> {
             Some(b' ' | b'>' | b'/') => return Some(at),
             _ => from = at + open.len(),
         }
+    }
+    None
+}
+
+/// The name a host element says it was given (its `type="user"` hostname).
+fn user_name(element: &str) -> Option<String> {
+    let mut rest = element;
+    while let Some(at) = rest.find("<hostname ") {
+        let tag = &rest[at..];
+        if attr(tag, "<hostname ", "type") == Some("user") {
+            return attr(tag, "<hostname ", "name").map(str::to_string);
+        }
+        rest = &rest[at + 1..];
     }
     None
 }
@@ -231,7 +250,7 @@ mod tests {
         let text = doc(&format!("{HOST_A}{other}"), 9, true);
         let p = Prior::read(&text, &[]).unwrap();
         assert_eq!((p.len(), p.total()), (2, 9));
-        assert_eq!(p.host("198.18.0.2".parse().unwrap()), Some(HOST_A));
+        assert_eq!(p.host(&("198.18.0.2".parse().unwrap(), None)), Some(HOST_A));
         let none = HashSet::new();
         let (all, up) = p.others(&none);
         assert_eq!((all.count(), up), (2, 1));
@@ -239,14 +258,24 @@ mod tests {
         // its own, which then replaces it; another host's two are merged.
         let a: IpAddr = "198.18.0.2".parse().unwrap();
         let own = HOST_A.replace("portid=\"80\"", "portid=\"443\"");
-        assert_eq!(Prior::read(&text, &[]).unwrap().whole(a, own.clone()).matches("<port ").count(), 2);
+        assert_eq!(Prior::read(&text, &[]).unwrap().whole(&(a, None), own.clone()).matches("<port ").count(), 2);
         let p = Prior::read(&text, &[a]).unwrap();
         assert_eq!(p.len(), 2);
-        assert_eq!(p.whole(a, own.clone()), own);
+        assert_eq!(p.whole(&(a, None), own.clone()), own);
         // Not whole, not moonscan's, or out of shape: no prior part.
         assert!(Prior::read(&doc(HOST_A, 9, false), &[]).is_none());
         assert!(Prior::read("<nmaprun scanner=\"nmap\"></nmaprun>", &[]).is_none());
         assert!(Prior::read(&doc(&format!("{HOST_A}{HOST_A}"), 9, true), &[]).is_none(), "a host twice");
+        // One address under two names (and alone) is three hosts.
+        let named = |n: &str| {
+            HOST_A.replace("<hostnames>\n", &format!("<hostnames>\n<hostname name=\"{n}\" type=\"user\"/>\n<hostname name=\"p.example\" type=\"PTR\"/>\n"))
+        };
+        let three = doc(&format!("{HOST_A}{}{}", named("alpha.example"), named("beta.example")), 9, true);
+        let p = Prior::read(&three, &[]).unwrap();
+        assert_eq!(p.len(), 3);
+        assert!(p.host(&(a, Some("beta.example".into()))).unwrap().contains("beta.example"));
+        let also: HashSet<HostKey> = [(a, Some("alpha.example".to_string()))].into();
+        assert_eq!(p.others(&also).0.count(), 2, "the address alone and beta are the first part's own");
         let nested = HOST_A.replace("<hostnames>", "<host><hostnames>");
         assert!(Prior::read(&doc(&nested, 9, true), &[]).is_none(), "a host inside a host");
         let bad = HOST_A.replace("<hostnames>", "</nmaprun><hostnames>");

@@ -630,27 +630,34 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
             })
             .collect()
     };
-    let services = |evs: &[Event]| -> BTreeMap<Key, String> {
+    // A port's service, findings and script results, by the name it was
+    // scanned under too (two names of one address are two targets).
+    let services = |evs: &[Event]| -> BTreeMap<(Key, Option<String>), String> {
         evs.iter()
             .filter_map(|e| match e {
-                Event::Service(s) => Some(((s.ip, s.port, s.proto.to_string()), identity(s))),
+                Event::Service(s) => Some((((s.ip, s.port, s.proto.to_string()), s.targetname.clone()), identity(s))),
                 _ => None,
             })
             .collect()
     };
-    let findings = |evs: &[Event]| -> BTreeMap<(IpAddr, u16, String, String), FindingEvent> {
+    type FindingKey = (IpAddr, u16, String, String, Option<String>);
+    let findings = |evs: &[Event]| -> BTreeMap<FindingKey, FindingEvent> {
         evs.iter()
             .filter_map(|e| match e {
-                Event::Finding(f) => Some(((f.ip, f.port, f.plugin.clone(), f.title.clone()), (**f).clone())),
+                Event::Finding(f) => {
+                    let key = (f.ip, f.port, f.plugin.clone(), f.title.clone(), f.targetname.clone());
+                    Some((key, (**f).clone()))
+                }
                 _ => None,
             })
             .collect()
     };
-    let scripts = |evs: &[Event]| -> BTreeMap<(Key, String, bool), ScriptEvent> {
+    let scripts = |evs: &[Event]| -> BTreeMap<(Key, String, bool, Option<String>), ScriptEvent> {
         evs.iter()
             .filter_map(|e| match e {
                 Event::Script(r) => {
-                    Some((((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host), (**r).clone()))
+                    let key = ((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host, r.targetname.clone());
+                    Some((key, (**r).clone()))
                 }
                 _ => None,
             })
@@ -674,8 +681,11 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
             d.uncovered.open_only_in_a += 1;
         }
     }
-    for key in open_a.intersection(&open_b) {
-        if let (Some(x), Some(y)) = (svc_a.get(key), svc_b.get(key)) {
+    for ((key, name), x) in &svc_a {
+        if !(open_a.contains(key) && open_b.contains(key)) {
+            continue;
+        }
+        if let Some(y) = svc_b.get(&(key.clone(), name.clone())) {
             if x != y {
                 d.changed.push(ServiceChange {
                     ip: key.0,
@@ -703,7 +713,7 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
     let (res_a, res_b) = (scripts(a), scripts(b));
     let keys: BTreeSet<_> = res_a.keys().chain(res_b.keys()).collect();
     for key in keys {
-        let ((port, plugin, _), (x, y)) = (key, (res_a.get(key), res_b.get(key)));
+        let ((port, plugin, _, _), (x, y)) = (key, (res_a.get(key), res_b.get(key)));
         if !(both_ran(plugin) && open_a.contains(port) && open_b.contains(port)) {
             continue;
         }
