@@ -166,6 +166,18 @@ impl Drop for Hostile {
     }
 }
 
+/// Peak RSS in kB of a `-sV` scan of the lab's real SSH, HTTP and HTTPS
+/// services by the same binary: what hostile servers' scans are measured
+/// against. The design's 40 MB is a release build's (bench.sh svcmem); a
+/// debug build's code pages and relocations alone take about 30 MB, and
+/// grow with every crate linked, so the tests bound what hostile servers
+/// add to a benign scan, not the binary's size.
+pub(crate) fn benign_rss() -> u64 {
+    let (out, rss) = time_v(&["-sV", "-n", "-Pn", "--service-timeout", "4s", "-p", "22,80,443", TARGET, "-oJ", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    rss
+}
+
 /// Peak RSS in kB of a command run under /usr/bin/time, with its stdout.
 pub(crate) fn time_v(args: &[&str]) -> (std::process::Output, u64) {
     let out = Command::new("ip")
@@ -216,7 +228,11 @@ fn hostile_servers_cost_bounded_time_and_memory() {
         assert!(field(s, "banner").len() <= 4 * 512, "banner is capped: {s}");
     }
     assert!(took < Duration::from_secs(20), "took {took:?}; the port budget is 4 s");
-    assert!(rss_kb < 40 * 1024, "peak RSS {rss_kb} kB while servers sent 100 MB and endless data");
+    let benign = benign_rss();
+    assert!(
+        rss_kb < benign + 8 * 1024,
+        "peak RSS {rss_kb} kB while servers sent 100 MB and endless data ({benign} kB for the lab's real services)"
+    );
 
     // One byte a second: the budget ends it with a timeout error.
     let errors = of_type(&evs, "error");
@@ -266,8 +282,9 @@ fn memory_does_not_grow_with_what_servers_send() {
     let (n64, many) = scan("198.19.0.0/26");
     assert_eq!((n1, n64), (1, 64));
     assert!(many < one + 8 * 1024, "one port {one} kB, 64 at once {many} kB");
-    // The design's bound for detection (a debug build's code pages alone come near 30 MB).
-    assert!(one < 40 * 1024, "{one} kB");
+    // One hostile port costs little more than the lab's real services.
+    let benign = benign_rss();
+    assert!(one < benign + 8 * 1024, "{one} kB ({benign} kB for the lab's real services)");
 }
 
 #[test]

@@ -130,7 +130,8 @@ fn hostile_tls_servers_end_in_clear_errors_with_bounded_memory() {
     let m = message(3269);
     assert!(m.contains("own ClientHello:") && (m.contains("did not offer") || m.contains("malformed")), "{m}");
     assert!(took < std::time::Duration::from_secs(20), "took {took:?}");
-    assert!(rss_kb < 40 * 1024, "peak RSS {rss_kb} kB");
+    let benign = crate::service::benign_rss();
+    assert!(rss_kb < benign + 8 * 1024, "peak RSS {rss_kb} kB ({benign} kB for the lab's real services)");
 }
 
 #[test]
