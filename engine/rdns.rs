@@ -445,16 +445,13 @@ fn hosts_file(file: impl std::io::Read, limit: u64) -> HashMap<IpAddr, String> {
     names
 }
 
-/// `name` without the root's dot, if it is a hostname: dot-separated
-/// labels of 1 to 63 letters, digits, hyphens and underscores, 253 bytes
-/// at most. A PTR record is the target's owner's to write: anything else
-/// (control characters, spaces, an IDNA label that decodes to them) is no
-/// name, never text for a report or an HTTP `Host:` header.
+/// `name` without the root's dot, if it is a hostname (as a target's name
+/// must be: [`crate::targets::is_hostname`]). A PTR record is the
+/// target's owner's to write: anything else (control characters, spaces,
+/// an IDNA label that decodes to them) is no name, never text for a
+/// report or an HTTP `Host:` header.
 fn hostname(name: &str) -> Option<String> {
-    let name = name.strip_suffix('.').unwrap_or(name);
-    let label_ok =
-        |l: &str| (1..=63).contains(&l.len()) && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    (name.len() <= 253 && name.split('.').all(label_ok)).then(|| name.to_string())
+    crate::targets::is_hostname(name).then(|| name.strip_suffix('.').unwrap_or(name).to_string())
 }
 
 /// moonscan's own resolver: resolv.conf's servers, or `servers`; one

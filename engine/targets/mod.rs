@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub use addrs::AddrSet;
 pub use permute::Permutation;
 pub use ports::{parse_ports, top_ports, PortList, Proto};
-pub use spec::{parse_term, pick_family, resolve, system_addresses, Family, Term};
+pub use spec::{is_hostname, parse_term, pick_family, resolve, system_addresses, Family, Term};
 
 use crate::error::{Error, ErrorKind, Result};
 

@@ -157,6 +157,16 @@ fn octet_range(term: &str, part: &str) -> Result<(u8, u8)> {
 }
 
 fn hostname(t: &str) -> Result<()> {
+    if !is_hostname(t) {
+        return Err(bad(t, "not an address, CIDR block, range or hostname"));
+    }
+    Ok(())
+}
+
+/// Whether `t` is a hostname (the root's dot allowed at its end):
+/// dot-separated labels of 1 to 63 letters, digits, hyphens (not first or
+/// last) and underscores, 253 bytes at most.
+pub fn is_hostname(t: &str) -> bool {
     let ok_label = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
@@ -165,10 +175,7 @@ fn hostname(t: &str) -> Result<()> {
             && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     };
     let name = t.strip_suffix('.').unwrap_or(t);
-    if name.len() > 253 || !name.split('.').all(ok_label) {
-        return Err(bad(t, "not an address, CIDR block, range or hostname"));
-    }
-    Ok(())
+    name.len() <= 253 && name.split('.').all(ok_label)
 }
 
 /// Which address family to take when a name has both.
