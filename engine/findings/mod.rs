@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use crate::targets::ports::Proto;
-pub use service::{banner_text, CertSummary, Identity, Service, ServiceMethod, TlsInfo, Tunnel};
+pub use service::{banner_text, CertSummary, Identity, ProbeReply, Service, ServiceMethod, TlsInfo, Tunnel};
 
 pub mod script_text;
 mod service;

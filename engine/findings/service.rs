@@ -75,6 +75,21 @@ pub struct Identity {
     pub cpe: Vec<String>,
 }
 
+/// What one probe got back from a port no rule identified (nmap's
+/// fingerprint-strings and `SF:` fingerprint): the probe's name and the
+/// first bytes of its reply, at most [`ProbeReply::MAX`] of them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeReply {
+    pub probe: String,
+    #[serde(with = "banner_text")]
+    pub data: Vec<u8>,
+}
+
+impl ProbeReply {
+    /// Most bytes of one reply kept.
+    pub const MAX: usize = 1024;
+}
+
 /// What runs on an open port: what service detection found, or (without
 /// detection) what the port number suggests. The `service` event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -109,7 +109,13 @@ pub struct Detection {
     pub bytes_read: u64,
     /// Why detection stopped short, if it did.
     pub error: Option<DetectError>,
+    /// On a port no rule identified: what each probe that got a reply
+    /// got, in probe order (at most [`MAX_REPLIES`]).
+    pub replies: Vec<crate::findings::ProbeReply>,
 }
+
+/// Most probe replies a [`Detection`] keeps.
+pub const MAX_REPLIES: usize = 16;
 
 /// Why detection of a port did not finish normally.
 #[derive(Clone, Debug, PartialEq, Eq)]
