@@ -18,15 +18,17 @@
 //! probe lists as TLS ports, and any response that starts like a TLS record,
 //! are probed again inside TLS (`tunnel: ssl`), keeping the chain.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::Notify;
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::TlsConnector;
 
+pub use super::plan::MAX_REPLIES;
+use super::plan::{self, End, Plan, Reply, Step, Unsent};
 use super::pool::{BufPool, Loan};
 use super::probes::{Probe, ProbeDb, Transport};
 use super::rules::Identity;
@@ -38,6 +40,10 @@ use crate::net::starttls::Starttls;
 
 /// Most bytes of a response kept as the banner.
 pub const BANNER_MAX: usize = 512;
+
+/// How far past the port's deadline its detection is cut short if a
+/// phase has not ended by itself.
+const DEADLINE_SLACK: Duration = Duration::from_millis(250);
 
 /// How long a match that reaches the end of the data waits for more.
 const SETTLE: Duration = Duration::from_millis(60);
@@ -114,9 +120,6 @@ pub struct Detection {
     pub replies: Vec<crate::findings::ProbeReply>,
 }
 
-/// Most probe replies a [`Detection`] keeps.
-pub const MAX_REPLIES: usize = 16;
-
 /// Why detection of a port did not finish normally.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DetectError {
@@ -144,15 +147,6 @@ impl std::fmt::Debug for Detector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Detector").field("probes", &self.db.probes().len()).field("opts", &self.opts).finish()
     }
-}
-
-/// How one probe's exchange ended.
-enum Outcome {
-    Hard(Identity),
-    Soft(Identity),
-    /// The response starts like a TLS record: probe again inside TLS.
-    LooksLikeTls,
-    Nothing,
 }
 
 impl Detector {
@@ -197,7 +191,7 @@ impl Detector {
     /// handshake (rustls, the own ClientHello, after STARTTLS) names it
     /// in SNI, and STARTTLS greets with it.
     pub async fn detect_named(&self, ip: IpAddr, port: u16, name: Option<&str>) -> Detection {
-        let mut buf = self.pool.get().await;
+        let mut own = Some(self.pool.get().await);
         let deadline = Instant::now() + self.opts.port_timeout;
         let mut run = Run {
             det: self,
@@ -209,7 +203,9 @@ impl Detector {
             client_first: false,
             out: Detection::default(),
         };
-        let finished = timeout_at(deadline, run.all(&mut buf)).await;
+        // The plan ends a phase at the deadline itself, keeping what it
+        // judged; this bound is a safety net past it.
+        let finished = timeout_at(deadline + DEADLINE_SLACK, run.all(&mut own)).await;
         let mut out = run.out;
         let tls = run.tls_error;
         if finished.is_err() || Instant::now() >= deadline {
@@ -224,6 +220,10 @@ impl Detector {
             }
         }
         out.tunnel |= out.tls.as_ref().is_some_and(|t| t.starttls.is_none());
+        // Replies are kept for a port no rule named (its fingerprint).
+        if out.method == Some(ServiceMethod::Probed) {
+            out.replies.clear();
+        }
         if out.identity.is_none() {
             if let Some(soft) = run.soft {
                 out.identity = Some(soft);
@@ -250,7 +250,7 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    async fn all(&mut self, buf: &mut [u8]) {
+    async fn all(&mut self, own: &mut Option<Loan>) {
         let port = self.addr.port();
         // Excluded ports (printers that print what they are sent) get no probe.
         if self.det.db.excluded(port) {
@@ -259,7 +259,7 @@ impl Run<'_> {
         if self.det.db.probes().iter().any(|p| p.tls_ports.contains(&port)) {
             match self.open(true).await {
                 Ok(conn) => {
-                    self.probes(true, Some(conn), buf).await;
+                    self.probes(true, Some(conn), own).await;
                     return;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -282,13 +282,13 @@ impl Run<'_> {
         }
         // A port already known as TLS (its chain read from its first
         // flight) is not handed to rustls again.
-        if !self.probes(false, None, buf).await || self.client_first {
+        if !self.probes(false, None, own).await || self.client_first {
             self.starttls().await;
             return;
         }
         match self.open(true).await {
             Ok(conn) => {
-                self.probes(true, Some(conn), buf).await;
+                self.probes(true, Some(conn), own).await;
             }
             Err(e) => {
                 let handshake = matches!(e, OpenError::Handshake(_));
@@ -359,320 +359,137 @@ impl Run<'_> {
         }
     }
 
-    /// The probes in order, for plain or TLS. Returns true when a response
-    /// looked like TLS and the caller should probe again inside TLS.
-    async fn probes(&mut self, tunnel: bool, mut conn: Option<Conn>, buf: &mut [u8]) -> bool {
-        let db = self.det.db.clone();
+    /// The probes of one phase (in the clear, or inside TLS), as the plan
+    /// (plan.rs) schedules and judges them: this loop only sends, reads
+    /// and tells it the time. Returns true when a reply looked like TLS
+    /// and the caller should probe again inside TLS. `own` is the port's
+    /// own buffer (for the probe in turn); it is there again after.
+    async fn probes(&mut self, tunnel: bool, mut kept: Option<Conn>, own: &mut Option<Loan>) -> bool {
+        let det = self.det;
+        let opts = &det.opts;
         let port = self.addr.port();
-        let lists = |p: &Probe| if tunnel { p.tls_ports.contains(&port) } else { p.ports.contains(&port) };
-        let tcp = db.probes().iter().filter(|p| p.transport == Transport::Tcp);
-        let client_first = self.client_first;
-        let mut order: Vec<&Probe> = tcp.clone().filter(|p| p.payload.is_empty() && !client_first).collect();
-        let mut listed: Vec<&Probe> = tcp.clone().filter(|p| !p.payload.is_empty() && lists(p)).collect();
-        listed.sort_by_key(|p| p.rarity);
-        let mut rest: Vec<&Probe> =
-            tcp.filter(|p| !p.payload.is_empty() && !lists(p) && p.rarity <= self.det.opts.intensity).collect();
-        // A port known to be TLS that rustls could not talk to: ClientHello
-        // probes can only say "ssl" again; the others may say what runs
-        // inside (a web server answering plain HTTP with an error page).
-        if client_first {
-            listed.retain(|p| !looks_like_tls(&p.payload));
-            rest.retain(|p| !looks_like_tls(&p.payload));
-        }
-        rest.sort_by_key(|p| p.rarity);
-        let some_listed = !listed.is_empty();
-        order.extend(listed);
-        order.extend(rest);
-
-        // After a probe that decided nothing (the NULL probe first of all),
-        // the candidates that follow are sent side by side, up to PROBES_AT_ONCE
-        // in flight at any time, each on its own connection with a buffer of
-        // its own from the pool (as many as it has free): a silent port is
-        // decided in about one probe's wait, not the sum of them. Their
-        // replies are still judged one by one in probe order, so the first
-        // hard match in that order wins and soft matches narrow, as when
-        // sent in turn.
-        let mut ahead: FuturesUnordered<_> = FuturesUnordered::new();
-        // Probes sent ahead and not judged yet, in order; the replies of
-        // those that are done; those a soft match ruled out before they
-        // were done (their replies are dropped as they come).
-        let mut ahead_at: VecDeque<usize> = VecDeque::new();
-        let mut fetched: BTreeMap<usize, (Option<Reply>, Loan)> = BTreeMap::new();
-        let mut unwanted: BTreeSet<usize> = BTreeSet::new();
-        // Whether probes go side by side now, and the next one to send ahead.
-        let (mut side_by_side, mut next_ahead) = (false, 0);
-        // Sends probes from `$from` on ahead while fewer than PROBES_AT_ONCE
-        // that still count are in flight, and none further than AHEAD_MAX
-        // past the one being judged (`$cur`), so that what is in flight and
-        // what waits for its turn holds at most that many buffers; skips
-        // those a soft match rules out; `$first` carries the first sent,
-        // and comes back if none was (no buffer free).
-        macro_rules! top_up {
-            ($cur:expr, $from:expr, $first:expr) => {{
-                let soft = self.soft.as_ref().map(|s| s.service.clone());
-                let mut first: Option<Conn> = $first;
-                next_ahead = usize::max(next_ahead, $from);
-                while ahead.len() - unwanted.len() < PROBES_AT_ONCE
-                    && next_ahead <= $cur + AHEAD_MAX
-                    && next_ahead < order.len()
-                {
-                    let p = order[next_ahead];
-                    let says = |s: &str| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == s);
-                    if soft.as_deref().is_none_or(says) {
-                        let Some(loan) = self.det.pool.try_get() else { break };
-                        let on = first.take();
-                        ahead.push(fetch(
-                            self.det,
-                            self.addr,
-                            self.name,
-                            tunnel,
-                            self.deadline,
-                            next_ahead,
-                            p,
-                            soft.clone(),
-                            on,
-                            loan,
-                        ));
-                        ahead_at.push_back(next_ahead);
-                    }
-                    next_ahead += 1;
-                }
-                first
-            }};
-        }
-        // Keeps a reply fetched ahead (unless unwanted) and sends the next.
-        macro_rules! keep {
-            ($cur:expr, $done:expr) => {{
-                let (at, done) = $done;
-                if !unwanted.remove(&at) {
-                    fetched.insert(at, done);
-                }
-                let _none: Option<Conn> = top_up!($cur, next_ahead, None);
-            }};
-        }
-        for (i, probe) in order.iter().copied().enumerate() {
-            if Instant::now() >= self.deadline {
-                return false;
-            }
-            if side_by_side {
-                // A connection kept for the next probe in turn carries it.
-                let kept = conn.take();
-                conn = top_up!(i, i, kept);
-            }
-            // Replies fetched for probes a soft match has since ruled out.
-            while let Some(at) = ahead_at.front().copied().filter(|&at| at < i) {
-                ahead_at.pop_front();
-                if fetched.remove(&at).is_none() {
-                    unwanted.insert(at);
-                }
-            }
-            if let Some(soft) = &self.soft {
-                let says = |p: &Probe| p.matches.iter().chain(&p.soft_matches).any(|r| r.service() == soft.service);
-                if !says(probe) {
-                    continue;
-                }
-            }
-            let null = probe.payload.is_empty();
-            // Sent ahead: its reply, when it was sent and answered. One that
-            // could not be connected or sent goes again in turn below (a
-            // server that takes one connection at a time, or refuses).
-            let fetched_reply = if ahead_at.front() == Some(&i) {
-                ahead_at.pop_front();
-                let next = loop {
-                    if let Some(done) = fetched.remove(&i) {
-                        break Some(done);
-                    }
-                    match ahead.next().await {
-                        Some(done) => keep!(i, done),
-                        None => break None,
-                    }
-                };
-                match next {
-                    Some((Some(reply), loan)) => Some((reply, loan)),
-                    _ => None,
-                }
-            } else {
-                None
-            };
-            let (outcome, len, open, c) = if let Some((reply, loan)) = fetched_reply {
-                self.out.probes_sent += 1;
-                let (outcome, len, open) = self.judge(probe, reply, tunnel, &loan[..]);
-                (outcome, len, open, None)
-            } else {
-                let mut c = match conn.take() {
-                    Some(c) => c,
-                    None => match self.open(tunnel).await {
-                        Ok(c) => c,
-                        Err(_) if Instant::now() >= self.deadline => return false,
-                        Err(e) => {
-                            self.out.error = Some(DetectError::Io(e.to_string()));
-                            if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut)
-                            {
-                                return false;
+        let soft = self.soft.clone();
+        let mut plan =
+            Plan::new(&det.db, port, tunnel, self.client_first, opts.intensity, opts.banner_grace, self.deadline, soft);
+        let cut = Arc::new(Notify::new());
+        let mut flying = FuturesUnordered::new();
+        // Pool buffers won while the plan was starved, for probes ahead.
+        let mut won: Vec<Loan> = Vec::new();
+        loop {
+            for step in plan.poll(Instant::now()) {
+                match step {
+                    Step::Send { at, wait, in_turn, reuse } => {
+                        let loan = if in_turn {
+                            match own.take().or_else(|| plan.take_spare()).or_else(|| det.pool.try_get()) {
+                                Some(loan) => Some(loan),
+                                // Not reached (a probe in turn has the
+                                // buffer of the one judged before it), but
+                                // never stuck on the pool past the deadline.
+                                None => timeout_at(self.deadline, det.pool.get()).await.ok(),
                             }
+                        } else {
+                            won.pop().or_else(|| det.pool.try_get())
+                        };
+                        let Some(loan) = loan else {
+                            plan.on_unsent(at, Unsent::NoBuffer);
                             continue;
-                        }
-                    },
-                };
-                let wait = if null && some_listed { self.det.opts.banner_grace.min(probe.wait) } else { probe.wait };
-                if !null && c.send(&probe.payload).await.is_err() {
-                    continue;
-                }
-                self.out.probes_sent += 1;
-                let (outcome, len, open) = if null && !some_listed && ahead_at.is_empty() {
-                    // No probe lists this port: the NULL probe listens for a
-                    // late banner as long as its wait, but once the banner
-                    // grace has passed in silence the next probes start
-                    // side by side. Their replies are still judged after it.
-                    let soft = self.soft.as_ref().map(|s| s.service.clone());
-                    // A quarter of what is left stays for judging the rest
-                    // (a short --service-timeout, -T5).
-                    let wait = if order.len() > i + 1 {
-                        wait.min(self.deadline.saturating_duration_since(Instant::now()) * 3 / 4)
-                    } else {
-                        wait
-                    };
-                    let reply = {
-                        let read = read_reply(self.det, &mut c, probe, wait, self.deadline, soft.as_deref(), buf);
-                        tokio::pin!(read);
-                        tokio::select! {
-                            reply = &mut read => reply,
-                            () = tokio::time::sleep(self.det.opts.banner_grace) => {
-                                side_by_side = true;
-                                let _none: Option<Conn> = top_up!(i, i + 1, None);
-                                // Drive them meanwhile, keeping what they fetch.
-                                loop {
-                                    tokio::select! {
-                                        reply = &mut read => break reply,
-                                        Some(done) = ahead.next() => keep!(i, done),
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    self.judge(probe, reply, tunnel, buf)
-                } else {
-                    self.exchange(&mut c, probe, wait, tunnel, buf).await
-                };
-                (outcome, len, open, Some(c))
-            };
-            match outcome {
-                Outcome::Hard(mut id) => {
-                    // nmap's `ssl/` services: what a TLS port answers a
-                    // probe sent in the clear (an HTTPS server's "plain HTTP
-                    // request" page). The identity holds, and the port is
-                    // TLS: its chain and what runs inside come next.
-                    let through_tls = match id.service.strip_prefix("ssl/") {
-                        Some(inner) => {
-                            id.service = inner.to_string();
-                            !tunnel
-                        }
-                        None => false,
-                    };
-                    self.out.identity = Some(id);
-                    self.out.method = Some(ServiceMethod::Probed);
-                    self.out.probe = Some(probe.name.clone());
-                    // `ssl` once TLS is read (a handshake, or the first flight).
-                    self.out.tunnel = tunnel;
-                    return through_tls;
-                }
-                Outcome::LooksLikeTls => return true,
-                Outcome::Soft(id) => {
-                    if self.soft.is_none() {
-                        self.out.probe = Some(probe.name.clone());
-                        self.out.tunnel = tunnel;
-                        self.soft = Some(id);
+                        };
+                        let on = if reuse { kept.take() } else { None };
+                        let fetch = Fetch {
+                            det,
+                            addr: self.addr,
+                            name: self.name,
+                            tls: tunnel,
+                            deadline: self.deadline,
+                            soft: plan.soft().map(str::to_string),
+                            cut: plan.is_null(at).then(|| cut.clone()),
+                        };
+                        flying.push(fetch.run(at, plan.probe(at), wait, on, loan));
                     }
+                    Step::Cut { .. } => cut.notify_one(),
                 }
-                Outcome::Nothing => {}
             }
-            // Undecided (silence, or a reply no rule settles): the rest go
-            // side by side from here on.
-            if !side_by_side {
-                // A silent NULL connection carries the first of them.
-                let first = if null && len == 0 && open { c } else { None };
-                // No buffer free: the next probe goes in turn, on the same connection.
-                side_by_side = true;
-                conn = top_up!(i, i + 1, first);
-                continue;
+            if !plan.carrying() {
+                kept = None;
             }
-            // A silent NULL probe leaves its connection to the next probe,
-            // if that one goes in turn (else it would only sit open).
-            if null && len == 0 && open && next_ahead <= i + 1 {
-                conn = c;
+            if plan.end().is_some() {
+                break;
+            }
+            // Replies first: one read to the deadline is judged before it.
+            let starved = plan.starved();
+            tokio::select! {
+                biased;
+                Some((at, got, loan)) = flying.next() => match got {
+                    Ok((reply, conn)) => {
+                        if conn.is_some() {
+                            kept = conn;
+                        }
+                        plan.on_reply(at, reply, loan);
+                    }
+                    Err(why) => {
+                        own.get_or_insert(loan);
+                        plan.on_unsent(at, why);
+                    }
+                },
+                loan = det.pool.get(), if starved => {
+                    won.push(loan);
+                    plan.unstarve();
+                }
+                () = tokio::time::sleep_until(plan.next_wakeup()) => {}
             }
         }
-        false
-    }
-
-    /// Reads one response into `buf` and matches it. Returns the outcome,
-    /// the bytes read and whether the connection is still usable.
-    async fn exchange(
-        &mut self,
-        c: &mut Conn,
-        probe: &Probe,
-        wait: Duration,
-        tunnel: bool,
-        buf: &mut [u8],
-    ) -> (Outcome, usize, bool) {
-        let soft = self.soft.as_ref().map(|s| s.service.clone());
-        let reply = read_reply(self.det, c, probe, wait, self.deadline, soft.as_deref(), buf).await;
-        self.judge(probe, reply, tunnel, buf)
-    }
-
-    /// What a reply says, in probe order's terms (with the state it updates:
-    /// bytes read, the banner).
-    fn judge(&mut self, probe: &Probe, reply: Reply, tunnel: bool, buf: &[u8]) -> (Outcome, usize, bool) {
-        let (len, open, early) = match reply {
-            Reply::Wrapped => {
-                let id = Identity { service: "tcpwrapped".into(), ..Identity::default() };
-                return (Outcome::Hard(id), 0, false);
+        if own.is_none() {
+            *own = plan.take_spare();
+        }
+        let (end, phase) = plan.finish();
+        self.out.probes_sent += phase.probes_sent;
+        self.out.bytes_read += phase.bytes_read;
+        if self.out.banner.is_empty() {
+            self.out.banner = phase.banner;
+        }
+        // Replies in the clear of a port that turned out to be TLS are
+        // handshake bytes, not the service's: those inside TLS replace them.
+        if tunnel {
+            self.out.replies.clear();
+        }
+        let room = MAX_REPLIES.saturating_sub(self.out.replies.len());
+        self.out.replies.extend(phase.replies.into_iter().take(room));
+        if let (Some(probe), None) = (phase.soft_probe, &self.soft) {
+            self.out.probe = Some(probe);
+            self.out.tunnel = tunnel;
+        }
+        self.soft = phase.soft;
+        match end {
+            End::Hard { mut id, probe } => {
+                // nmap's `ssl/` services: what a TLS port answers a probe
+                // sent in the clear (an HTTPS server's "plain HTTP request"
+                // page). The identity holds, and the port is TLS: its
+                // chain and what runs inside come next.
+                let through_tls = match id.service.strip_prefix("ssl/") {
+                    Some(inner) => {
+                        id.service = inner.to_string();
+                        !tunnel
+                    }
+                    None => false,
+                };
+                self.out.identity = Some(id);
+                self.out.method = Some(ServiceMethod::Probed);
+                self.out.probe = Some(probe);
+                // `ssl` once TLS is read (a handshake, or the first flight).
+                self.out.tunnel = tunnel;
+                through_tls
             }
-            Reply::Data { len, open, hard } => (len, open, hard),
-        };
-        self.out.bytes_read += len as u64;
-        let data = &buf[..len];
-        if probe.payload.is_empty() {
-            self.keep_banner(data);
-        }
-        // A hard match found while reading (before a soft match that came
-        // from an earlier probe in order) counts only if it agrees with it.
-        if let Some(id) = early.filter(|id| self.soft.as_ref().is_none_or(|s| s.service == id.service)) {
-            return (Outcome::Hard(*id), len, true);
-        }
-        if len == 0 {
-            return (Outcome::Nothing, 0, open);
-        }
-        // A reply that is the probe itself: an echo service (RFC 862), not
-        // whatever the probe's rules would take its own bytes for.
-        if !probe.payload.is_empty() && data == &probe.payload[..] {
-            return (Outcome::Hard(Identity { service: "echo".into(), ..Identity::default() }), len, open);
-        }
-        if let Some(id) = self.hard(probe, data) {
-            return (Outcome::Hard(id), len, open);
-        }
-        if !tunnel && looks_like_tls(data) {
-            return (Outcome::LooksLikeTls, len, open);
-        }
-        match self.soft_match(probe, data) {
-            Some(id) => (Outcome::Soft(id), len, open),
-            None => (Outcome::Nothing, len, open),
-        }
-    }
-
-    /// The probe's own rules, then its fallbacks'.
-    fn hard(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
-        hard_match(self.det, probe, data, self.soft.as_ref().map(|s| s.service.as_str()))
-    }
-
-    fn soft_match(&self, probe: &Probe, data: &[u8]) -> Option<Identity> {
-        let own = probe.soft_matches.iter();
-        own.chain(fallbacks(self.det, probe).flat_map(|f| f.soft_matches.iter())).find_map(|r| r.apply(data))
-    }
-
-    fn keep_banner(&mut self, data: &[u8]) {
-        if self.out.banner.is_empty() && !data.is_empty() {
-            self.out.banner = data[..data.len().min(BANNER_MAX)].to_vec();
+            End::Tls => true,
+            End::Failed(why) => {
+                self.out.error = Some(DetectError::Io(why));
+                false
+            }
+            End::Exhausted | End::Deadline => {
+                if let Some(why) = phase.error {
+                    self.out.error.get_or_insert(DetectError::Io(why));
+                }
+                false
+            }
         }
     }
 
@@ -703,94 +520,81 @@ async fn connect(
     conn::open(addr, tls.then_some(connector), name, until).await
 }
 
-/// The probes whose rules also apply to `probe`'s responses: its
-/// `fallback` list in order, then the NULL probe (banners), each once.
-fn fallbacks<'p>(det: &'p Detector, probe: &'p Probe) -> impl Iterator<Item = &'p Probe> {
-    let named = probe.fallback.iter().filter_map(|n| det.db.get(n));
-    let null = det.null.map(|i| &det.db.probes()[i]).filter(|n| !probe.fallback.contains(&n.name));
-    named.chain(null).filter(move |f| f.name != probe.name)
-}
-
-/// The first of the probe's own rules, then its fallbacks', that matches;
-/// after a soft match (`soft`) only rules for that service can decide.
-fn hard_match(det: &Detector, probe: &Probe, data: &[u8], soft: Option<&str>) -> Option<Identity> {
-    let rules = probe.matches.iter().chain(fallbacks(det, probe).flat_map(|f| f.matches.iter()));
-    rules.filter(|r| soft.is_none_or(|s| r.service() == s)).find_map(|r| r.apply(data))
-}
-
-/// Most probes sent side by side on one silent port.
-const PROBES_AT_ONCE: usize = 6;
-
-/// Furthest ahead of the probe being judged that one is sent: bounds the
-/// pool buffers one port holds (in flight or waiting for its turn).
-const AHEAD_MAX: usize = 16;
-
-/// Sends one probe (the `at`th in order) on `on` (or a connection of its
-/// own) and reads its reply into `loan`; None when it could not be
-/// connected or sent.
-#[allow(clippy::too_many_arguments)]
-async fn fetch(
-    det: &Detector,
+/// One probe's exchange: connect (or carry on the NULL probe's
+/// connection), send, read the reply into a pool buffer.
+struct Fetch<'a> {
+    det: &'a Detector,
     addr: SocketAddr,
-    name: Option<&str>,
+    name: Option<&'a str>,
     tls: bool,
     deadline: Instant,
-    at: usize,
-    probe: &Probe,
+    /// The soft match when it was sent: only its rules end a read early.
     soft: Option<String>,
-    on: Option<Conn>,
-    mut loan: Loan,
-) -> (usize, (Option<Reply>, Loan)) {
-    let reply = async {
-        let mut c = match on {
-            Some(c) => c,
-            None => connect(det, addr, name, tls, deadline).await.ok()?.0,
-        };
-        c.send(&probe.payload).await.ok()?;
-        Some(read_reply(det, &mut c, probe, probe.wait, deadline, soft.as_deref(), &mut loan).await)
-    }
-    .await;
-    (at, (reply, loan))
+    /// The NULL probe's: ends a read that has had nothing yet.
+    cut: Option<Arc<Notify>>,
 }
 
-/// How a probe's reply ended.
-enum Reply {
-    /// Closed at once with nothing said, where the probe says `tcpwrapped_ms`.
-    Wrapped,
-    /// `len` bytes read into the buffer; `open` if the connection is still
-    /// usable; `hard` if a rule matched a complete line (read no further).
-    Data { len: usize, open: bool, hard: Option<Box<Identity>> },
+/// A probe's reply (and, for the NULL probe left open and silent, its
+/// connection), or why it was not sent; with the buffer either way.
+type Fetched = (usize, std::result::Result<(Reply, Option<Conn>), Unsent>, Loan);
+
+impl Fetch<'_> {
+    async fn run(self, at: usize, probe: &Probe, wait: Duration, on: Option<Conn>, mut loan: Loan) -> Fetched {
+        let mut c = match on {
+            Some(c) => c,
+            None => match connect(self.det, self.addr, self.name, self.tls, self.deadline).await {
+                Ok((c, _)) => c,
+                Err(e) => {
+                    let fatal =
+                        matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut);
+                    return (at, Err(Unsent::Failed { fatal, why: e.to_string() }), loan);
+                }
+            },
+        };
+        // A send the server refused (it closed or reset first) is still an
+        // answer: what it said before is read, and its close is the reply.
+        if !probe.payload.is_empty() {
+            let _ = c.send(&probe.payload).await;
+        }
+        let reply = read_reply(&self, &mut c, probe, wait, &mut loan).await;
+        let keep = matches!(reply, Reply::Data { len: 0, open: true, .. }) && probe.payload.is_empty();
+        (at, Ok((reply, keep.then_some(c))), loan)
+    }
 }
 
 /// Reads one reply into `buf`, until the probe's wait, an idle gap after
-/// data, the port's deadline or a full buffer; a rule matching a complete
-/// line ends it at once (a partial one waits a moment for the rest).
-async fn read_reply(
-    det: &Detector,
-    c: &mut Conn,
-    probe: &Probe,
-    wait: Duration,
-    deadline: Instant,
-    soft: Option<&str>,
-    buf: &mut [u8],
-) -> Reply {
+/// data, the port's deadline, a full buffer, or (the NULL probe) a cut
+/// before anything came; a rule matching a complete line ends it at once
+/// (a partial one waits a moment for the rest).
+async fn read_reply(f: &Fetch<'_>, c: &mut Conn, probe: &Probe, wait: Duration, buf: &mut [u8]) -> Reply {
+    let det = f.det;
     let start = Instant::now();
-    let limit = (start + wait).min(deadline);
+    let limit = (start + wait).min(f.deadline);
     let mut until = limit;
     let (mut len, mut open) = (0, true);
     while len < buf.len() {
-        match timeout_at(until, c.read(&mut buf[len..])).await {
-            Err(_) => break,
+        let read = timeout_at(until, c.read(&mut buf[len..]));
+        let got = match &f.cut {
+            Some(cut) if len == 0 => tokio::select! {
+                got = read => Some(got),
+                () = cut.notified() => None,
+            },
+            _ => Some(read.await),
+        };
+        match got {
+            None | Some(Err(_)) => break,
             // Closed at once with nothing said: a wrapper (tcpd) refused us.
-            Ok(Ok(0)) if len == 0 && probe.tcpwrapped.is_some_and(|w| start.elapsed() <= w) => return Reply::Wrapped,
-            Ok(Ok(0)) | Ok(Err(_)) => {
+            Some(Ok(Ok(0))) if len == 0 && probe.tcpwrapped.is_some_and(|w| start.elapsed() <= w) => {
+                return Reply::Wrapped
+            }
+            Some(Ok(Ok(0)) | Ok(Err(_))) => {
                 open = false;
                 break;
             }
-            Ok(Ok(n)) => {
+            Some(Ok(Ok(n))) => {
                 len += n;
                 let mut quiet = det.opts.idle;
-                if let Some(id) = hard_match(det, probe, &buf[..len], soft) {
+                if let Some(id) = plan::hard_match(&det.db, det.null, probe, &buf[..len], f.soft.as_deref()) {
                     // A complete line cannot change with more data; otherwise
                     // a more specific rule may still match once the rest of
                     // the field has come, so wait a moment first.
@@ -798,7 +602,7 @@ async fn read_reply(
                         return Reply::Data { len, open: true, hard: Some(Box::new(id)) };
                     }
                     quiet = quiet.min(SETTLE);
-                } else if soft.is_none() && probe.soft_matches.iter().any(|r| r.apply(&buf[..len]).is_some()) {
+                } else if f.soft.is_none() && probe.soft_matches.iter().any(|r| r.apply(&buf[..len]).is_some()) {
                     // A soft match says what it is; the probes that follow
                     // say the rest: no long wait for more of this reply.
                     quiet = quiet.min(SETTLE);
@@ -811,7 +615,7 @@ async fn read_reply(
 }
 
 /// A TLS record header: handshake (22) or alert (21), version 3.x.
-fn looks_like_tls(data: &[u8]) -> bool {
+pub(super) fn looks_like_tls(data: &[u8]) -> bool {
     data.len() >= 3 && matches!(data[0], 0x15 | 0x16) && data[1] == 3 && data[2] <= 4
 }
 

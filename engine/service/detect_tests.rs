@@ -293,15 +293,15 @@ async fn a_slow_reply_holds_back_the_probes_behind_it() {
     })
     .await;
     let mut yaml = String::from("probes:\n  - name: 'NULL'\n    wait_ms: 100\n");
-    for i in 1..=40 {
+    for i in 1..=100 {
         yaml += &format!("  - name: P{i}\n    payload: 'p{i}\\r\\n'\n    rarity: 1\n    wait_ms: 1000\n");
     }
     let opts = DetectOptions { intensity: 9, parallelism: 64, idle: Duration::from_millis(50), ..quick() };
     let det = Detector::new(db(&yaml), opts).unwrap();
     let d = det.detect(LOCAL, port).await;
-    assert_eq!(d.probes_sent, 41);
+    assert_eq!(d.probes_sent, 101);
     let early = early.load(std::sync::atomic::Ordering::SeqCst);
-    assert!(early <= AHEAD_MAX + 1, "{early} probes sent while the first was still answering");
+    assert!(early <= plan::AHEAD + 1, "{early} probes sent while the first was still answering");
 }
 
 /// A short port budget on a port no probe lists: the NULL probe leaves

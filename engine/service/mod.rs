@@ -13,6 +13,7 @@
 #[cfg(test)]
 mod catalog;
 pub mod detect;
+mod plan;
 mod udp;
 /// Moved to [`crate::net`]: the TLS client that accepts any certificate.
 pub use crate::net::dangerously;

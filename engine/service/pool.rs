@@ -62,6 +62,12 @@ impl BufPool {
     }
 }
 
+impl AsRef<[u8]> for Loan {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
 impl std::ops::Deref for Loan {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
