@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::Sink;
+use crate::findings::service_fp::Fingerprint;
 use crate::findings::{
     Event, HostState, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity,
 };
@@ -129,6 +130,28 @@ pub struct HostRec<'a> {
     pub others: &'a [IpAddr],
     /// Its host script results, if any.
     pub host_scripts: Option<&'a Scripts>,
+    /// The scan's version intensity and start (seconds since 1970): what
+    /// its services' fingerprints say besides their replies.
+    fp_at: (u8, f64),
+}
+
+impl HostRec<'_> {
+    /// nmap's service fingerprint of a port's service, when a probe got a
+    /// reply there and no rule identified it.
+    pub fn service_fp(&self, s: &Service) -> Option<Fingerprint> {
+        crate::findings::service_fp::of_service(s, self.fp_at.0, self.fp_at.1)
+    }
+
+    /// The fingerprints of its ports' services, in port order, as `-oN`
+    /// prints them.
+    pub fn service_fps(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .filter_map(|p| p.service.as_deref())
+            .filter_map(|s| self.service_fp(s))
+            .map(|f| f.wrapped)
+            .collect()
+    }
 }
 
 /// Ports of a host not shown one by one, of one protocol, state and reason.
@@ -397,7 +420,10 @@ impl Collected {
         let others = name.and_then(|n| self.others.get(&(ip, n.to_string()))).map_or(&[][..], Vec::as_slice);
         let ptr = self.ptr.get(&ip).map(String::as_str);
         let host_scripts = self.host_scripts.get(&(ip, view));
-        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts }
+        // nmap's default intensity for a stream that does not say.
+        let intensity = self.start.as_ref().and_then(|s| s.settings.version_intensity).unwrap_or(7);
+        let fp_at = (intensity, self.start_secs());
+        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts, fp_at }
     }
 
     /// The ports of an up host not shown: those counted by `extraports`

@@ -24,7 +24,9 @@
 //!   conf="3"` when nothing matched and the name is the port's usual one.
 //!   Without `-sV` every port gets the table's name with `method="table"
 //!   conf="3"`, as nmap writes it. `info` becomes `extrainfo`, `os`
-//!   `ostype`, `device` `devicetype`, `tunnel="ssl"` stays.
+//!   `ostype`, `device` `devicetype`, `tunnel="ssl"` stays. A port no rule
+//!   identified whose probes got replies has nmap's `servicefp` (the
+//!   service fingerprint on one line, [`crate::findings::service_fp`]).
 //! - Plugins: all findings of one plugin on one port make one `<script>`
 //!   (scripts in id order). Its `output` is the findings' titles, one a
 //!   line; inside it each finding is one key-less `<table>` with
@@ -55,6 +57,7 @@ use super::report::{
     ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Scripts, Shown,
 };
 use crate::findings::script_text::nse_entries;
+use crate::findings::service_fp::Fingerprint;
 use crate::findings::{HostState, PortState};
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
@@ -187,7 +190,7 @@ impl Layout for XmlLayout {
                 doc.push_str("<ports>");
                 extraports(&mut doc, &host.unshown);
                 for p in &host.ports {
-                    port_xml(&mut doc, p);
+                    port_xml(&mut doc, p, p.service.as_deref().and_then(|s| host.service_fp(s)));
                 }
                 doc.push_str("</ports>\n");
             }
@@ -248,7 +251,7 @@ impl Layout for XmlLayout {
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One `<port>` element with its service and scripts.
-fn port_xml(doc: &mut String, p: &PortRec) {
+fn port_xml(doc: &mut String, p: &PortRec, fp: Option<Fingerprint>) {
     let _ = write!(
         doc,
         "<port protocol=\"{}\" portid=\"{}\"><state state=\"{}\" reason=\"{}\" reason_ttl=\"{}\"/>",
@@ -272,6 +275,11 @@ fn port_xml(doc: &mut String, p: &PortRec) {
                 if let Some(v) = v {
                     let _ = write!(doc, " {attr}=\"{}\"", esc(v));
                 }
+            }
+            // nmap's fingerprint of a service no rule identified, unwrapped
+            // (nmap's servicefp_sf_remove), before the tunnel as nmap writes it.
+            if let Some(fp) = fp {
+                let _ = write!(doc, " servicefp=\"{}\"", esc(&fp.unwrapped()));
             }
             if s.tunnel == Some(crate::findings::Tunnel::Ssl) {
                 doc.push_str(" tunnel=\"ssl\"");
