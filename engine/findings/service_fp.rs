@@ -78,8 +78,13 @@ pub struct Fingerprint {
 impl Fingerprint {
     /// As `-oX`'s `servicefp` holds it: the same text on one line.
     pub fn unwrapped(&self) -> String {
-        self.wrapped.replace("\nSF:", "")
+        unwrap(&self.wrapped)
     }
+}
+
+/// A wrapped fingerprint on one line (nmap's `servicefp_sf_remove`).
+pub fn unwrap(wrapped: &str) -> String {
+    wrapped.replace("\nSF:", "")
 }
 
 /// nmap's text with its line wrapping (`addServiceChar`): before a

@@ -185,7 +185,7 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
 /// nmap's request for the fingerprints of services no rule identified,
 /// after the port table (its words, which parsers look for; a
 /// fingerprint is printable ASCII alone).
-fn unrecognized(text: &mut String, fps: &[String]) {
+fn unrecognized(text: &mut String, fps: &[&str]) {
     if fps.is_empty() {
         return;
     }

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::Sink;
-use crate::findings::service_fp::Fingerprint;
+use crate::findings::service_fp;
 use crate::findings::{
     Event, HostState, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity,
 };
@@ -130,27 +130,13 @@ pub struct HostRec<'a> {
     pub others: &'a [IpAddr],
     /// Its host script results, if any.
     pub host_scripts: Option<&'a Scripts>,
-    /// The scan's version intensity and start (seconds since 1970): what
-    /// its services' fingerprints say besides their replies.
-    fp_at: (u8, f64),
 }
 
 impl HostRec<'_> {
-    /// nmap's service fingerprint of a port's service, when a probe got a
-    /// reply there and no rule identified it.
-    pub fn service_fp(&self, s: &Service) -> Option<Fingerprint> {
-        crate::findings::service_fp::of_service(s, self.fp_at.0, self.fp_at.1)
-    }
-
     /// The fingerprints of its ports' services, in port order, as `-oN`
     /// prints them.
-    pub fn service_fps(&self) -> Vec<String> {
-        self.ports
-            .iter()
-            .filter_map(|p| p.service.as_deref())
-            .filter_map(|s| self.service_fp(s))
-            .map(|f| f.wrapped)
-            .collect()
+    pub fn service_fps(&self) -> Vec<&str> {
+        self.ports.iter().filter_map(|p| p.servicefp.as_deref()).collect()
     }
 }
 
@@ -187,6 +173,10 @@ pub struct PortRec {
     first_t: f32,
     last_t: f32,
     pub service: Option<Box<Service>>,
+    /// nmap's service fingerprint of `service` (as `-oN` prints it), when
+    /// no rule identified it and probes got replies; made when the service
+    /// came, so its replies are not kept.
+    pub servicefp: Option<String>,
     /// The port's usual service, from the port table.
     pub table_name: Option<&'static str>,
     /// Findings by plugin id (in id order), each plugin's in arrival order.
@@ -268,8 +258,15 @@ impl Collected {
                 // keeps none for its report.
                 let mut kept = s.clone();
                 kept.tls = None;
+                // Nor the replies: the fingerprint is all they give them.
+                // nmap's default intensity for a stream that does not say.
+                let intensity = self.start.as_ref().and_then(|s| s.settings.version_intensity).unwrap_or(7);
+                let fp = service_fp::of_service(s, intensity, self.start_secs()).map(|f| f.wrapped);
+                kept.replies = Vec::new();
                 let at = self.target(s.ip, s.targetname.as_deref());
-                self.port(at, s.proto, s.port, s.t).service = Some(kept);
+                let rec = self.port(at, s.proto, s.port, s.t);
+                rec.service = Some(kept);
+                rec.servicefp = fp;
             }
             Event::Finding(f) => {
                 let finding =
@@ -374,6 +371,7 @@ impl Collected {
             last_t: t,
             service: None,
             table_name,
+            servicefp: None,
             scripts: BTreeMap::new(),
         });
         rec.first_t = rec.first_t.min(t);
@@ -420,10 +418,7 @@ impl Collected {
         let others = name.and_then(|n| self.others.get(&(ip, n.to_string()))).map_or(&[][..], Vec::as_slice);
         let ptr = self.ptr.get(&ip).map(String::as_str);
         let host_scripts = self.host_scripts.get(&(ip, view));
-        // nmap's default intensity for a stream that does not say.
-        let intensity = self.start.as_ref().and_then(|s| s.settings.version_intensity).unwrap_or(7);
-        let fp_at = (intensity, self.start_secs());
-        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts, fp_at }
+        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts }
     }
 
     /// The ports of an up host not shown: those counted by `extraports`

@@ -57,7 +57,7 @@ use super::report::{
     ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Scripts, Shown,
 };
 use crate::findings::script_text::nse_entries;
-use crate::findings::service_fp::Fingerprint;
+use crate::findings::service_fp;
 use crate::findings::{HostState, PortState};
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
@@ -190,7 +190,7 @@ impl Layout for XmlLayout {
                 doc.push_str("<ports>");
                 extraports(&mut doc, &host.unshown);
                 for p in &host.ports {
-                    port_xml(&mut doc, p, p.service.as_deref().and_then(|s| host.service_fp(s)));
+                    port_xml(&mut doc, p);
                 }
                 doc.push_str("</ports>\n");
             }
@@ -251,7 +251,7 @@ impl Layout for XmlLayout {
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One `<port>` element with its service and scripts.
-fn port_xml(doc: &mut String, p: &PortRec, fp: Option<Fingerprint>) {
+fn port_xml(doc: &mut String, p: &PortRec) {
     let _ = write!(
         doc,
         "<port protocol=\"{}\" portid=\"{}\"><state state=\"{}\" reason=\"{}\" reason_ttl=\"{}\"/>",
@@ -278,8 +278,8 @@ fn port_xml(doc: &mut String, p: &PortRec, fp: Option<Fingerprint>) {
             }
             // nmap's fingerprint of a service no rule identified, unwrapped
             // (nmap's servicefp_sf_remove), before the tunnel as nmap writes it.
-            if let Some(fp) = fp {
-                let _ = write!(doc, " servicefp=\"{}\"", esc(&fp.unwrapped()));
+            if let Some(fp) = &p.servicefp {
+                let _ = write!(doc, " servicefp=\"{}\"", esc(&service_fp::unwrap(fp)));
             }
             if s.tunnel == Some(crate::findings::Tunnel::Ssl) {
                 doc.push_str(" tunnel=\"ssl\"");

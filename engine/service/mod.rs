@@ -117,3 +117,22 @@ pub fn to_service(ctx: &Ctx, open: OpenPort, d: Detection) -> (Option<Event>, Se
     s.t = ctx.t();
     (error, s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::ProbeReply;
+
+    #[test]
+    fn a_service_takes_detections_replies_within_their_bounds() {
+        let ctx = Ctx::detached("5c");
+        let open = OpenPort { ip: "198.18.0.5".parse().unwrap(), port: 47001, proto: Proto::Tcp, name: None };
+        let reply = |i: usize| ProbeReply { probe: format!("P{i}"), data: vec![0xff; ProbeReply::MAX + 10] };
+        let d = Detection { replies: (0..detect::MAX_REPLIES + 4).map(reply).collect(), ..Detection::default() };
+        let (_, s) = to_service(&ctx, open, d);
+        assert_eq!(s.replies.len(), detect::MAX_REPLIES);
+        assert!(s.replies.iter().all(|r| r.data.len() == ProbeReply::MAX));
+        assert_eq!(s.replies[0].probe, "P0");
+        assert_eq!(s.method, ServiceMethod::Table);
+    }
+}
