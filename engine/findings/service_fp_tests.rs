@@ -2,7 +2,10 @@
 //! for the same bytes: tests/data/nmap-sf/ holds `nmap -sV --script
 //! fingerprint-strings` of server.py there (a banner with an ANSI escape,
 //! NUL, CR, 0xff, quotes, a backslash and regex metacharacters; each
-//! request answered with its length and first bytes).
+//! request answered with its length and first bytes), and of
+//! server-two-replies.py (no banner, every probe answered: 29 replies,
+//! probes grouped under one set of strings, and the literal `\xzz` that
+//! makes nmap's script fail).
 //!
 //! In: the replies server.py gives each probe nmap sent. Out: nothing.
 //! What always holds: nmap's header (V=7.93, its platform, intensity and
@@ -58,7 +61,11 @@ fn nmap_header() -> Header<'static> {
 /// The lines of nmap's normal output from the first starting with `from`
 /// to the first after it starting with `to` (both kept).
 pub(crate) fn nmap_lines(from: &str, to: &str) -> String {
-    let lines: Vec<&str> = NMAP_TEXT.lines().collect();
+    lines_of(NMAP_TEXT, from, to)
+}
+
+fn lines_of(text: &str, from: &str, to: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
     let a = lines.iter().position(|l| l.starts_with(from)).expect("start");
     let b = a + lines[a..].iter().position(|l| l.starts_with(to)).expect("end");
     lines[a..=b].join("\n")
@@ -220,4 +227,52 @@ fn moonscans_header_names_moonscan() {
     let first = fp.unwrapped();
     let want = format!("SF-Port47001-TCP:V=moonscan-{}%I=9%D=11/28%Time=6B0A5612%P=", env!("CARGO_PKG_VERSION"));
     assert!(first.starts_with(&want), "{first}");
+}
+
+/// The probes in a recorded fingerprint, in its order (the order nmap's
+/// probes finished: it varies from run to run).
+fn probe_order(fp: &str) -> Vec<String> {
+    unwrap(fp).split("%r(").skip(1).map(|r| r.split(',').next().unwrap_or_default().to_string()).collect()
+}
+
+/// What server-two-replies.py answers each of nmap's probes.
+fn two_replies(order: &[String], tail: &[u8]) -> Vec<ProbeReply> {
+    let http = b"HTTP/9.9 777 Moon\r\nX-Odd:\t tabs  and   spaces\r\n\r\nab\x01cdefg\x02hi\x7fjklm nop";
+    let mut nope = b"NOPE\0\0what?\r\n\\".to_vec();
+    nope.extend_from_slice(tail);
+    let get = |p: &String| p == "GetRequest" || p == "FourOhFourRequest";
+    order
+        .iter()
+        .map(|p| ProbeReply { probe: p.to_string(), data: if get(p) { http.to_vec() } else { nope.clone() } })
+        .collect()
+}
+
+#[test]
+fn probes_with_the_same_strings_share_an_entry_as_in_nmap() {
+    let text = include_str!("../../tests/data/nmap-sf/nmap-sV-grouped.nmap");
+    let h = Header { date: (11, 28), unix_secs: 0x6B0A_5B9D, ..nmap_header() };
+    let nmap = lines_of(text, "SF-Port47003-TCP:", "SF:0what\\?\\r\\n\\\\yes\");");
+    let fp = fingerprint(47003, Proto::Tcp, false, &h, &two_replies(&probe_order(&nmap), b"yes")).expect("fp");
+    assert_eq!(fp.wrapped, nmap);
+    // All 29 fit in 2,200 characters (more than detection's 16 replies).
+    assert_eq!(fp.probes.len(), 29);
+    let (strings, _) = strings_result(&fp).expect("strings");
+    let ours: Vec<String> = format!("fingerprint-strings: {strings}")
+        .split('\n')
+        .enumerate()
+        .map(|(i, l)| format!("{}{l}", if i == strings.matches('\n').count() { "|_" } else { "| " }))
+        .collect();
+    assert_eq!(ours.join("\n"), lines_of(text, "| fingerprint-strings:", "|_"));
+}
+
+#[test]
+fn a_literal_backslash_x_fails_the_script_as_in_nmap() {
+    let text = include_str!("../../tests/data/nmap-sf/nmap-sV-backslash-x.nmap");
+    let h = Header { date: (11, 28), unix_secs: 0x6B0A_5B8C, ..nmap_header() };
+    let nmap = lines_of(text, "SF-Port47002-TCP:", "SF:0what\\?\\r\\n\\\\xzz\");");
+    let fp = fingerprint(47002, Proto::Tcp, false, &h, &two_replies(&probe_order(&nmap), b"xzz")).expect("fp");
+    assert_eq!(fp.wrapped, nmap);
+    // nmap: "fingerprint-strings: ERROR: Script execution failed"; moonscan: no result.
+    assert!(text.contains("|_fingerprint-strings: ERROR: Script execution failed"));
+    assert_eq!(strings_result(&fp), None);
 }
