@@ -144,7 +144,10 @@ pub fn escape(resp: &[u8]) -> String {
 }
 
 /// The service fingerprint of `replies` (replies without a byte left
-/// out), or `None` when no probe got one.
+/// out), or `None` when no probe got one. Each `%r(probe,LENGTH,"...")`
+/// gives the length of the reply as kept: nmap's is of all it read, and
+/// detection keeps at most [`ProbeReply::MAX`] bytes, so a longer reply
+/// says `400`.
 pub fn fingerprint(port: u16, proto: Proto, ssl: bool, h: &Header, replies: &[ProbeReply]) -> Option<Fingerprint> {
     let mut fp = Wrapped(String::new());
     let mut probes = Vec::new();
