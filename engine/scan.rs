@@ -220,6 +220,7 @@ pub(crate) async fn run(
                 None => Vec::new(),
             },
             service_detection: cfg.detector.is_some(),
+            version_intensity: cfg.detector.as_ref().map(|d| d.options().intensity),
             plugins: cfg.plugins.as_ref().map(|p| p.plugins.iter().map(|p| p.name()).collect()).unwrap_or_default(),
             shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
             verbosity: cfg.verbosity,

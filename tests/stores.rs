@@ -412,6 +412,12 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         tunnel: Some(Tunnel::Ssl),
         probe: Some("GetRequest".into()),
         banner: nasty.as_bytes().to_vec(),
+        // Not what a soft match has, but every field is stored: NUL, ESC
+        // and 0xff are what PostgreSQL's jsonb refuses raw.
+        replies: vec![
+            ProbeReply { probe: "NULL".into(), data: nasty.as_bytes().to_vec() },
+            ProbeReply { probe: "GetRequest".into(), data: b"\x1b[31m\0\r\n\xff".to_vec() },
+        ],
         tls: Some(Box::new(TlsInfo {
             version: "TLSv1.3".into(),
             cipher: "TLS13_AES_128_GCM_SHA256".into(),

@@ -19,6 +19,7 @@ pub use service::{banner_text, CertSummary, Identity, ProbeReply, Service, Servi
 
 pub mod script_text;
 mod service;
+pub mod service_fp;
 
 /// The id every event of one scan carries (cheap to clone).
 pub type ScanId = Arc<str>;
@@ -111,6 +112,10 @@ pub struct ScanSettings {
     /// Service detection runs on open ports (`-sV`).
     #[serde(default)]
     pub service_detection: bool,
+    /// Its version intensity (0-9, `--version-intensity`): the `I=` of
+    /// nmap's service fingerprints. Left out without detection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_intensity: Option<u8>,
     /// The plugins selected, by the names their findings carry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plugins: Vec<String>,
@@ -880,6 +885,7 @@ mod tests {
                 ports: vec![22, 80, 81, 82, 443],
                 udp_ports: vec![53, 161, 162],
                 service_detection: true,
+                version_intensity: Some(9),
                 plugins: vec!["http-title".into()],
                 shard: Some("1/2".into()),
                 verbosity: 2,
@@ -939,5 +945,26 @@ mod tests {
         assert!(line.contains(r#""started":"1970-01-01T00:00:00.000Z""#), "{line}");
         assert!(line.contains(r#""ports":"22,80-82,443""#), "{line}");
         assert_eq!(banner_text::from_text(&banner_text::to_text(b"a\\x41\x00")), b"a\\x41\x00");
+    }
+
+    #[test]
+    fn probe_replies_survive_ndjson_and_are_left_out_when_none() {
+        let mut svc = Service::bare("5c".into(), "198.18.0.5".parse().unwrap(), 47001, Proto::Tcp);
+        let line = serde_json::to_string(&Event::Service(Box::new(svc.clone()))).unwrap();
+        assert!(!line.contains("replies"), "{line}");
+        // Every byte value, an ANSI escape, CR LF, NUL and 0xff, and a
+        // backslash before what reads as an escape.
+        let all: Vec<u8> = (0..=255).collect();
+        svc.replies = vec![
+            ProbeReply { probe: "NULL".into(), data: b"\x1b[31m\x41\r\n\\x".to_vec() },
+            ProbeReply { probe: "GetRequest".into(), data: b"\x1b]0;t\x07\r\n\0\xff".to_vec() },
+            ProbeReply { probe: "all".into(), data: all },
+        ];
+        let ev = Event::Service(Box::new(svc));
+        let line = serde_json::to_string(&ev).unwrap();
+        assert!(line.contains(r#""replies":[{"probe":"NULL","data":"\\x1b[31mA\\r\\n\\\\x"}"#), "{line}");
+        // Printable ASCII alone: no control byte, nothing past 0x7e.
+        assert!(line.bytes().all(|b| (0x20..0x7f).contains(&b)), "{line}");
+        assert_eq!(serde_json::from_str::<Event>(&line).unwrap(), ev);
     }
 }

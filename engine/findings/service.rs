@@ -5,7 +5,7 @@
 //!
 //! In: nothing; only types. Out: their NDJSON shape. What always holds:
 //! optional fields are left out rather than written as `null`; a banner's
-//! bytes survive the round trip through text.
+//! and a probe reply's bytes survive the round trip through text.
 
 use std::net::IpAddr;
 
@@ -124,6 +124,14 @@ pub struct Service {
     pub banner: Vec<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<Box<TlsInfo>>,
+    /// On a port no rule identified: what each probe that got a reply got,
+    /// in probe order (the NULL probe's named `NULL`), at most
+    /// `service::detect::MAX_REPLIES` of at most [`ProbeReply::MAX`] bytes;
+    /// written as the banner is. nmap's service fingerprint and
+    /// fingerprint-strings are made from them
+    /// ([`super::service_fp`]). Left out when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replies: Vec<ProbeReply>,
     /// Seconds since the scan started.
     pub t: f64,
 }
@@ -146,6 +154,7 @@ impl Service {
             probe: None,
             banner: Vec::new(),
             tls: None,
+            replies: Vec::new(),
             t: 0.0,
         }
     }

@@ -16,6 +16,8 @@ pub mod redact;
 mod report;
 mod sarif;
 mod screen;
+#[cfg(test)]
+mod service_fp_tests;
 pub mod store;
 mod text;
 mod xml;

@@ -11,7 +11,9 @@
 //! when service detection ran, REASON with [`Normal::with_reasons`]), each
 //! plugin's output under its port (`| id: first line`, `|_last line`), and
 //! `Service Info:` with the hosts, OS, devices and non-application CPEs the
-//! services named. Script output is the findings' titles, one a line, as
+//! services named; after the table, nmap's service fingerprint of each
+//! port no rule identified (`SF-Port...`, see
+//! [`crate::findings::service_fp`]). Script output is the findings' titles, one a line, as
 //! in the XML's `output` (see [`super::Xml`]); control characters are
 //! written as `\xNN`, as nmap does. Times are UTC.
 
@@ -169,6 +171,7 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
         }
     }
     table(text, &rows);
+    unrecognized(text, &host.service_fps());
     if let Some(mac) = mac {
         let _ = writeln!(text, "MAC Address: {mac}");
     }
@@ -177,6 +180,28 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
     }
     host_scripts(text, host);
     text.push('\n');
+}
+
+/// nmap's request for the fingerprints of services no rule identified,
+/// after the port table (its words, which parsers look for; a
+/// fingerprint is printable ASCII alone).
+fn unrecognized(text: &mut String, fps: &[&str]) {
+    if fps.is_empty() {
+        return;
+    }
+    let s = if fps.len() > 1 { "s" } else { "" };
+    let _ = writeln!(
+        text,
+        "{} service{s} unrecognized despite returning data. If you know the service/version, \
+         please submit the following fingerprint{s} at https://nmap.org/cgi-bin/submit.cgi?new-service :",
+        fps.len()
+    );
+    for fp in fps {
+        if fps.len() > 1 {
+            text.push_str("==============NEXT SERVICE FINGERPRINT (SUBMIT INDIVIDUALLY)==============\n");
+        }
+        let _ = writeln!(text, "{fp}");
+    }
 }
 
 /// nmap's "Host script results:" and their lines, after a blank line.

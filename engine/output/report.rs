@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use super::Sink;
+use crate::findings::service_fp;
 use crate::findings::{
     Event, HostState, PortState, Proto, Reason, ScanEnd, ScanStart, Service, ServiceMethod, Severity,
 };
@@ -131,6 +132,14 @@ pub struct HostRec<'a> {
     pub host_scripts: Option<&'a Scripts>,
 }
 
+impl HostRec<'_> {
+    /// The fingerprints of its ports' services, in port order, as `-oN`
+    /// prints them.
+    pub fn service_fps(&self) -> Vec<&str> {
+        self.ports.iter().filter_map(|p| p.servicefp.as_deref()).collect()
+    }
+}
+
 /// Ports of a host not shown one by one, of one protocol, state and reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Unshown {
@@ -164,6 +173,10 @@ pub struct PortRec {
     first_t: f32,
     last_t: f32,
     pub service: Option<Box<Service>>,
+    /// nmap's service fingerprint of `service` (as `-oN` prints it), when
+    /// no rule identified it and probes got replies; made when the service
+    /// came, so its replies are not kept.
+    pub servicefp: Option<String>,
     /// The port's usual service, from the port table.
     pub table_name: Option<&'static str>,
     /// Findings by plugin id (in id order), each plugin's in arrival order.
@@ -245,8 +258,15 @@ impl Collected {
                 // keeps none for its report.
                 let mut kept = s.clone();
                 kept.tls = None;
+                // Nor the replies: the fingerprint is all they give them.
+                // nmap's default intensity for a stream that does not say.
+                let intensity = self.start.as_ref().and_then(|s| s.settings.version_intensity).unwrap_or(7);
+                let fp = service_fp::of_service(s, intensity, self.start_secs()).map(|f| f.wrapped);
+                kept.replies = Vec::new();
                 let at = self.target(s.ip, s.targetname.as_deref());
-                self.port(at, s.proto, s.port, s.t).service = Some(kept);
+                let rec = self.port(at, s.proto, s.port, s.t);
+                rec.service = Some(kept);
+                rec.servicefp = fp;
             }
             Event::Finding(f) => {
                 let finding =
@@ -351,6 +371,7 @@ impl Collected {
             last_t: t,
             service: None,
             table_name,
+            servicefp: None,
             scripts: BTreeMap::new(),
         });
         rec.first_t = rec.first_t.min(t);

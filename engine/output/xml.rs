@@ -24,7 +24,9 @@
 //!   conf="3"` when nothing matched and the name is the port's usual one.
 //!   Without `-sV` every port gets the table's name with `method="table"
 //!   conf="3"`, as nmap writes it. `info` becomes `extrainfo`, `os`
-//!   `ostype`, `device` `devicetype`, `tunnel="ssl"` stays.
+//!   `ostype`, `device` `devicetype`, `tunnel="ssl"` stays. A port no rule
+//!   identified whose probes got replies has nmap's `servicefp` (the
+//!   service fingerprint on one line, [`crate::findings::service_fp`]).
 //! - Plugins: all findings of one plugin on one port make one `<script>`
 //!   (scripts in id order). Its `output` is the findings' titles, one a
 //!   line; inside it each finding is one key-less `<table>` with
@@ -55,6 +57,7 @@ use super::report::{
     ctime, method_conf, range_list, scripts, Collected, Finding, Layout, PortRec, Report, Scripts, Shown,
 };
 use crate::findings::script_text::nse_entries;
+use crate::findings::service_fp;
 use crate::findings::{HostState, PortState};
 
 /// nmap's XML output, written to `writer` (`Xml::new(writer)`).
@@ -272,6 +275,11 @@ fn port_xml(doc: &mut String, p: &PortRec) {
                 if let Some(v) = v {
                     let _ = write!(doc, " {attr}=\"{}\"", esc(v));
                 }
+            }
+            // nmap's fingerprint of a service no rule identified, unwrapped
+            // (nmap's servicefp_sf_remove), before the tunnel as nmap writes it.
+            if let Some(fp) = &p.servicefp {
+                let _ = write!(doc, " servicefp=\"{}\"", esc(&service_fp::unwrap(fp)));
             }
             if s.tunnel == Some(crate::findings::Tunnel::Ssl) {
                 doc.push_str(" tunnel=\"ssl\"");

@@ -1,8 +1,10 @@
 //! Service detection: what runs on an open port.
 //!
 //! In: open ports from discovery, as they are found. Out: `service` events
-//! (service, product, version, CPE, banner, TLS chain) and `error` events
-//! for ports whose detection failed. What always holds: probes and match
+//! (service, product, version, CPE, banner, TLS chain, and on a port no
+//! rule identified the probes' replies), `error` events for ports whose
+//! detection failed, and, when plugins run (nmap's script scan), the
+//! `fingerprint-strings` script result of each port with replies. What always holds: probes and match
 //! rules come from the probe database in probes/*.yaml ([`probes`]), rules
 //! are compiled once with size and nesting limits ([`rules`]), at most
 //! [`DetectOptions::parallelism`] ports are probed at once, each with one
@@ -32,7 +34,7 @@ pub use detect::{DetectError, DetectOptions, Detection, Detector};
 pub use probes::{Probe, ProbeDb};
 pub use rules::{Identity, Rule};
 
-use crate::findings::{ErrorKind, Event, Proto, Service, ServiceMethod, Tunnel};
+use crate::findings::{service_fp, ErrorKind, Event, Proto, Service, ServiceMethod, Tunnel};
 use crate::pipeline::{Ctx, OpenPort};
 
 /// Runs detection on every port that arrives on `ports` until it closes,
@@ -65,6 +67,16 @@ pub async fn run_stage(
                 }
                 let service = Arc::new(service);
                 ctx.emit(Event::Service(Box::new((*service).clone()))).await;
+                // nmap's fingerprint-strings, a result of its script scan:
+                // here, where the replies are, when plugins run.
+                if next.is_some() {
+                    let now =
+                        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                    let intensity = det.options().intensity;
+                    if let Some(ev) = service_fp::strings_event(&service, intensity, now as i64) {
+                        ctx.emit(Event::Script(Box::new(ev))).await;
+                    }
+                }
                 if let Some(tx) = &next {
                     let _ = tx.send(service).await;
                 }
@@ -97,6 +109,31 @@ pub fn to_service(ctx: &Ctx, open: OpenPort, d: Detection) -> (Option<Event>, Se
     s.probe = d.probe;
     s.banner = d.banner;
     s.tls = d.tls.map(Box::new);
+    // Bounded where they are made; bounded again where they leave detection.
+    s.replies = d.replies;
+    s.replies.truncate(detect::MAX_REPLIES);
+    for r in &mut s.replies {
+        r.data.truncate(crate::findings::ProbeReply::MAX);
+    }
     s.t = ctx.t();
     (error, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::ProbeReply;
+
+    #[test]
+    fn a_service_takes_detections_replies_within_their_bounds() {
+        let ctx = Ctx::detached("5c");
+        let open = OpenPort { ip: "198.18.0.5".parse().unwrap(), port: 47001, proto: Proto::Tcp, name: None };
+        let reply = |i: usize| ProbeReply { probe: format!("P{i}"), data: vec![0xff; ProbeReply::MAX + 10] };
+        let d = Detection { replies: (0..detect::MAX_REPLIES + 4).map(reply).collect(), ..Detection::default() };
+        let (_, s) = to_service(&ctx, open, d);
+        assert_eq!(s.replies.len(), detect::MAX_REPLIES);
+        assert!(s.replies.iter().all(|r| r.data.len() == ProbeReply::MAX));
+        assert_eq!(s.replies[0].probe, "P0");
+        assert_eq!(s.method, ServiceMethod::Table);
+    }
 }

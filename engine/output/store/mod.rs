@@ -257,6 +257,7 @@ impl Sink for Store {
                     Val::Real(s.t),
                     seq.clone(),
                     Val::opt(&s.targetname),
+                    if s.replies.is_empty() { Val::Null } else { Val::json(&s.replies) },
                 ];
                 self.push(&schema::SERVICES, row);
                 for (i, c) in tls.map_or(&[][..], |t| &t.chain[..]).iter().enumerate() {

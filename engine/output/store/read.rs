@@ -231,8 +231,8 @@ impl Db {
 
         for r in self.query(
             "SELECT ip, port, proto, service, product, version, info, os, hostname, device, tunnel, method, \
-             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, CAST(tls_session AS TEXT), t, seq, targetname \
-             FROM services \
+             CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, CAST(tls_session AS TEXT), t, seq, targetname, \
+             CAST(replies AS TEXT) FROM services \
              WHERE scan_id = ?",
             &[id],
         )? {
@@ -263,6 +263,7 @@ impl Db {
             ev.t = r.real().unwrap_or(0.0);
             let seq = r.int().unwrap_or(0);
             ev.targetname = r.opt();
+            ev.replies = r.opt().and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
             if let Some(version) = version {
                 let chain = chains.remove(&(ip.to_string(), seq)).unwrap_or_default();
                 ev.tls = Some(Box::new(TlsInfo {

@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 9;
+pub const VERSION: i64 = 10;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS services (
     tls_session {json},
     t {real} NOT NULL,
     seq {int} NOT NULL,
-    targetname TEXT
+    targetname TEXT,
+    replies {json}
 );
 CREATE INDEX IF NOT EXISTS services_scan ON services (scan_id, ip, port);
 CREATE TABLE IF NOT EXISTS tls_certs (
@@ -221,6 +222,12 @@ fn upgrades(from: i64) -> Vec<&'static str> {
             out.push("ALTER TABLE scripts ADD COLUMN targetname TEXT");
         }
     }
+    if from < 10 {
+        // Version 10: what each probe got from a port no rule identified
+        // (Service::replies), as JSON: [{"probe", "data"}], data written
+        // as the banner is.
+        out.push("ALTER TABLE services ADD COLUMN replies {json}");
+    }
     out
 }
 
@@ -327,6 +334,7 @@ pub const SERVICES: Table = Table {
         ("t", Real),
         ("seq", Int),
         ("targetname", Text),
+        ("replies", Json),
     ],
     conflict: None,
 };

@@ -657,10 +657,14 @@ fn version_7_ddl() -> String {
     let (from, to) = (now.find("CREATE TABLE IF NOT EXISTS scripts").unwrap(), now.find("scripts_scan").unwrap());
     let to = to + now[to..].find(";\n").unwrap() + 2;
     let v7 = format!("{}{}", &now[..from], &now[to..])
+        .replace(",\n    replies TEXT", "")
         .replace(",\n    targetname TEXT", "")
         .replace(",\n    scripts INTEGER", "")
         .replace("    data TEXT,\n    about TEXT,", "    data TEXT,\n    output TEXT,\n    about TEXT,");
-    assert!(!v7.contains("scripts") && !v7.contains("targetname") && v7.contains("output TEXT"), "{v7}");
+    assert!(
+        !v7.contains("scripts") && !v7.contains("targetname") && !v7.contains("replies") && v7.contains("output TEXT"),
+        "{v7}"
+    );
     v7
 }
 
@@ -773,4 +777,79 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
     let expected: Vec<Event> =
         scan_events("00c0ffee00000007").into_iter().filter(|e| !matches!(e, Event::Log(_))).collect();
     assert_eq!(db.events("00c0ffee00000007").unwrap(), expected);
+}
+
+/// A service no rule identified, with what each probe got (hostile bytes
+/// included: an ANSI escape, NUL, CR, 0xff, a backslash).
+fn unidentified(id: &str) -> Vec<Event> {
+    let mut s = Service::bare(SCANID.into(), ip("198.18.0.5"), 47001, Proto::Tcp);
+    s.replies = vec![
+        ProbeReply { probe: "NULL".into(), data: b"\x1b[31mhi\0\r\n\xff\\x41".to_vec() },
+        ProbeReply { probe: "GetRequest".into(), data: (0..=255).collect() },
+    ];
+    s.t = 0.5;
+    let mut evs = vec![
+        start(id, &["moonscan", "-sV"]),
+        port("198.18.0.5", 47001, 0.25),
+        Event::Service(Box::new(s)),
+        Event::ScanEnd(ScanEnd { scan_id: SCANID.into(), elapsed: 1.0, open: 1, ..ScanEnd::default() }),
+    ];
+    for e in &mut evs {
+        e.set_scan_id(id.into());
+    }
+    evs
+}
+
+#[test]
+fn a_service_keeps_its_probe_replies() {
+    let mut store = Store::memory();
+    let evs = unidentified("00c0ffee0000000a");
+    record_all(&mut store, &evs);
+    store.close().unwrap();
+    let mut db = store.into_db();
+    assert_eq!(db.events("00c0ffee0000000a").unwrap(), evs);
+}
+
+#[test]
+fn a_version_9_database_gains_the_replies_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v9.db");
+    let path = path.to_str().unwrap();
+    {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let v9 = schema::sqlite().replace(",\n    replies TEXT", "");
+        assert!(!v9.contains("replies"), "{v9}");
+        conn.execute_batch(&v9).unwrap();
+        conn.execute("INSERT INTO schema_version (version) VALUES (9)", []).unwrap();
+        conn.execute(
+            "INSERT INTO scans (id, started, args, scan_type, seed) VALUES ('old', '2026-01-01T00:00:00Z', '[]', 'syn', '1')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO services (scan_id, ip, port, proto, service, method, cpe, t, seq) \
+             VALUES ('old', '198.18.0.5', 47001, 'tcp', 'unknown', 'table', '[]', 0.5, 1)",
+            [],
+        )
+        .unwrap();
+    }
+    let mut sink = open(path).unwrap();
+    let evs = unidentified("00c0ffee0000000b");
+    for e in &evs {
+        sink.record(e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, schema::VERSION);
+    drop(conn);
+    let mut db = Db::open(path).unwrap();
+    // The old scan's service reads back without replies; the new one's with.
+    let old = db.events("old").unwrap();
+    let services: Vec<&Service> =
+        old.iter().filter_map(|e| if let Event::Service(s) = e { Some(&**s) } else { None }).collect();
+    assert_eq!(services.len(), 1, "{old:?}");
+    assert!(services[0].replies.is_empty());
+    assert_eq!(db.events("00c0ffee0000000b").unwrap(), evs);
 }
