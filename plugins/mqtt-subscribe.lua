@@ -9,9 +9,11 @@
 -- collects the PUBLISH packets that come, keeping each topic's most recent
 -- payload. A broker sends its retained messages (its $SYS topics among
 -- them) at once after the SUBACK, so listening ends as soon as they have
--- come: QUIET ms without a packet after the first PUBLISH (FIRST ms before
--- it), or MAX_MSGS messages, or MAX_BYTES bytes, or LISTEN seconds after
--- the start (nmap listens 5 s whatever comes).
+-- come: a PINGREQ sent after the SUBACK is answered after them (mosquitto
+-- handles a client's packets in order), and listening ends QUIET ms after
+-- its PINGRESP with nothing more; else after FIRST ms of silence, or
+-- MAX_MSGS messages, or MAX_BYTES bytes, or LISTEN seconds after the start
+-- (nmap listens 5 s whatever comes).
 -- A packet is a type byte, a length of one to four 7-bit bytes, and a body;
 -- a PUBLISH body is the topic (two-byte length and bytes), then the payload.
 -- Ends with DISCONNECT. nmap's errors come back as its { ERROR = ... }.
@@ -21,8 +23,8 @@
 
 local TIMEOUT = 1000 -- ms per read: a read begun before the deadline ends within it
 local LISTEN = 4 -- seconds from the start to the deadline
-local FIRST = 1000 -- ms of silence after the SUBACK that end listening
-local QUIET = 250 -- ms of silence after a PUBLISH that end listening
+local FIRST = 1000 -- ms of silence that end listening before the PINGRESP
+local QUIET = 150 -- ms of silence that end listening after it
 local MAX_MSGS = 100 -- nmap's listen-msgs default
 local MAX_BYTES = 256 * 1024 -- all packets read
 local MAX_PACKET = 64 * 1024
@@ -167,6 +169,7 @@ local function listen(ctx, sock, next_packet, quiet)
   end
 
   local topics, msgs, why = {}, 0, nil
+  sock:send(packet(12, 0, ""))
   sock:set_timeout(FIRST)
   quiet(true)
   while msgs < MAX_MSGS do
@@ -176,10 +179,9 @@ local function listen(ctx, sock, next_packet, quiet)
       why = flags
       break
     end
-    if msgs == 0 then
+    if ptype == 13 then
       sock:set_timeout(QUIET)
-    end
-    if ptype == 3 and #body >= 2 then
+    elseif ptype == 3 and #body >= 2 then
       local tlen = string.unpack(">I2", body)
       if 2 + tlen > #body then
         why = "truncated PUBLISH"
@@ -227,19 +229,23 @@ return {
 
     -- The broker's product and version ("mosquitto version 2.0.11"; some
     -- give the number alone).
+    -- Detection's spelling of the same product is kept (its CPE goes with
+    -- it), and a port already known so is left as it is.
     local said = topics["$SYS/broker/version"]
     if said then
       local product, version = string.match(said, "^(.-) version (%S+)$")
-      local ok, why
-      if product and product ~= "" then
-        ok, why = ctx:set_service{ product = product, version = version }
-      elseif string.match(said, "^%d[%w.-]*$") then
-        ok, why = ctx:set_service{ version = said }
-      else
-        ok, why = ctx:set_service{ product = said }
+      if not product or product == "" then
+        product, version = nil, string.match(said, "^%d[%w.-]*$") and said
+        product = not version and said or nil
       end
-      if not ok then
-        ctx:log("mqtt-subscribe: " .. tostring(why))
+      if product and ctx.product and string.lower(product) == string.lower(ctx.product) then
+        product = ctx.product
+      end
+      if (product or ctx.product) ~= ctx.product or (version or ctx.version) ~= ctx.version then
+        local ok, why = ctx:set_service{ product = product, version = version }
+        if not ok then
+          ctx:log("mqtt-subscribe: " .. tostring(why))
+        end
       end
     end
 

@@ -141,7 +141,8 @@ fn finding(run: &Run, spec: &Table) -> mlua::Result<()> {
 
 /// `ctx:set_service{name=, product=, version=, info=, os=, hostname=,
 /// device=, cpe=}` (a plugin of the `version` category only): the port's
-/// service is its detected one with these fields replaced, in every output
+/// service is its detected one with these fields replaced (a later call
+/// replaces fields of what the earlier ones set), in every output
 /// (a second `service` event, method `probed`, probe the plugin's id).
 /// Returns true, or nil, why for a value that cannot be a service's (a
 /// server's text: longer than [`MAX_SERVICE_FIELD`] bytes, control
@@ -165,7 +166,8 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
             ))),
         }
     };
-    let mut id = run.info.id.clone();
+    // Each call changes what the calls before it set.
+    let mut id = run.service_set()?.unwrap_or_else(|| run.info.id.clone());
     for key in SERVICE_FIELDS.iter().filter(|k| **k != "cpe") {
         let value = match text(key)? {
             Ok(Some(v)) => v,

@@ -761,9 +761,13 @@ impl Run {
         })
     }
 
+    /// The service the run has set so far (`ctx:set_service`), if any.
+    pub(super) fn service_set(&self) -> mlua::Result<Option<crate::findings::Identity>> {
+        self.with(|st| st.out.service.clone())
+    }
+
     /// The port's service as the plugin now knows it (`ctx:set_service`),
-    /// its text charged to the run's and the scan's output budgets; a
-    /// later call replaces an earlier one.
+    /// its text charged to the run's and the scan's output budgets.
     pub(super) fn set_service(&self, id: crate::findings::Identity) -> mlua::Result<()> {
         let n = [&id.product, &id.version, &id.info, &id.os, &id.hostname, &id.device]
             .iter()
