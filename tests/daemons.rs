@@ -117,3 +117,18 @@ fn every_lab_daemon_is_named_as_nmap_names_it() {
     assert!(n >= 40, "nmap identified only {n} lab ports: is the zoo up?\n{table}");
     assert!(m >= n, "moonscan identified {m} ports, nmap {n}\n{table}");
 }
+
+/// nmap's RPC grinder names rpcbind's port by its program and versions;
+/// moonscan's -sV (engine/service/rpc.rs) names it the same, as nmap
+/// 7.93 writes it: `rpcbind 2-4 (RPC #100000)`, method probed, in -oX.
+#[test]
+fn rpcbind_is_named_by_the_rpc_grinder_as_nmap_names_it() {
+    let _lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("rpc.xml");
+    let ours = in_lab(bin()).args(["-n", "-Pn", "-sV", "-p", "111", "198.18.0.5", "-oX"]).arg(&xml).output().unwrap();
+    assert_eq!(ours.status.code(), Some(0), "{}", stderr(&ours));
+    let text = std::fs::read_to_string(&xml).unwrap();
+    let want = r#"<service name="rpcbind" version="2-4" extrainfo="RPC #100000" method="probed" conf="10"/>"#;
+    assert!(text.contains(want), "{text}");
+}

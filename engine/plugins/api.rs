@@ -25,7 +25,7 @@ use super::run::Run;
 use super::socket::LuaSocket;
 use super::value::{known_keys, tls_table};
 use crate::error::{Error, ErrorKind};
-use crate::findings::Severity;
+use crate::findings::{Identity, Severity};
 
 /// Most bytes an HTTP response may have.
 const MAX_HTTP: usize = 1 << 20;
@@ -142,7 +142,8 @@ fn finding(run: &Run, spec: &Table) -> mlua::Result<()> {
 /// `ctx:set_service{name=, product=, version=, info=, os=, hostname=,
 /// device=, cpe=}` (a plugin of the `version` category only): the port's
 /// service is its detected one with these fields replaced (a later call
-/// replaces fields of what the earlier ones set), in every output
+/// replaces fields of what the earlier ones set; a new name drops what was
+/// known of the old service, a new product or version its CPEs), in every output
 /// (a second `service` event, method `probed`, probe the plugin's id).
 /// Returns true, or nil, why for a value that cannot be a service's (a
 /// server's text: longer than [`MAX_SERVICE_FIELD`] bytes, control
@@ -166,34 +167,16 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
             ))),
         }
     };
-    // Each call changes what the calls before it set.
-    let mut id = run.service_set()?.unwrap_or_else(|| run.info.id.clone());
+    let mut given = Vec::new();
     for key in SERVICE_FIELDS.iter().filter(|k| **k != "cpe") {
-        let value = match text(key)? {
-            Ok(Some(v)) => v,
-            Ok(None) => continue,
+        match text(key)? {
+            Ok(Some(v)) => given.push((*key, v)),
+            Ok(None) => {}
             Err(why) => return failed(lua, why),
-        };
-        let field = match *key {
-            "name" => {
-                let word = |c: u8| c.is_ascii_alphanumeric() || b"-_.+".contains(&c);
-                if value.len() > MAX_SERVICE_NAME || !value.bytes().all(word) || value.is_empty() {
-                    return failed(lua, format!("ctx:set_service: {value:?} is not a service name"));
-                }
-                id.service = value;
-                continue;
-            }
-            "product" => &mut id.product,
-            "version" => &mut id.version,
-            "info" => &mut id.info,
-            "os" => &mut id.os,
-            "hostname" => &mut id.hostname,
-            _ => &mut id.device,
-        };
-        *field = Some(value);
+        }
     }
-    match spec.raw_get::<Value>("cpe")? {
-        Value::Nil => {}
+    let cpe = match spec.raw_get::<Value>("cpe")? {
+        Value::Nil => None,
         Value::Table(list) => {
             let mut cpe = Vec::new();
             for v in list.sequence_values::<Value>() {
@@ -209,7 +192,7 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
                     Err(why) => return failed(lua, why),
                 }
             }
-            id.cpe = cpe;
+            Some(cpe)
         }
         other => {
             return Err(mlua::Error::runtime(format!(
@@ -217,6 +200,37 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
                 other.type_name()
             )))
         }
+    };
+    // Each call changes what the calls before it set; another service's
+    // name drops what was known of the old one (product, os, CPEs...).
+    let before = run.service_set()?.unwrap_or_else(|| run.info.id.clone());
+    let mut id = before.clone();
+    for (key, value) in given {
+        let field = match key {
+            "name" => {
+                let word = |c: u8| c.is_ascii_alphanumeric() || b"-_.+".contains(&c);
+                if value.len() > MAX_SERVICE_NAME || !value.bytes().all(word) || value.is_empty() {
+                    return failed(lua, format!("ctx:set_service: {value:?} is not a service name"));
+                }
+                if value != before.service {
+                    id = Identity { service: value, ..Identity::default() };
+                }
+                continue;
+            }
+            "product" => &mut id.product,
+            "version" => &mut id.version,
+            "info" => &mut id.info,
+            "os" => &mut id.os,
+            "hostname" => &mut id.hostname,
+            _ => &mut id.device,
+        };
+        *field = Some(value);
+    }
+    match cpe {
+        Some(cpe) => id.cpe = cpe,
+        // A CPE names a product and version: another one's goes.
+        None if id.product != before.product || id.version != before.version => id.cpe.clear(),
+        None => {}
     }
     run.set_service(id)?;
     Ok((Value::Boolean(true), Value::Nil))

@@ -977,3 +977,37 @@ async fn set_service_is_charged_to_the_output_budget() {
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{:?}", out.error);
     assert_eq!(out.service, None);
 }
+
+#[tokio::test]
+async fn a_new_name_drops_what_was_known_of_the_old_service_and_a_new_version_its_cpe() {
+    let detected = || {
+        let mut s = (*info(22)).clone();
+        s.id = crate::findings::Identity {
+            service: "ssh".into(),
+            product: Some("OpenSSH".into()),
+            version: Some("9.2p1".into()),
+            os: Some("Linux".into()),
+            cpe: vec!["cpe:/a:openbsd:openssh:9.2p1".into()],
+            ..Default::default()
+        };
+        Arc::new(s)
+    };
+    let service_after = |body: &'static str| async move {
+        let p = in_categories("'version'", body);
+        let budgets = Budgets::default();
+        let vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(1 << 20)).unwrap();
+        let out = vm.run(0, detected()).await;
+        assert_eq!(out.error, None);
+        out.service.expect("set")
+    };
+    let id = service_after(r#"assert(ctx:set_service{ name = "frob", version = "2" })"#).await;
+    assert_eq!(
+        id,
+        crate::findings::Identity { service: "frob".into(), version: Some("2".into()), ..Default::default() }
+    );
+    // The same name: a merge.
+    let id = service_after(r#"assert(ctx:set_service{ name = "ssh", info = "protocol 2.0" })"#).await;
+    assert_eq!((id.product.as_deref(), id.os.as_deref(), id.cpe.len()), (Some("OpenSSH"), Some("Linux"), 1));
+    let id = service_after(r#"assert(ctx:set_service{ version = "9.3p1" })"#).await;
+    assert_eq!((id.version.as_deref(), id.os.as_deref(), id.cpe.len()), (Some("9.3p1"), Some("Linux"), 0));
+}
