@@ -943,7 +943,7 @@ async fn set_service_refuses_what_cannot_be_a_service_and_raises_for_misuse() {
         max = MAX_SERVICE_FIELD,
         name_over = MAX_SERVICE_NAME + 1,
         name_max = MAX_SERVICE_NAME,
-        cpes = vec!["'cpe:/a:x:y'"; MAX_SERVICE_CPES + 1].join(", "),
+        cpes = ["'cpe:/a:x:y'"; MAX_SERVICE_CPES + 1].join(", "),
     );
     let (out, _) = run_with(in_categories("'version'", &refused), Budgets::default(), Guard::offline(), 22).await;
     assert_eq!(out.error, None);

@@ -606,7 +606,7 @@ mod tests {
         assert_eq!(list.len(), 1);
         // A list that never ends stops at MAX_MAPPINGS.
         let endless: Vec<u8> =
-            std::iter::repeat([1u32, 1, 1, 6, 1]).take(1000).flatten().flat_map(u32::to_be_bytes).collect();
+            std::iter::repeat_n([1u32, 1, 1, 6, 1], 1000).flatten().flat_map(u32::to_be_bytes).collect();
         assert_eq!(parse_dump(&endless).0.len(), MAX_MAPPINGS);
     }
 
@@ -706,7 +706,7 @@ mod tests {
             if prog == PORTMAP && proc_ == 0 {
                 let mut r = accepted(xid, 2, &[2, 4]);
                 r[..4].copy_from_slice(&(0x8000_0000u32 + 100_000).to_be_bytes());
-                r.extend(std::iter::repeat(0x41).take(60_000));
+                r.extend(std::iter::repeat_n(0x41, 60_000));
                 Some(r)
             } else {
                 Some(accepted(xid, 1, &[]))
