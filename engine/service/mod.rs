@@ -99,7 +99,8 @@ fn grinds(d: &Detection, port: u16) -> bool {
 
 /// Grinds a port (see [`rpc`]) by `until` and, when a program answered,
 /// names the port after it, as nmap does (`rpcbind 2-4 (RPC #100000)`).
-/// A portmapper's list is kept for the host's other ports.
+/// A portmapper's list is kept for the host's other ports, whose grinding
+/// tries the programs it lists there first.
 async fn grind(
     det: &Detector,
     shared: &rpc::Shared,
@@ -118,16 +119,12 @@ async fn grind(
     if let Some(list) = &g.portmap {
         shared.keep(ip, list);
     }
-    match (g.program, g.failure) {
-        (Some(p), _) => {
-            d.identity = Some(p.identity());
-            d.method = Some(ServiceMethod::Probed);
-            d.probe = Some(rpc::PROBE.to_string());
-        }
-        (None, Some(rpc::Failure::Timeout)) if d.error.is_none() => {
-            d.error = Some(DetectError::Timeout(rpc::Failure::Timeout.to_string()));
-        }
-        _ => {}
+    // Grinding that found nothing (or ran out of the port's time) leaves
+    // the port as detection named it, with no error: detection ended.
+    if let Some(p) = g.program {
+        d.identity = Some(p.identity());
+        d.method = Some(ServiceMethod::Probed);
+        d.probe = Some(rpc::PROBE.to_string());
     }
 }
 

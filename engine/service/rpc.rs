@@ -673,6 +673,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_programs_a_hosts_portmapper_lists_at_the_port_are_tried_first() {
+        let s = server(|prog, _, _, xid| {
+            Some(if prog == 100_021 { accepted(xid, 2, &[1, 4]) } else { accepted(xid, 1, &[]) })
+        });
+        let mut one = Some(s);
+        let mut buf = vec![0u8; 4096];
+        let programs = Programs::new(None);
+        let connect = move || {
+            let s = one.take();
+            async move { s.ok_or_else(|| std::io::Error::other("no more")) }
+        };
+        let g = grind(connect, &mut buf, &[100_021], &programs, Instant::now() + Duration::from_secs(5)).await;
+        let p = g.program.expect("nlockmgr");
+        assert_eq!((p.name.as_deref(), p.versions), (Some("nlockmgr"), Some((1, 4))));
+        assert_eq!(g.calls, 2, "the DUMP, then nlockmgr before the table's programs");
+    }
+
+    #[tokio::test]
     async fn garbage_ends_the_grind_with_nothing() {
         let s = server(|_, _, _, _| Some(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec()));
         let g = run_on(s, 4096, Duration::from_secs(5)).await;
