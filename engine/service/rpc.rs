@@ -594,6 +594,19 @@ mod tests {
     }
 
     #[test]
+    fn the_fuzz_entry_takes_every_cut_of_replies_without_panicking() {
+        let mut dump = accepted(5, 0, &[1, PORTMAP, 2, 6, 111, 1, 100_005, 3, 17, 20048, 0]);
+        dump.extend(accepted(5, 2, &[2, 4]));
+        let verifier = record(&[5, 1, 0, 1, 0xffff_fff0, 0]);
+        for data in [&dump[4..], &verifier[4..]] {
+            for cut in 0..=data.len() {
+                crate::fuzz::rpc_reply(&data[..cut]);
+                crate::fuzz::rpc_reply(&data[cut..]);
+            }
+        }
+    }
+
+    #[test]
     fn a_dump_is_read_to_its_end_and_a_cut_one_keeps_its_whole_entries() {
         let words = [1, 100_000, 2, 6, 111, 1, 100_000, 2, 17, 111, 0];
         let body: Vec<u8> = words.iter().flat_map(|w: &u32| w.to_be_bytes()).collect();
