@@ -21,15 +21,17 @@
 //! (read at run time, never copied).
 //!
 //! What always holds: all calls go over one connection while the server
-//! keeps it open (at most [`MAX_CONNECTS`] in all); at most [`MAX_CALLS`]
-//! calls; every reply is read into the one buffer and never past its end
-//! (a longer record is cut, and the connection dropped); every connect and
-//! read ends by the deadline; anything that is not a reply to the call
-//! just made (garbage, another xid, a record of more than [`MAX_FRAGMENTS`]
-//! fragments) ends the grind with what it found so far. The protocol part
-//! ([`call`], [`parse_reply`], [`parse_dump`]) does no I/O.
+//! keeps it open (at most [`MAX_CONNECTS`] in all, a new one only after
+//! the last got an answer); at most [`MAX_CALLS`] calls, at most
+//! [`WINDOW`] of them unanswered; every reply is read into the one buffer
+//! and never past its end (a longer record is cut, and the connection
+//! dropped); every connect, write and read ends by the deadline; anything
+//! that is not a reply to a call made (garbage, another xid, a record of
+//! more than [`MAX_FRAGMENTS`] fragments) ends the grind with what it
+//! found so far. The protocol part ([`call`], [`parse_reply`],
+//! [`parse_dump`]) does no I/O.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -47,6 +49,8 @@ pub const PORTMAP: u32 = 100_000;
 pub const UNLIKELY_VERSION: u32 = 0x6d6f_6f6e;
 /// Most calls to one port (the DUMP included).
 pub const MAX_CALLS: u32 = 512;
+/// NULL calls sent before their answers are read.
+pub const WINDOW: usize = 8;
 /// Most connections to one port (a server may close one after a call).
 pub const MAX_CONNECTS: u32 = 4;
 /// Most fragments one reply record may have.
@@ -371,147 +375,180 @@ async fn read_exact<S: AsyncRead + Unpin>(s: &mut S, buf: &mut [u8], until: Inst
     }
 }
 
-/// One call on a connection and its reply, read into `buf`.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
-    s: &mut S,
-    msg: &[u8],
-    buf: &mut [u8],
-    until: Instant,
-) -> Result<(usize, bool), Failure> {
+async fn send<S: AsyncWrite + Unpin>(s: &mut S, msg: &[u8], until: Instant) -> Result<(), Failure> {
     match timeout_at(until, s.write_all(msg)).await {
-        Err(_) => return Err(Failure::Timeout),
-        Ok(Err(e)) => return Err(Failure::Io(e.to_string())),
-        Ok(Ok(())) => {}
+        Err(_) => Err(Failure::Timeout),
+        Ok(Err(e)) => Err(Failure::Io(e.to_string())),
+        Ok(Ok(())) => Ok(()),
     }
-    read_record(s, buf, until).await
+}
+
+/// The connections of one grind: at most [`MAX_CONNECTS`], each by the deadline.
+struct Connections<C> {
+    connect: C,
+    made: u32,
+}
+
+impl<C> Connections<C> {
+    async fn open<S, F>(&mut self, until: Instant) -> Result<S, Failure>
+    where
+        C: FnMut() -> F,
+        F: Future<Output = std::io::Result<S>>,
+    {
+        if self.made >= MAX_CONNECTS {
+            return Err(Failure::Connections);
+        }
+        self.made += 1;
+        match timeout_at(until, (self.connect)()).await {
+            Err(_) => Err(Failure::Timeout),
+            Ok(Err(e)) => Err(Failure::Io(format!("connect: {e}"))),
+            Ok(Ok(s)) => Ok(s),
+        }
+    }
 }
 
 /// Grinds a port: connections come from `connect`, replies go into `buf`,
 /// `listed` are the programs the host's portmapper lists at this port (if
 /// known), `programs` the names and table; all ends by `until`.
-pub async fn grind<S, C, F>(
-    mut connect: C,
-    buf: &mut [u8],
-    listed: &[u32],
-    programs: &Programs,
-    until: Instant,
-) -> Grind
+///
+/// The DUMP goes alone (its answer orders the candidates); the NULL calls
+/// go [`WINDOW`] at a time on the connection (a server answers a
+/// connection's calls in order; each reply is matched by its xid), so a
+/// slow path costs a round trip per window, not per call. A connection the
+/// server closes is replaced, and the calls it left unanswered sent again,
+/// as long as each connection got an answer.
+pub async fn grind<S, C, F>(connect: C, buf: &mut [u8], listed: &[u32], programs: &Programs, until: Instant) -> Grind
 where
     S: AsyncRead + AsyncWrite + Unpin,
     C: FnMut() -> F,
     F: Future<Output = std::io::Result<S>>,
 {
     let mut g = Grind::default();
-    let mut conn: Option<S> = None;
-    let mut connects = 0;
+    let mut conns = Connections { connect, made: 0 };
     let mut xid = 0x6d73_0000u32;
-    // The DUMP first, then the candidates; each call may be made again
-    // once on a new connection when the server closed the one it went on.
-    let mut queue: Vec<u32> = Vec::new();
-    let mut next = 0;
-    let mut dumped = false;
-    let mut retried = false;
-    loop {
-        if g.calls >= MAX_CALLS {
-            return g;
-        }
-        let target = if dumped {
-            let Some(&p) = queue.get(next) else { return g };
-            Some(p)
-        } else {
-            None
+
+    // The DUMP, sent again once on a new connection if the first closed.
+    let mut conn = None;
+    let mut own = Vec::new();
+    for attempt in 0..2 {
+        let mut s = match conns.open(until).await {
+            Ok(s) => s,
+            Err(f) => return g.failed(f),
         };
+        xid = xid.wrapping_add(1);
+        g.calls += 1;
+        let read = match send(&mut s, &call(xid, PORTMAP, 2, 4), until).await {
+            Ok(()) => read_record(&mut s, buf, until).await,
+            Err(f) => Err(f),
+        };
+        let (len, cut) = match read {
+            Ok(r) => r,
+            Err(Failure::Io(_)) if attempt == 0 => continue,
+            Err(f) => return g.failed(f),
+        };
+        // A DUMP cut at the buffer's end keeps its whole entries; the rest
+        // of its record is still on the wire, so its connection goes.
+        match parse_reply(&buf[..len], xid) {
+            Err(Malformed(why)) => return g.failed(Failure::Malformed(why)),
+            Ok(Reply::Denied) => return g,
+            Ok(Reply::Success(body)) => {
+                let (list, _whole) = parse_dump(body);
+                own = list.iter().filter(|m| m.protocol == 6).map(|m| m.program).collect();
+                g.portmap = Some(list);
+            }
+            Ok(_) => {}
+        }
+        conn = (!cut).then_some(s);
+        break;
+    }
+
+    let mut seen = HashSet::new();
+    let all = own.iter().chain(listed).chain(programs.order.iter());
+    let queue: Vec<u32> = all.copied().filter(|p| seen.insert(*p)).collect();
+    // Calls sent and not yet answered: (xid, index in the queue), oldest first.
+    let mut waiting: VecDeque<(u32, usize)> = VecDeque::new();
+    let mut next = 0;
+    // The DUMP was answered.
+    let (mut answered, mut writable) = (true, true);
+    loop {
         let s = match conn.as_mut() {
             Some(s) => s,
             None => {
-                if connects >= MAX_CONNECTS {
-                    g.failure = Some(Failure::Connections);
-                    return g;
+                // Only a connection that got an answer earns another.
+                if !answered {
+                    return g.failed(Failure::Io("the server closed the connection unanswered".into()));
                 }
-                connects += 1;
-                match timeout_at(until, connect()).await {
-                    Err(_) => {
-                        g.failure = Some(Failure::Timeout);
-                        return g;
-                    }
-                    Ok(Err(e)) => {
-                        g.failure = Some(Failure::Io(format!("connect: {e}")));
-                        return g;
-                    }
-                    Ok(Ok(s)) => conn.insert(s),
+                answered = false;
+                writable = true;
+                next = waiting.front().map_or(next, |w| w.1);
+                waiting.clear();
+                match conns.open(until).await {
+                    Ok(s) => conn.insert(s),
+                    Err(f) => return g.failed(f),
                 }
             }
         };
-        xid = xid.wrapping_add(1);
-        let msg = match target {
-            None => call(xid, PORTMAP, 2, 4),
-            Some(p) => call(xid, p, UNLIKELY_VERSION, 0),
-        };
-        g.calls += 1;
-        let (len, cut) = match exchange(s, &msg, buf, until).await {
-            Ok(r) => r,
-            Err(Failure::Io(e)) => {
-                // Closed or reset: the same call once more on a new connection.
-                conn = None;
-                if retried {
-                    g.failure = Some(Failure::Io(e));
-                    return g;
+        // A server that closed the connection may have answered calls
+        // before: their replies are read before a new one is opened.
+        while writable && waiting.len() < WINDOW && next < queue.len() && g.calls < MAX_CALLS {
+            xid = xid.wrapping_add(1);
+            match send(s, &call(xid, queue[next], UNLIKELY_VERSION, 0), until).await {
+                Ok(()) => {}
+                Err(Failure::Io(_)) => {
+                    writable = false;
+                    break;
                 }
-                retried = true;
+                Err(f) => return g.failed(f),
+            }
+            g.calls += 1;
+            waiting.push_back((xid, next));
+            next += 1;
+        }
+        if waiting.is_empty() {
+            if writable {
+                return g;
+            }
+            conn = None;
+            continue;
+        }
+        let (len, cut) = match read_record(s, buf, until).await {
+            Ok(r) => r,
+            Err(Failure::Io(_)) => {
+                conn = None;
                 continue;
             }
-            Err(f) => {
-                g.failure = Some(f);
-                return g;
-            }
+            Err(f) => return g.failed(f),
         };
-        retried = false;
         if cut {
-            // The rest of the record is still on the wire.
-            conn = None;
+            return g.failed(Failure::Malformed("a reply larger than the buffer"));
         }
-        if cut && target.is_some() {
-            g.failure = Some(Failure::Malformed("a reply larger than the buffer"));
-            return g;
-        }
-        // A DUMP cut at the buffer's end keeps its whole entries.
-        let reply = match parse_reply(&buf[..len], xid) {
-            Ok(r) => r,
-            Err(Malformed(why)) => {
-                g.failure = Some(Failure::Malformed(why));
-                return g;
-            }
+        let rxid = word(&buf[..len], 0).unwrap_or_default();
+        let Some(at) = waiting.iter().position(|w| w.0 == rxid) else {
+            return g.failed(match parse_reply(&buf[..len], xid) {
+                Err(Malformed(why)) => Failure::Malformed(why),
+                Ok(_) => Failure::Malformed("a reply to another call (xid)"),
+            });
         };
-        if reply == Reply::Denied {
-            return g;
-        }
-        match target {
-            None => {
-                dumped = true;
-                let mut own = Vec::new();
-                if let Reply::Success(body) = reply {
-                    let (list, _whole) = parse_dump(body);
-                    own = list.iter().filter(|m| m.protocol == 6).map(|m| m.program).collect::<Vec<_>>();
-                    g.portmap = Some(list);
-                }
-                let mut seen = HashSet::new();
-                let all = own.iter().chain(listed).chain(programs.order.iter());
-                queue = all.copied().filter(|p| seen.insert(*p)).collect();
-            }
-            Some(p) => {
-                let versions = match reply {
-                    Reply::ProgUnavail => {
-                        next += 1;
-                        continue;
-                    }
-                    Reply::ProgMismatch { low, high } => Some((low.min(high), low.max(high))),
-                    _ => None,
-                };
-                let name = programs.name(p).map(str::to_string);
-                g.program = Some(Program { number: p, name, versions });
-                return g;
-            }
-        }
+        let (rxid, index) = waiting.remove(at).unwrap_or_default();
+        answered = true;
+        let versions = match parse_reply(&buf[..len], rxid) {
+            Err(Malformed(why)) => return g.failed(Failure::Malformed(why)),
+            Ok(Reply::Denied) => return g,
+            Ok(Reply::ProgUnavail) => continue,
+            Ok(Reply::ProgMismatch { low, high }) => Some((low.min(high), low.max(high))),
+            Ok(_) => None,
+        };
+        let number = queue[index];
+        let name = programs.name(number).map(str::to_string);
+        g.program = Some(Program { number, name, versions });
+        return g;
+    }
+}
+
+impl Grind {
+    fn failed(mut self, f: Failure) -> Grind {
+        self.failure = Some(f);
+        self
     }
 }
 
@@ -650,7 +687,7 @@ mod tests {
             (id.service.as_str(), id.version.as_deref(), id.info.as_deref()),
             ("rpcbind", Some("2-4"), Some("RPC #100000"))
         );
-        assert_eq!(g.calls, 2, "the DUMP and one NULL call");
+        assert_eq!(g.calls as usize, 1 + WINDOW, "the DUMP and one window of NULL calls, the first answered");
         assert_eq!(g.portmap.map(|l| at_port(&l, 20048)), Some(vec![100_005]));
     }
 
@@ -665,8 +702,8 @@ mod tests {
         assert_eq!(p.identity().version.as_deref(), Some("3"), "one version is written alone");
         assert_eq!(p.identity().service, "mountd");
         assert!(g.portmap.is_none() && g.failure.is_none());
-        // DUMP, rpcbind, nfs, mountd.
-        assert_eq!(g.calls, 4);
+        // DUMP, a window, and one more call for each of rpcbind and nfs.
+        assert_eq!(g.calls as usize, 1 + WINDOW + 2);
     }
 
     #[tokio::test]
@@ -700,7 +737,76 @@ mod tests {
         let g = grind(connect, &mut buf, &[100_021], &programs, Instant::now() + Duration::from_secs(5)).await;
         let p = g.program.expect("nlockmgr");
         assert_eq!((p.name.as_deref(), p.versions), (Some("nlockmgr"), Some((1, 4))));
-        assert_eq!(g.calls, 2, "the DUMP, then nlockmgr before the table's programs");
+        assert_eq!(g.calls as usize, 1 + WINDOW, "the DUMP, then nlockmgr first");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_path_costs_a_round_trip_per_window_not_per_call() {
+        // Each reply leaves 100 ms after its call came: a 100 ms path.
+        let (client, srv) = duplex(1 << 16);
+        let (mut rd, mut wr) = tokio::io::split(srv);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+        tokio::spawn(async move {
+            let mut call = [0u8; 44];
+            while rd.read_exact(&mut call).await.is_ok() {
+                let w = |i: usize| u32::from_be_bytes(call[i * 4..i * 4 + 4].try_into().unwrap());
+                let reply = if w(4) == 200_060 { accepted(w(1), 2, &[1, 1]) } else { accepted(w(1), 1, &[]) };
+                let _ = tx.send((Instant::now() + Duration::from_millis(100), reply));
+            }
+        });
+        tokio::spawn(async move {
+            while let Some((due, reply)) = rx.recv().await {
+                tokio::time::sleep_until(due).await;
+                if wr.write_all(&reply).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let text: String = (0..100).map(|i| format!("p{i} {}\n", 200_000 + i)).collect();
+        let programs = Programs::new(Some(&text));
+        let mut one = Some(client);
+        let connect = move || {
+            let s = one.take();
+            async move { s.ok_or_else(|| std::io::Error::other("no more")) }
+        };
+        let mut buf = vec![0u8; 4096];
+        let start = Instant::now();
+        let g = grind(connect, &mut buf, &[], &programs, Instant::now() + Duration::from_secs(20)).await;
+        let took = start.elapsed();
+        assert_eq!(g.program.map(|p| (p.number, p.name)), Some((200_060, Some("p60".to_string()))));
+        // 85 calls one after another would take 8.6 s.
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_connections_unanswered_calls_go_again_on_the_next() {
+        // Each connection answers five calls, then closes; walld is 13th.
+        let mut conns: Vec<DuplexStream> = (0..MAX_CONNECTS)
+            .map(|_| {
+                let (client, mut srv) = duplex(1 << 16);
+                tokio::spawn(async move {
+                    let mut call = [0u8; 44];
+                    for _ in 0..5 {
+                        if srv.read_exact(&mut call).await.is_err() {
+                            return;
+                        }
+                        let w = |i: usize| u32::from_be_bytes(call[i * 4..i * 4 + 4].try_into().unwrap());
+                        let reply = if w(4) == 100_008 { accepted(w(1), 2, &[1, 1]) } else { accepted(w(1), 1, &[]) };
+                        let _ = srv.write_all(&reply).await;
+                    }
+                });
+                client
+            })
+            .collect();
+        conns.reverse();
+        let mut buf = vec![0u8; 4096];
+        let programs = Programs::new(None);
+        let connect = move || {
+            let s = conns.pop();
+            async move { s.ok_or_else(|| std::io::Error::other("no more")) }
+        };
+        let g = grind(connect, &mut buf, &[], &programs, Instant::now() + Duration::from_secs(5)).await;
+        assert_eq!(g.program.map(|p| p.name), Some(Some("walld".to_string())), "{:?}", g.failure);
     }
 
     #[tokio::test]
@@ -778,7 +884,7 @@ mod tests {
         assert!(!list.is_empty() && list.len() < 100, "{}", list.len());
         // Its programs first, then rpcbind.
         assert_eq!(g.program.map(|p| p.number), Some(PORTMAP));
-        assert_eq!(g.calls as usize, 1 + list.len() + 1);
+        assert_eq!(g.calls as usize, 1 + list.len() + WINDOW);
     }
 
     #[tokio::test(start_paused = true)]
