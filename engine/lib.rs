@@ -143,6 +143,18 @@ pub mod fuzz {
         let _ = r.closed();
     }
 
+    /// An RPC reply as the grinder reads it (engine/service/rpc.rs): to any
+    /// call, with the xid it carries, and a DUMP's list in what follows.
+    pub fn rpc_reply(data: &[u8]) {
+        use crate::service::rpc::{parse_dump, parse_reply, Reply};
+        let xid = data.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        let _ = parse_reply(data, xid ^ 1);
+        if let Ok(Reply::Success(body)) = parse_reply(data, xid) {
+            let _ = parse_dump(body);
+        }
+        let _ = parse_dump(data);
+    }
+
     /// Every STARTTLS exchange against a server whose replies are `data`.
     pub fn starttls_reply(data: &[u8]) {
         use crate::net::starttls::Starttls;

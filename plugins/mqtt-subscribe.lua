@@ -1,19 +1,30 @@
 -- mqtt-subscribe: the topics an MQTT broker publishes and their latest
--- payloads, as nmap's mqtt-subscribe shows them.
+-- payloads, as nmap's mqtt-subscribe shows them, and the broker's product
+-- and version from its $SYS/broker/version topic.
 --
 -- MQTT 3.1.1 (OASIS standard, section 3): sends CONNECT (protocol "MQTT",
 -- level 4, client id "nmap" and 16 letters, keep-alive 30 s), expects a
 -- CONNACK that accepts it, then SUBSCRIBE to nmap's default filters "$SYS/#"
 -- (the broker's own statistics) and "#" (every other topic) at QoS 0, and
 -- collects the PUBLISH packets that come, keeping each topic's most recent
--- payload, until LISTEN seconds after the start (nmap listens 5 s), or
--- MAX_MSGS messages, or MAX_BYTES bytes.
+-- payload. A broker sends its retained messages (its $SYS topics among
+-- them) at once after the SUBACK, so listening ends as soon as they have
+-- come: a PINGREQ sent after the SUBACK is answered after them (mosquitto
+-- handles a client's packets in order), and listening ends QUIET ms after
+-- its PINGRESP with nothing more; else after FIRST ms of silence, or
+-- MAX_MSGS messages, or MAX_BYTES bytes, or LISTEN seconds after the start
+-- (nmap listens 5 s whatever comes).
 -- A packet is a type byte, a length of one to four 7-bit bytes, and a body;
 -- a PUBLISH body is the topic (two-byte length and bytes), then the payload.
 -- Ends with DISCONNECT. nmap's errors come back as its { ERROR = ... }.
+-- Where nmap writes the version topic ("mosquitto version 2.0.11") as the
+-- port's service name, the port keeps its name and gets the product and
+-- version (ctx:set_service).
 
 local TIMEOUT = 1000 -- ms per read: a read begun before the deadline ends within it
 local LISTEN = 4 -- seconds from the start to the deadline
+local FIRST = 1000 -- ms of silence that end listening before the PINGRESP
+local QUIET = 150 -- ms of silence that end listening after it
 local MAX_MSGS = 100 -- nmap's listen-msgs default
 local MAX_BYTES = 256 * 1024 -- all packets read
 local MAX_PACKET = 64 * 1024
@@ -21,8 +32,11 @@ local TOPICS = { "$SYS/#", "#" }
 local KEY = "Topics and their most recent payloads"
 
 -- A reader of whole packets from `sock`: next() gives the type, flags and
--- body of one, or nil, why ("timeout" when none came by `deadline`).
+-- body of one, or nil, why ("timeout" when none came by `deadline`;
+-- "quiet" when, once quiet(true) was called, a read waited its socket's
+-- whole timeout for nothing).
 local function reader(sock, deadline)
+  local quiet = false
   local buf, total = "", 0
   -- Type, flags, body and the bytes it took, when `buf` holds a whole packet.
   local function parse()
@@ -73,8 +87,12 @@ local function reader(sock, deadline)
         buf ..= chunk
       elseif tostring(err) ~= "timeout" then
         return nil, tostring(err)
+      elseif quiet then
+        return nil, "quiet"
       end
     end
+  end, function(on)
+    quiet = on
   end
 end
 
@@ -111,7 +129,7 @@ local function failed(msg)
 end
 
 -- Topic -> most recent payload, and how many messages; or nil, why.
-local function listen(ctx, sock, next_packet)
+local function listen(ctx, sock, next_packet, quiet)
   local connect = string.pack(">s2BBI2", "MQTT", 4, 0, 30) .. string.pack(">s2", client_id())
   if not sock:send(packet(1, 0, connect)) then
     return nil, "Failed to send CONNECT."
@@ -151,6 +169,9 @@ local function listen(ctx, sock, next_packet)
   end
 
   local topics, msgs, why = {}, 0, nil
+  sock:send(packet(12, 0, ""))
+  sock:set_timeout(FIRST)
+  quiet(true)
   while msgs < MAX_MSGS do
     local flags
     ptype, flags, body = next_packet()
@@ -158,7 +179,9 @@ local function listen(ctx, sock, next_packet)
       why = flags
       break
     end
-    if ptype == 3 and #body >= 2 then
+    if ptype == 13 then
+      sock:set_timeout(QUIET)
+    elseif ptype == 3 and #body >= 2 then
       local tlen = string.unpack(">I2", body)
       if 2 + tlen > #body then
         why = "truncated PUBLISH"
@@ -177,7 +200,7 @@ local function listen(ctx, sock, next_packet)
     -- nmap's answer when its last read found nothing.
     return nil, "Failed to receive control packet from server."
   end
-  if why and why ~= "timeout" then
+  if why and why ~= "timeout" and why ~= "quiet" then
     ctx:log("mqtt-subscribe: stopped listening: " .. tostring(why))
   end
   return topics, msgs
@@ -196,11 +219,34 @@ return {
     if not sock then
       return failed("connect: " .. tostring(err))
     end
-    local topics, info = listen(ctx, sock, reader(sock, deadline))
+    local next_packet, quiet = reader(sock, deadline)
+    local topics, info = listen(ctx, sock, next_packet, quiet)
     sock:send(packet(14, 0, ""))
     sock:close()
     if not topics then
       return failed(info)
+    end
+
+    -- The broker's product and version ("mosquitto version 2.0.11"; some
+    -- give the number alone).
+    -- Detection's spelling of the same product is kept (its CPE goes with
+    -- it), and a port already known so is left as it is.
+    local said = topics["$SYS/broker/version"]
+    if said then
+      local product, version = string.match(said, "^(.-) version (%S+)$")
+      if not product or product == "" then
+        product, version = nil, string.match(said, "^%d[%w.-]*$") and said
+        product = not version and said or nil
+      end
+      if product and ctx.product and string.lower(product) == string.lower(ctx.product) then
+        product = ctx.product
+      end
+      if (product or ctx.product) ~= ctx.product or (version or ctx.version) ~= ctx.version then
+        local ok, why = ctx:set_service{ product = product, version = version }
+        if not ok then
+          ctx:log("mqtt-subscribe: " .. tostring(why))
+        end
+      end
     end
 
     -- NSE's text of the table; the topics sorted (as -oX's keys are).

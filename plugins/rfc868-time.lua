@@ -6,7 +6,9 @@
 -- big-endian count of seconds since 1900-01-01 (some servers send 8 bytes:
 -- the first 4 count). nmap shows it as UTC, "2026-11-25T04:30:00" (no time
 -- zone, as its datetime.format_timestamp without an offset); any other
--- answer length is no result, as in nmap.
+-- answer length is no result, as in nmap. A port whose service is `time`
+-- (not some likelier one detection found) gets "32 bits" or "64 bits" as
+-- its extra information, as nmap's version script sets it.
 
 local TIMEOUT = 5000
 local EPOCH_1900 = 2208988800 -- seconds from 1900-01-01 to 1970-01-01
@@ -44,6 +46,9 @@ return {
     end
     if #data ~= 4 and #data ~= 8 then
       return nil, "odd answer of " .. #data .. " bytes"
+    end
+    if ctx.service == "time" then
+      ctx:set_service{ info = (#data * 8) .. " bits" }
     end
     local stamp = string.unpack(">I4", data) - EPOCH_1900
     local ok, text = pcall(os.date, "!%Y-%m-%dT%H:%M:%S", stamp)

@@ -9,6 +9,10 @@
 -- per program and protocol that has a port, sorted:
 --   program version    port/proto  service
 --   100000  2,3,4        111/tcp   rpcbind
+-- When the list has a program at the scanned port and protocol and the
+-- port is known only as `rpcbind` or `rpc` (no version: the RPC grinder of
+-- -sV did not name it already), the port is named after it as
+-- nmap's rpcinfo does: `rpcbind 2-4 (RPC #100000)` (ctx:set_service).
 
 local rpc = require "rpc"
 
@@ -42,6 +46,27 @@ return {
       p.port, p.addr, p.owner = e.port, e.addr, e.owner
       table.insert(p.version, e.version)
       table.sort(p.version)
+    end
+
+    -- This port's own program, lowest-highest version, as nmap names it.
+    local here
+    for program, protocols in pairs(programs) do
+      local p = protocols[transport]
+      if p and p.port == ctx.port then
+        here = { number = tonumber(program), version = p.version }
+      end
+    end
+    local unnamed = ctx.service == nil or ctx.service == "rpcbind" or ctx.service == "rpc"
+    if here and unnamed and ctx.version == nil then
+      local v = here.version
+      local name = rpc.program_name(here.number)
+      if name then
+        ctx:set_service{
+          name = name,
+          version = #v > 1 and (v[1] .. "-" .. v[#v]) or tostring(v[1]),
+          info = "RPC #" .. here.number,
+        }
+      end
     end
 
     local lines = {}

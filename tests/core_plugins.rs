@@ -372,17 +372,33 @@ fn memcached_info_reads_the_lab_memcached_and_flags_no_auth() {
 
 /// `-sV` runs the plugins of the version category, as nmap's `-sV` runs
 /// its version scripts: mqtt-subscribe on Mosquitto and rfc868-time on
-/// xinetd's time service, and no other plugin (redis-info is not one).
+/// xinetd's time service, and no other plugin (redis-info is not one);
+/// what they learn names the port as nmap's scripts name it (rfc868-time:
+/// `time (32 bits)`), and mqtt-subscribe ends as soon as the broker has
+/// sent its retained topics, not after a fixed window.
 #[test]
 fn service_detection_runs_the_version_plugins() {
     let _lab = lab();
+    let started = std::time::Instant::now();
     let evs = clean_lab_scan(&["-sV", "-n", "-Pn", "-p", "37,1883,6379", "198.18.0.5"]);
+    let took = started.elapsed();
     // What they returned: script results (neither makes findings here).
     let plugins: std::collections::BTreeSet<(&str, u64)> =
         of_type(&evs, "script").iter().map(|r| (r["plugin"].as_str().unwrap(), r["port"].as_u64().unwrap())).collect();
     let want = [("mqtt-subscribe", 1883), ("rfc868-time", 37)].into_iter().collect();
     assert_eq!(plugins, want, "{evs:#?}");
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");
+    // A port's last service event is what every output shows.
+    let last = |port: u64| *of_type(&evs, "service").iter().rev().find(|s| s["port"] == port).expect("a service");
+    let time = last(37);
+    assert_eq!((time["service"].as_str(), time["info"].as_str()), (Some("time"), Some("32 bits")), "{time}");
+    assert_eq!((time["method"].as_str(), time["probe"].as_str()), (Some("probed"), Some("rfc868-time")));
+    let mqtt = last(1883);
+    assert_eq!((mqtt["product"].as_str(), mqtt["version"].as_str()), (Some("Mosquitto"), Some("2.0.11")), "{mqtt}");
+    let topics = &script(&evs, "mqtt-subscribe", "198.18.0.5", 1883)["data"]["Topics and their most recent payloads"];
+    assert_eq!(topics["$SYS/broker/version"], "mosquitto version 2.0.11", "{topics}");
+    assert!(topics.as_object().unwrap().len() >= 20, "the retained $SYS topics: {topics}");
+    assert!(took < std::time::Duration::from_secs(3), "-sV of three ports took {took:?}");
     // Their settings come with -sV alone; without -sV, -sC or --script they apply to nothing.
     let evs = clean_lab_scan(&["-sV", "-n", "-Pn", "-p", "6379", "198.18.0.5", "--script-timeout", "2s"]);
     assert!(of_type(&evs, "finding").is_empty(), "{evs:#?}");

@@ -23,6 +23,7 @@ mod packs;
 mod pipeline;
 mod plugins;
 mod recordings;
+mod renames;
 mod reports;
 mod routes;
 mod scan_types;

@@ -4,7 +4,8 @@
 //! `ctx:udp`), the HTTP client (`ctx.http`), SSH and TLS details. Their
 //! sockets are in [`super::socket`] and [`super::udp`], `ctx:tls_enum` and
 //! `ctx:server_hello` in [`super::tls_enum`], the `re` and `hash` modules
-//! in [`super::libs`].
+//! in [`super::libs`]. A plugin of the `version` category may also set
+//! the port's service (`ctx:set_service`), as nmap's version scripts do.
 //!
 //! In: a plugin's calls, during its run ([`super::host`] makes the run and
 //! its `ctx`). Out: values for the plugin; what it reports goes to the run.
@@ -24,13 +25,22 @@ use super::run::Run;
 use super::socket::LuaSocket;
 use super::value::{known_keys, tls_table};
 use crate::error::{Error, ErrorKind};
-use crate::findings::Severity;
+use crate::findings::{Identity, Severity};
 
 /// Most bytes an HTTP response may have.
 const MAX_HTTP: usize = 1 << 20;
 
 /// What a `ctx:finding` table may hold.
 const FINDING_FIELDS: &[&str] = &["severity", "title", "data", "references", "cve", "cwe", "remediation", "tags"];
+
+/// What a `ctx:set_service` table may hold.
+const SERVICE_FIELDS: &[&str] = &["name", "product", "version", "info", "os", "hostname", "device", "cpe"];
+/// Longest value of a `ctx:set_service` field, in bytes.
+pub const MAX_SERVICE_FIELD: usize = 256;
+/// Longest service name `ctx:set_service` takes (nmap's are short words).
+pub const MAX_SERVICE_NAME: usize = 64;
+/// Most CPEs `ctx:set_service` takes.
+pub const MAX_SERVICE_CPES: usize = 8;
 
 /// A run's `ctx`.
 pub(super) struct Ctx {
@@ -86,6 +96,7 @@ impl UserData for Ctx {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_method("finding", |_, this, spec: Table| finding(&this.run, &spec));
         methods.add_method("log", |_, this, args: MultiValue| this.run.log(&args));
+        methods.add_method("set_service", |lua, this, spec: Table| set_service(lua, &this.run, &spec));
         methods.add_async_method("connect", |lua, this, opts: Option<Table>| async move {
             let req = ConnectRequest::from_lua(opts.as_ref())?;
             match this.run.open_taped(&req).await {
@@ -126,6 +137,114 @@ fn finding(run: &Run, spec: &Table) -> mlua::Result<()> {
         .ok_or_else(|| mlua::Error::runtime("ctx:finding: 'title' (a string) is missing"))?;
     let data = spec.raw_get::<Value>("data")?;
     run.report(severity, &title, &data, about)
+}
+
+/// `ctx:set_service{name=, product=, version=, info=, os=, hostname=,
+/// device=, cpe=}` (a plugin of the `version` category only): the port's
+/// service is its detected one with these fields replaced (a later call
+/// replaces fields of what the earlier ones set; a new name drops what was
+/// known of the old service, a new product or version its CPEs), in every output
+/// (a second `service` event, method `probed`, probe the plugin's id).
+/// Returns true, or nil, why for a value that cannot be a service's (a
+/// server's text: longer than [`MAX_SERVICE_FIELD`] bytes, control
+/// characters, a name that is not a word of letters, digits and `-_.+`).
+/// Raises for a plugin of another category, an unknown key, or a value
+/// that is not a string.
+fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value)> {
+    if !run.renames {
+        return Err(mlua::Error::runtime(
+            "ctx:set_service: only a plugin of the version category may set a port's service",
+        ));
+    }
+    known_keys(spec, SERVICE_FIELDS, "ctx:set_service")?;
+    let text = |key: &str| -> mlua::Result<Result<Option<String>, String>> {
+        match spec.raw_get::<Value>(key)? {
+            Value::Nil => Ok(Ok(None)),
+            Value::String(v) => Ok(service_text(key, &v.as_bytes()).map(Some)),
+            other => Err(mlua::Error::runtime(format!(
+                "ctx:set_service: {key} must be a string, not a {}",
+                other.type_name()
+            ))),
+        }
+    };
+    let mut given = Vec::new();
+    for key in SERVICE_FIELDS.iter().filter(|k| **k != "cpe") {
+        match text(key)? {
+            Ok(Some(v)) => given.push((*key, v)),
+            Ok(None) => {}
+            Err(why) => return failed(lua, why),
+        }
+    }
+    let cpe = match spec.raw_get::<Value>("cpe")? {
+        Value::Nil => None,
+        Value::Table(list) => {
+            let mut cpe = Vec::new();
+            for v in list.sequence_values::<Value>() {
+                let Value::String(v) = v? else {
+                    return Err(mlua::Error::runtime("ctx:set_service: cpe must be a list of strings"));
+                };
+                match service_text("cpe", &v.as_bytes()) {
+                    Ok(c) if c.starts_with("cpe:/") && cpe.len() < MAX_SERVICE_CPES => cpe.push(c),
+                    Ok(c) if cpe.len() < MAX_SERVICE_CPES => {
+                        return failed(lua, format!("ctx:set_service: {c:?} is not a CPE"))
+                    }
+                    Ok(_) => return failed(lua, format!("ctx:set_service: more than {MAX_SERVICE_CPES} CPEs")),
+                    Err(why) => return failed(lua, why),
+                }
+            }
+            Some(cpe)
+        }
+        other => {
+            return Err(mlua::Error::runtime(format!(
+                "ctx:set_service: cpe must be a list of strings, not a {}",
+                other.type_name()
+            )))
+        }
+    };
+    // Each call changes what the calls before it set; another service's
+    // name drops what was known of the old one (product, os, CPEs...).
+    let before = run.service_set()?.unwrap_or_else(|| run.info.id.clone());
+    let mut id = before.clone();
+    for (key, value) in given {
+        let field = match key {
+            "name" => {
+                let word = |c: u8| c.is_ascii_alphanumeric() || b"-_.+".contains(&c);
+                if value.len() > MAX_SERVICE_NAME || !value.bytes().all(word) || value.is_empty() {
+                    return failed(lua, format!("ctx:set_service: {value:?} is not a service name"));
+                }
+                if value != before.service {
+                    id = Identity { service: value, ..Identity::default() };
+                }
+                continue;
+            }
+            "product" => &mut id.product,
+            "version" => &mut id.version,
+            "info" => &mut id.info,
+            "os" => &mut id.os,
+            "hostname" => &mut id.hostname,
+            _ => &mut id.device,
+        };
+        *field = Some(value);
+    }
+    match cpe {
+        Some(cpe) => id.cpe = cpe,
+        // A CPE names a product and version: another one's goes.
+        None if id.product != before.product || id.version != before.version => id.cpe.clear(),
+        None => {}
+    }
+    run.set_service(id)?;
+    Ok((Value::Boolean(true), Value::Nil))
+}
+
+/// A field of `ctx:set_service` as text, or why it cannot be one.
+fn service_text(key: &str, v: &[u8]) -> Result<String, String> {
+    if v.len() > MAX_SERVICE_FIELD {
+        return Err(format!("ctx:set_service: {key} longer than {MAX_SERVICE_FIELD} bytes"));
+    }
+    match std::str::from_utf8(v) {
+        Ok(t) if !t.chars().any(char::is_control) => Ok(t.to_string()),
+        _ => Err(format!("ctx:set_service: {key} is not one line of text")),
+    }
 }
 
 /// `ctx:ssh_auth_methods{port=, user=}`: the methods an SSH server offers

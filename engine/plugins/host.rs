@@ -413,7 +413,8 @@ impl Vm {
     pub async fn run(&self, i: usize, info: Arc<Service>) -> RunOutput {
         let p = &self.plugins[i];
         let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
-        let run = Arc::new(Run::new(self.scope.clone(), info));
+        let renames = p.categories.iter().any(|c| c == "version");
+        let run = Arc::new(Run::new(self.scope.clone(), info).renaming(renames));
         self.lua.set_app_data(Active(run.clone()));
         meter.start(budgets.wall, budgets.steps);
         let call = async {

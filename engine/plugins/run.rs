@@ -358,6 +358,10 @@ pub struct RunOutput {
     pub refused: Vec<String>,
     /// Why the run stopped short, if it did.
     pub error: Option<(crate::findings::ErrorKind, String)>,
+    /// What a version plugin learned of the port's service (`ctx:set_service`):
+    /// the port's identity with the fields it set. It leaves the stage as
+    /// a second `service` event of the port, which supersedes the first.
+    pub service: Option<crate::findings::Identity>,
 }
 
 /// Most findings one run may report.
@@ -427,6 +431,9 @@ struct State {
 pub(super) struct Run {
     pub(super) scope: Arc<Scope>,
     pub(super) info: Arc<Service>,
+    /// The plugin is of the `version` category: it may set the port's
+    /// service (`ctx:set_service`), as nmap's version scripts do.
+    pub(super) renames: bool,
     state: Mutex<State>,
 }
 
@@ -444,7 +451,13 @@ impl Run {
             open: Vec::new(),
             ended: false,
         };
-        Run { scope, info, state: Mutex::new(state) }
+        Run { scope, info, renames: false, state: Mutex::new(state) }
+    }
+
+    /// A run of a plugin that may (or may not) set the port's service.
+    pub(super) fn renaming(mut self, renames: bool) -> Run {
+        self.renames = renames;
+        self
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> mlua::Result<R> {
@@ -746,6 +759,32 @@ impl Run {
             }),
             Err(t) => self.scope.meter.trip(t),
         })
+    }
+
+    /// The service the run has set so far (`ctx:set_service`), if any.
+    pub(super) fn service_set(&self) -> mlua::Result<Option<crate::findings::Identity>> {
+        self.with(|st| st.out.service.clone())
+    }
+
+    /// The port's service as the plugin now knows it (`ctx:set_service`),
+    /// its text charged to the run's and the scan's output budgets.
+    pub(super) fn set_service(&self, id: crate::findings::Identity) -> mlua::Result<()> {
+        let n = [&id.product, &id.version, &id.info, &id.os, &id.hostname, &id.device]
+            .iter()
+            .filter_map(|f| f.as_ref().map(String::len))
+            .sum::<usize>()
+            + id.service.len()
+            + id.cpe.iter().map(String::len).sum::<usize>();
+        self.with(|st| match charge_text(n as u64, &mut st.output_left, &self.scope.scan_output) {
+            Ok(()) => {
+                st.out.service = Some(id);
+                Ok(())
+            }
+            Err(t) => {
+                self.scope.meter.trip(t);
+                Err(mlua::Error::runtime(format!("{BUDGET_PREFIX}: ctx:set_service")))
+            }
+        })?
     }
 
     /// A log line (`ctx:log`, `print`), charged to the run's and the scan's

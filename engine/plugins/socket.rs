@@ -126,6 +126,12 @@ impl UserData for LuaSocket {
                 Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
             }
         });
+        // sock:set_timeout(ms): how long each later send and read waits
+        // (1 ms to 60 s; the run's deadline still ends any wait).
+        methods.add_async_method("set_timeout", |_, this, ms: f64| async move {
+            this.sock.lock().await.timeout = std::time::Duration::from_millis(ms.clamp(1.0, 60_000.0) as u64);
+            Ok(true)
+        });
         methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
             let max = max.unwrap_or(4096).clamp(1, net::MAX_RECV);
             let mut s = this.sock.lock().await;

@@ -1,7 +1,9 @@
 //! The plugin stage of the pipeline.
 //!
 //! In: open ports with what service detection found, as they come. Out:
-//! `finding`, `log` and `error` events. What always holds: `workers` VMs
+//! `finding`, `script`, `log` and `error` events, and a second `service`
+//! event for a port whose service a version plugin set (`ctx:set_service`),
+//! which the plugins after it on that port see too. What always holds: `workers` VMs
 //! run side by side, each holding every selected plugin and running one
 //! plugin at a time, on threads of their own (a runtime apart from the one
 //! that drives discovery, detection and signals, so a plugin busy in a long
@@ -168,7 +170,7 @@ async fn worker(
             },
         };
         let info = with_rdns(info, &ctx).await;
-        let (info, mut decided) = with_tls_tried(vm, info, &cut).await;
+        let (mut info, mut decided) = with_tls_tried(vm, info, &cut).await;
         for i in 0..vm.plugins().len() {
             if cut.is_set() {
                 break;
@@ -183,6 +185,9 @@ async fn worker(
                 Err(error) => RunOutput { error: Some(error), ..RunOutput::default() },
             };
             for ev in to_events(&vm.plugins()[i], &info, out, &ctx) {
+                if let Event::Service(s) = &ev {
+                    info = Arc::new((**s).clone());
+                }
                 ctx.emit(ev).await;
             }
         }
@@ -270,11 +275,22 @@ async fn with_tls_tried(
 /// Whether a plugin runs on a port, or why its portrule failed.
 type Verdict = std::result::Result<bool, (ErrorKind, String)>;
 
-/// The events of one plugin run.
+/// The events of one plugin run: first, when a version plugin set the
+/// port's service, the port's `service` event again with what it set
+/// (method `probed`, probe the plugin's id; every output keeps a port's
+/// last `service` event), then its results, findings, logs and errors.
 pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<Event> {
     let name = p.name();
     let plugin = name.as_str();
     let mut evs = Vec::new();
+    if let Some(id) = out.service.filter(|_| p.categories.iter().any(|c| c == "version")) {
+        let mut s = info.clone();
+        s.id = id;
+        s.method = crate::findings::ServiceMethod::Probed;
+        s.probe = Some(p.id.clone());
+        s.t = ctx.t();
+        evs.push(Event::Service(Box::new(s)));
+    }
     for f in out.findings {
         let (scan_id, ip, port, proto, host, t) =
             (ctx.scan_id.clone(), info.ip, info.port, info.proto, p.host_scope, ctx.t());

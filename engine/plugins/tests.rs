@@ -856,3 +856,158 @@ async fn tcp_sends_are_charged_to_the_send_budget() {
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
     assert!(out.error.as_ref().unwrap().1.contains("sent more than 1048576 bytes"), "{out:?}");
 }
+
+/// A plugin of `categories` whose `run` body is `body`, on every port.
+fn in_categories(categories: &str, body: &str) -> Plugin {
+    plugin(&format!(
+        "return {{ id = 'namer', description = 'd', categories = {{{categories}}}, portrule = function() return true end,\n\
+         run = function(ctx)\n{body}\nend }}"
+    ))
+}
+
+#[tokio::test]
+async fn a_version_plugin_sets_the_ports_service_as_a_second_service_event() {
+    use crate::findings::{Event, ServiceMethod};
+    let p = in_categories(
+        "'version', 'safe'",
+        r#"
+        assert(ctx:set_service{ name = "frob", product = "Frob d", info = "first" })
+        -- A later call changes what the earlier one set; fields never given keep the port's.
+        local ok, err = ctx:set_service{ version = "1.2", cpe = { "cpe:/a:frob:frob:1.2" } }
+        return tostring(ok) .. " " .. tostring(err)
+    "#,
+    );
+    let (out, _) = run_with(p.clone(), Budgets::default(), Guard::offline(), 22).await;
+    assert_eq!(out.error, None);
+    let id = out.service.clone().expect("the service it set");
+    assert_eq!(
+        (id.service.as_str(), id.product.as_deref(), id.version.as_deref(), id.info.as_deref()),
+        ("frob", Some("Frob d"), Some("1.2"), Some("first"))
+    );
+    let evs = super::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
+    let [Event::Service(s), Event::Script(r)] = &evs[..] else { panic!("{evs:?}") };
+    assert_eq!(r.output, "true nil");
+    assert_eq!((s.port, s.method, s.probe.as_deref()), (22, ServiceMethod::Probed, Some("namer")));
+    assert_eq!(s.id.cpe, ["cpe:/a:frob:frob:1.2"]);
+    // The port's banner and the rest come along: the event is the whole port.
+    assert_eq!(s.banner, b"SSH-2.0-Test\r\n");
+
+    let p = in_categories("'version'", r#"assert(ctx:set_service{ name = "frob", product = "Frob d", info = "x" })"#);
+    let (out, _) = run_with(p, Budgets::default(), Guard::offline(), 22).await;
+    let id = out.service.expect("set");
+    assert_eq!(
+        (id.service.as_str(), id.product.as_deref(), id.version, id.info.as_deref()),
+        ("frob", Some("Frob d"), None, Some("x"))
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_of_another_category_cannot_set_the_ports_service() {
+    let p = in_categories("'safe', 'discovery', 'default'", r#"ctx:set_service{ name = "evil" } return "renamed""#);
+    let (out, _) = run_with(p.clone(), Budgets::default(), Guard::offline(), 22).await;
+    assert_eq!(out.service, None);
+    let (kind, message) = out.error.clone().expect("the call raises");
+    assert_eq!(kind, ErrorKind::Plugin);
+    assert!(message.contains("only a plugin of the version category"), "{message}");
+    // Even a RunOutput that says otherwise makes no service event for it.
+    let mut forged = out;
+    forged.service = Some(crate::findings::Identity { service: "evil".into(), ..Default::default() });
+    let evs = super::stage::to_events(&p, &info(22), forged, &crate::pipeline::Ctx::detached("s"));
+    assert!(!evs.iter().any(|e| matches!(e, crate::findings::Event::Service(_))), "{evs:?}");
+}
+
+#[tokio::test]
+async fn set_service_refuses_what_cannot_be_a_service_and_raises_for_misuse() {
+    use super::api::{MAX_SERVICE_CPES, MAX_SERVICE_FIELD, MAX_SERVICE_NAME};
+    // A server's text: nil, why (the port keeps its service).
+    let refused = format!(
+        r#"
+        local said = {{}}
+        for _, spec in ipairs({{
+          {{ product = string.rep("p", {over}) }},
+          {{ version = "1.0\r\nX-Injected: 1" }},
+          {{ info = "\0" }},
+          {{ name = "two words" }},
+          {{ name = string.rep("n", {name_over}) }},
+          {{ name = "" }},
+          {{ cpe = {{ "not a cpe" }} }},
+          {{ cpe = {{ {cpes} }} }},
+        }}) do
+          local ok, why = ctx:set_service(spec)
+          table.insert(said, tostring(ok) .. ": " .. tostring(why))
+        end
+        assert(ctx:set_service{{ product = string.rep("p", {max}), name = string.rep("n", {name_max}) }})
+        return table.concat(said, "\n")
+    "#,
+        over = MAX_SERVICE_FIELD + 1,
+        max = MAX_SERVICE_FIELD,
+        name_over = MAX_SERVICE_NAME + 1,
+        name_max = MAX_SERVICE_NAME,
+        cpes = ["'cpe:/a:x:y'"; MAX_SERVICE_CPES + 1].join(", "),
+    );
+    let (out, _) = run_with(in_categories("'version'", &refused), Budgets::default(), Guard::offline(), 22).await;
+    assert_eq!(out.error, None);
+    let text = out.findings[0].output.clone().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 8, "{text}");
+    assert!(lines.iter().all(|l| l.starts_with("nil: ctx:set_service: ")), "{text}");
+    assert!(lines[0].contains("longer than 256 bytes") && lines[1].contains("not one line"), "{text}");
+    assert!(lines[7].contains("more than 8 CPEs"), "{text}");
+    let id = out.service.expect("the values at the limits are taken");
+    assert_eq!((id.product.map(|p| p.len()), id.service.len()), (Some(MAX_SERVICE_FIELD), MAX_SERVICE_NAME));
+
+    // A plugin's own mistakes raise.
+    for body in [
+        r#"ctx:set_service{ nmae = "x" }"#,
+        r#"ctx:set_service{ version = 2 }"#,
+        r#"ctx:set_service{ cpe = "cpe:/a:x:y" }"#,
+        r#"ctx:set_service{ cpe = { 1 } }"#,
+    ] {
+        let (out, _) = run_with(in_categories("'version'", body), Budgets::default(), Guard::offline(), 22).await;
+        assert_eq!(error_kind(&out), Some(ErrorKind::Plugin), "{body}");
+        assert_eq!(out.service, None, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn set_service_is_charged_to_the_output_budget() {
+    let budgets = Budgets { output: 100, ..Budgets::default() };
+    let body = r#"ctx:set_service{ product = string.rep("p", 200) }"#;
+    let (out, _) = run_with(in_categories("'version'", body), budgets, Guard::offline(), 22).await;
+    assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{:?}", out.error);
+    assert_eq!(out.service, None);
+}
+
+#[tokio::test]
+async fn a_new_name_drops_what_was_known_of_the_old_service_and_a_new_version_its_cpe() {
+    let detected = || {
+        let mut s = (*info(22)).clone();
+        s.id = crate::findings::Identity {
+            service: "ssh".into(),
+            product: Some("OpenSSH".into()),
+            version: Some("9.2p1".into()),
+            os: Some("Linux".into()),
+            cpe: vec!["cpe:/a:openbsd:openssh:9.2p1".into()],
+            ..Default::default()
+        };
+        Arc::new(s)
+    };
+    let service_after = |body: &'static str| async move {
+        let p = in_categories("'version'", body);
+        let budgets = Budgets::default();
+        let vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(1 << 20)).unwrap();
+        let out = vm.run(0, detected()).await;
+        assert_eq!(out.error, None);
+        out.service.expect("set")
+    };
+    let id = service_after(r#"assert(ctx:set_service{ name = "frob", version = "2" })"#).await;
+    assert_eq!(
+        id,
+        crate::findings::Identity { service: "frob".into(), version: Some("2".into()), ..Default::default() }
+    );
+    // The same name: a merge.
+    let id = service_after(r#"assert(ctx:set_service{ name = "ssh", info = "protocol 2.0" })"#).await;
+    assert_eq!((id.product.as_deref(), id.os.as_deref(), id.cpe.len()), (Some("OpenSSH"), Some("Linux"), 1));
+    let id = service_after(r#"assert(ctx:set_service{ version = "9.3p1" })"#).await;
+    assert_eq!((id.version.as_deref(), id.os.as_deref(), id.cpe.len()), (Some("9.3p1"), Some("Linux"), 0));
+}

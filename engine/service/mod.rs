@@ -10,7 +10,9 @@
 //! [`DetectOptions::parallelism`] ports are probed at once, each with one
 //! buffer from a fixed pool ([`pool`]), and nothing a server sends can make
 //! memory grow past those buffers or detection outlast its time budget
-//! ([`detect`]).
+//! ([`detect`]). A TCP port detection leaves as `rpc` or `rpcbind` is then
+//! named by its RPC program ([`rpc`], nmap's RPC grinding), with another
+//! buffer of the pool and within the same time budget.
 
 #[cfg(test)]
 mod catalog;
@@ -24,6 +26,7 @@ pub use crate::net::tls;
 pub mod import;
 pub mod pool;
 pub mod probes;
+pub mod rpc;
 pub mod rules;
 
 use std::sync::Arc;
@@ -50,17 +53,24 @@ pub async fn run_stage(
     ctx: Ctx,
 ) {
     let ports = Arc::new(Mutex::new(ports));
+    let rpc = Arc::new(rpc::Shared::default());
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..detector.options().parallelism.max(1) {
         let (det, ports, next, ctx) = (detector.clone(), ports.clone(), next.clone(), ctx.clone());
+        let rpc = rpc.clone();
         workers.spawn(async move {
             loop {
                 let next_port = ports.lock().await.recv().await;
                 let Some(open) = next_port else { break };
-                let d = match open.proto {
+                let started = tokio::time::Instant::now();
+                let mut d = match open.proto {
                     Proto::Tcp => det.detect_named(open.ip, open.port, open.name.as_deref()).await,
                     Proto::Udp => det.detect_udp(open.ip, open.port).await,
                 };
+                if open.proto == Proto::Tcp && grinds(&d, open.port) {
+                    let until = started + det.options().port_timeout;
+                    grind(&det, &rpc, open.ip, open.port, until, &mut d).await;
+                }
                 let (error, service) = to_service(&ctx, open, d);
                 if let Some(e) = error {
                     ctx.emit(e).await;
@@ -84,6 +94,51 @@ pub async fn run_stage(
         });
     }
     while workers.join_next().await.is_some() {}
+}
+
+/// Whether detection left a TCP port for the RPC grinder: it answers ONC
+/// RPC (`rpc`, a soft match) or is `rpcbind` by a soft match or by the
+/// port table alone; never one that is TLS or ran out of time.
+fn grinds(d: &Detection, port: u16) -> bool {
+    if d.tunnel || d.tls.is_some() || matches!(d.error, Some(DetectError::Timeout(_))) {
+        return false;
+    }
+    match (&d.identity, d.method) {
+        (Some(id), Some(ServiceMethod::Soft)) => id.service == "rpc" || id.service == "rpcbind",
+        (None, _) => crate::targets::ports::service_name(port, "tcp") == Some("rpcbind"),
+        _ => false,
+    }
+}
+
+/// Grinds a port (see [`rpc`]) by `until` and, when a program answered,
+/// names the port after it, as nmap does (`rpcbind 2-4 (RPC #100000)`).
+/// A portmapper's list is kept for the host's other ports, whose grinding
+/// tries the programs it lists there first.
+async fn grind(
+    det: &Detector,
+    shared: &rpc::Shared,
+    ip: std::net::IpAddr,
+    port: u16,
+    until: tokio::time::Instant,
+    d: &mut Detection,
+) {
+    let addr = std::net::SocketAddr::new(ip, port);
+    let connect =
+        || async move { crate::net::conn::tcp(addr, until).await.map_err(|e| std::io::Error::other(e.to_string())) };
+    let mut buf = det.pool().get().await;
+    let listed = shared.listed_at(ip, port);
+    let g = rpc::grind(connect, &mut buf, &listed, shared.programs(), until).await;
+    drop(buf);
+    if let Some(list) = &g.portmap {
+        shared.keep(ip, list);
+    }
+    // Grinding that found nothing (or ran out of the port's time) leaves
+    // the port as detection named it, with no error: detection ended.
+    if let Some(p) = g.program {
+        d.identity = Some(p.identity());
+        d.method = Some(ServiceMethod::Probed);
+        d.probe = Some(rpc::PROBE.to_string());
+    }
 }
 
 /// What one detection found, and the error event if it stopped short.
