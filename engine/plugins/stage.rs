@@ -288,6 +288,8 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
         s.id = id;
         s.method = crate::findings::ServiceMethod::Probed;
         s.probe = Some(p.id.clone());
+        // Named now: no fingerprint of an unrecognised service.
+        s.replies.clear();
         s.t = ctx.t();
         evs.push(Event::Service(Box::new(s)));
     }

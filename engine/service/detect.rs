@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use tokio::sync::Notify;
 use tokio::time::{timeout_at, Instant};
 use tokio_rustls::TlsConnector;
@@ -369,8 +370,18 @@ impl Run<'_> {
         let opts = &det.opts;
         let port = self.addr.port();
         let soft = self.soft.clone();
-        let mut plan =
-            Plan::new(&det.db, port, tunnel, self.client_first, opts.intensity, opts.banner_grace, self.deadline, soft);
+        let (client_first, carried) = (self.client_first, kept.is_some());
+        let mut plan = Plan::new(
+            &det.db,
+            port,
+            tunnel,
+            client_first,
+            opts.intensity,
+            opts.banner_grace,
+            self.deadline,
+            soft,
+            carried,
+        );
         let cut = Arc::new(Notify::new());
         let mut flying = FuturesUnordered::new();
         // Pool buffers won while the plan was starved, for probes ahead.
@@ -380,7 +391,8 @@ impl Run<'_> {
                 match step {
                     Step::Send { at, wait, in_turn, reuse } => {
                         let loan = if in_turn {
-                            match own.take().or_else(|| plan.take_spare()).or_else(|| det.pool.try_get()) {
+                            let free = own.take().or_else(|| plan.take_spare()).or_else(|| won.pop());
+                            match free.or_else(|| det.pool.try_get()) {
                                 Some(loan) => Some(loan),
                                 // Not reached (a probe in turn has the
                                 // buffer of the one judged before it), but
@@ -412,6 +424,9 @@ impl Run<'_> {
             if !plan.carrying() {
                 kept = None;
             }
+            if !plan.starved() {
+                won.clear();
+            }
             if plan.end().is_some() {
                 break;
             }
@@ -436,6 +451,16 @@ impl Run<'_> {
                     plan.unstarve();
                 }
                 () = tokio::time::sleep_until(plan.next_wakeup()) => {}
+            }
+            // At the deadline, every read that ended with it is judged, not
+            // only the first to be polled.
+            if Instant::now() >= self.deadline {
+                while let Some(Some((at, got, loan))) = flying.next().now_or_never() {
+                    match got {
+                        Ok((reply, _)) => plan.on_reply(at, reply, loan),
+                        Err(why) => plan.on_unsent(at, why),
+                    }
+                }
             }
         }
         if own.is_none() {

@@ -138,6 +138,8 @@ async fn grind(
         d.identity = Some(p.identity());
         d.method = Some(ServiceMethod::Probed);
         d.probe = Some(rpc::PROBE.to_string());
+        // Named now: no fingerprint of an unrecognised service.
+        d.replies.clear();
     }
 }
 

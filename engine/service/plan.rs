@@ -167,13 +167,18 @@ pub struct Plan<'d, B> {
     phase: Phase,
     /// The buffer of the last reply judged: the next probe in turn's.
     spare: Option<B>,
+    /// Replies back and not judged yet whose bytes are kept (for the
+    /// fingerprint): with those judged, at most [`MAX_REPLIES`].
+    copies: usize,
 }
 
 impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
     /// The plan of one phase on `port`: nmap's order (the NULL probe unless
     /// the server is known to wait for the client, the probes that list
     /// the port by rarity, then the others up to `intensity`). `soft` is
-    /// an earlier phase's soft match.
+    /// an earlier phase's soft match; `carried`: the driver holds an open
+    /// connection the first probe in turn may go on (the handshaken one of
+    /// a TLS phase).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         db: &'d ProbeDb,
@@ -184,6 +189,7 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
         grace: Duration,
         deadline: Instant,
         soft: Option<Identity>,
+        carried: bool,
     ) -> Plan<'d, B> {
         let probes = db.probes();
         let null = probes.iter().position(|p| p.transport == Transport::Tcp && p.payload.is_empty());
@@ -213,7 +219,7 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
             side_by_side: false,
             flying_ahead: 0,
             starved: false,
-            carry: false,
+            carry: carried,
             tunnel,
             some_listed,
             grace,
@@ -225,6 +231,7 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
             end: None,
             phase: Phase { soft, ..Phase::default() },
             spare: None,
+            copies: 0,
         };
         plan.rule_out();
         plan
@@ -266,7 +273,11 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
     /// NULL probe's banner grace, or the port's deadline.
     pub fn next_wakeup(&self) -> Instant {
         match self.null_sent {
-            Some(at) if !self.side_by_side && matches!(self.slots.first(), Some(Slot::Flying { .. })) => {
+            Some(at)
+                if !self.side_by_side
+                    && !self.some_listed
+                    && matches!(self.slots.first(), Some(Slot::Flying { .. })) =>
+            {
                 (at + self.grace).min(self.deadline)
             }
             _ => self.deadline,
@@ -285,7 +296,9 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
             self.steps.clear();
             return Vec::new();
         }
-        if let Some(sent) = self.null_sent {
+        // On a port a probe lists the NULL probe's own wait is the grace:
+        // its silence, when it comes back, hands its connection on.
+        if let (Some(sent), false) = (self.null_sent, self.some_listed) {
             if !self.side_by_side && now >= sent + self.grace {
                 self.side_by_side = true;
             }
@@ -326,7 +339,12 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
             Reply::Data { len, open, hard: None }
                 if self.says_nothing(at, &buf.as_ref()[..len.min(buf.as_ref().len())]) =>
             {
-                let data = buf.as_ref()[..len.min(buf.as_ref().len()).min(ProbeReply::MAX)].to_vec();
+                // Kept: the NULL probe's (the banner), and the others' while
+                // the fingerprint has room for them.
+                let room = self.phase.replies.len() + self.copies < MAX_REPLIES;
+                let keep = if room || self.is_null(at) { len.min(buf.as_ref().len()).min(ProbeReply::MAX) } else { 0 };
+                self.copies += usize::from(keep > 0);
+                let data = buf.as_ref()[..keep].to_vec();
                 self.spare.get_or_insert(buf);
                 Slot::Seen { len, open, data }
             }
@@ -467,7 +485,8 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
                 }
                 Slot::Seen { len, open, data } => {
                     self.cur += 1;
-                    self.judge_data(at, len, open, None, &data);
+                    self.copies -= usize::from(!data.is_empty());
+                    self.judge_data(at, len, open, None, &data, true);
                 }
             }
         }
@@ -523,13 +542,15 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
                 let id = Identity { service: "tcpwrapped".into(), ..Identity::default() };
                 self.end = Some(End::Hard { id, probe: self.probe(at).name.clone() });
             }
-            Reply::Data { len, open, hard } => self.judge_data(at, len, open, hard, &buf[..len.min(buf.len())]),
+            Reply::Data { len, open, hard } => self.judge_data(at, len, open, hard, &buf[..len.min(buf.len())], false),
         }
     }
 
     /// [`Plan::judge`] of `len` bytes read, of which `data` is kept (all,
     /// or the first [`ProbeReply::MAX`] of a reply that cannot decide).
-    fn judge_data(&mut self, at: usize, len: usize, open: bool, early: Option<Box<Identity>>, data: &[u8]) {
+    /// `seen`: no rule can take it (it was found so when it came, on all
+    /// of it; `data` may be only its first bytes): only counted and kept.
+    fn judge_data(&mut self, at: usize, len: usize, open: bool, early: Option<Box<Identity>>, data: &[u8], seen: bool) {
         let probe = self.probe(at);
         let null = probe.payload.is_empty();
         self.phase.probes_sent += 1;
@@ -549,10 +570,14 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
             self.end = decided(*id);
             return;
         }
-        if data.is_empty() {
+        if len == 0 {
             // Silent: the probes after it go side by side from here on; a
             // silent NULL probe's open connection carries the next one.
             self.carry = null && open && matches!(self.slots.get(at + 1), Some(Slot::Later));
+            self.side_by_side = true;
+            return;
+        }
+        if seen {
             self.side_by_side = true;
             return;
         }

@@ -25,7 +25,7 @@ const PORT: u16 = 4000;
 const GRACE: Duration = Duration::from_millis(250);
 
 fn plan<'d>(db: &'d ProbeDb, clock: &Clock, tunnel: bool) -> Plan<'d, Vec<u8>> {
-    Plan::new(db, PORT, tunnel, false, 7, GRACE, clock.at(20_000), None)
+    Plan::new(db, PORT, tunnel, false, 7, GRACE, clock.at(20_000), None, false)
 }
 
 fn reply(bytes: &[u8]) -> (Reply, Vec<u8>) {
@@ -93,7 +93,7 @@ fn the_order_is_nmaps_null_listed_then_the_rest_by_rarity_up_to_the_intensity() 
     assert_eq!(names, ["NULL", "Listed", "First", "Common"]);
     // Inside TLS a probe lists the port only by its TLS ports; a server
     // known to wait for the client gets no NULL probe.
-    let tls: Plan<'_, Vec<u8>> = Plan::new(&db, PORT, true, true, 9, GRACE, clock.at(1000), None);
+    let tls: Plan<'_, Vec<u8>> = Plan::new(&db, PORT, true, true, 9, GRACE, clock.at(1000), None, false);
     let names: Vec<&str> = (0..tls.order().len()).map(|i| tls.probe(i).name.as_str()).collect();
     assert_eq!(names, ["First", "Common", "Rare", "Listed"]);
 }
@@ -107,13 +107,41 @@ fn on_a_listed_port_the_null_connection_carries_the_listed_probe() {
     let mut p = plan(&db, &clock, false);
     let steps = p.poll(clock.at(0));
     assert_eq!(steps, [Step::Send { at: 0, wait: GRACE, in_turn: true, reuse: false }]);
-    assert_eq!(p.next_wakeup(), clock.at(250));
+    // Its own read ends at the grace: the plan waits for it, not a timer.
+    assert_eq!(p.next_wakeup(), clock.at(20_000));
     give(&mut p, "NULL", silent());
     let steps = p.poll(clock.at(250));
     assert_eq!(sent(&p, &steps), ["Listed", "First", "Common"]);
     assert_eq!(steps[0], Step::Send { at: 1, wait: Duration::from_secs(5), in_turn: true, reuse: true });
     assert!(matches!(steps[1], Step::Send { in_turn: false, reuse: false, .. }));
     assert!(!p.carrying(), "the connection went with the first");
+}
+
+/// The grace's tick comes before the NULL probe's silence is back (its
+/// read started after its connect): on a listed port nothing goes ahead
+/// meanwhile, so the listed probe still carries on its connection.
+#[test]
+fn a_listed_probe_waits_for_the_null_probe_to_hand_on_its_connection() {
+    let db = db(ORDERED);
+    let clock = Clock::new();
+    let mut p = plan(&db, &clock, false);
+    p.poll(clock.at(0));
+    assert!(p.poll(clock.at(250)).is_empty(), "nothing ahead of the NULL probe's silence");
+    give(&mut p, "NULL", silent());
+    let steps = p.poll(clock.at(253));
+    assert_eq!(steps[0], Step::Send { at: 1, wait: Duration::from_secs(5), in_turn: true, reuse: true });
+}
+
+/// A phase the driver starts on a connection it holds (TLS, handshaken):
+/// the first probe in turn goes on it.
+#[test]
+fn the_first_probe_of_a_phase_goes_on_the_connection_it_was_given() {
+    let db = db(ORDERED);
+    let clock = Clock::new();
+    let mut p: Plan<'_, Vec<u8>> = Plan::new(&db, PORT, true, false, 7, GRACE, clock.at(9000), None, true);
+    assert!(p.carrying());
+    assert!(matches!(p.poll(clock.at(0))[..], [Step::Send { at: 0, reuse: true, in_turn: true, .. }]));
+    assert!(!p.carrying());
 }
 
 /// Replies are judged in order whenever they came: a later probe's hard
@@ -398,7 +426,7 @@ fn the_deadline_ends_the_phase_keeping_what_was_judged() {
     let yaml = "probes:\n  - name: 'NULL'\n    wait_ms: 6000\n    soft_matches:\n      - service: kv\n        pattern: '^KV'\n  - name: P\n    payload: 'p'\n    rarity: 1\n    matches:\n      - service: kv\n        pattern: '^KV \\d'\n";
     let db = db(yaml);
     let clock = Clock::new();
-    let mut p: Plan<'_, Vec<u8>> = Plan::new(&db, PORT, false, false, 7, GRACE, clock.at(2000), None);
+    let mut p: Plan<'_, Vec<u8>> = Plan::new(&db, PORT, false, false, 7, GRACE, clock.at(2000), None, false);
     let steps = p.poll(clock.at(0));
     // A quarter of the port's time is kept for judging what comes after.
     assert_eq!(steps, [Step::Send { at: 0, wait: Duration::from_millis(1500), in_turn: true, reuse: false }]);
