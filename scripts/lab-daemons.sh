@@ -7,8 +7,20 @@
 # 198.18.0.5 only, as nothing of its package's (no systemd, no init script,
 # no /etc file changed). Most run in the foreground, detached with setsid, so
 # the pid recorded is the daemon's own; "down" stops exactly those.
-# proftpd and pure-ftpd conflict with vsftpd as packages: they are unpacked
-# (dpkg -x) under /var/cache/moonscan-lab and run from there.
+# Services made for inetd (fingerd, telnetd, CVS pserver, micro-httpd,
+# inetutils' ftpd) each run from an xinetd of their own (zoo_xinetd).
+# proftpd, pure-ftpd and inetutils-ftpd conflict with vsftpd as packages:
+# they are unpacked (dpkg -x) under /var/cache/moonscan-lab and run from
+# there. Packages whose postinst would start a daemon on the host are kept
+# from it by lab.sh (policy-rc.d while installing, then
+# stop_new_root_daemons for the units they enabled: ROOT_UNITS).
+#
+# Tried and left out, as nmap 7.93 -sV names them no better than "open":
+# oidentd, ZNC (it answers HTTP with its Server header only), NRPE, Privoxy
+# 3.0.34, HAProxy 2.6, Monit and the Zabbix agent (both close a silent
+# client, which nmap takes for tcpwrapped), PgBouncer 1.18; gunicorn 20
+# (nmap calls it Nagios NSCA); leafnode (refuses a lab host name) and
+# ircd-hybrid unpacked (its module path is compiled in).
 #
 # 198.18.0.5 also reaches mstarget's wildcard listeners (nginx 80/443, sshd
 # 22, redis 6379), so the zoo's own ports avoid those.
