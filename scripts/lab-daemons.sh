@@ -8,7 +8,8 @@
 # no /etc file changed). Most run in the foreground, detached with setsid, so
 # the pid recorded is the daemon's own; "down" stops exactly those.
 # Services made for inetd (fingerd, telnetd, CVS pserver, micro-httpd,
-# inetutils' ftpd) each run from an xinetd of their own (zoo_xinetd).
+# inetutils' ftpd, and xinetd's own echo, daytime and chargen) each run from
+# an xinetd of their own (zoo_xinetd).
 # proftpd, pure-ftpd and inetutils-ftpd conflict with vsftpd as packages:
 # they are unpacked (dpkg -x) under /var/cache/moonscan-lab and run from
 # there. Packages whose postinst would start a daemon on the host are kept
@@ -20,7 +21,8 @@
 # 3.0.34, HAProxy 2.6, Monit and the Zabbix agent (both close a silent
 # client, which nmap takes for tcpwrapped), PgBouncer 1.18; gunicorn 20
 # (nmap calls it Nagios NSCA); leafnode (refuses a lab host name) and
-# ircd-hybrid unpacked (its module path is compiled in).
+# ircd-hybrid unpacked (its module path is compiled in), LPRng's lpd (it
+# reads /etc/printcap whatever its configuration says).
 #
 # 198.18.0.5 also reaches mstarget's wildcard listeners (nginx 80/443, sshd
 # 22, redis 6379), so the zoo's own ports avoid those.
@@ -90,6 +92,8 @@ ZOO_DAEMONS=(
     inetutils-ftpd:xinetd:2100
     apt-cacher-ng:apt-cacher-ng:3142
     kamailio:kamailio:5060
+    inetd-small:xinetd:7,13,19
+    yaws:beam.smp:8089
 )
 
 # Debian packages of the zoo (the unpacked FTP daemons' libraries included).
@@ -119,6 +123,7 @@ zoo_missing_packages() {
         [/usr/lib/x86_64-linux-gnu/pdns/libbindbackend.so]=pdns-backend-bind
         [/usr/bin/transmission-daemon]=transmission-daemon [/usr/bin/rsync]=rsync [/usr/bin/supervisord]=supervisor
         [/usr/sbin/micro-httpd]=micro-httpd [/usr/bin/twistd3]=python3-twisted [/usr/sbin/apt-cacher-ng]=apt-cacher-ng [/usr/sbin/kamailio]=kamailio
+        [/usr/bin/yaws]=yaws
         [/usr/lib/x86_64-linux-gnu/libltdl.so.7]=libltdl7
         [/usr/lib/x86_64-linux-gnu/libwrap.so.0]=libwrap0
         [/usr/lib/x86_64-linux-gnu/libhiredis.so.0.14]=libhiredis0.14
@@ -720,8 +725,8 @@ EOF
     zoo_run xinetd /usr/sbin/xinetd -dontfork -f "$ZOO_DIR/xinetd.conf"
 }
 
-# Runs daemons that expect inetd (fingerd, telnetd, CVS's pserver, micro-httpd, inetutils' ftpd)
-# from an xinetd of their own: one xinetd per daemon, its services (xinetd
+# Runs daemons that expect inetd (fingerd, telnetd, CVS's pserver,
+# micro-httpd, inetutils' ftpd) from an xinetd of their own: one xinetd per daemon, its services (xinetd
 # "service" blocks on stdin) bound to the zoo's address.
 zoo_xinetd() { # name < service blocks
     {
@@ -1158,6 +1163,44 @@ request_route {
 EOF
     zoo_run kamailio /usr/sbin/kamailio -DD -E -f "$k/kamailio.cfg" -Y "$k" -P "$k/kamailio.pid.own" \
         -u kamailio -g kamailio
+}
+
+zoo_start_inetd-small() {
+    # xinetd's own "small services" over TCP: echo (7), daytime (13) and
+    # chargen (19), as an old Unix host runs them from inetd.
+    local svc
+    for svc in echo:7 daytime:13 chargen:19; do
+        cat <<EOF
+service ${svc%%:*}
+{
+  type = INTERNAL
+  id = ${svc%%:*}-stream
+  socket_type = stream
+  protocol = tcp
+  user = root
+  wait = no
+  bind = $ZOO
+  port = ${svc##*:}
+}
+EOF
+    done | zoo_xinetd inetd-small
+}
+
+zoo_start_yaws() {
+    # Yaws, the Erlang web server, as "yaws --daemon" runs it but in the
+    # foreground (no distribution: it registers with no epmd).
+    local y=$ZOO_DIR/yaws
+    mkdir -p "$y/log"
+    cat >"$y/yaws.conf" <<EOF
+logdir = $y/log
+<server zoo.lab.moonscan.test>
+  port = 8089
+  listen = $ZOO
+  docroot = $STATE/www
+</server>
+EOF
+    zoo_run yaws env HOME="$y" /usr/bin/erl -noshell -noinput -pa /usr/lib/yaws/ebin \
+        -run yaws -conf "$y/yaws.conf" -yaws id lab
 }
 
 # Daemons that look up their client's name (dictd, spamd) drop the client

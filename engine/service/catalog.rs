@@ -267,9 +267,10 @@ const CASES: &[Case] = &[
     // mini_httpd 1.30, Caddy 2.6.2, Twisted 22.4, micro_httpd, supervisor
     // 4.2.5, Transmission 3.00, Apt-Cacher NG 3.7.4, Unbound 1.17.1, NSD
     // 4.6.1, Knot 3.2.6, PowerDNS 4.7.3, BitlBee 3.6, InspIRCd 3.15, MIT
-    // krb5 1.20.1); nmap 7.93 -sV names each the same (telnetd, rsync and
-    // InspIRCd by service only, as here; kpasswd now as MIT Kerberos, now
-    // by service only, as the probe that answers first decides).
+    // krb5 1.20.1, xinetd 2.3.15's daytime and chargen, Yaws 2.1.1); nmap
+    // 7.93 -sV names each the same (telnetd, rsync, InspIRCd and daytime
+    // by service only, as here; kpasswd now as MIT Kerberos, now by
+    // service only, as whichever of its probes answers first decides).
     case("finger-netkit", "GetRequest", "finger", Some("Linux fingerd"), None, None),
     case("telnet-inetutils-2.4", "NULL", "telnet", None, None, None),
     case("ftp-inetutils-2.4", "NULL", "ftp", Some("GNU Inetutils FTPd"), Some("2.4"), None),
@@ -295,6 +296,9 @@ const CASES: &[Case] = &[
     case("irc-bitlbee-3.6", "NULL", "irc", Some("BitlBee IRCd"), None, None),
     case("irc-inspircd-3", "NULL", "irc", None, None, None),
     case("kerberos-mit-krb5kdc-1.20", "GetRequest", "kerberos-sec", Some("MIT Kerberos"), None, Some("server time: 2026-11-28 04:34:16Z")),
+    case("daytime-xinetd", "NULL", "daytime", None, None, None),
+    case("chargen-xinetd", "NULL", "chargen", Some("Linux chargen"), None, None),
+    case("http-yaws-2.1", "GetRequest", "http", Some("Yaws httpd"), Some("2.1.1"), None),
     case("kerberos-mit-kpasswd-1.20", "GetRequest", "kerberos-sec", Some("MIT Kerberos"), None, Some("server time: 2026-11-28 04:34:16Z")),
     // Captured from real daemons on loopback.
     case("memcached-version", "MemcachedVersion", "memcached", Some("Memcached"), Some("1.6.18"), None),
