@@ -17,7 +17,7 @@
 # stop_new_root_daemons for the units they enabled: ROOT_UNITS).
 #
 # Tried and left out, as nmap 7.93 -sV names them no better than "open":
-# oidentd, ZNC (it answers HTTP with its Server header only), NRPE, Privoxy
+# oidentd, ZNC 1.8 (no nmap rule knows its replies), NRPE, Privoxy
 # 3.0.34, HAProxy 2.6, Monit and the Zabbix agent (both close a silent
 # client, which nmap takes for tcpwrapped), PgBouncer 1.18; gunicorn 20
 # (nmap calls it Nagios NSCA); leafnode (refuses a lab host name) and
@@ -113,18 +113,14 @@ zoo_missing_packages() {
         [/usr/share/tomcat10/bin/catalina.sh]=tomcat10
         [/usr/bin/prosody]=prosody [/usr/sbin/rpcbind]=rpcbind [/usr/sbin/xinetd]=xinetd
         [/usr/sbin/in.fingerd]=fingerd [/usr/bin/finger]=finger [/usr/sbin/telnetd]=telnetd [/usr/bin/cvs]=cvs
-        [/usr/sbin/dropbear]=dropbear-bin
-        [/usr/sbin/inspircd]=inspircd [/usr/sbin/bitlbee]=bitlbee
+        [/usr/sbin/dropbear]=dropbear-bin [/usr/sbin/inspircd]=inspircd [/usr/sbin/bitlbee]=bitlbee
         [/usr/bin/icecast2]=icecast2 [/usr/sbin/krb5kdc]=krb5-kdc [/usr/sbin/kadmind]=krb5-admin-server
-        [/lib/nut/upsd]=nut-server
-        [/usr/bin/webfsd]=webfs
-        [/usr/sbin/mini_httpd]=mini-httpd [/usr/bin/caddy]=caddy [/usr/sbin/unbound]=unbound
-        [/usr/sbin/nsd]=nsd [/usr/sbin/knotd]=knot [/usr/sbin/pdns_server]=pdns-server
-        [/usr/lib/x86_64-linux-gnu/pdns/libbindbackend.so]=pdns-backend-bind
+        [/lib/nut/upsd]=nut-server [/usr/bin/webfsd]=webfs [/usr/sbin/mini_httpd]=mini-httpd
+        [/usr/bin/caddy]=caddy [/usr/sbin/unbound]=unbound [/usr/sbin/nsd]=nsd [/usr/sbin/knotd]=knot
+        [/usr/sbin/pdns_server]=pdns-server [/usr/lib/x86_64-linux-gnu/pdns/libbindbackend.so]=pdns-backend-bind
         [/usr/bin/transmission-daemon]=transmission-daemon [/usr/bin/rsync]=rsync [/usr/bin/supervisord]=supervisor
-        [/usr/sbin/micro-httpd]=micro-httpd [/usr/bin/twistd3]=python3-twisted [/usr/sbin/apt-cacher-ng]=apt-cacher-ng [/usr/sbin/kamailio]=kamailio
-        [/usr/bin/yaws]=yaws
-        [/usr/lib/x86_64-linux-gnu/libltdl.so.7]=libltdl7
+        [/usr/sbin/micro-httpd]=micro-httpd [/usr/bin/twistd3]=python3-twisted [/usr/sbin/apt-cacher-ng]=apt-cacher-ng
+        [/usr/sbin/kamailio]=kamailio [/usr/bin/yaws]=yaws
         [/usr/lib/x86_64-linux-gnu/libwrap.so.0]=libwrap0
         [/usr/lib/x86_64-linux-gnu/libhiredis.so.0.14]=libhiredis0.14
         [/usr/lib/x86_64-linux-gnu/libmemcachedutil.so.2]=libmemcachedutil2
@@ -726,8 +722,9 @@ EOF
 }
 
 # Runs daemons that expect inetd (fingerd, telnetd, CVS's pserver,
-# micro-httpd, inetutils' ftpd) from an xinetd of their own: one xinetd per daemon, its services (xinetd
-# "service" blocks on stdin) bound to the zoo's address.
+# micro-httpd, inetutils' ftpd) from an xinetd of their own: one xinetd per
+# daemon, its services (xinetd "service" blocks on stdin) bound to the
+# zoo's address.
 zoo_xinetd() { # name < service blocks
     {
         printf 'defaults\n{\n  log_type = FILE %s\n}\n' "$ZOO_DIR/$1-xinetd.log"
