@@ -22,7 +22,8 @@
 # client, which nmap takes for tcpwrapped), PgBouncer 1.18; gunicorn 20
 # (nmap calls it Nagios NSCA); leafnode (refuses a lab host name) and
 # ircd-hybrid unpacked (its module path is compiled in), LPRng's lpd (it
-# reads /etc/printcap whatever its configuration says).
+# reads /etc/printcap whatever its configuration says), Bacula 9.6's file
+# daemon.
 #
 # 198.18.0.5 also reaches mstarget's wildcard listeners (nginx 80/443, sshd
 # 22, redis 6379), so the zoo's own ports avoid those.
@@ -94,6 +95,8 @@ ZOO_DAEMONS=(
     kamailio:kamailio:5060
     inetd-small:xinetd:7,13,19
     yaws:beam.smp:8089
+    pdns-recursor:pdns_recursor:5304
+    gdnsd:gdnsd:5305
 )
 
 # Debian packages of the zoo (the unpacked FTP daemons' libraries included).
@@ -120,7 +123,8 @@ zoo_missing_packages() {
         [/usr/sbin/pdns_server]=pdns-server [/usr/lib/x86_64-linux-gnu/pdns/libbindbackend.so]=pdns-backend-bind
         [/usr/bin/transmission-daemon]=transmission-daemon [/usr/bin/rsync]=rsync [/usr/bin/supervisord]=supervisor
         [/usr/sbin/micro-httpd]=micro-httpd [/usr/bin/twistd3]=python3-twisted [/usr/sbin/apt-cacher-ng]=apt-cacher-ng
-        [/usr/sbin/kamailio]=kamailio [/usr/bin/yaws]=yaws
+        [/usr/sbin/kamailio]=kamailio [/usr/bin/yaws]=yaws [/usr/sbin/pdns_recursor]=pdns-recursor
+        [/usr/sbin/gdnsd]=gdnsd
         [/usr/lib/x86_64-linux-gnu/libwrap.so.0]=libwrap0
         [/usr/lib/x86_64-linux-gnu/libhiredis.so.0.14]=libhiredis0.14
         [/usr/lib/x86_64-linux-gnu/libmemcachedutil.so.2]=libmemcachedutil2
@@ -1198,6 +1202,38 @@ logdir = $y/log
 EOF
     zoo_run yaws env HOME="$y" /usr/bin/erl -noshell -noinput -pa /usr/lib/yaws/ebin \
         -run yaws -conf "$y/yaws.conf" -yaws id lab
+}
+
+zoo_start_pdns-recursor() {
+    # PowerDNS's resolver, for the lab's addresses only. It resolves
+    # nothing: no root hints and no security poll (mstarget has no route
+    # out anyway); a scanner asks it version.bind, which it answers itself.
+    local r=$ZOO_DIR/pdns-recursor
+    install -d -o pdns -g pdns "$r"
+    : >"$r/recursor.conf"
+    zoo_run pdns-recursor /usr/sbin/pdns_recursor --config-dir="$r" --socket-dir="$r" \
+        --local-address="$ZOO" --local-port=5304 --allow-from=198.18.0.0/16 --daemon=no \
+        --setuid=pdns --setgid=pdns --threads=1 --disable-syslog=yes --hint-file=no --security-poll-suffix=
+}
+
+zoo_start_gdnsd() {
+    # gdnsd, an authoritative server, with one zone.
+    local g=$ZOO_DIR/gdnsd
+    mkdir -p "$g/zones" "$g/run" "$g/state"
+    cat >"$g/config" <<EOF
+options => {
+  listen => [ $ZOO:5305 ]
+  run_dir => $g/run
+  state_dir => $g/state
+  username => nobody
+}
+EOF
+    cat >"$g/zones/lab.moonscan.test" <<EOF
+@ SOA ns admin 1 3600 600 86400 300
+@ NS ns
+ns A $ZOO
+EOF
+    zoo_run gdnsd /usr/sbin/gdnsd -c "$g" start
 }
 
 # Daemons that look up their client's name (dictd, spamd) drop the client

@@ -220,7 +220,8 @@ ROOT_UNITS=(vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb s
     tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node dictd mpd
     gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa prosody rpcbind xinetd
     bitlbee inspircd icecast2 krb5-kdc krb5-admin-server nut-server nut-monitor nut-client webfs mini-httpd
-    caddy caddy-api unbound unbound-resolvconf nsd knot pdns transmission-daemon supervisor apt-cacher-ng kamailio)
+    caddy caddy-api unbound unbound-resolvconf nsd knot pdns transmission-daemon supervisor apt-cacher-ng kamailio
+    pdns-recursor gdnsd)
 
 # Those of ROOT_UNITS this host has, one a line (none without systemd);
 # rpcbind.socket and micro-httpd.socket too, which would start rpcbind and

@@ -266,11 +266,12 @@ const CASES: &[Case] = &[
     // Dropbear 2022.83, Kamailio 5.6.3, Icecast 2.4.4, webfs 1.21,
     // mini_httpd 1.30, Caddy 2.6.2, Twisted 22.4, micro_httpd, supervisor
     // 4.2.5, Transmission 3.00, Apt-Cacher NG 3.7.4, Unbound 1.17.1, NSD
-    // 4.6.1, Knot 3.2.6, PowerDNS 4.7.3, BitlBee 3.6, InspIRCd 3.15, MIT
-    // krb5 1.20.1, xinetd 2.3.15's daytime and chargen, Yaws 2.1.1); nmap
-    // 7.93 -sV names each the same (telnetd, rsync, InspIRCd and daytime
-    // by service only, as here; kpasswd now as MIT Kerberos, now by
-    // service only, as whichever of its probes answers first decides).
+    // 4.6.1, Knot 3.2.6, PowerDNS 4.7.3 and Recursor 4.8.8, gdnsd 3.8.1,
+    // BitlBee 3.6, InspIRCd 3.15, MIT krb5 1.20.1, xinetd 2.3.15's daytime
+    // and chargen, Yaws 2.1.1); nmap 7.93 -sV names each the same
+    // (telnetd, rsync, InspIRCd, daytime and gdnsd by service only; kpasswd
+    // now as MIT Kerberos, now by service only, as whichever of its probes
+    // answers first decides).
     case("finger-netkit", "GetRequest", "finger", Some("Linux fingerd"), None, None),
     case("telnet-inetutils-2.4", "NULL", "telnet", None, None, None),
     case("ftp-inetutils-2.4", "NULL", "ftp", Some("GNU Inetutils FTPd"), Some("2.4"), None),
@@ -293,6 +294,8 @@ const CASES: &[Case] = &[
     case("dns-nsd-4.6", "DNSVersionBindReqTCP", "domain", Some("NLnet Labs NSD"), Some("4.6.1"), None),
     case("dns-knot-3.2", "DNSVersionBindReqTCP", "domain", Some("cz.nic Knot DNS"), Some("3.2.6"), None),
     case("dns-powerdns-4.7", "DNSVersionBindReqTCP", "domain", Some("PowerDNS Authoritative Server"), Some("4.7.3"), None),
+    case("dns-pdns-recursor-4.8", "DNSVersionBindReqTCP", "domain", Some("PowerDNS Recursor"), Some("4.8.8"), None),
+    case("dns-gdnsd-3.8", "DNSVersionBindReqTCP", "domain", Some("gdnsd"), Some("3"), None),
     case("irc-bitlbee-3.6", "NULL", "irc", Some("BitlBee IRCd"), None, None),
     case("irc-inspircd-3", "NULL", "irc", None, None, None),
     case("kerberos-mit-krb5kdc-1.20", "GetRequest", "kerberos-sec", Some("MIT Kerberos"), None, Some("server time: 2026-11-28 04:34:16Z")),
