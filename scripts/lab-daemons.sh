@@ -7,8 +7,23 @@
 # 198.18.0.5 only, as nothing of its package's (no systemd, no init script,
 # no /etc file changed). Most run in the foreground, detached with setsid, so
 # the pid recorded is the daemon's own; "down" stops exactly those.
-# proftpd and pure-ftpd conflict with vsftpd as packages: they are unpacked
-# (dpkg -x) under /var/cache/moonscan-lab and run from there.
+# Services made for inetd (fingerd, telnetd, CVS pserver, micro-httpd,
+# inetutils' ftpd, and xinetd's own echo, daytime and chargen) each run from
+# an xinetd of their own (zoo_xinetd).
+# proftpd, pure-ftpd and inetutils-ftpd conflict with vsftpd as packages:
+# they are unpacked (dpkg -x) under /var/cache/moonscan-lab and run from
+# there. Packages whose postinst would start a daemon on the host are kept
+# from it by lab.sh (policy-rc.d while installing, then
+# stop_new_root_daemons for the units they enabled: ROOT_UNITS).
+#
+# Tried and left out, as nmap 7.93 -sV names them no better than "open":
+# oidentd, ZNC 1.8 (no nmap rule knows its replies), NRPE, Privoxy
+# 3.0.34, HAProxy 2.6, Monit and the Zabbix agent (both close a silent
+# client, which nmap takes for tcpwrapped), PgBouncer 1.18; gunicorn 20
+# (nmap calls it Nagios NSCA); leafnode (refuses a lab host name) and
+# ircd-hybrid unpacked (its module path is compiled in), LPRng's lpd (it
+# reads /etc/printcap whatever its configuration says), Bacula 9.6's file
+# daemon.
 #
 # 198.18.0.5 also reaches mstarget's wildcard listeners (nginx 80/443, sshd
 # 22, redis 6379), so the zoo's own ports avoid those.
@@ -53,6 +68,35 @@ ZOO_DAEMONS=(
     prosody:lua5.4:5222,5269
     rpcbind:rpcbind:111
     xinetd:xinetd:37
+    fingerd:xinetd:79
+    telnetd:xinetd:23
+    cvs:xinetd:2401
+    dropbear:dropbear:2222
+    inspircd:inspircd:7000
+    bitlbee:bitlbee:6668
+    icecast2:icecast2:8000
+    krb5kdc:krb5kdc:88
+    kadmind:kadmind:464
+    upsd:upsd:3493
+    webfs:webfsd:8083
+    mini-httpd:mini_httpd:8084
+    caddy:caddy:8085
+    unbound:unbound:5300
+    nsd:nsd:5301
+    knot:knotd:5302
+    pdns:pdns_server:5303
+    transmission:transmission-da:9091
+    rsyncd:rsync:873
+    supervisord:supervisord:9002
+    micro-httpd:xinetd:8088
+    twistd:twistd3:8087
+    inetutils-ftpd:xinetd:2100
+    apt-cacher-ng:apt-cacher-ng:3142
+    kamailio:kamailio:5060
+    inetd-small:xinetd:7,13,19
+    yaws:beam.smp:8089
+    pdns-recursor:pdns_recursor:5304
+    gdnsd:gdnsd:5305
 )
 
 # Debian packages of the zoo (the unpacked FTP daemons' libraries included).
@@ -71,6 +115,17 @@ zoo_missing_packages() {
         [/usr/bin/distccd]=distcc [/usr/sbin/danted]=dante-server [/usr/sbin/spamd]=spamd
         [/usr/share/tomcat10/bin/catalina.sh]=tomcat10
         [/usr/bin/prosody]=prosody [/usr/sbin/rpcbind]=rpcbind [/usr/sbin/xinetd]=xinetd
+        [/usr/sbin/in.fingerd]=fingerd [/usr/bin/finger]=finger [/usr/sbin/telnetd]=telnetd [/usr/bin/cvs]=cvs
+        [/usr/sbin/dropbear]=dropbear-bin [/usr/sbin/inspircd]=inspircd [/usr/sbin/bitlbee]=bitlbee
+        [/usr/bin/icecast2]=icecast2 [/usr/sbin/krb5kdc]=krb5-kdc [/usr/sbin/kadmind]=krb5-admin-server
+        [/lib/nut/upsd]=nut-server [/usr/bin/webfsd]=webfs [/usr/sbin/mini_httpd]=mini-httpd
+        [/usr/bin/caddy]=caddy [/usr/sbin/unbound]=unbound [/usr/sbin/nsd]=nsd [/usr/sbin/knotd]=knot
+        [/usr/sbin/pdns_server]=pdns-server [/usr/lib/x86_64-linux-gnu/pdns/libbindbackend.so]=pdns-backend-bind
+        [/usr/bin/transmission-daemon]=transmission-daemon [/usr/bin/rsync]=rsync [/usr/bin/supervisord]=supervisor
+        [/usr/sbin/micro-httpd]=micro-httpd [/usr/bin/twistd3]=python3-twisted [/usr/sbin/apt-cacher-ng]=apt-cacher-ng
+        [/usr/sbin/kamailio]=kamailio [/usr/bin/yaws]=yaws [/usr/sbin/pdns_recursor]=pdns-recursor
+        [/usr/sbin/gdnsd]=gdnsd
+        [/usr/lib/x86_64-linux-gnu/libwrap.so.0]=libwrap0
         [/usr/lib/x86_64-linux-gnu/libhiredis.so.0.14]=libhiredis0.14
         [/usr/lib/x86_64-linux-gnu/libmemcachedutil.so.2]=libmemcachedutil2
         [/usr/lib/x86_64-linux-gnu/libsodium.so.23]=libsodium23
@@ -668,6 +723,517 @@ service time
 }
 EOF
     zoo_run xinetd /usr/sbin/xinetd -dontfork -f "$ZOO_DIR/xinetd.conf"
+}
+
+# Runs daemons that expect inetd (fingerd, telnetd, CVS's pserver,
+# micro-httpd, inetutils' ftpd) from an xinetd of their own: one xinetd per
+# daemon, its services (xinetd "service" blocks on stdin) bound to the
+# zoo's address.
+zoo_xinetd() { # name < service blocks
+    {
+        printf 'defaults\n{\n  log_type = FILE %s\n}\n' "$ZOO_DIR/$1-xinetd.log"
+        cat
+    } >"$ZOO_DIR/$1-xinetd.conf"
+    zoo_run "$1" /usr/sbin/xinetd -dontfork -f "$ZOO_DIR/$1-xinetd.conf"
+}
+
+zoo_start_fingerd() {
+    zoo_xinetd fingerd <<EOF
+service finger
+{
+  socket_type = stream
+  protocol = tcp
+  wait = no
+  user = nobody
+  bind = $ZOO
+  port = 79
+  server = /usr/sbin/in.fingerd
+}
+EOF
+}
+
+zoo_start_telnetd() {
+    # GNU inetutils' telnetd (Debian's "telnetd"); nobody logs in.
+    zoo_xinetd telnetd <<EOF
+service telnet
+{
+  socket_type = stream
+  protocol = tcp
+  wait = no
+  user = root
+  bind = $ZOO
+  port = 23
+  server = /usr/sbin/telnetd
+}
+EOF
+}
+
+zoo_start_cvs() {
+    # CVS's password server on an empty repository.
+    [ -d "$ZOO_DIR/cvs/CVSROOT" ] || /usr/bin/cvs -d "$ZOO_DIR/cvs" init
+    zoo_xinetd cvs <<EOF
+service cvspserver
+{
+  socket_type = stream
+  protocol = tcp
+  wait = no
+  user = root
+  bind = $ZOO
+  port = 2401
+  server = /usr/bin/cvs
+  server_args = -f --allow-root=$ZOO_DIR/cvs pserver
+}
+EOF
+}
+
+zoo_start_dropbear() {
+    [ -s "$ZOO_DIR/dropbear-ed25519" ] ||
+        /usr/bin/dropbearkey -t ed25519 -f "$ZOO_DIR/dropbear-ed25519" >/dev/null 2>&1
+    zoo_run dropbear /usr/sbin/dropbear -F -E -p "$ZOO:2222" -r "$ZOO_DIR/dropbear-ed25519" \
+        -P "$ZOO_DIR/dropbear.pid.own"
+}
+
+zoo_start_inspircd() {
+    local i=$ZOO_DIR/inspircd
+    install -d -o irc -g irc "$i"
+    cat >"$i/inspircd.conf" <<EOF
+<server name="irc2.lab.moonscan.test" description="moonscan lab InspIRCd" network="MoonscanLab">
+<admin name="lab" nick="lab" email="lab@lab.moonscan.test">
+<bind address="$ZOO" port="7000" type="clients">
+<connect allow="*" timeout="60" pingfreq="120" sendq="262144" recvq="8192" localmax="100" globalmax="100">
+<pid file="$i/inspircd.pid.own">
+<log method="file" type="* -USERINPUT -USEROUTPUT" level="default" target="$i/inspircd.log">
+<options allowzerolimit="no">
+<security hidesplits="no">
+<performance netbuffersize="10240" softlimit="128">
+<dns timeout="1">
+EOF
+    chown irc:irc "$i/inspircd.conf"
+    zoo_run inspircd setpriv --reuid irc --regid irc --init-groups /usr/sbin/inspircd --nofork \
+        --config="$i/inspircd.conf"
+}
+
+zoo_start_bitlbee() {
+    local b=$ZOO_DIR/bitlbee
+    install -d -o bitlbee -g bitlbee "$b"
+    cat >"$b/bitlbee.conf" <<EOF
+[settings]
+RunMode = ForkDaemon
+User = bitlbee
+DaemonInterface = $ZOO
+DaemonPort = 6668
+ConfigDir = $b
+PidFile = $b/bitlbee.pid.own
+HostName = im.lab.moonscan.test
+EOF
+    zoo_run bitlbee /usr/sbin/bitlbee -F -n -c "$b/bitlbee.conf" -d "$b"
+}
+
+zoo_start_icecast2() {
+    local c=$ZOO_DIR/icecast
+    install -d -o icecast2 -g icecast "$c"
+    cat >"$c/icecast.xml" <<EOF
+<icecast>
+  <location>moonscan lab</location>
+  <admin>lab@lab.moonscan.test</admin>
+  <limits><clients>20</clients><sources>2</sources></limits>
+  <authentication>
+    <source-password>moonscan-lab-no-source</source-password>
+    <admin-user>admin</admin-user>
+    <admin-password>moonscan-lab-no-admin</admin-password>
+  </authentication>
+  <hostname>zoo.lab.moonscan.test</hostname>
+  <listen-socket><port>8000</port><bind-address>$ZOO</bind-address></listen-socket>
+  <fileserve>1</fileserve>
+  <paths>
+    <basedir>/usr/share/icecast2</basedir>
+    <logdir>$c</logdir>
+    <webroot>/usr/share/icecast2/web</webroot>
+    <adminroot>/usr/share/icecast2/admin</adminroot>
+  </paths>
+  <logging><accesslog>access.log</accesslog><errorlog>error.log</errorlog><loglevel>2</loglevel></logging>
+</icecast>
+EOF
+    zoo_run icecast2 setpriv --reuid icecast2 --regid icecast --init-groups /usr/bin/icecast2 -c "$c/icecast.xml"
+}
+
+# MIT Kerberos: a KDC (88) and its admin server (kadmind: 749, and kpasswd
+# on 464) for the realm LAB.MOONSCAN.TEST, from a database made once.
+zoo_krb5_env() {
+    local k=$ZOO_DIR/krb5
+    mkdir -p "$k"
+    cat >"$k/krb5.conf" <<EOF
+[libdefaults]
+  default_realm = LAB.MOONSCAN.TEST
+[realms]
+  LAB.MOONSCAN.TEST = {
+    kdc = $ZOO
+    admin_server = $ZOO
+  }
+EOF
+    cat >"$k/kdc.conf" <<EOF
+[kdcdefaults]
+  kdc_ports = 88
+  kdc_tcp_ports = 88
+[realms]
+  LAB.MOONSCAN.TEST = {
+    database_name = $k/principal
+    key_stash_file = $k/stash
+    acl_file = $k/kadm5.acl
+    kdc_listen = $ZOO:88
+    kdc_tcp_listen = $ZOO:88
+    kadmind_listen = $ZOO:749
+    kpasswd_listen = $ZOO:464
+  }
+[logging]
+  kdc = FILE:$ZOO_DIR/krb5kdc-own.log
+  admin_server = FILE:$ZOO_DIR/kadmind-own.log
+EOF
+    : >"$k/kadm5.acl"
+    [ -e "$k/principal" ] || KRB5_CONFIG="$k/krb5.conf" KRB5_KDC_PROFILE="$k/kdc.conf" \
+        /usr/sbin/kdb5_util -r LAB.MOONSCAN.TEST create -s -P moonscan-lab-master >/dev/null 2>&1 ||
+        die "kdb5_util create failed"
+    echo "KRB5_CONFIG=$k/krb5.conf KRB5_KDC_PROFILE=$k/kdc.conf"
+}
+
+zoo_start_krb5kdc() {
+    local env
+    env=$(zoo_krb5_env)
+    # shellcheck disable=SC2086 # two assignments
+    zoo_run krb5kdc env $env /usr/sbin/krb5kdc -n -r LAB.MOONSCAN.TEST -P "$ZOO_DIR/krb5kdc.pid.own"
+}
+
+zoo_start_kadmind() {
+    local env
+    env=$(zoo_krb5_env)
+    # shellcheck disable=SC2086 # two assignments
+    zoo_run kadmind env $env /usr/sbin/kadmind -nofork -r LAB.MOONSCAN.TEST -P "$ZOO_DIR/kadmind.pid.own"
+}
+
+zoo_start_upsd() {
+    # Network UPS Tools' upsd with one UPS whose driver never runs: upsd
+    # serves (and says the UPS is stale) all the same.
+    local n=$ZOO_DIR/nut
+    install -d -o nut -g nut -m 770 "$n" "$n/state"
+    printf '[lab]\n  driver = dummy-ups\n  port = lab.dev\n  desc = "moonscan lab"\n' >"$n/ups.conf"
+    printf 'LISTEN %s 3493\nSTATEPATH %s\n' "$ZOO" "$n/state" >"$n/upsd.conf"
+    printf '[monuser]\n  password = moonscan-lab\n  upsmon secondary\n' >"$n/upsd.users"
+    printf 'MODE=netserver\n' >"$n/nut.conf"
+    chown nut:nut "$n"/*.conf "$n/upsd.users"
+    chmod 640 "$n"/*.conf "$n/upsd.users"
+    zoo_run upsd env NUT_CONFPATH="$n" NUT_STATEPATH="$n/state" /lib/nut/upsd -F -u nut
+}
+
+zoo_start_webfs() {
+    zoo_run webfs /usr/bin/webfsd -F -i "$ZOO" -p 8083 -r "$STATE/www" -u nobody -g nogroup
+}
+
+zoo_start_mini-httpd() {
+    zoo_run mini-httpd /usr/sbin/mini_httpd -D -h "$ZOO" -p 8084 -d "$STATE/www" -u nobody \
+        -l "$ZOO_DIR/mini-httpd-own.log" -i "$ZOO_DIR/mini-httpd.pid.own"
+}
+
+zoo_start_caddy() {
+    mkdir -p "$ZOO_DIR/caddy"
+    cat >"$ZOO_DIR/caddy/Caddyfile" <<EOF
+{
+  admin off
+  auto_https off
+}
+http://:8085 {
+  bind $ZOO
+  root * $STATE/www
+  file_server
+}
+EOF
+    zoo_run caddy env HOME="$ZOO_DIR/caddy" XDG_DATA_HOME="$ZOO_DIR/caddy" XDG_CONFIG_HOME="$ZOO_DIR/caddy" \
+        /usr/bin/caddy run --config "$ZOO_DIR/caddy/Caddyfile" --adapter caddyfile
+}
+
+zoo_start_unbound() {
+    cat >"$ZOO_DIR/unbound.conf" <<EOF
+server:
+  interface: $ZOO@5300
+  port: 5300
+  do-ip6: no
+  do-daemonize: no
+  chroot: ""
+  username: "unbound"
+  pidfile: ""
+  use-syslog: no
+  logfile: ""
+  access-control: 198.18.0.0/16 allow
+  hide-version: no
+remote-control:
+  control-enable: no
+EOF
+    zoo_run unbound /usr/sbin/unbound -d -c "$ZOO_DIR/unbound.conf"
+}
+
+zoo_start_nsd() {
+    local n=$ZOO_DIR/nsd
+    install -d -o nsd -g nsd "$n"
+    cat >"$n/nsd.conf" <<EOF
+server:
+  ip-address: $ZOO
+  port: 5301
+  do-ip6: no
+  username: nsd
+  zonesdir: "$n"
+  database: ""
+  zonelistfile: "$n/zone.list"
+  xfrdfile: "$n/xfrd.state"
+  xfrdir: "$n"
+  pidfile: "$n/nsd.pid.own"
+  logfile: "$ZOO_DIR/nsd-own.log"
+  hide-version: no
+remote-control:
+  control-enable: no
+EOF
+    zoo_run nsd /usr/sbin/nsd -d -c "$n/nsd.conf"
+}
+
+zoo_start_knot() {
+    local k=$ZOO_DIR/knot
+    install -d -o knot -g knot "$k" "$k/storage"
+    cat >"$k/knot.conf" <<EOF
+server:
+  rundir: "$k"
+  user: knot:knot
+  listen: $ZOO@5302
+log:
+  - target: stderr
+    any: warning
+database:
+  storage: "$k/storage"
+EOF
+    zoo_run knot /usr/sbin/knotd -c "$k/knot.conf"
+}
+
+zoo_start_pdns() {
+    local p=$ZOO_DIR/pdns
+    install -d -o pdns -g pdns "$p"
+    : >"$p/named.conf"
+    cat >"$p/pdns.conf" <<EOF
+launch=bind
+bind-config=$p/named.conf
+local-address=$ZOO
+local-port=5303
+socket-dir=$p
+setuid=pdns
+setgid=pdns
+daemon=no
+guardian=no
+webserver=no
+api=no
+EOF
+    zoo_run pdns /usr/sbin/pdns_server --config-dir="$p"
+}
+
+zoo_start_transmission() {
+    # Transmission's web and RPC interface; no peer port, no DHT, no local
+    # peer discovery, no UPnP: it sends nothing of its own.
+    local t=$ZOO_DIR/transmission
+    install -d -o debian-transmission -g debian-transmission "$t"
+    cat >"$t/settings.json" <<EOF
+{
+  "rpc-bind-address": "$ZOO",
+  "rpc-port": 9091,
+  "rpc-whitelist-enabled": false,
+  "rpc-host-whitelist-enabled": false,
+  "rpc-authentication-required": false,
+  "bind-address-ipv4": "$ZOO",
+  "bind-address-ipv6": "::1",
+  "peer-port": 51413,
+  "peer-port-random-on-start": false,
+  "dht-enabled": false,
+  "lpd-enabled": false,
+  "pex-enabled": false,
+  "utp-enabled": false,
+  "port-forwarding-enabled": false,
+  "download-dir": "$t",
+  "incomplete-dir-enabled": false,
+  "message-level": 1
+}
+EOF
+    chown debian-transmission:debian-transmission "$t/settings.json"
+    zoo_run transmission setpriv --reuid debian-transmission --regid debian-transmission --init-groups \
+        /usr/bin/transmission-daemon -f -g "$t"
+}
+
+zoo_start_rsyncd() {
+    mkdir -p "$ZOO_DIR/rsync"
+    cat >"$ZOO_DIR/rsyncd.conf" <<EOF
+uid = nobody
+gid = nogroup
+use chroot = no
+pid file = $ZOO_DIR/rsyncd.pid.own
+log file = $ZOO_DIR/rsyncd-own.log
+[lab]
+  path = $ZOO_DIR/rsync
+  read only = yes
+EOF
+    zoo_run rsyncd /usr/bin/rsync --daemon --no-detach --address="$ZOO" --port=873 --config="$ZOO_DIR/rsyncd.conf"
+}
+
+zoo_start_supervisord() {
+    # supervisord's web interface (Medusa), with no program to supervise.
+    cat >"$ZOO_DIR/supervisord.conf" <<EOF
+[supervisord]
+nodaemon = true
+pidfile = $ZOO_DIR/supervisord.pid.own
+logfile = $ZOO_DIR/supervisord-own.log
+user = root
+[inet_http_server]
+port = $ZOO:9002
+[rpcinterface:supervisor]
+supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
+EOF
+    zoo_run supervisord /usr/bin/supervisord -n -c "$ZOO_DIR/supervisord.conf"
+}
+
+zoo_start_micro-httpd() {
+    zoo_xinetd micro-httpd <<EOF
+service micro-httpd
+{
+  type = UNLISTED
+  socket_type = stream
+  protocol = tcp
+  wait = no
+  user = nobody
+  bind = $ZOO
+  port = 8088
+  server = /usr/sbin/micro-httpd
+  server_args = $STATE/www
+}
+EOF
+}
+
+zoo_start_twistd() {
+    # Twisted's web server (twistd web) serving the lab's pages.
+    zoo_run twistd /usr/bin/twistd3 --nodaemon --pidfile= --logfile="$ZOO_DIR/twistd-own.log" \
+        web --listen "tcp:8087:interface=$ZOO" --path "$STATE/www"
+}
+
+zoo_start_inetutils-ftpd() {
+    # GNU inetutils' ftpd, unpacked (it conflicts with vsftpd as a package).
+    local root
+    root=$(zoo_unpacked inetutils-ftpd)
+    zoo_xinetd inetutils-ftpd <<EOF
+service inetutils-ftpd
+{
+  type = UNLISTED
+  socket_type = stream
+  protocol = tcp
+  wait = no
+  user = root
+  bind = $ZOO
+  port = 2100
+  server = $root/usr/sbin/ftpd
+}
+EOF
+}
+
+zoo_start_apt-cacher-ng() {
+    # Its status pages only: nothing asks it for a package, so it fetches nothing.
+    local a=$ZOO_DIR/apt-cacher-ng
+    install -d -o apt-cacher-ng -g apt-cacher-ng "$a" "$a/cache" "$a/log"
+    zoo_run apt-cacher-ng setpriv --reuid apt-cacher-ng --regid apt-cacher-ng --init-groups \
+        /usr/sbin/apt-cacher-ng -c /etc/apt-cacher-ng ForeGround=1 BindAddress="$ZOO" Port=3142 \
+        CacheDir="$a/cache" LogDir="$a/log" PidFile= SocketPath="$a/socket"
+}
+
+zoo_start_kamailio() {
+    # A SIP server over TCP that relays nothing: every request gets 403.
+    local k=$ZOO_DIR/kamailio
+    install -d -o kamailio -g kamailio "$k"
+    cat >"$k/kamailio.cfg" <<EOF
+#!KAMAILIO
+debug=1
+log_stderror=yes
+children=1
+tcp_children=1
+disable_tcp=no
+listen=tcp:$ZOO:5060
+mpath="/usr/lib/x86_64-linux-gnu/kamailio/modules/"
+loadmodule "sl.so"
+request_route {
+  sl_send_reply("403", "Not relaying");
+  exit;
+}
+EOF
+    zoo_run kamailio /usr/sbin/kamailio -DD -E -f "$k/kamailio.cfg" -Y "$k" -P "$k/kamailio.pid.own" \
+        -u kamailio -g kamailio
+}
+
+zoo_start_inetd-small() {
+    # xinetd's own "small services" over TCP: echo (7), daytime (13) and
+    # chargen (19), as an old Unix host runs them from inetd.
+    local svc
+    for svc in echo:7 daytime:13 chargen:19; do
+        cat <<EOF
+service ${svc%%:*}
+{
+  type = INTERNAL
+  id = ${svc%%:*}-stream
+  socket_type = stream
+  protocol = tcp
+  user = root
+  wait = no
+  bind = $ZOO
+  port = ${svc##*:}
+}
+EOF
+    done | zoo_xinetd inetd-small
+}
+
+zoo_start_yaws() {
+    # Yaws, the Erlang web server, as "yaws --daemon" runs it but in the
+    # foreground (no distribution: it registers with no epmd).
+    local y=$ZOO_DIR/yaws
+    mkdir -p "$y/log"
+    cat >"$y/yaws.conf" <<EOF
+logdir = $y/log
+<server zoo.lab.moonscan.test>
+  port = 8089
+  listen = $ZOO
+  docroot = $STATE/www
+</server>
+EOF
+    zoo_run yaws env HOME="$y" /usr/bin/erl -noshell -noinput -pa /usr/lib/yaws/ebin \
+        -run yaws -conf "$y/yaws.conf" -yaws id lab
+}
+
+zoo_start_pdns-recursor() {
+    # PowerDNS's resolver, for the lab's addresses only. It resolves
+    # nothing: no root hints and no security poll (mstarget has no route
+    # out anyway); a scanner asks it version.bind, which it answers itself.
+    local r=$ZOO_DIR/pdns-recursor
+    install -d -o pdns -g pdns "$r"
+    : >"$r/recursor.conf"
+    zoo_run pdns-recursor /usr/sbin/pdns_recursor --config-dir="$r" --socket-dir="$r" \
+        --local-address="$ZOO" --local-port=5304 --allow-from=198.18.0.0/16 --daemon=no \
+        --setuid=pdns --setgid=pdns --threads=1 --disable-syslog=yes --hint-file=no --security-poll-suffix=
+}
+
+zoo_start_gdnsd() {
+    # gdnsd, an authoritative server, with one zone.
+    local g=$ZOO_DIR/gdnsd
+    mkdir -p "$g/zones" "$g/run" "$g/state"
+    cat >"$g/config" <<EOF
+options => {
+  listen => [ $ZOO:5305 ]
+  run_dir => $g/run
+  state_dir => $g/state
+  username => nobody
+}
+EOF
+    cat >"$g/zones/lab.moonscan.test" <<EOF
+@ SOA ns admin 1 3600 600 86400 300
+@ NS ns
+ns A $ZOO
+EOF
+    zoo_run gdnsd /usr/sbin/gdnsd -c "$g" start
 }
 
 # Daemons that look up their client's name (dictd, spamd) drop the client

@@ -218,14 +218,18 @@ install_packages() {
 # The systemd units of the daemons the lab runs copies of (inside mstarget).
 ROOT_UNITS=(vsftpd exim4 postgresql memcached apache2 lighttpd dovecot mariadb slapd named smbd nmbd squid
     tinyproxy cups mosquitto ngircd epmd rabbitmq-server tor xrdp xrdp-sesman openvpn munin-node dictd mpd
-    gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa prosody rpcbind xinetd)
+    gearman-job-server beanstalkd distcc danted spamd tomcat10 snmpd tftpd-hpa prosody rpcbind xinetd
+    bitlbee inspircd icecast2 krb5-kdc krb5-admin-server nut-server nut-monitor nut-client webfs mini-httpd
+    caddy caddy-api unbound unbound-resolvconf nsd knot pdns transmission-daemon supervisor apt-cacher-ng kamailio
+    pdns-recursor gdnsd)
 
 # Those of ROOT_UNITS this host has, one a line (none without systemd);
-# rpcbind.socket too, which would start rpcbind on the first connection.
+# rpcbind.socket and micro-httpd.socket too, which would start rpcbind and
+# micro-httpd (on port 80) on the first connection.
 root_units() {
     [ -d /run/systemd/system ] || return 0
     local unit
-    for unit in "${ROOT_UNITS[@]/%/.service}" rpcbind.socket; do
+    for unit in "${ROOT_UNITS[@]/%/.service}" rpcbind.socket micro-httpd.socket; do
         systemctl list-unit-files "$unit" >/dev/null 2>&1 && echo "$unit"
     done
     return 0

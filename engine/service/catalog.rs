@@ -261,6 +261,48 @@ const CASES: &[Case] = &[
     case("irc-ngircd-help", "IRCHelp", "irc", Some("ngircd"), None, None),
     case("gearmand-version", "GearmanVersion", "gearman", Some("Gearman Job Queue System"), Some("1.1.20"), None),
     case("beanstalkd-stats", "BeanstalkStats", "beanstalkd", Some("beanstalkd"), Some("1.12"), None),
+    // Captured from the zoo's second round (Debian 12: netkit fingerd,
+    // inetutils 2.4 telnetd and ftpd, CVS 1.12.13, NUT 2.8.0, rsync 3.5.0,
+    // Dropbear 2022.83, Kamailio 5.6.3, Icecast 2.4.4, webfs 1.21,
+    // mini_httpd 1.30, Caddy 2.6.2, Twisted 22.4, micro_httpd, supervisor
+    // 4.2.5, Transmission 3.00, Apt-Cacher NG 3.7.4, Unbound 1.17.1, NSD
+    // 4.6.1, Knot 3.2.6, PowerDNS 4.7.3 and Recursor 4.8.8, gdnsd 3.8.1,
+    // BitlBee 3.6, InspIRCd 3.15, MIT krb5 1.20.1, xinetd 2.3.15's daytime
+    // and chargen, Yaws 2.1.1); nmap 7.93 -sV names each the same
+    // (telnetd, rsync, InspIRCd, daytime and gdnsd by service only; kpasswd
+    // now as MIT Kerberos, now by service only, as whichever of its probes
+    // answers first decides).
+    case("finger-netkit", "GetRequest", "finger", Some("Linux fingerd"), None, None),
+    case("telnet-inetutils-2.4", "NULL", "telnet", None, None, None),
+    case("ftp-inetutils-2.4", "NULL", "ftp", Some("GNU Inetutils FTPd"), Some("2.4"), None),
+    case("ssh-dropbear-2022.83", "NULL", "ssh", Some("Dropbear sshd"), Some("2022.83"), Some("protocol 2.0")),
+    case("cvspserver-1.12", "IRCHelp", "cvspserver", Some("cvs pserver"), None, None),
+    case("nut-upsd-2.8", "IRCHelp", "nut", Some("Network UPS Tools upsd"), None, None),
+    case("rsyncd-3.5", "NULL", "rsync", None, None, Some("protocol version 32")),
+    case("sip-kamailio-5.6", "SIPOptionsTCP", "sip", Some("Kamailio"), Some("5.6.3"), Some("x86_64")),
+    case("http-icecast-2.4", "GetRequest", "http", Some("Icecast streaming media server"), Some("2.4.4"), None),
+    case("http-webfs-1.21", "GetRequest", "http", Some("WebFS httpd"), Some("1.21"), None),
+    case("http-mini-httpd-1.30", "GetRequest", "http", Some("mini_httpd"), Some("1.30 26Oct2018"), None),
+    case("http-caddy-2.6", "GetRequest", "http", Some("Caddy httpd"), None, None),
+    case("http-twistedweb-22.4", "GetRequest", "http", Some("TwistedWeb httpd"), Some("22.4.0"), None),
+    case("http-micro-httpd", "GetRequest", "http", Some("micro_httpd"), None, None),
+    case("http-medusa-supervisor-4.2", "GetRequest", "http", Some("Medusa httpd"), Some("1.12"), Some("Supervisor process manager")),
+    case("http-transmission-3.00", "GetRequest", "http", Some("Transmission BitTorrent management httpd"), None, None),
+    case("http-apt-cacher-ng-3.7", "GetRequest", "http", Some("Debian Apt-Cacher NG httpd"), None, None),
+    case("http-apt-cacher-ng-3.7-403", "HTTPNotFound", "http", Some("Debian Apt-Cacher NG httpd"), Some("3.7.4"), None),
+    case("dns-unbound-1.17", "DNSVersionBindReqTCP", "domain", Some("Unbound"), Some("1.17.1"), None),
+    case("dns-nsd-4.6", "DNSVersionBindReqTCP", "domain", Some("NLnet Labs NSD"), Some("4.6.1"), None),
+    case("dns-knot-3.2", "DNSVersionBindReqTCP", "domain", Some("cz.nic Knot DNS"), Some("3.2.6"), None),
+    case("dns-powerdns-4.7", "DNSVersionBindReqTCP", "domain", Some("PowerDNS Authoritative Server"), Some("4.7.3"), None),
+    case("dns-pdns-recursor-4.8", "DNSVersionBindReqTCP", "domain", Some("PowerDNS Recursor"), Some("4.8.8"), None),
+    case("dns-gdnsd-3.8", "DNSVersionBindReqTCP", "domain", Some("gdnsd"), Some("3"), None),
+    case("irc-bitlbee-3.6", "NULL", "irc", Some("BitlBee IRCd"), None, None),
+    case("irc-inspircd-3", "NULL", "irc", None, None, None),
+    case("kerberos-mit-krb5kdc-1.20", "GetRequest", "kerberos-sec", Some("MIT Kerberos"), None, Some("server time: 2026-11-28 04:34:16Z")),
+    case("daytime-xinetd", "NULL", "daytime", None, None, None),
+    case("chargen-xinetd", "NULL", "chargen", Some("Linux chargen"), None, None),
+    case("http-yaws-2.1", "GetRequest", "http", Some("Yaws httpd"), Some("2.1.1"), None),
+    case("kerberos-mit-kpasswd-1.20", "GetRequest", "kerberos-sec", Some("MIT Kerberos"), None, Some("server time: 2026-11-28 04:34:16Z")),
     // Captured from real daemons on loopback.
     case("memcached-version", "MemcachedVersion", "memcached", Some("Memcached"), Some("1.6.18"), None),
     case("rsync-32", "NULL", "rsync", None, None, Some("protocol version 32")),
