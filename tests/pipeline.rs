@@ -30,10 +30,18 @@ fn slow_detection_holds_discovery_back_and_memory_stays_flat() {
         .unwrap();
     // `ip netns exec` execs moonscan itself, so the pid is moonscan's.
     let pid = child.id();
+    // Held back: the queue between the stages is full (1,024 open ports
+    // reported ahead of detection). On a loaded machine discovery takes
+    // longer to get there, and what it allocates until then is its own.
+    let reported = || std::fs::read_to_string(&out).map_or(0, |t| t.matches(r#""type":"port""#).count());
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while reported() < 1024 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut rss = Vec::new();
     for _ in 0..8 {
-        std::thread::sleep(Duration::from_millis(500));
         rss.push(peak_rss_kb(pid));
+        std::thread::sleep(Duration::from_millis(500));
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -46,7 +54,7 @@ fn slow_detection_holds_discovery_back_and_memory_stays_flat() {
     assert!(open <= detected + 1024 + 64, "{open} open ports found while {detected} were detected");
     assert!(open < 65_536 / 2, "discovery ran ahead of detection: {open} open ports");
     // Memory is flat while the scan is held back: the last peak is the first's.
-    let (first, last) = (rss[1], rss[rss.len() - 1]);
+    let (first, last) = (rss[0], rss[rss.len() - 1]);
     assert!(last < first + 4 * 1024, "peak RSS grew from {first} kB to {last} kB: {rss:?}");
 }
 

@@ -415,7 +415,10 @@ fn the_example_pack_reads_a_recorded_robots_txt() {
     let evs = crate::util::events(&stdout(&o));
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:?}");
-    assert!(of_type(&evs, "script").is_empty(), "it returns nothing: {evs:?}");
+    // Its own results: the recorded server is no service a rule names, so
+    // -sV adds its fingerprint-strings, as nmap does when scripts run.
+    let own: Vec<_> = of_type(&evs, "script").into_iter().filter(|e| e["plugin"] == "robots-txt").collect();
+    assert!(own.is_empty(), "it returns nothing: {evs:?}");
     assert_eq!(f[0]["title"], "2 disallowed path(s) in robots.txt");
     assert_eq!(f[0]["data"]["disallowed"], serde_json::json!(["/admin/", "/backup.tar.gz"]));
 }
@@ -442,7 +445,10 @@ fn the_example_pack_counts_the_lab_redis_keys() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:?}");
-    assert!(of_type(&evs, "script").is_empty(), "it returns nothing: {evs:?}");
+    // Its own results: the recorded server is no service a rule names, so
+    // -sV adds its fingerprint-strings, as nmap does when scripts run.
+    let own: Vec<_> = of_type(&evs, "script").into_iter().filter(|e| e["plugin"] == "robots-txt").collect();
+    assert!(own.is_empty(), "it returns nothing: {evs:?}");
     assert_eq!(f[0]["severity"], "medium");
     assert_eq!(f[0]["data"], serde_json::json!({ "databases": { "db0": 3, "db2": 1 }, "total": 4 }));
 }
