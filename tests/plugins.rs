@@ -445,12 +445,45 @@ fn the_example_pack_counts_the_lab_redis_keys() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let f = of_type(&evs, "finding");
     assert_eq!(f.len(), 1, "{evs:?}");
-    // Its own results: the recorded server is no service a rule names, so
-    // -sV adds its fingerprint-strings, as nmap does when scripts run.
-    let own: Vec<_> = of_type(&evs, "script").into_iter().filter(|e| e["plugin"] == "robots-txt").collect();
-    assert!(own.is_empty(), "it returns nothing: {evs:?}");
+    assert!(of_type(&evs, "script").is_empty(), "it returns nothing: {evs:?}");
     assert_eq!(f[0]["severity"], "medium");
     assert_eq!(f[0]["data"], serde_json::json!({ "databases": { "db0": 3, "db2": 1 }, "total": 4 }));
+}
+
+/// A server no rule names: -sV keeps its replies as nmap's service
+/// fingerprint (-oX `servicefp`, the -oN submission block), and scripts
+/// (not -sV's own version plugins alone) add nmap's fingerprint-strings.
+#[test]
+fn an_unrecognised_service_gets_nmaps_fingerprint_and_fingerprint_strings_with_scripts() {
+    let port = replay(b"MOONSCAN-TEST-SERVICE 4.2 ready\r\n".to_vec());
+    let p = port.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (xml, normal) = (dir.path().join("scan.xml"), dir.path().join("scan.nmap"));
+    let (xml_s, normal_s) = (xml.to_str().unwrap(), normal.to_str().unwrap());
+    let o = run(&["-sV", "-n", "-p", &p, "127.0.0.1", "-oJ", "-", "-oX", xml_s, "-oN", normal_s]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let evs = crate::util::events(&stdout(&o));
+    let s = of_type(&evs, "service").into_iter().next().expect("a service event");
+    assert!(s["replies"].as_array().is_some_and(|r| !r.is_empty()), "{s}");
+    assert!(of_type(&evs, "script").iter().all(|e| e["plugin"] != "fingerprint-strings"), "{evs:?}");
+    let xml = std::fs::read_to_string(&xml).unwrap();
+    assert!(xml.contains(&format!("servicefp=\"SF-Port{port}-TCP:V=moonscan-")), "{xml}");
+    assert!(xml.contains("MOONSCAN-TEST-SERVICE\\x204\\.2"), "{xml}");
+    let normal = std::fs::read_to_string(&normal).unwrap();
+    assert!(normal.contains("1 service unrecognized despite returning data."), "{normal}");
+    assert!(normal.contains(&format!("SF-Port{port}-TCP:V=moonscan-")), "{normal}");
+    // With scripts: fingerprint-strings, its text the reply's (a server of
+    // its own: each serves 64 connections).
+    let p = replay(b"MOONSCAN-TEST-SERVICE 4.2 ready\r\n".to_vec()).to_string();
+    let plugin = repo().join("examples/packs/acme-web/robots-txt.lua");
+    let o = run(&["-sV", "-n", "-p", &p, "127.0.0.1", "--script", plugin.to_str().unwrap(), "-oJ", "-"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let evs = crate::util::events(&stdout(&o));
+    let fs = of_type(&evs, "script")
+        .into_iter()
+        .find(|e| e["plugin"] == "fingerprint-strings")
+        .expect("fingerprint-strings");
+    assert!(fs["output"].as_str().unwrap().contains("MOONSCAN-TEST-SERVICE 4.2 ready"), "{fs}");
 }
 
 /// From the example pack folder to findings: keygen, sign, trust, install,

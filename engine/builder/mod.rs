@@ -519,6 +519,7 @@ impl ScanBuilder {
             None => None,
             Some(d) => {
                 let mut opts = DetectOptions::for_timing(level);
+                opts.fingerprint_strings = self.scripts.is_some();
                 if let Some(n) = d.intensity {
                     opts.intensity = n;
                 }

@@ -66,6 +66,10 @@ pub struct DetectOptions {
     pub parallelism: usize,
     /// Bytes of one response read at most (the size of each pooled buffer).
     pub buffer_size: usize,
+    /// Give each port no rule named nmap's `fingerprint-strings` script
+    /// result (nmap does when scripts run: `--script`, `-sC`; not with the
+    /// version scripts `-sV` runs alone).
+    pub fingerprint_strings: bool,
 }
 
 impl DetectOptions {
@@ -92,6 +96,7 @@ impl Default for DetectOptions {
             idle: Duration::from_millis(800),
             parallelism: 512,
             buffer_size: 4096,
+            fingerprint_strings: false,
         }
     }
 }

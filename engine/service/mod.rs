@@ -78,8 +78,8 @@ pub async fn run_stage(
                 let service = Arc::new(service);
                 ctx.emit(Event::Service(Box::new((*service).clone()))).await;
                 // nmap's fingerprint-strings, a result of its script scan:
-                // here, where the replies are, when plugins run.
-                if next.is_some() {
+                // here, where the replies are, when the user's scripts run.
+                if next.is_some() && det.options().fingerprint_strings {
                     let now =
                         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
                     let intensity = det.options().intensity;
