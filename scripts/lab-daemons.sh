@@ -862,7 +862,10 @@ EOF
 zoo_krb5_env() {
     local k=$ZOO_DIR/krb5
     mkdir -p "$k"
-    cat >"$k/krb5.conf" <<EOF
+    # Each file is written whole beside its place and renamed over it: the
+    # KDC and kadmind both call this, and one starting daemon reading a
+    # file the other's call has just truncated fails to initialise its realm.
+    cat >"$k/krb5.conf.new" <<EOF
 [libdefaults]
   default_realm = LAB.MOONSCAN.TEST
 [realms]
@@ -871,7 +874,8 @@ zoo_krb5_env() {
     admin_server = $ZOO
   }
 EOF
-    cat >"$k/kdc.conf" <<EOF
+    mv -f "$k/krb5.conf.new" "$k/krb5.conf"
+    cat >"$k/kdc.conf.new" <<EOF
 [kdcdefaults]
   kdc_ports = 88
   kdc_tcp_ports = 88
@@ -889,7 +893,8 @@ EOF
   kdc = FILE:$ZOO_DIR/krb5kdc-own.log
   admin_server = FILE:$ZOO_DIR/kadmind-own.log
 EOF
-    : >"$k/kadm5.acl"
+    mv -f "$k/kdc.conf.new" "$k/kdc.conf"
+    [ -e "$k/kadm5.acl" ] || : >"$k/kadm5.acl"
     [ -e "$k/principal" ] || KRB5_CONFIG="$k/krb5.conf" KRB5_KDC_PROFILE="$k/kdc.conf" \
         /usr/sbin/kdb5_util -r LAB.MOONSCAN.TEST create -s -P moonscan-lab-master >/dev/null 2>&1 ||
         die "kdb5_util create failed"
