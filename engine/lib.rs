@@ -43,6 +43,7 @@ pub mod error;
 pub mod files;
 pub mod findings;
 pub mod net;
+pub mod os;
 pub mod output;
 pub mod packs;
 pub mod pattern;
