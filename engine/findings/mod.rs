@@ -15,8 +15,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 pub use crate::targets::ports::Proto;
+pub use os::{OsClass, OsEvent, OsHint, OsMatch, PortUsed, Sequence, TraceEvent, TraceHop, Uptime};
 pub use service::{banner_text, CertSummary, Identity, ProbeReply, Service, ServiceMethod, TlsInfo, Tunnel};
 
+pub mod os;
 pub mod script_text;
 mod service;
 pub mod service_fp;
@@ -39,6 +41,8 @@ pub enum Event {
     Error(ErrorEvent),
     Timing(TimingEvent),
     Rdns(RdnsEvent),
+    Os(Box<OsEvent>),
+    Trace(Box<TraceEvent>),
     ScanEnd(ScanEnd),
 }
 
@@ -57,6 +61,8 @@ impl Event {
             Event::Error(e) => &e.scan_id,
             Event::Timing(e) => &e.scan_id,
             Event::Rdns(e) => &e.scan_id,
+            Event::Os(e) => &e.scan_id,
+            Event::Trace(e) => &e.scan_id,
             Event::ScanEnd(e) => &e.scan_id,
         }
     }
@@ -75,6 +81,8 @@ impl Event {
             Event::Error(e) => &mut e.scan_id,
             Event::Timing(e) => &mut e.scan_id,
             Event::Rdns(e) => &mut e.scan_id,
+            Event::Os(e) => &mut e.scan_id,
+            Event::Trace(e) => &mut e.scan_id,
             Event::ScanEnd(e) => &mut e.scan_id,
         };
         *slot = id;

@@ -100,6 +100,10 @@ pub struct Collected {
     others: HashMap<(IpAddr, String), Vec<IpAddr>>,
     /// Each address's name from reverse DNS.
     ptr: HashMap<IpAddr, String>,
+    /// OS detection's result (or passive hint) by address.
+    os: HashMap<IpAddr, crate::findings::OsEvent>,
+    /// Traceroute by address.
+    trace: HashMap<IpAddr, crate::findings::TraceEvent>,
     /// Host script results (findings of `scope = "host"` plugins), by
     /// address and target.
     host_scripts: BTreeMap<(IpAddr, u32), Scripts>,
@@ -130,6 +134,10 @@ pub struct HostRec<'a> {
     pub others: &'a [IpAddr],
     /// Its host script results, if any.
     pub host_scripts: Option<&'a Scripts>,
+    /// What OS detection found (or the passive hint).
+    pub os: Option<&'a crate::findings::OsEvent>,
+    /// Its traceroute.
+    pub trace: Option<&'a crate::findings::TraceEvent>,
 }
 
 impl HostRec<'_> {
@@ -306,6 +314,22 @@ impl Collected {
             Event::Rdns(r) => {
                 self.ptr.insert(r.ip, r.name.clone());
             }
+            Event::Os(e) => {
+                // A passive hint never replaces what -O found.
+                let keep = e.hint.is_some() && e.matches.is_empty() && e.fingerprint.is_none();
+                match self.os.get_mut(&e.ip) {
+                    Some(had) if keep => had.hint = e.hint.clone(),
+                    _ => {
+                        let hint = self.os.get(&e.ip).and_then(|h| h.hint.clone());
+                        let mut e = (**e).clone();
+                        e.hint = e.hint.or(hint);
+                        self.os.insert(e.ip, e);
+                    }
+                }
+            }
+            Event::Trace(e) => {
+                self.trace.insert(e.ip, (**e).clone());
+            }
             Event::Log(_) | Event::Error(_) | Event::Timing(_) => {}
         }
         if self.start_at.is_none() {
@@ -418,7 +442,8 @@ impl Collected {
         let others = name.and_then(|n| self.others.get(&(ip, n.to_string()))).map_or(&[][..], Vec::as_slice);
         let ptr = self.ptr.get(&ip).map(String::as_str);
         let host_scripts = self.host_scripts.get(&(ip, view));
-        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts }
+        let (os, trace) = (self.os.get(&ip), self.trace.get(&ip));
+        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts, os, trace }
     }
 
     /// The ports of an up host not shown: those counted by `extraports`

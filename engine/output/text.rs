@@ -188,7 +188,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 None => Ok(()),
             },
             Event::Rdns(r) => writeln!(o, "Reverse DNS: {} is {}", r.ip, screen(&r.name)),
-            Event::Log(_) | Event::Extraports(_) => Ok(()),
+            Event::Log(_) | Event::Extraports(_) | Event::Os(_) | Event::Trace(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {
                     (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),

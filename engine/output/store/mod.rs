@@ -319,6 +319,7 @@ impl Sink for Store {
                 ];
                 self.push(&schema::SCRIPTS, row);
             }
+            Event::Os(_) | Event::Trace(_) => {}
             Event::Rdns(r) => {
                 let row = vec![
                     self.scan("rdns")?,
