@@ -55,6 +55,10 @@
 # The namespaces have no link to the root namespace; only msrate has a
 # default route, to mstarget, which has none.
 #
+# Three OS personalities (198.18.6.2, 198.18.7.2, 198.18.8.2: TTL, window,
+# options, ECN per namespace) sit behind mstarget too, for OS detection
+# (scripts/lab-os.sh).
+#
 # A WAN (delay, jitter, loss, a bottleneck and its queue) to one more target,
 # 198.18.4.2, is opt-in: "lab.sh wan up [--sweep] [--rtt MS] [--jitter MS] [--loss PCT]
 # [--rate PPS] [--queue N]", "wan down", "wan status", "wan ports" (see
@@ -109,6 +113,8 @@ LIVE8="3 17 42 77 100 128 200 254"
 . "$REPO/scripts/lab-www.sh"
 # shellcheck source=scripts/lab-wan.sh
 . "$REPO/scripts/lab-wan.sh"
+# shellcheck source=scripts/lab-os.sh
+. "$REPO/scripts/lab-os.sh"
 
 log() { echo "lab: $*" >&2; }
 die() { echo "lab: error: $*" >&2; exit 1; }
@@ -804,6 +810,7 @@ stop_service() { # pidfile name [signal]
 cmd_up() {
     install_packages
     setup_namespaces
+    os_setup
     setup_sysctls
     setup_firewall
     make_state
@@ -818,9 +825,11 @@ cmd_up() {
     start_rdp
     zoo_start
     udp_start
+    os_start
     wait_ports
     zoo_wait
     udp_wait
+    os_wait
     log "up: scanner in netns $SCAN_NS, targets $TARGET, $TARGET2, $ZOO, $RATE (netns $RATE_NS), 2001:2::2, 198.19.0.0/16, 8 live hosts of 198.18.2.0/24"
 }
 
@@ -839,6 +848,7 @@ cmd_down() {
     rm -f /tmp/.X78-lock /tmp/.X11-unix/X78
     zoo_stop
     udp_stop
+    os_stop
     local ns pid
     for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
         ns_exists "$ns" || continue
@@ -858,7 +868,7 @@ cmd_down() {
 
 cmd_status() {
     local ok=0 ns p svc
-    for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
+    for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS" $(os_ns_all); do
         if ns_exists "$ns"; then echo "namespace $ns: present"; else echo "namespace $ns: MISSING"; ok=1; fi
     done
     for svc in nginx sshd redis vsftpd exim postgres memcached rdp; do
@@ -881,7 +891,7 @@ cmd_status() {
 
 # Bring the lab up only if it is not already fully working (or was brought
 # up by an older lab.sh, with no msrate).
-ensure_up() { { all_ports_open && ns_exists "$RATE_NS"; } || cmd_up; }
+ensure_up() { { all_ports_open && ns_exists "$RATE_NS" && os_ready; } || cmd_up; }
 
 # "up", "down" and the start of "exec" and "scan" run one at a time: parallel
 # test runs all call "exec", and two "up"s at once would race (ssh-keygen,
