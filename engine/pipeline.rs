@@ -56,6 +56,10 @@ pub struct Ctx {
     pub names: Arc<std::collections::HashMap<IpAddr, Vec<Option<Arc<str>>>>>,
     /// Reverse DNS, told of each host the scan reports (none with `-n`).
     pub rdns: Option<Arc<crate::rdns::Tap>>,
+    /// OS detection's record of each host's ports (with `-O`).
+    pub os_seen: Option<Arc<crate::os::seen::Seen>>,
+    /// The first SYN-ACK of each host, for the passive OS hint (raw scans).
+    pub hints: Option<Arc<crate::os::hints::Hints>>,
 }
 
 impl Ctx {
@@ -81,6 +85,8 @@ impl Ctx {
             latency: None,
             names: Arc::default(),
             rdns: None,
+            os_seen: None,
+            hints: None,
         }
     }
 
@@ -105,6 +111,9 @@ impl Ctx {
     fn count(&self, ev: &Event) {
         if let Some(rdns) = &self.rdns {
             rdns.saw(ev);
+        }
+        if let Some(seen) = &self.os_seen {
+            seen.saw(ev);
         }
         match ev {
             Event::Error(_) => Stats::bump(&self.stats.errors),
@@ -148,6 +157,9 @@ impl Found {
     /// Counts a port decided but not reported (see [`Unshown`]).
     pub fn unshown(&self, ip: IpAddr, proto: Proto, port: u16, state: PortState, reason: Reason) {
         self.ctx.unshown.add(ip, proto, port, state, reason);
+        if let Some(seen) = &self.ctx.os_seen {
+            seen.port(ip, proto, port, state, None);
+        }
     }
 
     pub async fn port(&self, ev: PortEvent) {

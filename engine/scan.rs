@@ -67,6 +67,10 @@ pub struct ScanConfig {
     pub also_by_address: Vec<std::net::IpAddr>,
     /// Reverse DNS: of which hosts, through whom.
     pub rdns: crate::rdns::Settings,
+    /// OS detection (`-O`).
+    pub os: Option<Arc<crate::os::stage::OsPlan>>,
+    /// Traceroute (`--traceroute`).
+    pub traceroute: bool,
 }
 
 impl ScanConfig {
@@ -128,7 +132,8 @@ pub(crate) async fn run(
 ) -> Result<ScanEnd> {
     let udp_raw = cfg.udp.as_ref().is_some_and(|u| u.raw);
     let tcp_raw = !matches!(cfg.scan_type, ScanType::Connect | ScanType::Udp);
-    let links = if (tcp_raw || udp_raw) && !cfg.list_only {
+    let raw_stage = cfg.os.is_some() || cfg.traceroute;
+    let links = if (tcp_raw || udp_raw || raw_stage) && !cfg.list_only {
         let mut addrs = cfg.space.addrs().clone();
         if let Some(also) = cfg.udp.as_ref().and_then(|u| u.also.as_ref()) {
             addrs = also.addrs().clone();
@@ -243,6 +248,8 @@ pub(crate) async fn run(
         latency: cfg.discovery.is_none().then(Arc::default),
         names,
         rdns: None,
+        os_seen: raw_stage.then(Arc::default),
+        hints: tcp_raw.then(Arc::default),
     };
     // Reverse DNS sends its names through a context of its own (it is not
     // told of its own events).
@@ -286,6 +293,7 @@ pub(crate) async fn run(
         (None, Some(to_plugins)) => Some(Next::Plugins(to_plugins)),
     };
     let found = Found { ctx: ctx.clone(), next };
+    let raw_links = links.clone().map(Arc::new);
     let links = links.filter(|l| !l.loopback).map(Arc::new);
     let key = (random_u64(), random_u64());
     // With TCP and UDP both, the two passes run side by side and share the rate.
@@ -354,6 +362,22 @@ pub(crate) async fn run(
             a? | b?
         }
     };
+    // The passive OS hint of each host that sent a SYN-ACK.
+    if let Some(hints) = &ctx.hints {
+        for (ip, s) in hints.take() {
+            let hint = crate::os::passive::hint(s.ttl, s.window, s.mss, &s.order, s.wscale);
+            ctx.emit(Event::Os(Box::new(crate::findings::OsEvent::hint(ctx.scan_id.clone(), ip, hint, ctx.t())))).await;
+        }
+    }
+    // OS detection and traceroute, once the port scan has decided every
+    // host's ports, beside detection and plugins.
+    if let (Some(seen), false) = (&ctx.os_seen, interrupted) {
+        let hosts = seen.take();
+        let max_wait = cfg.timing.timeout;
+        if let Some(plan) = &cfg.os {
+            crate::os::stage::run(plan.clone(), &ctx, raw_links.clone(), &hosts, max_wait).await;
+        }
+    }
     // Discovery's `found` is gone: the next stage's input is closed, and so on down.
     for stage in stages.into_iter().rev() {
         let _ = stage.await;

@@ -64,13 +64,19 @@
 #            cost (target: names/addresses <= 1.05); nmap -sV -sC of the 256
 #            names once, and each name's report (title, certificate) compared
 #            with nmap's; not in the default list
+#   os       -O of one host (198.18.0.2, default ports) and of 32 hosts (the
+#            lab's four OS personalities, msrate, the 8 live hosts of
+#            198.18.2.0/24, 198.19.0.1-19): moonscan -O vs nmap -O, wall
+#            times, ratios and each host's best match in both
+#            (target: the same best match on every host, moonscan/nmap <= 0.2
+#            for one host and <= 0.05 for 32); RUNS_OS runs each (default 3)
 #   wan, wansweep  across the lab's WAN: see scripts/bench-wan.sh
 #
 # A job that cannot run a tool (a missing engine, a failed run) says why and
 # still runs the other tools; the script goes on with the next job and exits
 # 1 at the end if any job was incomplete.
 #
-# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv names wan wansweep (default: all but names)
+# Usage: scripts/bench.sh [JOB...]      jobs: connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv os names wan wansweep (default: all but names)
 #        scripts/bench.sh --help        list the jobs
 #        RUNS=N scripts/bench.sh        timed runs per tool (default 10)
 #        MS=PATH scripts/bench.sh       benchmark that moonscan binary (no build)
@@ -83,7 +89,7 @@ OUT=$REPO/target/bench
 BUILD=1
 [ -n "${MS:-}" ] && BUILD=0
 MS=${MS:-$(scripts/cargo-target-dir.sh)/release/moonscan}
-JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv wan wansweep)
+JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv os wan wansweep)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
 # shellcheck source=scripts/bench-wan.sh
 . "$REPO/scripts/bench-wan.sh"
@@ -585,6 +591,32 @@ took.sort(reverse=True)
 slow = ", ".join(f"{p} {t:.2f} s" for t, p in took[:3])
 print(f"  slowest ports (first run): {slow} (target: slowest < 8 s: {'met' if took and took[0][0] < 8 else 'MISSED'})")
 PY
+}
+
+# -O of some hosts: moonscan vs nmap, agreement and times.
+os_vs_nmap() { # label target-ratio hosts...
+    local label=$1 target=$2 dir=$OUT/os
+    shift 2
+    mkdir -p "$dir"
+    local ms=("$MS" -n -O "$@") nm=(nmap -n -O "$@")
+    attempt os "nmap -O" /dev/null "${nm[@]}" -oX "$dir/$label.nmap.xml" || return 1
+    attempt os "moonscan -O" /dev/null "${ms[@]}" -oX "$dir/$label.moonscan.xml" || return 1
+    python3 "$REPO/tests/os_compare.py" "$dir/$label.nmap.xml" "$dir/$label.moonscan.xml" || true
+    echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
+    in_lab hyperfine -N -w 1 -r "${RUNS_OS:-3}" --export-json "$OUT/os-$label.json" \
+        -n moonscan "${ms[*]}" -n nmap "${nm[*]}" >"$OUT/os-$label.txt"
+    summarize "$OUT/os-$label.json" "nmap=$target"
+}
+
+job_os() {
+    local many=(198.18.0.2 198.18.6.2 198.18.7.2 198.18.8.2 198.18.1.2)
+    local h
+    for h in 3 17 42 77 100 128 200 254; do many+=("198.18.2.$h"); done
+    for h in $(seq 1 19); do many+=("198.19.0.$h"); done
+    echo "== -O of one host (198.18.0.2): moonscan -O vs nmap -O (target: same best match, moonscan/nmap <= 0.2)"
+    os_vs_nmap one 0.2 198.18.0.2 || return 1
+    echo "== -O of ${#many[@]} hosts: moonscan -O vs nmap -O (target: same best match on each, moonscan/nmap <= 0.05)"
+    os_vs_nmap many 0.05 "${many[@]}"
 }
 
 job_coverage() {

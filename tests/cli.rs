@@ -203,14 +203,6 @@ fn the_most_used_nmap_command_lines_run_or_answer_in_one_line() {
         assert!(!stdout(&out).is_empty(), "{args:?}: no report");
     }
     let answered: &[(&[&str], &str)] = &[
-        (
-            &["-A", "127.0.0.1"],
-            "-A (OS detection, version detection, scripts and traceroute) is not supported yet; -sV -sC",
-        ),
-        (&["-T4", "-A", "-v", "127.0.0.1"], "-A (OS detection"),
-        (&["-O", "127.0.0.1"], "-O (OS detection) is not supported yet"),
-        (&["-sV", "-O", "127.0.0.1"], "-O (OS detection) is not supported yet"),
-        (&["--traceroute", "127.0.0.1"], "--traceroute (traceroute) is not supported yet"),
         (&["-f", "127.0.0.1"], "-f (packet fragmentation) is not supported yet"),
         (&["-D", "RND:10", "127.0.0.1"], "-D (decoys) is not supported yet"),
         (&["-oS", "x", "127.0.0.1"], "-oS (script kiddie output) is not supported yet"),

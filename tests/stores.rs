@@ -408,6 +408,8 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         proto: Proto::Tcp,
         targetname: None,
         rdns: None,
+        os_seen: None,
+        hints: None,
         method: ServiceMethod::Soft,
         tunnel: Some(Tunnel::Ssl),
         probe: Some("GetRequest".into()),

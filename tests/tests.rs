@@ -17,6 +17,7 @@ mod lab;
 mod libraries;
 mod loopback;
 mod names;
+mod os;
 mod nmap_layouts;
 mod outputs;
 mod packs;

@@ -80,6 +80,19 @@ pub struct DetectSettings {
     pub probes_dir: Option<PathBuf>,
 }
 
+/// OS detection settings (`-O`).
+#[derive(Clone, Debug, Default)]
+pub struct OsSettings {
+    /// Show guesses when nothing matches exactly (`--osscan-guess`, `--fuzzy`).
+    pub guess: bool,
+    /// Only hosts with an open and a closed TCP port (`--osscan-limit`).
+    pub limit: bool,
+    /// Most tries of a host (`--max-os-tries`); default 5.
+    pub max_tries: Option<u32>,
+    /// nmap-os-db (`--os-db`); default: the installed nmap's.
+    pub db: Option<PathBuf>,
+}
+
 /// Plugin settings (`--script`).
 #[derive(Clone, Debug, Default)]
 pub struct ScriptSettings {
@@ -124,6 +137,8 @@ pub struct ScanBuilder {
     verbosity: u8,
     link: LinkOptions,
     detect: Option<DetectSettings>,
+    os: Option<OsSettings>,
+    traceroute: bool,
     scripts: Option<ScriptSettings>,
     /// Service detection leaves out the `version` plugins ([`ScanBuilder::version_scripts`]).
     no_version_scripts: bool,
@@ -366,6 +381,18 @@ impl ScanBuilder {
     /// Service detection with these settings.
     pub fn detection(mut self, settings: DetectSettings) -> Self {
         self.detect = Some(settings);
+        self
+    }
+
+    /// OS detection (`-O`) with these settings.
+    pub fn os_detection(mut self, settings: OsSettings) -> Self {
+        self.os = Some(settings);
+        self
+    }
+
+    /// Traceroute to each host up (`--traceroute`).
+    pub fn traceroute(mut self, on: bool) -> Self {
+        self.traceroute = on;
         self
     }
 
@@ -622,6 +649,30 @@ impl ScanBuilder {
                     .then(|| Arc::new(PluginConfig { plugins: chosen, budgets, args, workers, verbosity }))
             }
         };
+        let os = match &self.os {
+            None => None,
+            Some(_) if no_ports => return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)")),
+            Some(_) if !raw_ok => {
+                return Err(usage("OS detection (-O) sends raw packets: it needs root or CAP_NET_RAW"));
+            }
+            Some(o) => {
+                let db = crate::os::db::OsDb::load(o.db.as_deref())?;
+                if db.is_none() {
+                    notes.push("OS detection: nmap-os-db not found (install nmap or give --os-db FILE); fingerprints are reported without matches".into());
+                }
+                let max_tries = o.max_tries.unwrap_or(5);
+                if max_tries == 0 {
+                    return Err(usage("--max-os-tries must be at least 1"));
+                }
+                Some(Arc::new(crate::os::stage::OsPlan { db, guess: o.guess, limit: o.limit, max_tries }))
+            }
+        };
+        if self.traceroute && no_ports {
+            return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)"));
+        }
+        if self.traceroute && !raw_ok {
+            return Err(usage("--traceroute sends raw packets: it needs root or CAP_NET_RAW"));
+        }
         let resumed_len = self.resume.as_ref().map(|r| r.space_len);
         let config = ScanConfig {
             space,
@@ -649,6 +700,8 @@ impl ScanBuilder {
             hostnames,
             also_by_address,
             rdns: self.rdns,
+            os,
+            traceroute: self.traceroute,
         };
         if let Some(len) = resumed_len {
             let walks = if config.discovery.is_some() { "hosts" } else { "(address, port) pairs" };

@@ -125,6 +125,27 @@ pub struct Args {
     /// Folder of probe YAML files (default: $MOONSCAN_PROBES, or the installed probes).
     #[arg(long = "probes", value_name = "DIR")]
     pub probes_dir: Option<PathBuf>,
+    /// OS detection (-O): nmap's OS probes, matched against nmap-os-db.
+    #[arg(short = 'O', long = "os-detection")]
+    pub os_detection: bool,
+    /// Show guesses when no fingerprint matches exactly (also --fuzzy).
+    #[arg(long = "osscan-guess", alias = "fuzzy")]
+    pub osscan_guess: bool,
+    /// OS detection only of hosts with an open and a closed TCP port.
+    #[arg(long = "osscan-limit")]
+    pub osscan_limit: bool,
+    /// Most OS detection tries of a host; default 5.
+    #[arg(long = "max-os-tries", value_name = "N")]
+    pub max_os_tries: Option<u32>,
+    /// nmap-os-db to match against (default: the installed nmap's).
+    #[arg(long = "os-db", value_name = "FILE")]
+    pub os_db: Option<PathBuf>,
+    /// Trace the path to each host up (--traceroute).
+    #[arg(long = "traceroute")]
+    pub traceroute: bool,
+    /// -A: OS detection, version detection, default plugins and traceroute (-O -sV -sC --traceroute).
+    #[arg(short = 'A')]
+    pub aggressive: bool,
     /// Run the default plugins (-sC), as --script default.
     #[arg(long = "script-default")]
     pub script_default: bool,
@@ -398,6 +419,15 @@ pub fn validate(
     raw_ok: bool,
     resume: Option<(ResumePoint, PathBuf)>,
 ) -> Result<Plan> {
+    let mut args = args;
+    if args.aggressive {
+        (args.os_detection, args.service_version, args.script_default, args.traceroute) = (true, true, true, true);
+    }
+    if !args.os_detection
+        && (args.osscan_guess || args.osscan_limit || args.max_os_tries.is_some() || args.os_db.is_some())
+    {
+        return Err(usage("--osscan-*, --max-os-tries and --os-db apply with -O only"));
+    }
     let kinds = [
         (args.syn, ScanType::Syn),
         (args.connect, ScanType::Connect),
@@ -528,6 +558,15 @@ pub fn validate(
             probes_dir: args.probes_dir.clone(),
         });
     }
+    if args.os_detection {
+        b = b.os_detection(moonscan::builder::OsSettings {
+            guess: args.osscan_guess,
+            limit: args.osscan_limit,
+            max_tries: args.max_os_tries,
+            db: args.os_db.clone(),
+        });
+    }
+    b = b.traceroute(args.traceroute);
     if let Some(settings) = script_settings(&args)? {
         b = b.script_settings(settings);
     }

@@ -34,17 +34,6 @@ pub const NMAP_FLAGS: &[(&str, &str)] = &[
 /// nmap options moonscan does not support (yet), with what they do (and,
 /// after "; ", what to use instead), and whether they take a value.
 const UNSUPPORTED: &[(&str, &str, bool)] = &[
-    (
-        "-A",
-        "OS detection, version detection, scripts and traceroute; -sV -sC do the version detection and scripts",
-        false,
-    ),
-    ("-O", "OS detection", false),
-    ("--osscan-limit", "OS detection", false),
-    ("--osscan-guess", "OS detection", false),
-    ("--fuzzy", "OS detection", false),
-    ("--max-os-tries", "OS detection", true),
-    ("--traceroute", "traceroute", false),
     ("-sI", "idle scan", true),
     ("-sY", "SCTP INIT scan", false),
     ("-sZ", "SCTP COOKIE-ECHO scan", false),

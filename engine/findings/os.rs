@@ -73,7 +73,7 @@ pub struct Uptime {
 
 /// An OS family guessed from the SYN-ACKs of the port scan alone (TTL,
 /// window, MSS and option order, as p0f does): a guess, never a match.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OsHint {
     /// `Linux`, `Windows`, `FreeBSD`, `macOS`... or `unknown`.
     pub family: String,
@@ -151,4 +151,27 @@ pub struct TraceEvent {
     pub hops: Vec<TraceHop>,
     /// Seconds since the scan started.
     pub t: f64,
+}
+
+impl OsEvent {
+    /// An event with the passive hint alone.
+    pub fn hint(scan_id: ScanId, ip: IpAddr, hint: OsHint, t: f64) -> OsEvent {
+        OsEvent {
+            scan_id,
+            ip,
+            ports_used: Vec::new(),
+            matches: Vec::new(),
+            exact: false,
+            too_many: false,
+            fingerprint: None,
+            not_ideal: None,
+            distance: None,
+            uptime: None,
+            tcp_sequence: None,
+            ip_id_sequence: None,
+            tcp_ts_sequence: None,
+            hint: Some(hint),
+            t,
+        }
+    }
 }

@@ -181,7 +181,8 @@ pub fn run(
     // (a finished sender's share goes to the others).
     let pacer = Pacer::new(opts.limits, pace.timeout, Instant::now());
     std::thread::scope(|s| {
-        let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit));
+        let hints = found.ctx.hints.as_deref();
+        let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit, hints));
         let drivers: Vec<_> = order
             .split(workers as u64)
             .into_iter()
@@ -245,6 +246,7 @@ fn receive(
     payloads: &Payloads,
     outs: &[std_mpsc::SyncSender<Vec<Tagged>>],
     quit: &AtomicBool,
+    hints: Option<&crate::os::hints::Hints>,
 ) -> io::Result<()> {
     let mut bufs = vec![[0u8; FRAME]; BATCH];
     let mut lens = [0usize; BATCH];
@@ -268,6 +270,10 @@ fn receive(
                 accept_udp(cookie, payloads, r, f)
             };
             if let Some((w, a)) = port {
+                // The passive OS hint reads the host's first SYN-ACK.
+                if let Some(h) = hints.filter(|_| a.is_syn_ack()) {
+                    h.saw(a.src, f);
+                }
                 per[w].push(Tagged::Port(a));
             } else if let Some((w, a)) = ping.and_then(|p| p.accepts(&r)) {
                 per[w].push(Tagged::Ping(a));

@@ -1,0 +1,388 @@
+//! Sends nmap's OS probes to many hosts at once over a packet socket and
+//! gathers each host's replies: the only I/O of OS detection.
+//!
+//! In: the hosts (each with its path, its open and closed ports and its
+//! round trip), the interface, [`Settings`] and a stop signal. Out: for
+//! each host, in the order they finish, its tries ([`Try`]: the probes'
+//! parameters, what was sent and what came back, with times). What always
+//! holds: the six SEQ probes of a try go out 100 ms apart (nmap's tests
+//! read rates from them), the other ten right after them; at most
+//! [`PARALLEL`] hosts are probed at once and sending keeps under the rate
+//! limit; a try ends when every probe is answered or when the host's wait
+//! after its last probe is over; a host gets another try only while its
+//! tries disagree (lost replies), at most `max_tries`.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use super::compute::{Exchange, Replies};
+use super::probes::{self, Params, Probe};
+use crate::discovery::syn::Hop;
+use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
+
+/// Hosts probed at once.
+pub const PARALLEL: usize = 256;
+/// Between two SEQ probes (nmap's spacing).
+pub const SEQ_GAP: Duration = Duration::from_millis(100);
+const ETH: usize = 14;
+
+/// A host to fingerprint.
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    pub ip: Ipv4Addr,
+    pub hop: Hop,
+    pub open: Option<u16>,
+    pub closed: Option<u16>,
+    pub closed_udp: u16,
+    /// Its round trip, when the scan timed it.
+    pub rtt: Option<Duration>,
+}
+
+/// How OS detection paces itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// Most tries of a host (nmap's `--max-os-tries`).
+    pub max_tries: u32,
+    /// The least wait for replies after a try's last probe.
+    pub min_wait: Duration,
+    /// The longest wait (the scan's largest round-trip timeout).
+    pub max_wait: Duration,
+    /// Packets a second, at most.
+    pub max_rate: Option<f64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_tries: 5,
+            min_wait: Duration::from_millis(300),
+            max_wait: Duration::from_secs(2),
+            max_rate: None,
+        }
+    }
+}
+
+/// One try of a host: what was sent and what came back.
+#[derive(Debug)]
+pub struct Try {
+    pub params: Params,
+    pub replies: Replies,
+}
+
+impl Try {
+    /// How many probes were answered.
+    pub fn answered(&self) -> usize {
+        self.replies.of.values().filter(|e| e.reply.is_some()).count()
+    }
+
+    /// Which probes were answered.
+    fn answered_set(&self) -> Vec<Probe> {
+        let mut v: Vec<Probe> =
+            self.replies.of.iter().filter(|(_, e)| e.reply.is_some()).map(|(p, _)| *p).collect();
+        v.sort_by_key(|p| probes::ORDER.iter().position(|q| q == p));
+        v
+    }
+}
+
+/// The probes a host gets: those whose port is known.
+fn planned(t: &Target) -> Vec<Probe> {
+    probes::ORDER
+        .iter()
+        .copied()
+        .filter(|p| match p {
+            Probe::Seq(_) | Probe::Ecn | Probe::T(2..=4) => t.open.is_some(),
+            Probe::T(_) => true,
+            Probe::Ie(_) | Probe::U1 => true,
+        })
+        .collect()
+}
+
+/// A host being probed.
+struct Active {
+    idx: usize,
+    params: Params,
+    plan: Vec<Probe>,
+    /// Next probe of `plan` to send.
+    next: usize,
+    start: Instant,
+    last_send: Instant,
+    sent: HashMap<Probe, Exchange>,
+    tries: Vec<Try>,
+}
+
+/// Fresh per-try values (source ports, sequence numbers, IP id, ICMP id).
+fn params_for(t: &Target, seed: u64) -> Params {
+    let r = |shift: u32| (seed >> shift) as u32;
+    Params {
+        src: match t.hop.src {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        },
+        dst: t.ip,
+        open: t.open.unwrap_or(0),
+        closed: t.closed.unwrap_or(0),
+        closed_udp: t.closed_udp,
+        // 32768..61000 minus room for the probes' own ports.
+        sport: 33_000 + (r(0) % 27_000) as u16,
+        seq: r(7),
+        ack: r(19).rotate_left(11),
+        ip_id: r(29) as u16,
+        icmp_id: r(43) as u16,
+        ttl: 64,
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    u64::from_le_bytes(b)
+}
+
+impl Active {
+    fn new(idx: usize, t: &Target, now: Instant, tries: Vec<Try>) -> Active {
+        Active {
+            idx,
+            params: params_for(t, random_u64()),
+            plan: planned(t),
+            next: 0,
+            start: now,
+            last_send: now,
+            sent: HashMap::new(),
+            tries,
+        }
+    }
+
+    /// When the next probe is due (SEQ probes 100 ms apart, the rest at once).
+    fn due(&self) -> Option<Instant> {
+        let p = *self.plan.get(self.next)?;
+        let seq_sent = self.plan[..self.next].iter().filter(|p| matches!(p, Probe::Seq(_))).count() as u32;
+        Some(match p {
+            Probe::Seq(_) => self.start + SEQ_GAP * seq_sent,
+            _ if seq_sent > 0 => self.start + SEQ_GAP * (seq_sent - 1) + SEQ_GAP / 2,
+            _ => self.start,
+        })
+    }
+
+    fn all_answered(&self) -> bool {
+        self.next == self.plan.len() && self.sent.values().all(|e| e.reply.is_some())
+    }
+
+    fn finish_try(&mut self) -> Try {
+        Try { params: self.params, replies: Replies { of: std::mem::take(&mut self.sent) } }
+    }
+}
+
+/// Whether a host needs another try: its last try lost something an
+/// earlier one had, or its first try left probes unanswered (which a
+/// second try tells apart from silence), and it has tries left.
+fn again(tries: &[Try], max: u32) -> bool {
+    if tries.len() as u32 >= max {
+        return false;
+    }
+    match tries {
+        [] => true,
+        [one] => one.answered() < one.replies.of.len(),
+        [.., a, b] => a.answered_set() != b.answered_set(),
+    }
+}
+
+/// The try to judge a host by: the one with the most replies (the latest
+/// of equals).
+pub fn best_try(tries: &[Try]) -> Option<&Try> {
+    tries.iter().rev().max_by_key(|t| t.answered())
+}
+
+/// Paces sending under a rate.
+struct Pace {
+    gap: Option<Duration>,
+    next: Instant,
+}
+
+impl Pace {
+    fn ready(&mut self, now: Instant) -> bool {
+        match self.gap {
+            None => true,
+            Some(_) if now < self.next => false,
+            Some(g) => {
+                self.next = now.max(self.next) + g;
+                true
+            }
+        }
+    }
+}
+
+/// Probes `targets` and calls `done(index, tries)` for each host as it
+/// finishes. Stops early (hosts left get no call) when `stop` says so.
+pub fn run(
+    targets: &[Target],
+    ifindex: u32,
+    settings: &Settings,
+    stop: &dyn Fn() -> bool,
+    mut done: impl FnMut(usize, Vec<Try>),
+) -> io::Result<()> {
+    let sock = PacketSocket::open(ifindex)?;
+    sock.tune(8 << 20)?;
+    let mut waiting: VecDeque<(usize, Vec<Try>)> = (0..targets.len()).map(|i| (i, Vec::new())).collect();
+    let mut active: Vec<Active> = Vec::new();
+    let mut by_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
+    let mut pace = Pace { gap: settings.max_rate.map(|r| Duration::from_secs_f64(1.0 / r.max(0.01))), next: Instant::now() };
+    let mut frame = [0u8; ETH + probes::MAX_PACKET];
+    let mut bufs = vec![[0u8; FRAME]; BATCH];
+    let mut lens = [0usize; BATCH];
+    let mut sums = [Checksum::Unchecked; BATCH];
+    let t0 = Instant::now();
+    while !(waiting.is_empty() && active.is_empty()) {
+        if stop() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        // Start hosts (one whose address is being probed waits its turn).
+        while active.len() < PARALLEL {
+            let Some(pos) = waiting.iter().position(|(i, _)| !by_ip.contains_key(&targets[*i].ip)) else { break };
+            let (i, tries) = waiting.remove(pos).expect("position is in range");
+            by_ip.insert(targets[i].ip, active.len());
+            active.push(Active::new(i, &targets[i], now, tries));
+        }
+        // Send what is due.
+        for a in &mut active {
+            while a.due().is_some_and(|d| d <= now) && pace.ready(now) {
+                let p = a.plan[a.next];
+                a.next += 1;
+                let t = &targets[a.idx];
+                let n = probes::build(p, &a.params, &mut frame[ETH..]);
+                frame[..6].copy_from_slice(&t.hop.dst_mac);
+                frame[6..12].copy_from_slice(&t.hop.src_mac);
+                frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+                let sent = sock.send_batch(&[&frame[..ETH + n]])? == 1;
+                let at = now.duration_since(t0);
+                a.last_send = now;
+                let exchange = Exchange { sent: frame[ETH..ETH + n].to_vec(), sent_at: at, reply: None, reply_at: None };
+                if sent {
+                    a.sent.insert(p, exchange);
+                }
+            }
+        }
+        // Receive until the next thing is due (at most 10 ms).
+        let next_due = active.iter().filter_map(Active::due).min();
+        let wait = next_due.map_or(Duration::from_millis(10), |d| d.saturating_duration_since(Instant::now()));
+        let got = sock.recv_batch(&mut bufs, &mut lens, &mut sums, wait.min(Duration::from_millis(10)))?;
+        let at = Instant::now();
+        for (buf, &len) in bufs.iter().zip(&lens).take(got) {
+            let f = &buf[..len.min(FRAME)];
+            if f.len() < ETH + 20 || f[12..14] != [0x08, 0x00] {
+                continue;
+            }
+            let ip = &f[ETH..];
+            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let Some(&k) = by_ip.get(&src) else { continue };
+            let a = &mut active[k];
+            let Some(p) = probes::answers(&a.params, ip) else { continue };
+            if let Some(e) = a.sent.get_mut(&p).filter(|e| e.reply.is_none()) {
+                e.reply = Some(ip.to_vec());
+                e.reply_at = Some(at.duration_since(t0));
+            }
+        }
+        // End tries: all answered, or waited long enough after the last probe.
+        let now = Instant::now();
+        let mut i = 0;
+        while i < active.len() {
+            let a = &active[i];
+            let t = &targets[a.idx];
+            let wait = t.rtt.map_or(settings.max_wait, |r| (r * 8).clamp(settings.min_wait, settings.max_wait));
+            let over = a.next == a.plan.len() && (a.all_answered() || now >= a.last_send + wait);
+            if !over {
+                i += 1;
+                continue;
+            }
+            let mut a = active.swap_remove(i);
+            by_ip.remove(&t.ip);
+            if let Some(moved) = active.get(i) {
+                by_ip.insert(targets[moved.idx].ip, i);
+            }
+            let one = a.finish_try();
+            a.tries.push(one);
+            if again(&a.tries, settings.max_tries) {
+                waiting.push_front((a.idx, a.tries));
+            } else {
+                done(a.idx, a.tries);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn try_with(answered: &[Probe], sent: &[Probe]) -> Try {
+        let of = sent
+            .iter()
+            .map(|p| {
+                let reply = answered.contains(p).then(|| vec![0u8]);
+                (*p, Exchange { sent: vec![], sent_at: Duration::ZERO, reply, reply_at: None })
+            })
+            .collect();
+        let t = Target {
+            ip: Ipv4Addr::new(198, 18, 0, 2),
+            hop: Hop { src_mac: [0; 6], dst_mac: [0; 6], src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)) },
+            open: Some(22),
+            closed: Some(1),
+            closed_udp: 40_000,
+            rtt: None,
+        };
+        Try { params: params_for(&t, 7), replies: Replies { of } }
+    }
+
+    #[test]
+    fn a_host_is_tried_again_only_while_its_tries_disagree() {
+        let all = probes::ORDER;
+        let some = &all[..10];
+        assert!(again(&[], 5));
+        assert!(!again(&[try_with(&all, &all)], 5), "every probe answered: one try");
+        assert!(again(&[try_with(some, &all)], 5), "silence is told from loss by a second try");
+        assert!(!again(&[try_with(some, &all), try_with(some, &all)], 5), "two tries agree");
+        assert!(again(&[try_with(some, &all), try_with(&all[..9], &all)], 5), "the second lost one more");
+        let five: Vec<Try> = (0..5).map(|i| try_with(&all[..i + 3], &all)).collect();
+        assert!(!again(&five, 5), "never past max_tries");
+        assert!(!again(&five[..1], 1));
+    }
+
+    #[test]
+    fn the_try_with_most_replies_is_judged() {
+        let all = probes::ORDER;
+        let tries = [try_with(&all[..12], &all), try_with(&all[..14], &all), try_with(&all[..14], &all)];
+        assert!(std::ptr::eq(best_try(&tries).unwrap(), &tries[2]));
+        assert!(best_try(&[]).is_none());
+    }
+
+    #[test]
+    fn seq_probes_go_100ms_apart_and_the_rest_after_them() {
+        let mut t = try_with(&[], &[]);
+        t.params.open = 22;
+        let target = Target {
+            ip: Ipv4Addr::new(198, 18, 0, 2),
+            hop: Hop { src_mac: [0; 6], dst_mac: [0; 6], src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)) },
+            open: Some(22),
+            closed: None,
+            closed_udp: 40_000,
+            rtt: None,
+        };
+        let now = Instant::now();
+        let mut a = Active::new(0, &target, now, Vec::new());
+        let mut dues = Vec::new();
+        while let Some(d) = a.due() {
+            dues.push((a.plan[a.next], d.duration_since(now)));
+            a.next += 1;
+        }
+        let seq: Vec<Duration> = dues.iter().filter(|(p, _)| matches!(p, Probe::Seq(_))).map(|d| d.1).collect();
+        assert_eq!(seq, (0..6).map(|i| SEQ_GAP * i).collect::<Vec<_>>());
+        assert!(dues.iter().filter(|(p, _)| !matches!(p, Probe::Seq(_))).all(|(_, d)| *d > SEQ_GAP * 5));
+        assert_eq!(dues.len(), 16, "every probe, the closed port unknown or not");
+        let no_open = Target { open: None, ..target };
+        let plan = planned(&no_open);
+        assert!(plan.iter().all(|p| matches!(p, Probe::T(5..=7) | Probe::Ie(_) | Probe::U1)), "{plan:?}");
+    }
+}

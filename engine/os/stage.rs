@@ -1,0 +1,168 @@
+//! OS detection as a stage of the scan: once the port scan has decided a
+//! host's ports, its OS probes go out (many hosts at once) and an `os`
+//! event comes back.
+//!
+//! In: [`OsPlan`] (the database, if any, and nmap's options), the scan's
+//! [`Ctx`], the hosts [`Seen`] up and the [`Links`] to reach them. Out: one
+//! `os` event per host probed, and an `error` event for a host that cannot
+//! be (IPv6, this machine's own addresses, no path). What always holds: a
+//! host's trouble never ends the stage; a stop ends it with what is done.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::compute;
+use super::db::OsDb;
+use super::matching::{self, MatchOptions};
+use super::run::{self, Settings, Target, Try};
+use super::seen::HostSeen;
+use super::submit::{self, ScanLine};
+use crate::discovery::syn::Links;
+use crate::findings::{ErrorKind, Event, OsEvent, PortUsed, Proto};
+use crate::pipeline::Ctx;
+
+/// What `-O` was asked to do.
+#[derive(Debug)]
+pub struct OsPlan {
+    /// nmap-os-db, parsed once; `None` when nmap is not installed and no
+    /// `--os-db` was given (fingerprints are still reported).
+    pub db: Option<OsDb>,
+    /// `--osscan-guess` / `--fuzzy`.
+    pub guess: bool,
+    /// `--osscan-limit`: only hosts with an open and a closed TCP port.
+    pub limit: bool,
+    /// `--max-os-tries`.
+    pub max_tries: u32,
+}
+
+/// nmap's pick of a closed port it never saw: 30000-44780.
+fn random_port(salt: u64) -> u16 {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    30_000 + ((u64::from_le_bytes(b) ^ salt) % 14_781) as u16
+}
+
+/// Why a host cannot be fingerprinted, if it cannot.
+fn target_for(ip: IpAddr, s: &HostSeen, links: Option<&Links>, plan: &OsPlan) -> Result<Target, String> {
+    let IpAddr::V4(v4) = ip else {
+        return Err("OS detection of IPv6 hosts is not supported yet".into());
+    };
+    if plan.limit && (s.open_tcp.is_none() || s.closed_tcp.is_none()) {
+        return Err(String::new());
+    }
+    let links = links.ok_or("OS detection sends raw packets, which need CAP_NET_RAW (run as root)")?;
+    if links.loopback {
+        return Err("OS detection sends raw packets, which cannot reach this machine's own addresses".into());
+    }
+    let hop = match (links.on_link(ip), s.mac) {
+        (Some(h), Some(mac)) => crate::discovery::syn::Hop { dst_mac: mac, ..h },
+        _ => links.hop(ip).map_err(|why| format!("no path for OS probes: {why}"))?,
+    };
+    Ok(Target {
+        ip: v4,
+        hop,
+        open: s.open_tcp,
+        closed: Some(s.closed_tcp.unwrap_or_else(|| random_port(1))),
+        closed_udp: s.closed_udp.unwrap_or_else(|| random_port(2)),
+        rtt: s.rtt,
+    })
+}
+
+/// What nmap says is wrong with a fingerprint (its "OS fingerprint not
+/// ideal because: ..."), if anything.
+fn not_ideal(s: &HostSeen, t: &Try, distance: Option<u8>) -> Option<String> {
+    if s.open_tcp.is_none() {
+        return Some("Didn't find an open TCP port so results incomplete".into());
+    }
+    if s.closed_tcp.is_none() {
+        return Some("Missing a closed TCP port so results incomplete".into());
+    }
+    let u1 = t.replies.of.get(&super::probes::Probe::U1).is_some_and(|e| e.reply.is_some());
+    if !u1 {
+        return Some("Didn't receive UDP response. Please try again with -sSU".into());
+    }
+    match distance {
+        Some(d) if d > 5 => Some(format!("Host distance ({d} network hops) is greater than five")),
+        _ => None,
+    }
+}
+
+/// The `os` event of a host from its tries.
+pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try], now: SystemTime) -> OsEvent {
+    let mut ev = OsEvent::hint(ctx.scan_id.clone(), IpAddr::V4(ip), crate::findings::OsHint::default(), ctx.t());
+    ev.hint = None;
+    let Some(best) = run::best_try(tries) else { return ev };
+    let p = &best.params;
+    if let Some(port) = s.open_tcp {
+        ev.ports_used.push(PortUsed { state: "open".into(), proto: Proto::Tcp, port });
+    }
+    ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Tcp, port: p.closed });
+    ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Udp, port: p.closed_udp });
+    let fp = compute::fingerprint(p, &best.replies);
+    ev.distance = compute::distance(p, &best.replies);
+    (ev.tcp_sequence, ev.ip_id_sequence, ev.tcp_ts_sequence) = compute::sequences(&best.replies);
+    ev.uptime = compute::uptime(&best.replies, now);
+    ev.not_ideal = not_ideal(s, best, ev.distance);
+    let line = ScanLine {
+        version: format!("moonscan-{}", env!("CARGO_PKG_VERSION")),
+        open: s.open_tcp,
+        closed: s.closed_tcp,
+        closed_udp: s.closed_udp,
+        private: match ip.octets() {
+            [10, ..] | [192, 168, ..] | [127, ..] => true,
+            [172, b, ..] => (16..32).contains(&b),
+            _ => false,
+        },
+        distance: ev.distance,
+        dc: if ev.distance == Some(1) { 'D' } else { 'T' },
+        good: ev.not_ideal.is_none(),
+        mac: s.mac.map(|m| [m[0], m[1], m[2]]),
+        time: now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        platform: format!("{}-unknown-linux-gnu", std::env::consts::ARCH),
+    };
+    ev.fingerprint = Some(submit::submission(&fp, &line));
+    if let Some(db) = &plan.db {
+        let out = matching::best(db, &fp, &MatchOptions { guess: plan.guess });
+        ev.matches = out.matches;
+        ev.exact = out.exact;
+        ev.too_many = out.too_many;
+    }
+    ev
+}
+
+/// Fingerprints every host `seen` up.
+pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], max_wait: Duration) {
+    let mut targets = Vec::new();
+    let mut kept = Vec::new();
+    for &(ip, s) in hosts {
+        match target_for(ip, &s, links.as_deref(), &plan) {
+            Ok(t) => {
+                targets.push(t);
+                kept.push(s);
+            }
+            Err(why) if why.is_empty() => {}
+            Err(why) => ctx.emit(ctx.error(Some(ip), None, None, ErrorKind::Io, why)).await,
+        }
+    }
+    let Some(links) = links.filter(|_| !targets.is_empty()) else { return };
+    let settings = Settings { max_wait: max_wait.max(Duration::from_millis(300)), ..Settings::default() };
+    let settings = Settings { max_tries: plan.max_tries.max(1), ..settings };
+    let ctx2 = ctx.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let stop = || ctx2.stop.is_set();
+        run::run(&targets, links.ifindex, &settings, &stop, |i, tries| {
+            let ev = judge(&plan, &ctx2, targets[i].ip, &kept[i], &tries, SystemTime::now());
+            ctx2.emit_blocking(Event::Os(Box::new(ev)));
+        })
+    })
+    .await;
+    let failed = match done {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("OS detection: {e}")),
+        Err(e) => Some(format!("OS detection failed: {e}")),
+    };
+    if let Some(message) = failed {
+        ctx.emit(ctx.error(None, None, None, ErrorKind::Io, message)).await;
+    }
+}

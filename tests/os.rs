@@ -1,0 +1,199 @@
+//! OS detection (`-O`), traceroute and `-A` on the lab, each against nmap
+//! 7.93 in the same run. The lab's hosts have four TCP/IP personalities
+//! (scripts/lab-os.sh: mstarget's own stack at 198.18.0.2, and 198.18.6.2,
+//! 198.18.7.2, 198.18.8.2 with their own TTL, window, options and ECN), so
+//! matching is tested on four fingerprints.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::util::{bin, in_lab, lab, of_type, stderr, stdout, Capture};
+
+/// The lab hosts with different personalities.
+const HOSTS: [&str; 4] = ["198.18.0.2", "198.18.6.2", "198.18.7.2", "198.18.8.2"];
+/// Ports both scans look at: 1 is closed on each, 22 and 80 open.
+const PORTS: &str = "1,22,80";
+
+/// A host of an -oX report: its best match, that match's first class, its
+/// fingerprint's tests, its distance.
+#[derive(Debug, Default)]
+struct OsSeen {
+    best: Option<String>,
+    class: Option<String>,
+    tests: BTreeMap<String, BTreeMap<String, String>>,
+    distance: Option<String>,
+}
+
+fn attr(tag: &str, name: &str) -> Option<String> {
+    let re = Regex::new(&format!(r#"\b{name}="([^"]*)""#)).unwrap();
+    re.captures(tag).map(|c| c[1].to_string())
+}
+
+/// The tests of a fingerprint in nmap's submission format (`OS:` lines).
+fn tests_of(fp: &str) -> BTreeMap<String, BTreeMap<String, String>> {
+    let joined: String = fp
+        .replace("&#xa;", "\n")
+        .replace("&#10;", "\n")
+        .lines()
+        .map(|l| l.trim().trim_start_matches("OS:"))
+        .collect();
+    let mut out = BTreeMap::new();
+    for part in joined.split(')').filter(|p| !p.is_empty()) {
+        let Some((name, body)) = part.split_once('(') else { continue };
+        let attrs = body.split('%').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into()));
+        out.insert(name.to_string(), attrs.collect());
+    }
+    out.remove("SCAN");
+    out
+}
+
+/// Each host's OS results in an -oX report.
+fn hosts_of(xml: &str) -> BTreeMap<String, OsSeen> {
+    let mut out = BTreeMap::new();
+    for host in xml.split("<host ").skip(1) {
+        let Some(ip) = Regex::new(r#"<address addr="([^"]+)" addrtype="ipv4""#).unwrap().captures(host) else {
+            continue;
+        };
+        let mut seen = OsSeen::default();
+        if let Some(m) = host.split("<osmatch ").nth(1) {
+            let tag = m.split('>').next().unwrap_or("");
+            seen.best = attr(tag, "name");
+            let class = m.split("<osclass ").nth(1).and_then(|c| c.split('>').next()).unwrap_or("");
+            seen.class = ["type", "vendor", "osfamily", "osgen"]
+                .iter()
+                .map(|a| attr(class, a).unwrap_or_default())
+                .reduce(|a, b| format!("{a}|{b}"));
+        }
+        if let Some(fp) = host.split("<osfingerprint ").nth(1) {
+            seen.tests = tests_of(&attr(fp, "fingerprint").unwrap_or_default());
+        }
+        seen.distance = host.split("<distance ").nth(1).and_then(|d| attr(d, "value"));
+        out.insert(ip[1].to_string(), seen);
+    }
+    out
+}
+
+/// nmap 7.93's -oX of `args`, run in the lab.
+fn nmap_xml(args: &[&str]) -> String {
+    let out = in_lab("nmap").args(args).args(["-oX", "-"]).output().expect("nmap runs");
+    assert!(out.status.success(), "nmap {args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// The attributes that are counts of a moving clock (sequence rates,
+/// timestamps): equal within a margin, not to the digit.
+fn close(test: &str, attr: &str, a: &str, b: &str) -> bool {
+    let hex = |s: &str| i64::from_str_radix(s, 16).ok();
+    match (test, attr, hex(a), hex(b)) {
+        ("SEQ", "SP" | "ISR", Some(x), Some(y)) => (x - y).abs() <= 8,
+        _ => a == b,
+    }
+}
+
+/// -O of four personalities: on each host the same best match and class
+/// as nmap's, the same distance, and a fingerprint equal to nmap's test by
+/// test (SP and ISR, read from a clock, within 8).
+#[test]
+fn os_detection_matches_each_personality_as_nmap_does() {
+    let _lab = lab();
+    let theirs = hosts_of(&nmap_xml(&[&["-n", "-O", "-p", PORTS][..], &HOSTS].concat()));
+    let out = in_lab(bin()).args(["-n", "-O", "-p", PORTS, "-oX", "-"]).args(HOSTS).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ours = hosts_of(&stdout(&out));
+    for host in HOSTS {
+        let (a, b) = (&ours[host], &theirs[host]);
+        assert!(b.best.is_some() && !b.tests.is_empty(), "{host}: nmap found no match: {b:?}");
+        assert_eq!(a.best, b.best, "{host}: best match");
+        assert_eq!(a.class, b.class, "{host}: first class of the best match");
+        assert_eq!(a.distance, b.distance, "{host}: distance");
+        assert_eq!(a.tests.keys().collect::<Vec<_>>(), b.tests.keys().collect::<Vec<_>>(), "{host}: tests");
+        for (test, attrs) in &b.tests {
+            for (k, v) in attrs {
+                let got = a.tests[test].get(k).map(String::as_str).unwrap_or("(absent)");
+                assert!(close(test, k, got, v), "{host}: {test}.{k}: ours {got}, nmap's {v}");
+            }
+            assert_eq!(a.tests[test].len(), attrs.len(), "{host}: {test}: {:?} vs {attrs:?}", a.tests[test]);
+        }
+    }
+    // The four personalities are four fingerprints.
+    let distinct: std::collections::BTreeSet<String> =
+        HOSTS.iter().map(|h| format!("{:?}{:?}", ours[*h].tests.get("OPS"), ours[*h].tests.get("T1"))).collect();
+    assert_eq!(distinct.len(), 4, "the lab's personalities differ");
+}
+
+/// `--max-os-tries 1` sends one set of probes; a host whose replies agree
+/// over two tries gets no third (nmap tries five times on this lab).
+#[test]
+fn max_os_tries_bounds_the_tries_of_a_host() {
+    let _lab = lab();
+    // SEQ 1 is the only SYN with a window of 1.
+    let count = |tries: &[&str]| {
+        let cap = Capture::start("dst host 198.18.0.2 and tcp dst port 22 and tcp[14:2] == 1");
+        let out = in_lab(bin()).args(["-n", "-O", "-p", "1,22", "-oJ", "-"]).args(tries).arg("198.18.0.2").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let evs = crate::util::events(&stdout(&out));
+        assert_eq!(of_type(&evs, "os").len(), 1, "one os event");
+        cap.stop().len()
+    };
+    assert_eq!(count(&["--max-os-tries", "1"]), 1);
+    assert_eq!(count(&[]), 2, "T2 and T3 go unanswered: a second try, which agrees");
+}
+
+/// Bad OS options: one line and exit 2; a missing database: one line and a
+/// fingerprint anyway.
+#[test]
+fn os_options_are_checked_and_a_missing_database_is_said_once() {
+    let _lab = lab();
+    let bad: &[(&[&str], &str)] = &[
+        (&["--osscan-guess", "198.18.0.2"], "apply with -O only"),
+        (&["-O", "--max-os-tries", "0", "198.18.0.2"], "--max-os-tries must be at least 1"),
+        (&["-O", "-sn", "198.18.0.2"], "need a port scan"),
+        (&["-O", "--os-db", "/nonexistent/nmap-os-db", "198.18.0.2"], "/nonexistent/nmap-os-db"),
+    ];
+    for (args, says) in bad {
+        let out = in_lab(bin()).args(*args).output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("nmap-os-db");
+    std::fs::write(&broken, "MatchPoints\nSEQ(SP=25%GCD=\nFingerprint x\nClass a | b\nT1(R=Y%DF=Y\n").unwrap();
+    let out = in_lab(bin()).args(["-O", "--os-db"]).arg(&broken).arg("198.18.0.2").output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line"), "names the line: {}", stderr(&out));
+    // No nmap data at all: an empty folder mounted over nmap's.
+    let empty = tempfile::tempdir().unwrap();
+    let script = format!(
+        "mount --bind {} /usr/share/nmap && exec {} -n -O -p {PORTS} -oJ - 198.18.0.2",
+        empty.path().display(),
+        bin()
+    );
+    let out = in_lab("unshare").args(["-m", "sh", "-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("nmap-os-db not found").count(), 1, "{err}");
+    let evs = crate::util::events(&stdout(&out));
+    let os = of_type(&evs, "os");
+    assert_eq!(os.len(), 1);
+    assert!(os[0]["fingerprint"].as_str().is_some_and(|f| f.contains("SEQ(")), "{:?}", os[0]);
+    assert!(os[0].get("matches").is_none(), "no database, no match");
+}
+
+/// `-O` of this machine's own address: the port scan runs, the host says
+/// why it has no OS, the exit is 0.
+#[test]
+fn os_detection_of_loopback_says_why_and_scans_on() {
+    let out = std::process::Command::new(bin()).args(["-n", "-O", "-p", "1", "-oJ", "-", "127.0.0.1"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let evs: Vec<Value> = crate::util::events(&stdout(&out));
+    let errors = of_type(&evs, "error");
+    assert!(
+        errors.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("own addresses"))),
+        "{errors:?}"
+    );
+    assert!(of_type(&evs, "os").is_empty());
+}
