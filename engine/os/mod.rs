@@ -9,6 +9,7 @@
 //! strings), so what computes it, what matches it and what prints it are
 //! apart and each is tested on its own.
 
+pub mod compute;
 pub mod probes;
 
 /// One test of a fingerprint: `SEQ(SP=105%GCD=1%...)` is the test `SEQ`
