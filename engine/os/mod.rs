@@ -9,7 +9,9 @@
 //! strings), so what computes it, what matches it and what prints it are
 //! apart and each is tested on its own.
 
+pub mod compute;
 pub mod hints;
+pub mod probes;
 pub mod run;
 pub mod seen;
 pub mod stage;
