@@ -15,6 +15,7 @@ pub mod payloads;
 pub mod ping;
 pub mod rate;
 pub mod syn;
+pub mod trace;
 pub mod udp;
 
 use std::collections::HashMap;

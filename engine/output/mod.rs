@@ -20,6 +20,7 @@ mod screen;
 mod service_fp_tests;
 pub mod store;
 mod text;
+pub mod trace_text;
 mod xml;
 pub mod xml_prior;
 
