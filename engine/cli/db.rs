@@ -308,6 +308,10 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
     for c in &d.changed {
         writeln!(o, "~ {} {}/{} service: {} -> {}", c.ip, c.port, c.proto, screen(&c.before), screen(&c.after))?;
     }
+    for c in &d.os {
+        let side = |s: &Option<String>| s.as_deref().map_or_else(|| "no match".to_string(), |s| screen(s).into_owned());
+        writeln!(o, "~ {} os: {} -> {}", c.ip, side(&c.before), side(&c.after))?;
+    }
     for f in &d.new_findings {
         let (plugin, title) = (screen(&f.plugin), screen(&f.title));
         writeln!(o, "+ {} {}/{} finding {plugin} [{}]: {title}", f.ip, f.port, f.proto, f.severity)?;
@@ -344,13 +348,14 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
     }
     writeln!(
         o,
-        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone, {} script results changed",
+        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone, {} script results changed{}",
         d.opened.len(),
         d.closed.len(),
         d.changed.len(),
         d.new_findings.len(),
         d.gone_findings.len(),
-        d.scripts.len()
+        d.scripts.len(),
+        if d.os.is_empty() { String::new() } else { format!(", {} OS changed", d.os.len()) }
     )?;
     let u = &d.uncovered;
     if u.open_only_in_a + u.open_only_in_b > 0 {

@@ -188,7 +188,17 @@ impl<W: Write + Send> Sink for Text<W> {
                 None => Ok(()),
             },
             Event::Rdns(r) => writeln!(o, "Reverse DNS: {} is {}", r.ip, screen(&r.name)),
-            Event::Log(_) | Event::Extraports(_) | Event::Os(_) | Event::Trace(_) => Ok(()),
+            Event::Os(e) => match (super::os_text::best(e), &e.hint) {
+                (Some((name, acc)), _) => writeln!(o, "OS: {} ({acc}%) on {}", screen(name), e.ip),
+                (None, Some(h)) => writeln!(o, "{} on {}", super::os_text::hint_line(h), e.ip),
+                (None, None) => Ok(()),
+            },
+            Event::Trace(e) => {
+                let last = e.hops.iter().rev().find_map(|h| h.ip);
+                let to = last.map(|ip| format!(", last {ip}")).unwrap_or_default();
+                writeln!(o, "Traceroute to {}: {} hop{}{to}", e.ip, e.hops.len(), if e.hops.len() == 1 { "" } else { "s" })
+            }
+            Event::Log(_) | Event::Extraports(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {
                     (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),
@@ -235,8 +245,14 @@ impl<W: Write + Send> Sink for Text<W> {
         if let Some((scan, _)) = self.report.take() {
             let mut text = String::new();
             let version_scan = scan.version_scan();
+            let view = super::os_text::OsView::of(&scan);
+            let mut os_detection = false;
             for host in scan.hosts() {
-                super::normal::host_report_by(&mut text, "moonscan", &host, version_scan, self.reasons);
+                os_detection |= host.os.is_some_and(super::os_text::detected);
+                super::normal::host_report_by(&mut text, "moonscan", &host, version_scan, self.reasons, view);
+            }
+            if os_detection {
+                text.push_str(super::os_text::performed_line(version_scan));
             }
             self.out.write_all(text.as_bytes())?;
             if let Some(end) = &scan.end {
