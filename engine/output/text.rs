@@ -322,4 +322,36 @@ mod tests {
         assert!(early.contains("Discovered open port 22/tcp on 198.18.0.2"), "{early}");
         assert!(!all.contains("scan report for"), "{all}");
     }
+
+    /// Streamed, OS detection is one line of the best match (or the
+    /// passive hint, said to be a guess) and a traceroute one of its hops;
+    /// in a report, the OS lines sit in the host's report as in `-oN`.
+    #[test]
+    fn os_and_trace_lines() {
+        let render = |report: bool| {
+            let mut buf = Vec::new();
+            let mut sink = Text::new(&mut buf);
+            if report {
+                sink = sink.as_report(false);
+            }
+            for e in os_scan() {
+                sink.record(&e).unwrap();
+            }
+            sink.close().unwrap();
+            drop(sink);
+            String::from_utf8(buf).unwrap()
+        };
+        let text = render(false);
+        assert!(text.contains("OS: Linux 4.15 - 5.8 (100%) on 198.18.0.2\n"), "{text}");
+        assert!(text.contains("Traceroute to 198.18.0.2: 2 hops, last 198.18.0.2\n"), "{text}");
+        assert!(
+            text.contains(
+                "OS hint (passive, guess): Linux (ttl=64 win=65160 mss=1460 opts=M,S,T,N,W7) on 198.18.0.10\n"
+            ),
+            "{text}"
+        );
+        let text = render(true);
+        assert!(text.contains("OS details: Linux 4.15 - 5.8\nNetwork Distance: 1 hop\nService Info:"), "{text}");
+        assert!(text.contains("OS and Service detection performed."), "{text}");
+    }
 }
