@@ -162,8 +162,18 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
     let mut errors: Vec<&ErrorEvent> = Vec::new();
     let mut unshown: BTreeMap<IpAddr, Vec<&ExtraportsEvent>> = BTreeMap::new();
     let mut end = None;
+    let mut oses: BTreeMap<IpAddr, &moonscan::findings::OsEvent> = BTreeMap::new();
+    let mut traces: BTreeMap<IpAddr, &moonscan::findings::TraceEvent> = BTreeMap::new();
     for e in &events {
         match e {
+            Event::Os(x) => {
+                hosts.entry(x.ip).or_default();
+                oses.insert(x.ip, x);
+            }
+            Event::Trace(x) => {
+                hosts.entry(x.ip).or_default();
+                traces.insert(x.ip, x);
+            }
             // A host up without a port shown (every port closed) is listed too.
             Event::Host(h) if h.state == HostState::Up => {
                 hosts.entry(h.ip).or_default();
@@ -226,6 +236,33 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
                 let ports: Vec<String> = x.ports.iter().map(u16::to_string).collect();
                 writeln!(o, "  {state}: {}/{proto} ({reason})", ports.join(", "))?;
             }
+        }
+        if let Some(x) = oses.get(ip) {
+            let distance =
+                x.distance.map(|d| format!(", {d} hop{}", if d == 1 { "" } else { "s" })).unwrap_or_default();
+            match (x.matches.first(), &x.hint) {
+                (Some(m), _) => {
+                    let how = if x.exact { "" } else { ", a guess" };
+                    writeln!(o, "  os: {} ({}%{how}){distance}", screen(&m.name), m.accuracy)?;
+                }
+                (None, _) if x.too_many => writeln!(o, "  os: too many fingerprints match{distance}")?,
+                (None, Some(h)) => {
+                    writeln!(o, "  os hint (passive, guess): {} ({})", screen(&h.family), screen(&h.evidence))?
+                }
+                (None, None) => writeln!(o, "  os: no match{distance}")?,
+            }
+        }
+        if let Some(t) = traces.get(ip) {
+            let hops: Vec<String> = t
+                .hops
+                .iter()
+                .map(|h| match (h.ip, h.rtt_ms) {
+                    (Some(ip), Some(rtt)) => format!("{} {ip} ({rtt:.2} ms)", h.ttl),
+                    (Some(ip), None) => format!("{} {ip}", h.ttl),
+                    (None, _) => format!("{} *", h.ttl),
+                })
+                .collect();
+            writeln!(o, "  trace ({}/{}): {}", t.port, t.proto, hops.join(", "))?;
         }
         if ports.is_empty() {
             continue;
@@ -308,6 +345,10 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
     for c in &d.changed {
         writeln!(o, "~ {} {}/{} service: {} -> {}", c.ip, c.port, c.proto, screen(&c.before), screen(&c.after))?;
     }
+    for c in &d.os {
+        let side = |s: &Option<String>| s.as_deref().map_or_else(|| "no match".to_string(), |s| screen(s).into_owned());
+        writeln!(o, "~ {} os: {} -> {}", c.ip, side(&c.before), side(&c.after))?;
+    }
     for f in &d.new_findings {
         let (plugin, title) = (screen(&f.plugin), screen(&f.title));
         writeln!(o, "+ {} {}/{} finding {plugin} [{}]: {title}", f.ip, f.port, f.proto, f.severity)?;
@@ -344,13 +385,14 @@ fn diff(db: &mut Db, a: &str, b: &str) -> Result<(), Failed> {
     }
     writeln!(
         o,
-        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone, {} script results changed",
+        "{} opened, {} closed, {} services changed, {} new findings, {} findings gone, {} script results changed{}",
         d.opened.len(),
         d.closed.len(),
         d.changed.len(),
         d.new_findings.len(),
         d.gone_findings.len(),
-        d.scripts.len()
+        d.scripts.len(),
+        if d.os.is_empty() { String::new() } else { format!(", {} OS changed", d.os.len()) }
     )?;
     let u = &d.uncovered;
     if u.open_only_in_a + u.open_only_in_b > 0 {

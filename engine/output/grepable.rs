@@ -42,7 +42,12 @@ impl Layout for GrepableLayout {
             // host was given when it has none.
             let name = host.ptr.or(host.name).map(field).unwrap_or_default();
             text.push_str(&format!("Host: {ip} ({name})\tStatus: {state}\n"));
+            // nmap's OS fields end the host's second line.
+            let os = host.os.map(super::os_text::grepable_fields).unwrap_or_default();
             if host.ports.is_empty() {
+                if !os.is_empty() {
+                    text.push_str(&format!("Host: {ip} ({name}){os}\n"));
+                }
                 out.write_all(text.as_bytes())?;
                 text.clear();
                 continue;
@@ -70,6 +75,7 @@ impl Layout for GrepableLayout {
                 let same: u64 = host.unshown.iter().filter(|v| v.state == u.state).map(|v| v.count).sum();
                 text.push_str(&format!("\tIgnored State: {} ({same})", u.state.as_str()));
             }
+            text.push_str(&os);
             text.push('\n');
             out.write_all(text.as_bytes())?;
             text.clear();

@@ -12,6 +12,7 @@ pub mod mac_vendor;
 mod ndjson;
 mod nmap_script_ids;
 mod normal;
+mod os_text;
 pub mod redact;
 mod report;
 mod sarif;

@@ -74,4 +74,29 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
         assert_eq!(back["message"], message.as_str());
     }
+
+    /// OS detection's and traceroute's events go out as `"type":"os"` and
+    /// `"type":"trace"` lines and read back as they were.
+    #[test]
+    fn os_and_trace_events_make_a_round_trip() {
+        use crate::output::report::sample::{lab_os, os_scan};
+        let mut events: Vec<Event> =
+            os_scan().into_iter().filter(|e| matches!(e, Event::Os(_) | Event::Trace(_))).collect();
+        let fp = "SCAN(V=7.93%E=4)\nSEQ(CI=Z%II=I)";
+        events.push(Event::Os(Box::new(lab_os("198.18.1.2", 37226, 2, Some(fp)))));
+        assert_eq!(events.len(), 4);
+        let mut sink = Ndjson::new(Vec::new());
+        for e in &events {
+            sink.record(e).unwrap();
+        }
+        sink.flush().unwrap();
+        let text = String::from_utf8(sink.out.into_inner().unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[0].starts_with("{\"type\":\"os\"") && lines[1].starts_with("{\"type\":\"trace\""), "{text}");
+        assert!(lines[1].contains("\"hops\":[{\"ttl\":1},"), "a silent hop has only its TTL: {text}");
+        assert!(lines[2].contains("\"hint\":{\"family\":\"Linux\""), "{text}");
+        let back: Vec<Event> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(back, events);
+    }
 }

@@ -20,6 +20,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
+use super::os_text::{self, OsView};
 use super::report::{scripts, Collected, HostRec, Layout, Report, Unshown};
 use super::screen::{screen, screen_text};
 use crate::findings::{HostState, PortState};
@@ -50,10 +51,16 @@ impl Layout for NormalLayout {
     fn body(&self, scan: &Collected, out: &mut dyn Write) -> io::Result<()> {
         let mut text = String::new();
         let version_scan = scan.version_scan();
+        let view = OsView::of(scan);
+        let mut os_detection = false;
         for host in scan.hosts() {
-            host_report(&mut text, &host, version_scan, self.reasons);
+            os_detection |= host.os.is_some_and(os_text::detected);
+            host_report(&mut text, &host, version_scan, self.reasons, view);
             out.write_all(text.as_bytes())?;
             text.clear();
+        }
+        if os_detection {
+            text.push_str(os_text::performed_line(version_scan));
         }
         text.push_str(&scan.done_line());
         out.write_all(text.as_bytes())
@@ -81,13 +88,22 @@ enum Row {
     Full(String),
 }
 
-pub(super) fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool) {
-    host_report_by(text, "Nmap", host, version_scan, reasons)
+pub(super) fn host_report(text: &mut String, host: &HostRec, version_scan: bool, reasons: bool, view: OsView) {
+    host_report_by(text, "Nmap", host, version_scan, reasons, view)
 }
 
 /// A host's report, its first line naming `scanner` ("Nmap" in files for
 /// nmap's parsers, "moonscan" on a terminal).
-pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, version_scan: bool, reasons: bool) {
+/// OS detection's lines come after the MAC address, as nmap prints them
+/// (see [`os_text::normal_lines`]).
+pub(super) fn host_report_by(
+    text: &mut String,
+    scanner: &str,
+    host: &HostRec,
+    version_scan: bool,
+    reasons: bool,
+    view: OsView,
+) {
     let (reason, ttl) = host.status_reason();
     let ttl = if ttl > 0 { format!(" ttl {ttl}") } else { String::new() };
     match host.state() {
@@ -134,6 +150,9 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
         if let Some(mac) = mac {
             let _ = writeln!(text, "MAC Address: {mac}");
         }
+        if let Some(os) = host.os {
+            text.push_str(&os_text::normal_lines(os, view));
+        }
         host_scripts(text, host);
         return;
     }
@@ -174,6 +193,9 @@ pub(super) fn host_report_by(text: &mut String, scanner: &str, host: &HostRec, v
     unrecognized(text, &host.service_fps());
     if let Some(mac) = mac {
         let _ = writeln!(text, "MAC Address: {mac}");
+    }
+    if let Some(os) = host.os {
+        text.push_str(&os_text::normal_lines(os, view));
     }
     if let Some(info) = service_info(host) {
         let _ = writeln!(text, "{info}");

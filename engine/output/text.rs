@@ -188,7 +188,17 @@ impl<W: Write + Send> Sink for Text<W> {
                 None => Ok(()),
             },
             Event::Rdns(r) => writeln!(o, "Reverse DNS: {} is {}", r.ip, screen(&r.name)),
-            Event::Log(_) | Event::Extraports(_) | Event::Os(_) | Event::Trace(_) => Ok(()),
+            Event::Os(e) => match (super::os_text::best(e), &e.hint) {
+                (Some((name, acc)), _) => writeln!(o, "OS: {} ({acc}%) on {}", screen(name), e.ip),
+                (None, Some(h)) => writeln!(o, "{} on {}", super::os_text::hint_line(h), e.ip),
+                (None, None) => Ok(()),
+            },
+            Event::Trace(e) => {
+                let last = e.hops.iter().rev().find_map(|h| h.ip);
+                let to = last.map(|ip| format!(", last {ip}")).unwrap_or_default();
+                writeln!(o, "Traceroute to {}: {} hop{}{to}", e.ip, e.hops.len(), if e.hops.len() == 1 { "" } else { "s" })
+            }
+            Event::Log(_) | Event::Extraports(_) => Ok(()),
             Event::Error(e) => {
                 let at = match (e.ip, e.port) {
                     (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),
@@ -235,8 +245,14 @@ impl<W: Write + Send> Sink for Text<W> {
         if let Some((scan, _)) = self.report.take() {
             let mut text = String::new();
             let version_scan = scan.version_scan();
+            let view = super::os_text::OsView::of(&scan);
+            let mut os_detection = false;
             for host in scan.hosts() {
-                super::normal::host_report_by(&mut text, "moonscan", &host, version_scan, self.reasons);
+                os_detection |= host.os.is_some_and(super::os_text::detected);
+                super::normal::host_report_by(&mut text, "moonscan", &host, version_scan, self.reasons, view);
+            }
+            if os_detection {
+                text.push_str(super::os_text::performed_line(version_scan));
             }
             self.out.write_all(text.as_bytes())?;
             if let Some(end) = &scan.end {
@@ -305,5 +321,37 @@ mod tests {
         let (early, all) = report_of(REPORT_MAX_PROBES + 1);
         assert!(early.contains("Discovered open port 22/tcp on 198.18.0.2"), "{early}");
         assert!(!all.contains("scan report for"), "{all}");
+    }
+
+    /// Streamed, OS detection is one line of the best match (or the
+    /// passive hint, said to be a guess) and a traceroute one of its hops;
+    /// in a report, the OS lines sit in the host's report as in `-oN`.
+    #[test]
+    fn os_and_trace_lines() {
+        let render = |report: bool| {
+            let mut buf = Vec::new();
+            let mut sink = Text::new(&mut buf);
+            if report {
+                sink = sink.as_report(false);
+            }
+            for e in os_scan() {
+                sink.record(&e).unwrap();
+            }
+            sink.close().unwrap();
+            drop(sink);
+            String::from_utf8(buf).unwrap()
+        };
+        let text = render(false);
+        assert!(text.contains("OS: Linux 4.15 - 5.8 (100%) on 198.18.0.2\n"), "{text}");
+        assert!(text.contains("Traceroute to 198.18.0.2: 2 hops, last 198.18.0.2\n"), "{text}");
+        assert!(
+            text.contains(
+                "OS hint (passive, guess): Linux (ttl=64 win=65160 mss=1460 opts=M,S,T,N,W7) on 198.18.0.10\n"
+            ),
+            "{text}"
+        );
+        let text = render(true);
+        assert!(text.contains("OS details: Linux 4.15 - 5.8\nNetwork Distance: 1 hop\nService Info:"), "{text}");
+        assert!(text.contains("OS and Service detection performed."), "{text}");
     }
 }

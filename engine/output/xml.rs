@@ -153,6 +153,7 @@ impl Layout for XmlLayout {
             }
             prior_up = up;
         }
+        let view = super::os_text::OsView::of(s);
         for host in s.hosts() {
             let ip = host.ip;
             let (reason, ttl) = host.status_reason();
@@ -193,6 +194,10 @@ impl Layout for XmlLayout {
                     port_xml(&mut doc, p);
                 }
                 doc.push_str("</ports>\n");
+            }
+            // nmap's OS detection: after the ports, before the host scripts.
+            if let Some(os) = host.os {
+                super::os_text::xml(&mut doc, os, view);
             }
             // nmap's host script results: after the ports, before the times.
             if let Some(hs) = host.host_scripts.filter(|h| !h.is_empty()) {

@@ -3,7 +3,8 @@
 //!
 //! In: the scan's event stream ([`Store`] is a [`Sink`]). Out: rows in the
 //! tables of [`schema`] (scans, ports, services, tls_certs, findings, scripts,
-//! errors), in a file (SQLite, WAL mode, `synchronous=NORMAL`) or a
+//! errors, hosts, extraports, rdns, os with os_matches and os_classes,
+//! traces with trace_hops), in a file (SQLite, WAL mode, `synchronous=NORMAL`) or a
 //! PostgreSQL database (`postgres://` or `postgresql://` URL, one connection,
 //! no TLS). What always holds: [`Sink::record`] only buffers rows;
 //! [`Sink::flush`] writes everything buffered in one transaction (nothing of
@@ -23,7 +24,7 @@ use std::io;
 use std::time::{Duration, SystemTime};
 
 pub use read::Db;
-pub use read::{diff, steady_form, Diff, ScanSummary, ServiceChange, Uncovered};
+pub use read::{diff, steady_form, Diff, OsChange, ScanSummary, ServiceChange, Uncovered};
 
 use super::Sink;
 use crate::findings::{Event, PortState, ServiceMethod};
@@ -319,7 +320,84 @@ impl Sink for Store {
                 ];
                 self.push(&schema::SCRIPTS, row);
             }
-            Event::Os(_) | Event::Trace(_) => {}
+            Event::Os(e) => {
+                let id = self.scan("os")?;
+                let at = Val::Text(e.ip.to_string());
+                let seq_json = |s: &Option<crate::findings::Sequence>| s.as_ref().map_or(Val::Null, Val::json);
+                let row = vec![
+                    id.clone(),
+                    at.clone(),
+                    Val::Bool(e.exact),
+                    Val::Bool(e.too_many),
+                    Val::opt(&e.fingerprint),
+                    Val::opt(&e.not_ideal),
+                    e.distance.map_or(Val::Null, |d| Val::Int(d.into())),
+                    e.uptime.as_ref().map_or(Val::Null, |u| Val::int(u.seconds)),
+                    e.uptime.as_ref().map_or(Val::Null, |u| Val::Text(u.lastboot.clone())),
+                    if e.ports_used.is_empty() { Val::Null } else { Val::json(&e.ports_used) },
+                    seq_json(&e.tcp_sequence),
+                    seq_json(&e.ip_id_sequence),
+                    seq_json(&e.tcp_ts_sequence),
+                    e.hint.as_ref().map_or(Val::Null, |h| Val::Text(h.family.clone())),
+                    e.hint.as_ref().map_or(Val::Null, |h| Val::Text(h.evidence.clone())),
+                    Val::Real(e.t),
+                    seq.clone(),
+                ];
+                self.push(&schema::OS, row);
+                for (i, m) in e.matches.iter().enumerate() {
+                    let row = vec![
+                        id.clone(),
+                        at.clone(),
+                        Val::Int(i as i64),
+                        Val::Text(m.name.clone()),
+                        Val::Int(m.accuracy.into()),
+                        Val::int(m.line as u64),
+                        seq.clone(),
+                    ];
+                    self.push(&schema::OS_MATCHES, row);
+                    for (j, c) in m.classes.iter().enumerate() {
+                        let row = vec![
+                            id.clone(),
+                            at.clone(),
+                            Val::Int(i as i64),
+                            Val::Int(j as i64),
+                            Val::Text(c.vendor.clone()),
+                            Val::Text(c.family.clone()),
+                            Val::opt(&c.generation),
+                            Val::Text(c.device_type.clone()),
+                            Val::Int(c.accuracy.into()),
+                            Val::json(&c.cpe),
+                            seq.clone(),
+                        ];
+                        self.push(&schema::OS_CLASSES, row);
+                    }
+                }
+            }
+            Event::Trace(e) => {
+                let id = self.scan("trace")?;
+                let at = Val::Text(e.ip.to_string());
+                let row = vec![
+                    id.clone(),
+                    at.clone(),
+                    Val::Int(e.port.into()),
+                    Val::Text(e.proto.into()),
+                    Val::Real(e.t),
+                    seq.clone(),
+                ];
+                self.push(&schema::TRACES, row);
+                for h in &e.hops {
+                    let row = vec![
+                        id.clone(),
+                        at.clone(),
+                        Val::Int(h.ttl.into()),
+                        h.ip.map_or(Val::Null, |ip| Val::Text(ip.to_string())),
+                        h.rtt_ms.map_or(Val::Null, Val::Real),
+                        Val::opt(&h.host),
+                        seq.clone(),
+                    ];
+                    self.push(&schema::TRACE_HOPS, row);
+                }
+            }
             Event::Rdns(r) => {
                 let row = vec![
                     self.scan("rdns")?,

@@ -10,8 +10,9 @@ use serde_json::Value;
 use super::{connect, display_name, Backend, Cell};
 use crate::findings::{
     banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, ExtraportsEvent, FindingEvent, HostEvent,
-    HostState, Identity, PortEvent, PortState, Proto, RdnsEvent, Reason, ScanEnd, ScanId, ScanStart, ScanType,
-    ScriptEvent, Service, ServiceMethod, Severity, TlsInfo, Tunnel,
+    HostState, Identity, OsClass, OsEvent, OsHint, OsMatch, PortEvent, PortState, Proto, RdnsEvent, Reason, ScanEnd,
+    ScanId, ScanStart, ScanType, ScriptEvent, Sequence, Service, ServiceMethod, Severity, TlsInfo, TraceEvent,
+    TraceHop, Tunnel, Uptime,
 };
 use crate::{Error, ErrorKind};
 
@@ -404,6 +405,9 @@ impl Db {
             body.push((r.int().unwrap_or(0), Event::Error(ev)));
         }
 
+        self.os_events(id, &scan_id, &mut body)?;
+        self.trace_events(id, &scan_id, &mut body)?;
+
         body.sort_by_key(|(seq, _)| *seq);
         let mut events = Vec::with_capacity(body.len() + 2);
         events.push(Event::ScanStart(start));
@@ -412,6 +416,121 @@ impl Db {
             events.push(Event::ScanEnd(end));
         }
         Ok(events)
+    }
+}
+
+impl Db {
+    /// The `os` events of a scan, with their matches and classes.
+    fn os_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
+        // Classes by (seq, match position), in order.
+        let mut classes: BTreeMap<(i64, i64), Vec<OsClass>> = BTreeMap::new();
+        for r in self.query(
+            "SELECT seq, match_position, vendor, family, generation, device_type, accuracy, CAST(cpe AS TEXT)              FROM os_classes WHERE scan_id = ? ORDER BY seq, match_position, position",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let key = (r.int().unwrap_or(0), r.int().unwrap_or(0));
+            let class = OsClass {
+                vendor: r.text(),
+                family: r.text(),
+                generation: r.opt(),
+                device_type: r.text(),
+                accuracy: r.int().and_then(|a| u8::try_from(a).ok()).unwrap_or(0),
+                cpe: r.opt().and_then(|c| serde_json::from_str(&c).ok()).unwrap_or_default(),
+            };
+            classes.entry(key).or_default().push(class);
+        }
+        let mut matches: BTreeMap<i64, Vec<OsMatch>> = BTreeMap::new();
+        for r in self.query(
+            "SELECT seq, position, name, accuracy, line FROM os_matches WHERE scan_id = ? ORDER BY seq, position",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let (seq, position) = (r.int().unwrap_or(0), r.int().unwrap_or(0));
+            let m = OsMatch {
+                name: r.text(),
+                accuracy: r.int().and_then(|a| u8::try_from(a).ok()).unwrap_or(0),
+                line: r.int().and_then(|l| usize::try_from(l).ok()).unwrap_or(0),
+                classes: classes.remove(&(seq, position)).unwrap_or_default(),
+            };
+            matches.entry(seq).or_default().push(m);
+        }
+        for r in self.query(
+            "SELECT ip, exact, too_many, fingerprint, not_ideal, distance, uptime, lastboot, CAST(ports_used AS TEXT), \
+             CAST(tcp_sequence AS TEXT), CAST(ip_id_sequence AS TEXT), CAST(tcp_ts_sequence AS TEXT), hint_family, \
+             hint_evidence, t, seq FROM os WHERE scan_id = ?",
+            &[id],
+        )? {
+            let mut r = Row(r.into_iter());
+            let Some(ip) = r.ip() else { continue };
+            let json = |t: Option<String>| t.and_then(|t| serde_json::from_str::<Sequence>(&t).ok());
+            let (exact, too_many) = (r.int().unwrap_or(0) != 0, r.int().unwrap_or(0) != 0);
+            let (fingerprint, not_ideal) = (r.opt(), r.opt());
+            let distance = r.int().and_then(|d| u8::try_from(d).ok());
+            let (seconds, lastboot) = (r.int(), r.opt());
+            let uptime = seconds.map(|s| Uptime { seconds: s.max(0) as u64, lastboot: lastboot.unwrap_or_default() });
+            let ports_used = r.opt().and_then(|p| serde_json::from_str(&p).ok()).unwrap_or_default();
+            let (tcp_sequence, ip_id_sequence, tcp_ts_sequence) = (json(r.opt()), json(r.opt()), json(r.opt()));
+            let hint = match (r.opt(), r.opt()) {
+                (Some(family), evidence) => Some(OsHint { family, evidence: evidence.unwrap_or_default() }),
+                (None, _) => None,
+            };
+            let t = r.real().unwrap_or(0.0);
+            let seq = r.int().unwrap_or(0);
+            let ev = OsEvent {
+                scan_id: scan_id.clone(),
+                ip,
+                ports_used,
+                matches: matches.remove(&seq).unwrap_or_default(),
+                exact,
+                too_many,
+                fingerprint,
+                not_ideal,
+                distance,
+                uptime,
+                tcp_sequence,
+                ip_id_sequence,
+                tcp_ts_sequence,
+                hint,
+                t,
+            };
+            body.push((seq, Event::Os(Box::new(ev))));
+        }
+        Ok(())
+    }
+
+    /// The `trace` events of a scan, with their hops.
+    fn trace_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
+        let mut hops: BTreeMap<i64, Vec<TraceHop>> = BTreeMap::new();
+        for r in self
+            .query("SELECT seq, ttl, hop_ip, rtt_ms, host FROM trace_hops WHERE scan_id = ? ORDER BY seq, ttl", &[id])?
+        {
+            let mut r = Row(r.into_iter());
+            let seq = r.int().unwrap_or(0);
+            let hop = TraceHop {
+                ttl: r.int().and_then(|t| u8::try_from(t).ok()).unwrap_or(0),
+                ip: r.ip(),
+                rtt_ms: r.real(),
+                host: r.opt(),
+            };
+            hops.entry(seq).or_default().push(hop);
+        }
+        for r in self.query("SELECT ip, port, proto, t, seq FROM traces WHERE scan_id = ?", &[id])? {
+            let mut r = Row(r.into_iter());
+            let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
+            let t = r.real().unwrap_or(0.0);
+            let seq = r.int().unwrap_or(0);
+            let ev = TraceEvent {
+                scan_id: scan_id.clone(),
+                ip,
+                port,
+                proto,
+                hops: hops.remove(&seq).unwrap_or_default(),
+                t,
+            };
+            body.push((seq, Event::Trace(Box::new(ev))));
+        }
+        Ok(())
     }
 }
 
@@ -496,6 +615,10 @@ pub struct Diff {
     /// that differ (the values the plugin calls volatile aside): the first
     /// scan's and the second's, either missing when only one has it.
     pub scripts: Vec<(Option<ScriptEvent>, Option<ScriptEvent>)>,
+    /// Hosts both scans ran OS detection on whose OS differs: the best
+    /// match or its classes changed, or a match appeared or disappeared
+    /// (see [`OsChange`]).
+    pub os: Vec<OsChange>,
     /// What was not compared: open ports of one scan the other did not
     /// scan or report the host of, and plugins only one scan ran.
     pub uncovered: Uncovered,
@@ -528,7 +651,44 @@ impl Diff {
             && self.new_findings.is_empty()
             && self.gone_findings.is_empty()
             && self.scripts.is_empty()
+            && self.os.is_empty()
     }
+}
+
+/// A host whose OS, as OS detection named it, differs between two scans:
+/// `best (accuracy%)` with its classes (`vendor family generation type`),
+/// `None` on the side that found none.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OsChange {
+    pub ip: IpAddr,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// What `db diff` compares of a host's OS: its best match and that
+/// match's classes (not the accuracy, which moves from scan to scan).
+fn os_form(e: &OsEvent) -> Option<(String, String)> {
+    let m = e.matches.first()?;
+    let classes: Vec<String> = m
+        .classes
+        .iter()
+        .map(|c| {
+            let gen = c.generation.as_deref().map(|g| format!(" {g}")).unwrap_or_default();
+            format!("{} {}{gen} {}", c.vendor, c.family, c.device_type)
+        })
+        .collect();
+    Some((m.name.clone(), classes.join("; ")))
+}
+
+/// A host's OS as `db diff` shows it: `name (accuracy%) [classes]`.
+fn os_shown(e: &OsEvent) -> Option<String> {
+    let m = e.matches.first()?;
+    let (_, classes) = os_form(e)?;
+    Some(if classes.is_empty() {
+        format!("{} ({}%)", m.name, m.accuracy)
+    } else {
+        format!("{} ({}%) [{classes}]", m.name, m.accuracy)
+    })
 }
 
 /// `service product version (info)` of a service event.
@@ -725,6 +885,30 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         volatile.dedup();
         if x.map(|r| steady_form(r, &volatile)) != y.map(|r| steady_form(r, &volatile)) {
             d.scripts.push((x.cloned(), y.cloned()));
+        }
+    }
+    // OS detection (not a passive hint) of a host both scans reported.
+    let os = |evs: &[Event]| -> BTreeMap<IpAddr, OsEvent> {
+        evs.iter()
+            .filter_map(|e| match e {
+                Event::Os(o) if !o.ports_used.is_empty() || !o.matches.is_empty() || o.too_many => {
+                    Some((o.ip, (**o).clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let (os_a, os_b) = (os(a), os(b));
+    let hosts: BTreeSet<&IpAddr> = os_a.keys().chain(os_b.keys()).collect();
+    for ip in hosts {
+        if !(cov_a.hosts.contains(ip) && cov_b.hosts.contains(ip)) {
+            continue;
+        }
+        let (x, y) = (os_a.get(ip), os_b.get(ip));
+        // A scan without OS detection on the host says nothing of its OS.
+        let (Some(x), Some(y)) = (x, y) else { continue };
+        if os_form(x) != os_form(y) {
+            d.os.push(OsChange { ip: *ip, before: os_shown(x), after: os_shown(y) });
         }
     }
     d

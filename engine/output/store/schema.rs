@@ -9,7 +9,7 @@
 //! JSON columns hold JSON text (SQLite) or `jsonb` (PostgreSQL).
 
 /// The schema this build writes; a database with a newer one is refused.
-pub const VERSION: i64 = 10;
+pub const VERSION: i64 = 11;
 
 /// The DDL, with `{int}`, `{real}`, `{bool}` and `{json}` standing for the
 /// backend's types. Every statement is idempotent (`IF NOT EXISTS`).
@@ -169,6 +169,69 @@ CREATE TABLE IF NOT EXISTS rdns (
     seq {int} NOT NULL,
     UNIQUE (scan_id, ip)
 );
+CREATE TABLE IF NOT EXISTS os (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    exact {bool} NOT NULL,
+    too_many {bool} NOT NULL,
+    fingerprint TEXT,
+    not_ideal TEXT,
+    distance {int},
+    uptime {int},
+    lastboot TEXT,
+    ports_used {json},
+    tcp_sequence {json},
+    ip_id_sequence {json},
+    tcp_ts_sequence {json},
+    hint_family TEXT,
+    hint_evidence TEXT,
+    t {real} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS os_scan ON os (scan_id, ip);
+CREATE TABLE IF NOT EXISTS os_matches (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    position {int} NOT NULL,
+    name TEXT NOT NULL,
+    accuracy {int} NOT NULL,
+    line {int} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS os_matches_scan ON os_matches (scan_id, ip);
+CREATE TABLE IF NOT EXISTS os_classes (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    match_position {int} NOT NULL,
+    position {int} NOT NULL,
+    vendor TEXT NOT NULL,
+    family TEXT NOT NULL,
+    generation TEXT,
+    device_type TEXT NOT NULL,
+    accuracy {int} NOT NULL,
+    cpe {json} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS os_classes_scan ON os_classes (scan_id, ip);
+CREATE TABLE IF NOT EXISTS traces (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    port {int} NOT NULL,
+    proto TEXT NOT NULL,
+    t {real} NOT NULL,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS traces_scan ON traces (scan_id, ip);
+CREATE TABLE IF NOT EXISTS trace_hops (
+    scan_id TEXT NOT NULL,
+    ip TEXT NOT NULL,
+    ttl {int} NOT NULL,
+    hop_ip TEXT,
+    rtt_ms {real},
+    host TEXT,
+    seq {int} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trace_hops_scan ON trace_hops (scan_id, ip);
 ";
 
 /// What brings a database of schema version `from` to [`VERSION`] (with the
@@ -228,6 +291,8 @@ fn upgrades(from: i64) -> Vec<&'static str> {
         // as the banner is.
         out.push("ALTER TABLE services ADD COLUMN replies {json}");
     }
+    // Version 11: OS detection (os, os_matches, os_classes) and traceroute
+    // (traces, trace_hops), tables made by the DDL: nothing to alter.
     out
 }
 
@@ -455,8 +520,23 @@ pub const EXTRAPORTS: Table = Table {
 
 /// The tables rows go to, in the order a batch writes them (scans first:
 /// the others refer to it).
-pub const TABLES: [&Table; 10] =
-    [&SCANS, &PORTS, &SERVICES, &TLS_CERTS, &FINDINGS, &SCRIPTS, &ERRORS, &HOSTS, &EXTRAPORTS, &RDNS];
+pub const TABLES: [&Table; 15] = [
+    &SCANS,
+    &PORTS,
+    &SERVICES,
+    &TLS_CERTS,
+    &FINDINGS,
+    &SCRIPTS,
+    &ERRORS,
+    &HOSTS,
+    &EXTRAPORTS,
+    &RDNS,
+    &OS,
+    &OS_MATCHES,
+    &OS_CLASSES,
+    &TRACES,
+    &TRACE_HOPS,
+];
 
 /// What `scan_end` sets on its scan's row; the parameters are these columns, then the id.
 pub const SCAN_END: &str = "UPDATE scans SET ended = ?, elapsed = ?, probes_sent = ?, open = ?, closed = ?, \
@@ -467,4 +547,90 @@ pub const RDNS: Table = Table {
     name: "rdns",
     columns: &[("scan_id", Text), ("ip", Text), ("name", Text), ("t", Real), ("seq", Int)],
     conflict: Some("scan_id, ip"),
+};
+
+/// What OS detection found on a host, or the passive hint (`os` events):
+/// one row an event, its matches and their classes in the next two tables
+/// under the same `seq`. The sequences and ports used are JSON as in the
+/// event.
+pub const OS: Table = Table {
+    name: "os",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("exact", Bool),
+        ("too_many", Bool),
+        ("fingerprint", Text),
+        ("not_ideal", Text),
+        ("distance", Int),
+        ("uptime", Int),
+        ("lastboot", Text),
+        ("ports_used", Json),
+        ("tcp_sequence", Json),
+        ("ip_id_sequence", Json),
+        ("tcp_ts_sequence", Json),
+        ("hint_family", Text),
+        ("hint_evidence", Text),
+        ("t", Real),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+/// An OS event's matches, best first (`position` 0).
+pub const OS_MATCHES: Table = Table {
+    name: "os_matches",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("position", Int),
+        ("name", Text),
+        ("accuracy", Int),
+        ("line", Int),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+/// The classes of each match, in order.
+pub const OS_CLASSES: Table = Table {
+    name: "os_classes",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("match_position", Int),
+        ("position", Int),
+        ("vendor", Text),
+        ("family", Text),
+        ("generation", Text),
+        ("device_type", Text),
+        ("accuracy", Int),
+        ("cpe", Json),
+        ("seq", Int),
+    ],
+    conflict: None,
+};
+
+/// A host's traceroute (`trace` events); its hops in `trace_hops` under
+/// the same `seq`.
+pub const TRACES: Table = Table {
+    name: "traces",
+    columns: &[("scan_id", Text), ("ip", Text), ("port", Int), ("proto", Text), ("t", Real), ("seq", Int)],
+    conflict: None,
+};
+
+/// One hop of a traceroute, in TTL order (`hop_ip` NULL for a hop that
+/// never answered).
+pub const TRACE_HOPS: Table = Table {
+    name: "trace_hops",
+    columns: &[
+        ("scan_id", Text),
+        ("ip", Text),
+        ("ttl", Int),
+        ("hop_ip", Text),
+        ("rtt_ms", Real),
+        ("host", Text),
+        ("seq", Int),
+    ],
+    conflict: None,
 };

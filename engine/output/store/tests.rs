@@ -853,3 +853,156 @@ fn a_version_9_database_gains_the_replies_column() {
     assert!(services[0].replies.is_empty());
     assert_eq!(db.events("00c0ffee0000000b").unwrap(), evs);
 }
+
+/// A scan with OS detection on one host (exact matches with their
+/// classes, uptime, sequences, fingerprint), a passive hint on another,
+/// and a traceroute with a silent hop.
+fn os_events(id: &str, best: &str) -> Vec<Event> {
+    use crate::output::report::sample;
+    let mut os = sample::linux_os("198.18.0.2");
+    os.matches[0].name = best.into();
+    os.matches.push(OsMatch {
+        name: "Linux 5.0 - 5.14".into(),
+        accuracy: 100,
+        line: 70001,
+        classes: vec![OsClass {
+            vendor: "Linux".into(),
+            family: "Linux".into(),
+            generation: None,
+            device_type: "general purpose".into(),
+            accuracy: 100,
+            cpe: vec![],
+        }],
+    });
+    let mut hint = sample::lab_os("198.18.0.3", 0, 0, None);
+    hint.ports_used.clear();
+    hint.too_many = false;
+    hint.distance = None;
+    hint.hint = Some(OsHint { family: "Linux".into(), evidence: "ttl=64 win=65160".into() });
+    let mut evs = vec![
+        start(id, &["moonscan", "-O", "--traceroute", "-p-", "198.18.0.2", "198.18.0.3"]),
+        port("198.18.0.2", 22, 0.001),
+        port("198.18.0.3", 22, 0.001),
+        Event::Os(Box::new(os)),
+        Event::Os(Box::new(hint)),
+        Event::Os(Box::new(sample::lab_os("2001:2::2", 40000, 2, Some("SCAN(V=7.93)\nSEQ(CI=Z%II=I)")))),
+        Event::Trace(Box::new(sample::trace("198.18.0.2"))),
+        end(id, 2),
+    ];
+    for e in &mut evs {
+        e.set_scan_id(id.into());
+    }
+    evs
+}
+
+#[test]
+fn os_and_trace_events_come_back_as_they_were_recorded() {
+    let mut store = Store::memory();
+    let evs = os_events("00c0ffee000000f1", "Linux 4.15 - 5.8");
+    record_all(&mut store, &evs);
+    store.close().unwrap();
+    let mut db = store.into_db();
+    assert_eq!(db.events("00c0ffee000000f1").unwrap(), evs);
+    assert_eq!(count(&mut db, "os"), 3);
+    assert_eq!(count(&mut db, "os_matches"), 2);
+    assert_eq!(count(&mut db, "os_classes"), 3);
+    assert_eq!(count(&mut db, "traces"), 1);
+    assert_eq!(count(&mut db, "trace_hops"), 2);
+}
+
+#[test]
+fn diff_reports_an_os_that_changed_appeared_or_went() {
+    let (a, b) = (os_events("a", "Linux 4.15 - 5.8"), os_events("b", "Linux 4.15 - 5.8"));
+    assert!(diff(&a, &b).is_empty(), "{:?}", diff(&a, &b));
+    // The best match changed.
+    let b = os_events("b", "Linux 5.4");
+    let d = diff(&a, &b);
+    assert_eq!(d.os.len(), 1, "{d:?}");
+    assert_eq!(d.os[0].ip, ip("198.18.0.2"));
+    assert!(d.os[0].before.as_deref().unwrap().starts_with("Linux 4.15 - 5.8 (100%) [Linux Linux 4.X general purpose"));
+    assert!(d.os[0].after.as_deref().unwrap().starts_with("Linux 5.4 (100%)"));
+    assert!(!d.is_empty());
+    // A class changed under the same name.
+    let mut b = os_events("b", "Linux 4.15 - 5.8");
+    if let Event::Os(o) = &mut b[3] {
+        o.matches[0].classes[0].device_type = "router".into();
+    }
+    assert_eq!(diff(&a, &b).os.len(), 1);
+    // The accuracy alone is no change.
+    let mut b = os_events("b", "Linux 4.15 - 5.8");
+    if let Event::Os(o) = &mut b[3] {
+        o.matches[0].accuracy = 97;
+    }
+    assert!(diff(&a, &b).os.is_empty());
+    // No match any more (too many match): gone; and back: appeared.
+    let mut b = os_events("b", "Linux 4.15 - 5.8");
+    if let Event::Os(o) = &mut b[3] {
+        o.matches.clear();
+        o.too_many = true;
+    }
+    let d = diff(&a, &b);
+    assert_eq!((d.os.len(), d.os[0].after.clone()), (1, None), "{d:?}");
+    let d = diff(&b, &a);
+    assert_eq!((d.os[0].before.clone(), d.os[0].after.is_some()), (None, true));
+    // A scan that did not run OS detection on the host says nothing of it.
+    let b: Vec<Event> = os_events("b", "Linux 5.4").into_iter().filter(|e| !matches!(e, Event::Os(_))).collect();
+    assert!(diff(&a, &b).os.is_empty());
+}
+
+#[test]
+fn a_version_10_database_gains_the_os_and_trace_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v10.db");
+    let path = path.to_str().unwrap();
+    {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let ddl = schema::sqlite();
+        let v10 = &ddl[..ddl.find("CREATE TABLE IF NOT EXISTS os (").unwrap()];
+        assert!(!v10.contains("trace"), "{v10}");
+        conn.execute_batch(v10).unwrap();
+        conn.execute("INSERT INTO schema_version (version) VALUES (10)", []).unwrap();
+        conn.execute(
+            "INSERT INTO scans (id, started, args, scan_type, seed) VALUES ('old', '2026-01-01T00:00:00Z', '[]', 'syn', '1')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO ports (scan_id, ip, port, proto, state, reason, t, seq) \
+             VALUES ('old', '198.18.0.2', 22, 'tcp', 'open', 'syn-ack', 0.5, 1)",
+            [],
+        )
+        .unwrap();
+    }
+    let mut sink = open(path).unwrap();
+    let evs = os_events("00c0ffee000000f2", "Linux 4.15 - 5.8");
+    for e in &evs {
+        sink.record(e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
+    assert_eq!((version, schema::VERSION), (11, 11));
+    drop(conn);
+    let mut db = Db::open(path).unwrap();
+    let old = db.events("old").unwrap();
+    assert_eq!(old.len(), 2, "{old:?}");
+    assert_eq!(db.events("00c0ffee000000f2").unwrap(), evs);
+}
+
+/// The same round trip through PostgreSQL, given one
+/// (`MOONSCAN_TEST_PG=postgres://... cargo test -- --ignored`).
+#[test]
+#[ignore = "needs a PostgreSQL database in MOONSCAN_TEST_PG"]
+fn os_and_trace_events_come_back_from_postgres() {
+    let Ok(url) = std::env::var("MOONSCAN_TEST_PG") else { return };
+    let id = format!("{:016x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    let evs = os_events(&id, "Linux 4.15 - 5.8");
+    let mut sink = open(&url).unwrap();
+    for e in &evs {
+        sink.record(e).unwrap();
+    }
+    sink.close().unwrap();
+    drop(sink);
+    assert_eq!(Db::open(&url).unwrap().events(&id).unwrap(), evs);
+}
