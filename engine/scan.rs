@@ -8,7 +8,7 @@
 //! `scan_end` after its outstanding probes are answered or timed out.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc;
 
@@ -373,10 +373,28 @@ pub(crate) async fn run(
     // host's ports, beside detection and plugins.
     if let (Some(seen), false) = (&ctx.os_seen, interrupted) {
         let hosts = seen.take();
-        let max_wait = cfg.timing.timeout;
-        if let Some(plan) = &cfg.os {
-            crate::os::stage::run(plan.clone(), &ctx, raw_links.clone(), &hosts, max_wait).await;
-        }
+        // The MACs host discovery learned, for on-link hosts.
+        let raw_links = raw_links.map(|l| {
+            let mut l = (*l).clone();
+            for (ip, s) in &hosts {
+                if let Some(mac) = s.mac {
+                    l.learn(*ip, mac);
+                }
+            }
+            Arc::new(l)
+        });
+        let wait = cfg.timing.timeout;
+        let os = async {
+            if let Some(plan) = &cfg.os {
+                crate::os::stage::run(plan.clone(), &ctx, raw_links.clone(), &hosts, wait).await;
+            }
+        };
+        let trace = async {
+            if cfg.traceroute {
+                crate::os::stage::trace(&ctx, raw_links.clone(), &hosts, wait.min(Duration::from_secs(1))).await;
+            }
+        };
+        tokio::join!(os, trace);
     }
     // Discovery's `found` is gone: the next stage's input is closed, and so on down.
     for stage in stages.into_iter().rev() {

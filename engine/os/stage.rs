@@ -1,12 +1,14 @@
-//! OS detection as a stage of the scan: once the port scan has decided a
-//! host's ports, its OS probes go out (many hosts at once) and an `os`
-//! event comes back.
+//! OS detection and traceroute as stages of the scan: once the port scan
+//! has decided the hosts' ports, their OS probes go out (many hosts at
+//! once) and an `os` event comes back for each; traceroute sends its
+//! probes beside them and a `trace` event comes back for each host.
 //!
 //! In: [`OsPlan`] (the database, if any, and nmap's options), the scan's
-//! [`Ctx`], the hosts [`Seen`] up and the [`Links`] to reach them. Out: one
-//! `os` event per host probed, and an `error` event for a host that cannot
-//! be (IPv6, this machine's own addresses, no path). What always holds: a
-//! host's trouble never ends the stage; a stop ends it with what is done.
+//! [`Ctx`], the hosts seen up ([`HostSeen`]) and the [`Links`] to reach
+//! them. Out: one `os` event per host probed, one `trace` event per host
+//! traced, and an `error` event for a host that cannot be (IPv6 for -O,
+//! this machine's own addresses, no path). What always holds: a host's
+//! trouble never ends a stage; a stop ends it with what is done.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -164,5 +166,51 @@ pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts:
     };
     if let Some(message) = failed {
         ctx.emit(ctx.error(None, None, None, ErrorKind::Io, message)).await;
+    }
+}
+
+/// The port nmap's traceroute would use for a host: its lowest open TCP
+/// port, else its lowest closed TCP port, else its closed UDP port.
+fn trace_port(s: &HostSeen) -> Option<(u16, Proto, bool)> {
+    match (s.open_tcp, s.closed_tcp, s.closed_udp) {
+        (Some(p), _, _) => Some((p, Proto::Tcp, true)),
+        (None, Some(p), _) => Some((p, Proto::Tcp, false)),
+        (None, None, Some(p)) => Some((p, Proto::Udp, false)),
+        _ => None,
+    }
+}
+
+/// Traces the path to every host seen up that answered on a port.
+pub async fn trace(ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], timeout: Duration) {
+    use crate::discovery::trace::{self as tr, TraceTarget};
+    let targets: Vec<TraceTarget> = hosts
+        .iter()
+        .filter_map(|(ip, s)| {
+            let (port, proto, open) = trace_port(s)?;
+            Some(TraceTarget { ip: *ip, port, proto, open, ttl_seen: s.ttl })
+        })
+        .collect();
+    let Some(links) = links.filter(|_| !targets.is_empty()) else { return };
+    if links.loopback {
+        return;
+    }
+    let stop = ctx.stop.clone();
+    let done = tokio::task::spawn_blocking(move || tr::run(&targets, &links, timeout, &|| stop.is_set())).await;
+    match done {
+        Ok(Ok(results)) => {
+            for r in results.into_iter().filter(|r| !r.hops.is_empty()) {
+                let ev = crate::findings::TraceEvent {
+                    scan_id: ctx.scan_id.clone(),
+                    ip: r.ip,
+                    port: r.port,
+                    proto: r.proto,
+                    hops: r.hops,
+                    t: ctx.t(),
+                };
+                ctx.emit(Event::Trace(Box::new(ev))).await;
+            }
+        }
+        Ok(Err(e)) => ctx.emit(ctx.error(None, None, None, ErrorKind::Io, format!("traceroute: {e}"))).await,
+        Err(e) => ctx.emit(ctx.error(None, None, None, ErrorKind::Io, format!("traceroute failed: {e}"))).await,
     }
 }

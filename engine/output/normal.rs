@@ -154,6 +154,7 @@ pub(super) fn host_report_by(
             text.push_str(&os_text::normal_lines(os, view));
         }
         host_scripts(text, host);
+        traceroute(text, host);
         return;
     }
     // nmap's "Not shown" line, or an empty line in its place.
@@ -201,7 +202,17 @@ pub(super) fn host_report_by(
         let _ = writeln!(text, "{info}");
     }
     host_scripts(text, host);
+    traceroute(text, host);
     text.push('\n');
+}
+
+/// nmap's TRACEROUTE table, after the host scripts.
+fn traceroute(text: &mut String, host: &HostRec<'_>) {
+    if let Some(t) = host.trace {
+        for line in super::trace_text::normal(t, host.trace_same) {
+            let _ = writeln!(text, "{line}");
+        }
+    }
 }
 
 /// nmap's request for the fingerprints of services no rule identified,

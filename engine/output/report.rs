@@ -102,8 +102,11 @@ pub struct Collected {
     ptr: HashMap<IpAddr, String>,
     /// OS detection's result (or passive hint) by address.
     os: HashMap<IpAddr, crate::findings::OsEvent>,
-    /// Traceroute by address.
-    trace: HashMap<IpAddr, crate::findings::TraceEvent>,
+    /// Traceroute by address, with the host whose first hops it shares
+    /// (nmap's "Hops 1-N are the same as for X").
+    trace: HashMap<IpAddr, (crate::findings::TraceEvent, Option<(IpAddr, u8)>)>,
+    /// The first host whose trace had each (TTL, hop address).
+    first_by_hop: HashMap<(u8, IpAddr), IpAddr>,
     /// Host script results (findings of `scope = "host"` plugins), by
     /// address and target.
     host_scripts: BTreeMap<(IpAddr, u32), Scripts>,
@@ -138,6 +141,8 @@ pub struct HostRec<'a> {
     pub os: Option<&'a crate::findings::OsEvent>,
     /// Its traceroute.
     pub trace: Option<&'a crate::findings::TraceEvent>,
+    /// The host whose first hops its trace shares, and how many.
+    pub trace_same: Option<(IpAddr, u8)>,
 }
 
 impl HostRec<'_> {
@@ -328,7 +333,13 @@ impl Collected {
                 }
             }
             Event::Trace(e) => {
-                self.trace.insert(e.ip, (**e).clone());
+                let same = self.shared_hops(e);
+                for h in &e.hops {
+                    if let Some(ip) = h.ip {
+                        self.first_by_hop.entry((h.ttl, ip)).or_insert(e.ip);
+                    }
+                }
+                self.trace.insert(e.ip, ((**e).clone(), same));
             }
             Event::Log(_) | Event::Error(_) | Event::Timing(_) => {}
         }
@@ -432,6 +443,20 @@ impl Collected {
         })
     }
 
+    /// The earlier host whose trace has the most first hops in common with
+    /// `e`'s (not its last: that is the host itself), and how many.
+    fn shared_hops(&self, e: &crate::findings::TraceEvent) -> Option<(IpAddr, u8)> {
+        let hops = &e.hops[..e.hops.len().saturating_sub(1)];
+        hops.iter().rev().find_map(|h| {
+            let other = *self.first_by_hop.get(&(h.ttl, h.ip?))?;
+            let (theirs, _) = self.trace.get(&other).filter(|_| other != e.ip)?;
+            let upto = h.ttl;
+            let mine = e.hops.iter().take_while(|x| x.ttl <= upto);
+            let same = mine.zip(&theirs.hops).all(|(a, b)| a.ttl == b.ttl && a.ip == b.ip && a.ip.is_some());
+            (same && e.hops.iter().take_while(|x| x.ttl <= upto).count() == usize::from(upto)).then_some((other, upto))
+        })
+    }
+
     /// The report of one target at `ip`.
     fn host<'a>(&'a self, ip: IpAddr, view: u32, status: Option<&'a HostStatus>) -> HostRec<'a> {
         let list: Vec<&PortRec> =
@@ -442,8 +467,9 @@ impl Collected {
         let others = name.and_then(|n| self.others.get(&(ip, n.to_string()))).map_or(&[][..], Vec::as_slice);
         let ptr = self.ptr.get(&ip).map(String::as_str);
         let host_scripts = self.host_scripts.get(&(ip, view));
-        let (os, trace) = (self.os.get(&ip), self.trace.get(&ip));
-        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts, os, trace }
+        let os = self.os.get(&ip);
+        let (trace, trace_same) = self.trace.get(&ip).map_or((None, None), |(t, s)| (Some(t), *s));
+        HostRec { ip, status, ports: list, unshown, name, ptr, others, host_scripts, os, trace, trace_same }
     }
 
     /// The ports of an up host not shown: those counted by `extraports`

@@ -205,6 +205,10 @@ impl Layout for XmlLayout {
                 scripts_xml(&mut doc, hs);
                 doc.push_str("</hostscript>\n");
             }
+            // nmap's traceroute: after the host scripts, before the times.
+            if let Some(t) = host.trace.filter(|t| !t.hops.is_empty()) {
+                doc.push_str(&super::trace_text::xml(t));
+            }
             if let Some(l) = host.status.and_then(|s| s.latency) {
                 // nmap's round-trip times, in microseconds.
                 let us = (l * 1e6) as u64;

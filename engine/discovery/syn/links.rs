@@ -117,6 +117,15 @@ impl Links {
         }
     }
 
+    /// An on-link target's MAC, learned after the scan resolved its paths
+    /// (host discovery's ARP/NDP answers), for the stages that probe it
+    /// after the port scan.
+    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6]) {
+        if self.on_link(ip).is_some() && self.macs.len() < MAX_ON_LINK {
+            self.macs.insert(key(ip), mac);
+        }
+    }
+
     /// For an on-link target: the path to its link (its MAC not filled
     /// in), along which ARP/NDP asks for it; `None` for a target behind a
     /// gateway or unreachable.

@@ -180,8 +180,8 @@ pub fn run(
     // One pace for the whole scan: every sender takes its turns from it
     // (a finished sender's share goes to the others).
     let pacer = Pacer::new(opts.limits, pace.timeout, Instant::now());
+    let hints = found.ctx.hints.as_deref();
     std::thread::scope(|s| {
-        let hints = found.ctx.hints.as_deref();
         let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit, hints));
         let drivers: Vec<_> = order
             .split(workers as u64)
