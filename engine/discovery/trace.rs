@@ -80,7 +80,9 @@ pub struct TraceTarget {
     /// The port the probes go to (nmap's choice: the scan's best port).
     pub port: u16,
     pub proto: Proto,
-    /// The port is open (TCP: a SYN-ACK ends the trace; closed, a RST).
+    /// The port is open. Either way a TCP port gets SYN probes (nmap's
+    /// probe for an open or a closed port of a SYN scan) and the target's
+    /// SYN-ACK or RST ends the trace; kept for the caller's account.
     pub open: bool,
     /// The TTL (IPv6: hop limit) the host's answers came with.
     pub ttl_seen: Option<u8>,

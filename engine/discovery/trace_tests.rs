@@ -214,6 +214,27 @@ fn the_targets_syn_ack_or_rst_ends_the_trace_only_if_it_acknowledges_the_probe()
     assert_eq!(parse(&bare_syn, Checksum::Unchecked, KEY), None);
 }
 
+#[test]
+fn hostile_frames_are_refused_without_a_panic() {
+    let p4 = probe(&target("198.18.1.2", 22, Proto::Tcp), 1, 42);
+    let p6 = probe(&target("2001:2::5", 53, Proto::Udp), 1, 43);
+    let frames = [
+        icmp_error("198.18.0.2", 11, 0, &quote_of(&p4, true)),
+        icmp_error("2001:2::2", 3, 0, &quote_of(&p6, true)),
+        tcp_answer_to(&p4, "198.18.1.2", TcpFlags::RST | TcpFlags::ACK, KEY.seq_of(42).wrapping_add(1), 63),
+    ];
+    for f in frames {
+        for at in 0..f.len() {
+            for v in [0x00, 0x01, 0x0f, 0x45, 0x60, 0x7f, 0x80, 0xff] {
+                let mut g = f.clone();
+                g[at] = v;
+                let _ = parse(&g, Checksum::Unchecked, KEY);
+                let _ = parse(&g, Checksum::Valid, KEY);
+            }
+        }
+    }
+}
+
 // The machine, on a simulated clock.
 
 const T: Duration = Duration::from_millis(100);
