@@ -80,7 +80,9 @@ pub struct TraceTarget {
     /// The port the probes go to (nmap's choice: the scan's best port).
     pub port: u16,
     pub proto: Proto,
-    /// The port is open (TCP: a SYN-ACK ends the trace; closed, a RST).
+    /// The port is open. Either way a TCP port gets SYN probes (nmap's
+    /// probe for an open or a closed port of a SYN scan) and the target's
+    /// SYN-ACK or RST ends the trace; kept for the caller's account.
     pub open: bool,
     /// The TTL (IPv6: hop limit) the host's answers came with.
     pub ttl_seen: Option<u8>,
@@ -348,7 +350,7 @@ pub fn distance_of(ttl: u8) -> u8 {
 
 /// A probe to send now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Send {
+pub struct Due {
     /// Index of the host in the targets.
     pub host: usize,
     pub ttl: u8,
@@ -529,7 +531,7 @@ impl Tracer {
 
     /// Times out what is due, then gives the probes to send at `now`
     /// (resends first, each host in turn, within [`MAX_IN_FLIGHT`]).
-    pub fn poll(&mut self, now: Instant, out: &mut Vec<Send>) {
+    pub fn poll(&mut self, now: Instant, out: &mut Vec<Due>) {
         if self.stopped {
             return;
         }
@@ -538,7 +540,7 @@ impl Tracer {
                 let p = h.probes[i];
                 if p.phase == Phase::Active && now.saturating_duration_since(p.sent) >= self.timeout {
                     h.insert(p.ttl, Found { ip: None, rtt_ms: None });
-                    self.in_flight -= 1;
+                    self.in_flight = self.in_flight.saturating_sub(1);
                     h.probes[i].phase = if p.resends < MAX_RESENDS { Phase::Pending } else { Phase::Expired };
                 }
             }
@@ -559,13 +561,13 @@ impl Tracer {
         }
     }
 
-    fn send_next(&mut self, i: usize, now: Instant) -> Option<Send> {
+    fn send_next(&mut self, i: usize, now: Instant) -> Option<Due> {
         let h = &mut self.hosts[i];
         if let Some(p) = h.probes.iter_mut().find(|p| p.phase == Phase::Pending) {
             p.resends += 1;
             p.sent = now;
             p.phase = Phase::Active;
-            return Some(Send { host: i, ttl: p.ttl, token: p.token });
+            return Some(Due { host: i, ttl: p.ttl, token: p.token });
         }
         h.next_ttl();
         if !h.has_more() {
@@ -575,7 +577,7 @@ impl Tracer {
         self.next_token = self.next_token.wrapping_add(1);
         h.probes.push(Probe { token, ttl, sent: now, resends: 0, phase: Phase::Active });
         h.sent_ttls[usize::from(ttl)] = true;
-        Some(Send { host: i, ttl, token })
+        Some(Due { host: i, ttl, token })
     }
 
     /// Takes an answer received at `now`; false if it answers no probe
@@ -602,11 +604,11 @@ impl Tracer {
                     h.current = d;
                 }
             }
-            self.in_flight -= h.cancel(|p| p.ttl > probe.ttl);
+            self.in_flight = self.in_flight.saturating_sub(h.cancel(|p| p.ttl > probe.ttl));
         }
         let rtt = now.saturating_duration_since(probe.sent).as_secs_f64() * 1e3;
         self.set_hop(i, probe.ttl, a.from, rtt);
-        self.in_flight -= self.hosts[i].cancel(|p| p.token == probe.token);
+        self.in_flight = self.in_flight.saturating_sub(self.hosts[i].cancel(|p| p.token == probe.token));
         true
     }
 
@@ -640,7 +642,7 @@ impl Tracer {
                 *s = true;
             }
             h.counting_up = true;
-            self.in_flight -= h.cancel(|p| p.ttl < ttl);
+            self.in_flight = self.in_flight.saturating_sub(h.cancel(|p| p.ttl < ttl));
         }
     }
 

@@ -214,6 +214,27 @@ fn the_targets_syn_ack_or_rst_ends_the_trace_only_if_it_acknowledges_the_probe()
     assert_eq!(parse(&bare_syn, Checksum::Unchecked, KEY), None);
 }
 
+#[test]
+fn hostile_frames_are_refused_without_a_panic() {
+    let p4 = probe(&target("198.18.1.2", 22, Proto::Tcp), 1, 42);
+    let p6 = probe(&target("2001:2::5", 53, Proto::Udp), 1, 43);
+    let frames = [
+        icmp_error("198.18.0.2", 11, 0, &quote_of(&p4, true)),
+        icmp_error("2001:2::2", 3, 0, &quote_of(&p6, true)),
+        tcp_answer_to(&p4, "198.18.1.2", TcpFlags::RST | TcpFlags::ACK, KEY.seq_of(42).wrapping_add(1), 63),
+    ];
+    for f in frames {
+        for at in 0..f.len() {
+            for v in [0x00, 0x01, 0x0f, 0x45, 0x60, 0x7f, 0x80, 0xff] {
+                let mut g = f.clone();
+                g[at] = v;
+                let _ = parse(&g, Checksum::Unchecked, KEY);
+                let _ = parse(&g, Checksum::Valid, KEY);
+            }
+        }
+    }
+}
+
 // The machine, on a simulated clock.
 
 const T: Duration = Duration::from_millis(100);
@@ -230,7 +251,7 @@ struct Net {
 }
 
 impl Net {
-    fn reply(&self, targets: &[TraceTarget], s: &Send) -> Option<Answer> {
+    fn reply(&self, targets: &[TraceTarget], s: &Due) -> Option<Answer> {
         let t = &targets[s.host];
         let (routers, dist) = &self.paths[s.host];
         let base = Answer { target: t.ip, token: s.token, port: t.port, proto: t.proto, from: t.ip, ttl: 0 };
@@ -245,7 +266,7 @@ impl Net {
 
     /// Runs `m` to the end (every answer 1 ms after its probe, at most
     /// `rounds` steps of 1 ms); returns the probes sent and checks the bounds.
-    fn drive(&self, m: &mut Tracer, targets: &[TraceTarget], rounds: usize) -> Vec<Send> {
+    fn drive(&self, m: &mut Tracer, targets: &[TraceTarget], rounds: usize) -> Vec<Due> {
         let start = Instant::now();
         let mut all = Vec::new();
         let mut due: Vec<(Instant, Answer)> = Vec::new();
@@ -456,4 +477,55 @@ fn direct_and_skipped_targets() {
     let r = m.results();
     assert_eq!((r[0].port, addrs(&r[0])), (0, vec![Some("198.18.0.2".to_string())]));
     assert!(r[1].hops.is_empty());
+}
+
+/// A real trace, run by hand as root in the lab's scanning namespace:
+/// `MOONSCAN_TRACE="198.18.0.2:22/tcp 198.18.1.2:22/tcp" ip netns exec
+/// msscan cargo test --lib -- --ignored --nocapture lab_trace`. Prints
+/// nmap's `-oN` lines and `-oX` element for each target.
+#[test]
+#[ignore = "sends packets: run by hand inside the lab"]
+fn lab_trace() {
+    use crate::discovery::syn::links::LinkOptions;
+    use crate::discovery::syn::machine::Pace;
+    use crate::findings::TraceEvent;
+    use crate::output::trace_text;
+    use crate::targets::addrs::key;
+    use crate::targets::AddrSet;
+    let spec = std::env::var("MOONSCAN_TRACE").unwrap_or_else(|_| "198.18.0.2:22/tcp 198.18.1.2:22/tcp".into());
+    let targets: Vec<TraceTarget> = spec
+        .split_whitespace()
+        .map(|t| {
+            let (addr, rest) = t.rsplit_once(':').unwrap();
+            let (port, proto) = rest.split_once('/').unwrap();
+            let ip: IpAddr = addr.trim_matches(|c| c == '[' || c == ']').parse().unwrap();
+            assert!(
+                matches!(ip, IpAddr::V4(a) if a.octets()[..2] == [198, 18])
+                    || ip.is_loopback()
+                    || addr.starts_with("[2001:2:"),
+                "lab addresses only: {ip}"
+            );
+            TraceTarget {
+                ip,
+                port: port.parse().unwrap(),
+                proto: Proto::parse(proto).unwrap(),
+                open: true,
+                ttl_seen: None,
+            }
+        })
+        .collect();
+    let set = AddrSet::from_ranges(targets.iter().map(|t| (key(t.ip), key(t.ip))).collect());
+    let mut links = Links::resolve(&set, &LinkOptions::default(), Duration::from_secs(1)).unwrap();
+    links.ask_neighbours(Pace::quiet(), &|| false).unwrap();
+    let start = Instant::now();
+    let results = run(&targets, &links, Duration::from_secs(1), &|| false).unwrap();
+    println!("traced {} hosts in {:?}", results.len(), start.elapsed());
+    for r in results {
+        let ev = TraceEvent { scan_id: "lab".into(), ip: r.ip, port: r.port, proto: r.proto, hops: r.hops, t: 0.0 };
+        println!("Nmap scan report for {}", r.ip);
+        for l in trace_text::normal(&ev, r.same_as) {
+            println!("{l}");
+        }
+        print!("{}", trace_text::xml(&ev));
+    }
 }
