@@ -197,3 +197,99 @@ fn os_detection_of_loopback_says_why_and_scans_on() {
     );
     assert!(of_type(&evs, "os").is_empty());
 }
+
+/// The hops of each host's `<trace>` in an -oX report: (ttl, address).
+fn traces_of(xml: &str) -> BTreeMap<String, (String, Vec<(String, String)>)> {
+    let addr = Regex::new(r#"<address addr="([^"]+)" addrtype="ipv4""#).unwrap();
+    let mut out = BTreeMap::new();
+    for host in xml.split("<host ").skip(1) {
+        let (Some(ip), Some(trace)) = (addr.captures(host), host.split("<trace").nth(1)) else { continue };
+        let head = trace.split('>').next().unwrap_or("");
+        let port = format!("{}/{}", attr(head, "port").unwrap_or_default(), attr(head, "proto").unwrap_or_default());
+        let body = trace.split("</trace>").next().unwrap_or("");
+        let hops = body
+            .split("<hop ")
+            .skip(1)
+            .map(|h| (attr(h, "ttl").unwrap_or_default(), attr(h, "ipaddr").unwrap_or_default()))
+            .collect();
+        out.insert(ip[1].to_string(), (port, hops));
+    }
+    out
+}
+
+/// --traceroute finds the hops nmap finds, to the port nmap uses: a
+/// directly connected host, msrate and two personalities behind mstarget
+/// (which share their first hop: -oN says so as nmap's).
+#[test]
+fn traceroute_finds_the_hops_nmap_finds() {
+    let _lab = lab();
+    let hosts = ["198.18.0.2", "198.18.1.2", "198.18.6.2", "198.18.7.2"];
+    let dir = tempfile::tempdir().unwrap();
+    let (their_n, our_n) = (dir.path().join("nmap.nmap"), dir.path().join("moonscan.nmap"));
+    let nm = in_lab("nmap").args(["-n", "--traceroute", "-p", "22,80", "-oX", "-", "-oN"]).arg(&their_n).args(hosts);
+    let nm = nm.output().unwrap();
+    assert!(nm.status.success(), "{}", stderr(&nm));
+    let theirs = traces_of(&stdout(&nm));
+    let out = in_lab(bin())
+        .args(["-n", "--traceroute", "-p", "22,80", "-oX", "-", "-oN"])
+        .arg(&our_n)
+        .args(hosts)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ours = traces_of(&stdout(&out));
+    for h in hosts {
+        assert!(theirs.get(h).is_some_and(|t| !t.1.is_empty()), "{h}: nmap traced nothing: {theirs:?}");
+        assert_eq!(ours.get(h).map(|t| &t.1), theirs.get(h).map(|t| &t.1), "{h}: hops");
+    }
+    // The TRACEROUTE tables: headers and "same as" lines as nmap's (RTTs differ).
+    let table = |p: &std::path::Path| -> Vec<String> {
+        let text = std::fs::read_to_string(p).unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("TRACEROUTE") || l.starts_with("HOP ") || l.contains(" the same as for "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(table(&our_n), table(&their_n));
+}
+
+/// The -oN sections of each host, in order: the lines that start them.
+fn sections(text: &str) -> Vec<String> {
+    const HEADS: [&str; 12] = [
+        "Nmap scan report for",
+        "PORT ",
+        "Device type:",
+        "Running",
+        "OS CPE:",
+        "OS details:",
+        "No exact OS matches",
+        "TCP/IP fingerprint:",
+        "Network Distance:",
+        "Service Info:",
+        "TRACEROUTE",
+        "OS and Service detection performed",
+    ];
+    text.lines()
+        .filter_map(|l| HEADS.iter().find(|h| l.starts_with(**h)))
+        .map(|h| h.to_string())
+        .collect()
+}
+
+/// -A is -O -sV -sC --traceroute: nmap's sections in -oN in nmap's order,
+/// and <os>, <distance> and <trace> in -oX.
+#[test]
+fn minus_a_gives_nmaps_sections() {
+    let _lab = lab();
+    let args = ["-n", "-A", "-p", "22,80", "198.18.0.2", "198.18.6.2"];
+    let nm = in_lab("nmap").args(args).args(["-oN", "-"]).output().unwrap();
+    assert!(nm.status.success(), "{}", stderr(&nm));
+    let dir = tempfile::tempdir().unwrap();
+    let xml = dir.path().join("a.xml");
+    let out = in_lab(bin()).args(args).args(["-oN", "-", "-oX"]).arg(&xml).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(sections(&stdout(&out)), sections(&stdout(&nm)), "ours:\n{}\nnmap's:\n{}", stdout(&out), stdout(&nm));
+    let doc = std::fs::read_to_string(&xml).unwrap();
+    for tag in ["<os>", "<osfingerprint ", "<distance ", "<trace ", "<service name=\"ssh\""] {
+        assert_eq!(doc.matches(tag).count(), 2, "{tag} in each host: {doc}");
+    }
+}

@@ -400,6 +400,39 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
             t: f64::from(i) / 7.0,
         }));
     }
+    // What -O and --traceroute found, with the text that is hard to store.
+    let host: std::net::IpAddr = "198.18.0.2".parse().unwrap();
+    let class = OsClass {
+        vendor: "Linux".into(),
+        family: nasty.into(),
+        generation: Some("5.X".into()),
+        device_type: "general purpose".into(),
+        accuracy: 96,
+        cpe: vec!["cpe:/o:linux:linux_kernel:5".into()],
+    };
+    evs.push(Event::Os(Box::new(OsEvent {
+        ports_used: vec![PortUsed { state: "open".into(), proto: Proto::Tcp, port: 22 }],
+        matches: vec![OsMatch { name: "Linux 5.3 - 5.4".into(), accuracy: 96, line: 68_140, classes: vec![class] }],
+        fingerprint: Some(format!("OS:SCAN(V=moonscan-0.1.0%E=4)SEQ(SP=106%GCD=1)\nOS:{nasty}")),
+        not_ideal: Some("Missing a closed TCP port so results incomplete".into()),
+        distance: Some(1),
+        uptime: Some(Uptime { seconds: 12_345, lastboot: "Sat Nov 28 04:03:11 2026".into() }),
+        tcp_sequence: Some(Sequence { class: "Good luck!".into(), index: Some(262), values: "A1B2C3D4,1".into() }),
+        ip_id_sequence: Some(Sequence { class: "All zeros".into(), index: None, values: "0,0".into() }),
+        tcp_ts_sequence: Some(Sequence { class: "1000HZ".into(), index: None, values: "F,10".into() }),
+        ..OsEvent::hint(id.into(), host, OsHint { family: "Linux".into(), evidence: nasty.into() }, 3.5)
+    })));
+    evs.push(Event::Trace(Box::new(TraceEvent {
+        scan_id: id.into(),
+        ip: host,
+        port: 22,
+        proto: Proto::Tcp,
+        hops: vec![
+            TraceHop { ttl: 1, ip: Some("198.18.0.2".parse().unwrap()), rtt_ms: Some(0.05), host: Some(nasty.into()) },
+            TraceHop { ttl: 2, ip: None, rtt_ms: None, host: None },
+        ],
+        t: 3.6,
+    })));
     let ip: std::net::IpAddr = "2001:2::2".parse().unwrap();
     evs.push(Event::Service(Box::new(Service {
         scan_id: id.into(),
@@ -408,8 +441,6 @@ fn tricky_events(id: &str, ports: u32) -> Vec<moonscan::findings::Event> {
         proto: Proto::Tcp,
         targetname: None,
         rdns: None,
-        os_seen: None,
-        hints: None,
         method: ServiceMethod::Soft,
         tunnel: Some(Tunnel::Ssl),
         probe: Some("GetRequest".into()),

@@ -989,20 +989,3 @@ fn a_version_10_database_gains_the_os_and_trace_tables() {
     assert_eq!(old.len(), 2, "{old:?}");
     assert_eq!(db.events("00c0ffee000000f2").unwrap(), evs);
 }
-
-/// The same round trip through PostgreSQL, given one
-/// (`MOONSCAN_TEST_PG=postgres://... cargo test -- --ignored`).
-#[test]
-#[ignore = "needs a PostgreSQL database in MOONSCAN_TEST_PG"]
-fn os_and_trace_events_come_back_from_postgres() {
-    let Ok(url) = std::env::var("MOONSCAN_TEST_PG") else { return };
-    let id = format!("{:016x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
-    let evs = os_events(&id, "Linux 4.15 - 5.8");
-    let mut sink = open(&url).unwrap();
-    for e in &evs {
-        sink.record(e).unwrap();
-    }
-    sink.close().unwrap();
-    drop(sink);
-    assert_eq!(Db::open(&url).unwrap().events(&id).unwrap(), evs);
-}
