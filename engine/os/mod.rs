@@ -9,6 +9,9 @@
 //! strings), so what computes it, what matches it and what prints it are
 //! apart and each is tested on its own.
 
+pub mod db;
+pub mod matching;
+
 /// One test of a fingerprint: `SEQ(SP=105%GCD=1%...)` is the test `SEQ`
 /// with its attributes in nmap's order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
