@@ -10,11 +10,15 @@
 //! apart and each is tested on its own.
 
 pub mod compute;
+pub mod db;
 pub mod hints;
+pub mod matching;
+pub mod passive;
 pub mod probes;
 pub mod run;
 pub mod seen;
 pub mod stage;
+pub mod submit;
 
 /// One test of a fingerprint: `SEQ(SP=105%GCD=1%...)` is the test `SEQ`
 /// with its attributes in nmap's order.
