@@ -10,7 +10,9 @@
 //! apart and each is tested on its own.
 
 pub mod compute;
+pub mod passive;
 pub mod probes;
+pub mod submit;
 
 /// One test of a fingerprint: `SEQ(SP=105%GCD=1%...)` is the test `SEQ`
 /// with its attributes in nmap's order.
