@@ -1314,6 +1314,49 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_host_in_nmaps_order_and_back_through_the_text() {
+        let mut r = host([10, 2010, 4010, 6010, 8010, 10010], [1, 2, 3, 4, 5, 6], [100, 110, 120, 130, 140, 150]);
+        put(&mut r, Probe::Ie(0), 700, Some(echo(0, 0, false, 7, 64)));
+        put(&mut r, Probe::Ie(1), 710, Some(echo(1, 0, false, 8, 64)));
+        put(&mut r, Probe::U1, 720, None);
+        let u = unreachable(&r, |_| {});
+        r.of.get_mut(&Probe::U1).unwrap().reply = Some(u);
+        let s = Seg { flags: SYN | ACK | ECE, opts: vec![2, 4, 5, 0xB4, 1, 1, 4, 2, 1, 3, 3, 7], ..seg() };
+        put(&mut r, Probe::Ecn, 730, Some(ipv4(6, 64, 9, true, &tcp_bytes(&s))));
+        for n in 2..=7u8 {
+            let s = Seg { flags: RST | ACK, seq: 0, ack: 1001, win: 0, ..seg() };
+            put(&mut r, Probe::T(n), 740, Some(ipv4(6, 64, 0, true, &tcp_bytes(&s))));
+        }
+        let fp = fingerprint(&params(), &r);
+        let names: Vec<&str> = fp.tests.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["SEQ", "OPS", "WIN", "ECN", "T1", "T2", "T3", "T4", "T5", "T6", "T7", "U1", "IE"]);
+        let seq: Vec<&str> = fp.test("SEQ").unwrap().attrs.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(seq, ["SP", "GCD", "ISR", "TI", "CI", "II", "SS", "TS"]);
+        let ecn: Vec<&str> = fp.test("ECN").unwrap().attrs.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(ecn, ["R", "DF", "T", "W", "O", "CC", "Q"]);
+        let t2: Vec<&str> = fp.test("T2").unwrap().attrs.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(t2, ["R", "DF", "T", "W", "S", "A", "F", "O", "RD", "Q"]);
+        assert_eq!(fp.get("ECN", "T"), Some("43"));
+        let scan = crate::os::submit::ScanLine {
+            version: "7.93".into(),
+            open: Some(22),
+            closed: Some(1),
+            closed_udp: Some(40000),
+            private: true,
+            distance: distance(&params(), &r),
+            dc: 'I',
+            good: true,
+            mac: None,
+            time: 1_796_000_000,
+            platform: "x86_64-pc-linux-gnu".into(),
+        };
+        let text = crate::os::submit::submission(&fp, &scan);
+        assert!(text.starts_with("OS:SCAN(V=7.93%E=4%D="));
+        assert!(text.contains("%DS=4%DC=I%G=Y%TM="));
+        assert_eq!(crate::os::submit::parse_subject(&text), Some(fp));
+    }
+
+    #[test]
     fn hostile_replies_never_panic() {
         let base = host([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [1; 6]);
         let pkt = base.of.get(&Probe::Seq(0)).unwrap().reply.clone().unwrap();
