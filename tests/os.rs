@@ -226,8 +226,8 @@ fn traceroute_finds_the_hops_nmap_finds() {
     let hosts = ["198.18.0.2", "198.18.1.2", "198.18.6.2", "198.18.7.2"];
     let dir = tempfile::tempdir().unwrap();
     let (their_n, our_n) = (dir.path().join("nmap.nmap"), dir.path().join("moonscan.nmap"));
-    let nm = in_lab("nmap").args(["-n", "--traceroute", "-p", "22,80", "-oX", "-", "-oN"]).arg(&their_n).args(hosts);
-    let nm = nm.output().unwrap();
+    let mut nm = in_lab("nmap");
+    let nm = nm.args(["-n", "--traceroute", "-p", "22,80", "-oX", "-", "-oN"]).arg(&their_n).args(hosts).output().unwrap();
     assert!(nm.status.success(), "{}", stderr(&nm));
     let theirs = traces_of(&stdout(&nm));
     let out = in_lab(bin())
@@ -291,5 +291,43 @@ fn minus_a_gives_nmaps_sections() {
     let doc = std::fs::read_to_string(&xml).unwrap();
     for tag in ["<os>", "<osfingerprint ", "<distance ", "<trace ", "<service name=\"ssh\""] {
         assert_eq!(doc.matches(tag).count(), 2, "{tag} in each host: {doc}");
+    }
+}
+
+/// Each host's fingerprint and its osmatch list (name, accuracy) in an -oX report.
+fn matches_of(xml: &str) -> BTreeMap<String, (String, Vec<(String, u8)>)> {
+    let addr = Regex::new(r#"<address addr="([^"]+)" addrtype="ipv4""#).unwrap();
+    let mut out = BTreeMap::new();
+    for host in xml.split("<host ").skip(1) {
+        let (Some(ip), Some(fp)) = (addr.captures(host), host.split("<osfingerprint ").nth(1)) else { continue };
+        let fp = attr(fp, "fingerprint").unwrap_or_default().replace("&#xa;", "\n").replace("&#10;", "\n");
+        let list = host
+            .split("<osmatch ")
+            .skip(1)
+            .map(|m| {
+                let tag = m.split('>').next().unwrap_or("");
+                (attr(tag, "name").unwrap_or_default(), attr(tag, "accuracy").and_then(|a| a.parse().ok()).unwrap_or(0))
+            })
+            .collect();
+        out.insert(ip[1].to_string(), (fp, list));
+    }
+    out
+}
+
+/// Matching alone, on nmap's own fingerprints: moonscan's matcher given
+/// the fingerprint nmap 7.93 took of each lab host lists the matches
+/// nmap listed, in nmap's order, with nmap's accuracies.
+#[test]
+fn nmaps_fingerprints_match_as_nmap_matches_them() {
+    use moonscan::os::{db::OsDb, matching, submit};
+    let _lab = lab();
+    let theirs = matches_of(&nmap_xml(&[&["-n", "-O", "-p", PORTS][..], &HOSTS].concat()));
+    let db = OsDb::load(None).unwrap().expect("nmap-os-db is installed with nmap");
+    for host in HOSTS {
+        let (fp, list) = &theirs[host];
+        let subject = submit::parse_subject(fp).unwrap_or_else(|| panic!("{host}: nmap's fingerprint reads back: {fp}"));
+        let got = matching::best(&db, &subject, &matching::MatchOptions { guess: false });
+        let ours: Vec<(String, u8)> = got.matches.iter().map(|m| (m.name.clone(), m.accuracy)).collect();
+        assert_eq!(&ours, list, "{host}");
     }
 }
