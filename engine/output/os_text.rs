@@ -293,15 +293,17 @@ fn add_new<'a>(list: &mut Vec<&'a str>, v: &'a str) -> bool {
 /// matches only, joined by `|`), `Seq Index:`, `IP ID Seq:`.
 pub fn grepable_fields(os: &OsEvent) -> String {
     let mut t = String::new();
+    // A field stays on its line: control characters become spaces.
+    let field = |s: &str| -> String { s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect() };
     if matches!(outcome(os), Outcome::Exact) {
-        let names: Vec<&str> = os.matches.iter().map(|m| m.name.as_str()).collect();
+        let names: Vec<String> = os.matches.iter().map(|m| field(&m.name)).collect();
         let _ = write!(t, "\tOS: {}", names.join("|"));
     }
     if let Some(s) = &os.tcp_sequence {
         let _ = write!(t, "\tSeq Index: {}", s.index.unwrap_or(0));
     }
     if let Some(s) = &os.ip_id_sequence {
-        let _ = write!(t, "\tIP ID Seq: {}", s.class);
+        let _ = write!(t, "\tIP ID Seq: {}", field(&s.class));
     }
     t
 }

@@ -141,6 +141,9 @@ IP ID Sequence Generation: All zeros
         "OS details: Linux 4.15 - 5.8\nTCP/IP fingerprint:\nOS:SCAN(V=7.93%E=4%D=11/28%OT=22%CT=80%CU=40125%PV=Y%DS=1%DC=D%G=Y%TM=6B0A8061%P=x\nOS:86_64-pc-linux-gnu)\n\nUptime guess:"
     ), "{vv}");
     assert_eq!(grepable_fields(&os), "\tOS: Linux 4.15 - 5.8\tSeq Index: 262\tIP ID Seq: All zeros");
+    let mut odd = os.clone();
+    odd.matches[0].name = "Linux\n4.15\t5.8".into();
+    assert!(grepable_fields(&odd).starts_with("\tOS: Linux 4.15 5.8\tSeq"), "a field stays on its line");
     let mut doc = String::new();
     xml(&mut doc, &os, OsView { verbosity: 1, guess: false });
     assert_eq!(

@@ -207,19 +207,49 @@ pub fn merge_host(own: &str, prior: &str) -> String {
     let merged = match (own.find("<ports>"), own.find("</ports>\n")) {
         (Some(a), Some(b)) if a < b => format!("{}{block}{}", &own[..a], &own[b + "</ports>\n".len()..]),
         _ => {
-            let at = ["<hostscript>", "<times ", "</host>"].iter().find_map(|t| own.find(t)).unwrap_or(own.len());
+            let at = AFTER_PORTS.iter().find_map(|t| own.find(t)).unwrap_or(own.len());
             format!("{}{block}{}", &own[..at], &own[at..])
         }
+    };
+    // The first part's OS detection, when the resumed part has none: after the ports.
+    let merged = if find_element(&merged, "os").is_none() {
+        let os: String = OS_ELEMENTS.iter().flat_map(|name| elements(prior, name)).collect();
+        match merged.find("</ports>\n") {
+            Some(b) if !os.is_empty() => {
+                let b = b + "</ports>\n".len();
+                format!("{}{os}{}", &merged[..b], &merged[b..])
+            }
+            _ => merged,
+        }
+    } else {
+        merged
     };
     // The first part's host scripts, when the resumed part ran none.
     match (merged.contains("<hostscript>"), elements(prior, "hostscript").first()) {
         (false, Some(hs)) => {
-            let at = ["<times ", "</host>"].iter().find_map(|t| merged.find(t)).unwrap_or(merged.len());
+            let at = ["<trace ", "<times ", "</host>"].iter().find_map(|t| merged.find(t)).unwrap_or(merged.len());
             format!("{}{hs}{}", &merged[..at], &merged[at..])
         }
         _ => merged,
     }
 }
+
+/// nmap's elements of OS detection, in their order in `<host>`.
+const OS_ELEMENTS: [&str; 6] = ["os", "uptime", "distance", "tcpsequence", "ipidsequence", "tcptssequence"];
+
+/// What follows `<ports>` in a host, in document order: the ports go
+/// before the first of these present.
+const AFTER_PORTS: [&str; 9] = [
+    "<os>",
+    "<uptime ",
+    "<distance ",
+    "<tcpsequence ",
+    "<ipidsequence ",
+    "<tcptssequence ",
+    "<hostscript>",
+    "<times ",
+    "</host>",
+];
 
 /// A `<port>` element's protocol and number.
 fn port_key(p: &str) -> Option<(String, String)> {
@@ -308,5 +338,30 @@ mod tests {
         let bare = "<host><status state=\"up\" reason=\"x\" reason_ttl=\"0\"/>\n<address addr=\"198.18.0.2\" addrtype=\"ipv4\"/>\n</host>\n";
         let m = merge_host(bare, HOST_A);
         assert!(m.contains("portid=\"80\"") && m.ends_with("</ports>\n</host>\n"), "{m}");
+    }
+
+    /// OS detection's elements (nmap's, after the ports) survive a merge:
+    /// the resumed part's own, else the first part's, after the ports
+    /// and before the host scripts.
+    #[test]
+    fn os_detection_stays_after_the_ports() {
+        let os = "<os><portused state=\"open\" proto=\"tcp\" portid=\"80\"/>\n\
+<osmatch name=\"Linux 4.15 - 5.8\" accuracy=\"100\" line=\"1\">\n<osclass type=\"general purpose\" vendor=\"Linux\" osfamily=\"Linux\" accuracy=\"100\"/>\n</osmatch>\n</os>\n\
+<uptime seconds=\"5\" lastboot=\"x\"/>\n<distance value=\"1\"/>\n";
+        let with_os = HOST_A.replace("</ports>\n", &format!("</ports>\n{os}"));
+        let hs = "<hostscript><script id=\"x\" output=\"y\"/></hostscript>\n";
+        let own = HOST_A.replace("portid=\"80\"", "portid=\"443\"").replace("</host>", &format!("{hs}</host>"));
+        // The first part's.
+        let m = merge_host(&own, &with_os);
+        assert!(m.contains(&format!("</ports>\n{os}{hs}</host>")), "{m}");
+        // The resumed part's own, once, with the first part's ports before it.
+        let own_os = own.replace("</ports>\n", &format!("</ports>\n{os}"));
+        let m = merge_host(&own_os, &with_os);
+        assert_eq!(m.matches("<os>").count(), 1, "{m}");
+        assert!(m.contains(&format!("</ports>\n{os}{hs}")), "{m}");
+        // A resumed part without ports: its ports block goes before its OS.
+        let bare = own_os.replace(&own_os[own_os.find("<ports>").unwrap()..own_os.find("<os>").unwrap()], "");
+        let m = merge_host(&bare, HOST_A);
+        assert!(m.find("</ports>").unwrap() < m.find("<os>").unwrap(), "{m}");
     }
 }

@@ -891,9 +891,7 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
     let os = |evs: &[Event]| -> BTreeMap<IpAddr, OsEvent> {
         evs.iter()
             .filter_map(|e| match e {
-                Event::Os(o) if !o.ports_used.is_empty() || !o.matches.is_empty() || o.too_many => {
-                    Some((o.ip, (**o).clone()))
-                }
+                Event::Os(o) if super::super::os_text::detected(o) => Some((o.ip, (**o).clone())),
                 _ => None,
             })
             .collect()
