@@ -391,7 +391,13 @@ pub(crate) async fn run(
         };
         let trace = async {
             if cfg.traceroute {
-                crate::os::stage::trace(&ctx, raw_links.clone(), &hosts, wait.min(Duration::from_secs(1))).await;
+                let ack = cfg.discovery.as_ref().and_then(|d| {
+                    d.probes.iter().find_map(|p| match p {
+                        crate::discovery::ping::PingProbe::Ack(port) => Some(*port),
+                        _ => None,
+                    })
+                });
+                crate::os::stage::trace(&ctx, raw_links.clone(), &hosts, ack, wait.min(Duration::from_secs(1))).await;
             }
         };
         tokio::join!(os, trace);

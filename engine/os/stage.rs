@@ -169,24 +169,30 @@ pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts:
     }
 }
 
-/// The port nmap's traceroute would use for a host: its lowest open TCP
-/// port, else its lowest closed TCP port, else its closed UDP port.
-fn trace_port(s: &HostSeen) -> Option<(u16, Proto, bool)> {
-    match (s.open_tcp, s.closed_tcp, s.closed_udp) {
-        (Some(p), _, _) => Some((p, Proto::Tcp, true)),
-        (None, Some(p), _) => Some((p, Proto::Tcp, false)),
-        (None, None, Some(p)) => Some((p, Proto::Udp, false)),
-        _ => None,
+/// The port nmap's traceroute would use for a host: the probe that drew
+/// the host's best answer by nmap's `pingprobe_score` (a RST beats an
+/// ICMP reply, which beats a SYN-ACK; the first of equals is kept), so a
+/// routed host found up by discovery's ACK (a RST) is traced to that
+/// port, else to its lowest closed TCP port, else to its lowest open one,
+/// else to its closed UDP port. An on-link host is its own first hop.
+fn trace_port(s: &HostSeen, ack: Option<u16>) -> Option<(u16, Proto, bool)> {
+    const SPOOFED: [u16; 5] = [25, 113, 135, 139, 445];
+    let closed = s.closed_tcp.map(|p| (p, Proto::Tcp, false));
+    match (ack.filter(|_| s.mac.is_none()), closed) {
+        (Some(p), _) => Some((p, Proto::Tcp, false)),
+        (None, Some(c)) if !SPOOFED.contains(&c.0) => Some(c),
+        (None, c) => c.or(s.open_tcp.map(|p| (p, Proto::Tcp, true))).or(s.closed_udp.map(|p| (p, Proto::Udp, false))),
     }
 }
 
 /// Traces the path to every host seen up that answered on a port.
-pub async fn trace(ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], timeout: Duration) {
+/// `ack`: the port of host discovery's ACK probe, if it sent one.
+pub async fn trace(ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], ack: Option<u16>, timeout: Duration) {
     use crate::discovery::trace::{self as tr, TraceTarget};
     let targets: Vec<TraceTarget> = hosts
         .iter()
         .filter_map(|(ip, s)| {
-            let (port, proto, open) = trace_port(s)?;
+            let (port, proto, open) = trace_port(s, ack)?;
             Some(TraceTarget { ip: *ip, port, proto, open, ttl_seen: s.ttl })
         })
         .collect();

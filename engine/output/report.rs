@@ -334,7 +334,8 @@ impl Collected {
             }
             Event::Trace(e) => {
                 let same = self.shared_hops(e);
-                for h in &e.hops {
+                // A trace's last hop is its host, never a router it shares.
+                for h in &e.hops[..e.hops.len().saturating_sub(1)] {
                     if let Some(ip) = h.ip {
                         self.first_by_hop.entry((h.ttl, ip)).or_insert(e.ip);
                     }
