@@ -22,6 +22,10 @@ const PORTS: &str = "1,22,80";
 struct OsSeen {
     best: Option<String>,
     class: Option<String>,
+    /// Every match: name, accuracy, first class.
+    all: Vec<(String, u8, String)>,
+    /// The fingerprint as written.
+    fp: String,
     tests: BTreeMap<String, BTreeMap<String, String>>,
     distance: Option<String>,
 }
@@ -57,17 +61,23 @@ fn hosts_of(xml: &str) -> BTreeMap<String, OsSeen> {
             continue;
         };
         let mut seen = OsSeen::default();
-        if let Some(m) = host.split("<osmatch ").nth(1) {
+        for m in host.split("<osmatch ").skip(1) {
             let tag = m.split('>').next().unwrap_or("");
-            seen.best = attr(tag, "name");
             let class = m.split("<osclass ").nth(1).and_then(|c| c.split('>').next()).unwrap_or("");
-            seen.class = ["type", "vendor", "osfamily", "osgen"]
+            let class = ["type", "vendor", "osfamily", "osgen"]
                 .iter()
                 .map(|a| attr(class, a).unwrap_or_default())
-                .reduce(|a, b| format!("{a}|{b}"));
+                .collect::<Vec<_>>()
+                .join("|");
+            let acc = attr(tag, "accuracy").and_then(|a| a.parse().ok()).unwrap_or(0);
+            seen.all.push((attr(tag, "name").unwrap_or_default(), acc, class));
+        }
+        if let Some((name, _, class)) = seen.all.first() {
+            (seen.best, seen.class) = (Some(name.clone()), Some(class.clone()));
         }
         if let Some(fp) = host.split("<osfingerprint ").nth(1) {
-            seen.tests = tests_of(&attr(fp, "fingerprint").unwrap_or_default());
+            seen.fp = attr(fp, "fingerprint").unwrap_or_default().replace("&#xa;", "\n").replace("&#10;", "\n");
+            seen.tests = tests_of(&seen.fp);
         }
         seen.distance = host.split("<distance ").nth(1).and_then(|d| attr(d, "value"));
         out.insert(ip[1].to_string(), seen);
@@ -88,16 +98,28 @@ fn close(test: &str, attr: &str, a: &str, b: &str) -> bool {
     let hex = |s: &str| i64::from_str_radix(s, 16).ok();
     match (test, attr, hex(a), hex(b)) {
         ("SEQ", "SP" | "ISR", Some(x), Some(y)) => (x - y).abs() <= 8,
+        // The timestamp rate's class, one step either way.
+        ("SEQ", "TS", Some(x), Some(y)) if x > 1 && y > 1 => (x - y).abs() <= 1,
+        // The GCD of random sequence numbers' steps: small either way.
+        ("SEQ", "GCD", Some(x), Some(y)) => x == y || (x <= 6 && y <= 6),
         _ => a == b,
     }
 }
 
 /// -O of four personalities: on each host the same best match and class
 /// as nmap's, the same distance, and a fingerprint equal to nmap's test by
-/// test (SP and ISR, read from a clock, within 8).
+/// test (SP, ISR and TS, read from clocks, within a margin). The values
+/// read from clocks move the accuracies by a point from run to run, in
+/// nmap as here (two nmap runs on 198.18.6.2 named two different 91 %
+/// matches best), so: our fingerprint with nmap's SEQ values put in gives
+/// nmap's matches exactly (names, accuracies, order), and as measured our
+/// best match is within a point of nmap's best and among nmap's matches
+/// there.
 #[test]
 fn os_detection_matches_each_personality_as_nmap_does() {
+    use moonscan::os::{db::OsDb, matching, submit};
     let _lab = lab();
+    let db = OsDb::load(None).unwrap().expect("nmap-os-db is installed with nmap");
     let theirs = hosts_of(&nmap_xml(&[&["-n", "-O", "-p", PORTS][..], &HOSTS].concat()));
     let out = in_lab(bin()).args(["-n", "-O", "-p", PORTS, "-oX", "-"]).args(HOSTS).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -105,8 +127,30 @@ fn os_detection_matches_each_personality_as_nmap_does() {
     for host in HOSTS {
         let (a, b) = (&ours[host], &theirs[host]);
         assert!(b.best.is_some() && !b.tests.is_empty(), "{host}: nmap found no match: {b:?}");
-        assert_eq!(a.best, b.best, "{host}: best match");
-        assert_eq!(a.class, b.class, "{host}: first class of the best match");
+        // Ours, with nmap's clock-read values put in: nmap's matches exactly.
+        let mut fp = submit::parse_subject(&a.fp).unwrap_or_else(|| panic!("{host}: our fingerprint reads back"));
+        for t in fp.tests.iter_mut().filter(|t| t.name == "SEQ") {
+            for (k, v) in t.attrs.iter_mut() {
+                if let Some(theirs) = b.tests.get("SEQ").and_then(|s| s.get(k.as_str())) {
+                    *v = theirs.clone();
+                }
+            }
+        }
+        let same = matching::best(&db, &fp, &matching::MatchOptions { guess: false });
+        let class = |m: &moonscan::findings::OsMatch| {
+            m.classes.first().map_or(String::new(), |c| {
+                format!("{}|{}|{}|{}", c.device_type, c.vendor, c.family, c.generation.as_deref().unwrap_or(""))
+            })
+        };
+        let same: Vec<(String, u8, String)> =
+            same.matches.iter().map(|m| (m.name.clone(), m.accuracy, class(m))).collect();
+        let nmaps: Vec<(String, u8, String)> = b.all.clone();
+        assert_eq!(same, nmaps, "{host}: our fingerprint with nmap's SEQ values: matches and classes");
+        // As measured: within a point of nmap's best, among nmap's matches there.
+        let (ta, tb) = (a.all.first().map_or(0, |m| m.1), b.all.first().map_or(0, |m| m.1));
+        assert!(ta.abs_diff(tb) <= 1, "{host}: best accuracy {ta} vs nmap's {tb}");
+        let near: Vec<&str> = b.all.iter().filter(|m| m.1 + 1 >= tb).map(|m| m.0.as_str()).collect();
+        assert!(near.contains(&a.best.as_deref().unwrap_or("")), "{host}: best {:?} not near nmap's {near:?}", a.best);
         assert_eq!(a.distance, b.distance, "{host}: distance");
         assert_eq!(a.tests.keys().collect::<Vec<_>>(), b.tests.keys().collect::<Vec<_>>(), "{host}: tests");
         for (test, attrs) in &b.tests {
@@ -134,7 +178,8 @@ fn max_os_tries_bounds_the_tries_of_a_host() {
         let out = in_lab(bin()).args(["-n", "-O", "-p", "1,22", "-oJ", "-"]).args(tries).arg("198.18.0.2").output().unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         let evs = crate::util::events(&stdout(&out));
-        assert_eq!(of_type(&evs, "os").len(), 1, "one os event");
+        let fingerprinted = of_type(&evs, "os").into_iter().filter(|e| e.get("fingerprint").is_some()).count();
+        assert_eq!(fingerprinted, 1, "one os event with a fingerprint");
         cap.stop().len()
     };
     assert_eq!(count(&["--max-os-tries", "1"]), 1);
@@ -177,7 +222,7 @@ fn os_options_are_checked_and_a_missing_database_is_said_once() {
     let err = stderr(&out);
     assert_eq!(err.matches("nmap-os-db not found").count(), 1, "{err}");
     let evs = crate::util::events(&stdout(&out));
-    let os = of_type(&evs, "os");
+    let os: Vec<&Value> = of_type(&evs, "os").into_iter().filter(|e| e.get("fingerprint").is_some()).collect();
     assert_eq!(os.len(), 1);
     assert!(os[0]["fingerprint"].as_str().is_some_and(|f| f.contains("SEQ(")), "{:?}", os[0]);
     assert!(os[0].get("matches").is_none(), "no database, no match");
@@ -195,7 +240,7 @@ fn os_detection_of_loopback_says_why_and_scans_on() {
         errors.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("own addresses"))),
         "{errors:?}"
     );
-    assert!(of_type(&evs, "os").is_empty());
+    assert!(of_type(&evs, "os").iter().all(|e| e.get("fingerprint").is_none()));
 }
 
 /// The hops of each host's `<trace>` in an -oX report: (ttl, address).
@@ -247,17 +292,27 @@ fn traceroute_finds_the_hops_nmap_finds() {
         let text = std::fs::read_to_string(p).unwrap();
         text.lines()
             .filter(|l| l.starts_with("TRACEROUTE") || l.starts_with("HOP ") || l.contains(" the same as for "))
-            .map(str::to_string)
+            // Which port (and which host's hops) nmap names follows which
+            // of equally good probes answered first: compared without.
+            .map(|l| l.split(" (using port").next().unwrap_or(l).split(" the same as for ").next().unwrap_or(l).to_string())
             .collect()
     };
-    assert_eq!(table(&our_n), table(&their_n));
+    // Which host's hops are "the same" follows which trace came first: the
+    // same lines, in any host's table.
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(table(&our_n)), sorted(table(&their_n)));
 }
 
 /// The -oN sections of each host, in order: the lines that start them.
 fn sections(text: &str) -> Vec<String> {
-    const HEADS: [&str; 12] = [
+    const HEADS: [&str; 14] = [
         "Nmap scan report for",
         "PORT ",
+        "Warning: OSScan results may be unreliable",
+        "Aggressive OS guesses:",
         "Device type:",
         "Running",
         "OS CPE:",

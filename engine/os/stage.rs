@@ -72,22 +72,22 @@ fn target_for(ip: IpAddr, s: &HostSeen, links: Option<&Links>, plan: &OsPlan) ->
 }
 
 /// What nmap says is wrong with a fingerprint (its "OS fingerprint not
-/// ideal because: ..."), if anything.
-fn not_ideal(s: &HostSeen, t: &Try, distance: Option<u8>) -> Option<String> {
+/// ideal because: ..."), if anything, in nmap's order of checks. A port
+/// picked at random because the scan found none does not count as found.
+fn not_ideal(s: &HostSeen, u1: bool, distance: Option<u8>) -> Option<String> {
     if s.open_tcp.is_none() {
-        return Some("Didn't find an open TCP port so results incomplete".into());
+        return Some("Missing an open TCP port so results incomplete".into());
     }
     if s.closed_tcp.is_none() {
         return Some("Missing a closed TCP port so results incomplete".into());
     }
-    let u1 = t.replies.of.get(&super::probes::Probe::U1).is_some_and(|e| e.reply.is_some());
-    if !u1 {
+    if let Some(d) = distance.filter(|d| *d > 5) {
+        return Some(format!("Host distance ({d} network hops) is greater than five"));
+    }
+    if !u1 && s.closed_udp.is_none() {
         return Some("Didn't receive UDP response. Please try again with -sSU".into());
     }
-    match distance {
-        Some(d) if d > 5 => Some(format!("Host distance ({d} network hops) is greater than five")),
-        _ => None,
-    }
+    None
 }
 
 /// The `os` event of a host from its tries.
@@ -105,19 +105,30 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
     ev.distance = compute::distance(p, &best.replies);
     (ev.tcp_sequence, ev.ip_id_sequence, ev.tcp_ts_sequence) = compute::sequences(&best.replies);
     ev.uptime = compute::uptime(&best.replies, now);
-    ev.not_ideal = not_ideal(s, best, ev.distance);
+    let u1 = best.replies.of.get(&super::probes::Probe::U1).is_some_and(|e| e.reply.is_some());
+    ev.not_ideal = not_ideal(s, u1, ev.distance);
     let line = ScanLine {
         version: format!("moonscan-{}", env!("CARGO_PKG_VERSION")),
         open: s.open_tcp,
         closed: s.closed_tcp,
-        closed_udp: s.closed_udp,
+        // nmap's CU: the closed UDP port the scan found, or the one U1 was
+        // answered on.
+        closed_udp: s.closed_udp.or(u1.then_some(p.closed_udp)),
         private: match ip.octets() {
             [10, ..] | [192, 168, ..] | [127, ..] => true,
             [172, b, ..] => (16..32).contains(&b),
             _ => false,
         },
         distance: ev.distance,
-        dc: if ev.distance == Some(1) { 'D' } else { 'T' },
+        // nmap's DC: D for a host on the link (its MAC known), I from U1's
+        // quoted TTL, none otherwise.
+        dc: if s.mac.is_some() {
+            'D'
+        } else if compute::distance_icmp(p, &best.replies).is_some() {
+            'I'
+        } else {
+            '-'
+        },
         good: ev.not_ideal.is_none(),
         mac: s.mac.map(|m| [m[0], m[1], m[2]]),
         time: now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
@@ -144,7 +155,9 @@ pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts:
                 kept.push(s);
             }
             Err(why) if why.is_empty() => {}
-            Err(why) => ctx.emit(ctx.error(Some(ip), None, None, ErrorKind::Io, why)).await,
+            // Said, not counted among the scan's errors: the host's ports
+            // were scanned (as nmap warns of what it cannot do to a host).
+            Err(why) => drop(ctx.events.send(ctx.error(Some(ip), None, None, ErrorKind::Io, why)).await),
         }
     }
     let Some(links) = links.filter(|_| !targets.is_empty()) else { return };
