@@ -386,7 +386,7 @@ pub(crate) async fn run(
         let wait = cfg.timing.timeout;
         let os = async {
             if let Some(plan) = &cfg.os {
-                crate::os::stage::run(plan.clone(), &ctx, raw_links.clone(), &hosts, wait).await;
+                crate::os::stage::run(plan.clone(), &ctx, raw_links.clone(), &hosts, wait, cfg.timing.max_rate).await;
             }
         };
         let trace = async {

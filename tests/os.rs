@@ -55,11 +55,10 @@ fn tests_of(fp: &str) -> BTreeMap<String, BTreeMap<String, String>> {
 
 /// Each host's OS results in an -oX report.
 fn hosts_of(xml: &str) -> BTreeMap<String, OsSeen> {
+    let addr = Regex::new(r#"<address addr="([^"]+)" addrtype="ipv4""#).unwrap();
     let mut out = BTreeMap::new();
     for host in xml.split("<host ").skip(1) {
-        let Some(ip) = Regex::new(r#"<address addr="([^"]+)" addrtype="ipv4""#).unwrap().captures(host) else {
-            continue;
-        };
+        let Some(ip) = addr.captures(host) else { continue };
         let mut seen = OsSeen::default();
         for m in host.split("<osmatch ").skip(1) {
             let tag = m.split('>').next().unwrap_or("");
@@ -384,5 +383,25 @@ fn nmaps_fingerprints_match_as_nmap_matches_them() {
         let got = matching::best(&db, &subject, &matching::MatchOptions { guess: false });
         let ours: Vec<(String, u8)> = got.matches.iter().map(|m| (m.name.clone(), m.accuracy)).collect();
         assert_eq!(&ours, list, "{host}");
+    }
+}
+
+/// `--max-rate` holds for OS probes too: at 40 probes a second, no second
+/// of the scan carries more than 40 (plus one) packets to the host, and
+/// the 16 OS probes of each try are all there.
+#[test]
+fn os_probes_keep_to_the_max_rate() {
+    let _lab = lab();
+    let cap = Capture::packets("dst host 198.18.0.2 and (tcp or udp or icmp)");
+    let out = in_lab(bin())
+        .args(["-n", "-Pn", "-O", "--max-rate", "40", "--max-os-tries", "1", "-p", "1,22", "-oJ", "-", "198.18.0.2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let times: Vec<f64> = cap.stop().into_iter().map(|(t, _)| t).collect();
+    assert!(times.len() >= 18, "2 port probes and 16 OS probes at least: {}", times.len());
+    for (i, t) in times.iter().enumerate() {
+        let within = times[i..].iter().take_while(|u| **u < t + 1.0).count();
+        assert!(within <= 41, "{within} packets in the second after {t}");
     }
 }

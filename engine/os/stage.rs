@@ -99,13 +99,19 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
     if let Some(port) = s.open_tcp {
         ev.ports_used.push(PortUsed { state: "open".into(), proto: Proto::Tcp, port });
     }
-    ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Tcp, port: p.closed });
-    ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Udp, port: p.closed_udp });
+    // As nmap's <portused>: a closed TCP port the scan found (not one
+    // picked at random), the closed UDP port found or answered on.
+    let u1 = best.replies.of.get(&super::probes::Probe::U1).is_some_and(|e| e.reply.is_some());
+    if let Some(port) = s.closed_tcp {
+        ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Tcp, port });
+    }
+    if let Some(port) = s.closed_udp.or(u1.then_some(p.closed_udp)) {
+        ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Udp, port });
+    }
     let fp = compute::fingerprint(p, &best.replies);
     ev.distance = compute::distance(p, &best.replies);
     (ev.tcp_sequence, ev.ip_id_sequence, ev.tcp_ts_sequence) = compute::sequences(&best.replies);
     ev.uptime = compute::uptime(&best.replies, now);
-    let u1 = best.replies.of.get(&super::probes::Probe::U1).is_some_and(|e| e.reply.is_some());
     ev.not_ideal = not_ideal(s, u1, ev.distance);
     let line = ScanLine {
         version: format!("moonscan-{}", env!("CARGO_PKG_VERSION")),
@@ -145,7 +151,15 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
 }
 
 /// Fingerprints every host `seen` up.
-pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], max_wait: Duration) {
+/// `max_rate`: the scan's `--max-rate`, which OS probes keep to as well.
+pub async fn run(
+    plan: Arc<OsPlan>,
+    ctx: &Ctx,
+    links: Option<Arc<Links>>,
+    hosts: &[(IpAddr, HostSeen)],
+    max_wait: Duration,
+    max_rate: Option<f64>,
+) {
     let mut targets = Vec::new();
     let mut kept = Vec::new();
     for &(ip, s) in hosts {
@@ -162,7 +176,7 @@ pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts:
     }
     let Some(links) = links.filter(|_| !targets.is_empty()) else { return };
     let settings = Settings { max_wait: max_wait.max(Duration::from_millis(300)), ..Settings::default() };
-    let settings = Settings { max_tries: plan.max_tries.max(1), ..settings };
+    let settings = Settings { max_tries: plan.max_tries.max(1), max_rate, ..settings };
     let ctx2 = ctx.clone();
     let done = tokio::task::spawn_blocking(move || {
         let stop = || ctx2.stop.is_set();
