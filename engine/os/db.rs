@@ -426,8 +426,18 @@ impl<'t> Parser<'t> {
         if std::mem::replace(&mut self.test_seen[test], entry_no) == entry_no {
             return Err(line_error(n, format!("test {name} is given twice in this Fingerprint")));
         }
+        // Attributes mostly come in MatchPoints' order: look from the last one on.
+        let mut hint = 0;
         for (a, v) in attrs {
-            let slot = match self.db.slot_in(test, a) {
+            let slots = &self.db.tests[test].slots;
+            let found = (0..slots.len())
+                .map(|k| (hint + k) % slots.len())
+                .find(|&i| self.db.slots[slots[i] as usize].attr == a)
+                .map(|i| {
+                    hint = i + 1;
+                    slots[i] as usize
+                });
+            let slot = match found {
                 Some(s) => s,
                 None => self.add_slot(test, a, 0, false, n)?,
             };
