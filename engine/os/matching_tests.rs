@@ -294,27 +294,3 @@ fn every_installed_entry_matches_a_host_made_from_it() {
     eprintln!("{n} entries: {alone} the only exact match, {too_many} tied with more than eight others");
     assert!(alone > n / 2, "{alone} of {n}");
 }
-
-/// Timing in a release build (`cargo test --release --lib os::matching::
-/// tests::timing -- --ignored --nocapture`); prints, asserts nothing.
-#[test]
-#[ignore]
-fn timing() {
-    let text = std::fs::read_to_string("/usr/share/nmap/nmap-os-db").unwrap();
-    let mut parse = std::time::Duration::MAX;
-    let mut db = None;
-    for _ in 0..5 {
-        let t = std::time::Instant::now();
-        db = Some(OsDb::parse(&text).unwrap());
-        parse = parse.min(t.elapsed());
-    }
-    let db = db.unwrap();
-    let host = host_for(&db, db.len() / 2);
-    let t = std::time::Instant::now();
-    let rounds = 100;
-    for _ in 0..rounds {
-        std::hint::black_box(best(&db, &host, &MatchOptions::default()));
-    }
-    let one = t.elapsed() / rounds;
-    eprintln!("parse {parse:?} (best of 5; {} entries), best() {one:?} (mean of {rounds})", db.len());
-}
