@@ -358,6 +358,11 @@ impl Latency {
         self.capped.load(Ordering::Relaxed)
     }
 
+    /// The smoothed round trip of `ip` in seconds, if an answer timed it.
+    pub fn of(&self, ip: IpAddr) -> Option<f64> {
+        self.srtt.lock().unwrap_or_else(|e| e.into_inner()).get(&ip).copied().flatten()
+    }
+
     /// Every host that answered, with its smoothed round trip in seconds
     /// (none when no answer timed it); the table is emptied.
     pub fn take(&self) -> std::collections::HashMap<IpAddr, Option<f64>> {

@@ -372,7 +372,13 @@ pub(crate) async fn run(
     // OS detection and traceroute, once the port scan has decided every
     // host's ports, beside detection and plugins.
     if let (Some(seen), false) = (&ctx.os_seen, interrupted) {
-        let hosts = seen.take();
+        let mut hosts = seen.take();
+        // Without discovery (-Pn), the port scan timed each host.
+        if let Some(lat) = &ctx.latency {
+            for (ip, s) in hosts.iter_mut().filter(|(_, s)| s.rtt.is_none()) {
+                s.rtt = lat.of(*ip).and_then(|l| Duration::try_from_secs_f64(l).ok());
+            }
+        }
         // The MACs host discovery learned, for on-link hosts.
         let raw_links = raw_links.map(|l| {
             let mut l = (*l).clone();

@@ -9,8 +9,11 @@
 //! read rates from them), the other ten right after them; at most
 //! [`PARALLEL`] hosts are probed at once and sending keeps under the rate
 //! limit; a try ends when every probe is answered or when the host's wait
-//! after its last probe is over; a host gets another try only while its
-//! tries disagree (lost replies), at most `max_tries`.
+//! after its last probe is over, once the probes other than SEQ still
+//! unanswered then were sent again and waited for (as nmap retransmits
+//! them within a try); a host gets another try only when a SEQ probe went
+//! unanswered (their 100 ms spacing cannot be sent again alone), at most
+//! `max_tries`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -57,7 +60,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             max_tries: 5,
-            min_wait: Duration::from_millis(300),
+            min_wait: Duration::from_millis(200),
             max_wait: Duration::from_secs(2),
             max_rate: None,
         }
@@ -75,14 +78,6 @@ impl Try {
     /// How many probes were answered.
     pub fn answered(&self) -> usize {
         self.replies.of.values().filter(|e| e.reply.is_some()).count()
-    }
-
-    /// Which probes were answered.
-    fn answered_set(&self) -> Vec<Probe> {
-        let mut v: Vec<Probe> =
-            self.replies.of.iter().filter(|(_, e)| e.reply.is_some()).map(|(p, _)| *p).collect();
-        v.sort_by_key(|p| probes::ORDER.iter().position(|q| q == p));
-        v
     }
 }
 
@@ -109,6 +104,8 @@ struct Active {
     start: Instant,
     last_send: Instant,
     sent: HashMap<Probe, Exchange>,
+    /// The unanswered probes other than SEQ were sent again.
+    resent: bool,
     tries: Vec<Try>,
 }
 
@@ -150,6 +147,7 @@ impl Active {
             start: now,
             last_send: now,
             sent: HashMap::new(),
+            resent: false,
             tries,
         }
     }
@@ -174,24 +172,30 @@ impl Active {
     }
 }
 
-/// Whether a host needs another try: its last try lost something an
-/// earlier one had, or its first try left probes unanswered (which a
-/// second try tells apart from silence), and it has tries left.
+/// Whether a host needs another try: its last try lost a SEQ reply (the
+/// other probes were sent again within the try), and it has tries left.
 fn again(tries: &[Try], max: u32) -> bool {
     if tries.len() as u32 >= max {
         return false;
     }
-    match tries {
-        [] => true,
-        [one] => one.answered() < one.replies.of.len(),
-        [.., a, b] => a.answered_set() != b.answered_set(),
+    match tries.last() {
+        None => true,
+        Some(t) => t.replies.of.iter().any(|(p, e)| matches!(p, Probe::Seq(_)) && e.reply.is_none()),
     }
+}
+
+/// The probes of a try to send again: the unanswered ones but SEQ.
+fn to_resend(sent: &HashMap<Probe, Exchange>) -> Vec<Probe> {
+    let mut v: Vec<Probe> =
+        sent.iter().filter(|(p, e)| !matches!(p, Probe::Seq(_)) && e.reply.is_none()).map(|(p, _)| *p).collect();
+    v.sort_by_key(|p| probes::ORDER.iter().position(|q| q == p));
+    v
 }
 
 /// The try to judge a host by: the one with the most replies (the latest
 /// of equals).
 pub fn best_try(tries: &[Try]) -> Option<&Try> {
-    tries.iter().rev().max_by_key(|t| t.answered())
+    tries.iter().max_by_key(|t| t.answered())
 }
 
 /// Paces sending under a rate.
@@ -227,7 +231,8 @@ pub fn run(
     let mut waiting: VecDeque<(usize, Vec<Try>)> = (0..targets.len()).map(|i| (i, Vec::new())).collect();
     let mut active: Vec<Active> = Vec::new();
     let mut by_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
-    let mut pace = Pace { gap: settings.max_rate.map(|r| Duration::from_secs_f64(1.0 / r.max(0.01))), next: Instant::now() };
+    let mut pace =
+        Pace { gap: settings.max_rate.map(|r| Duration::from_secs_f64(1.0 / r.max(0.01))), next: Instant::now() };
     let mut frame = [0u8; ETH + probes::MAX_PACKET];
     let mut bufs = vec![[0u8; FRAME]; BATCH];
     let mut lens = [0usize; BATCH];
@@ -258,7 +263,8 @@ pub fn run(
                 let sent = sock.send_batch(&[&frame[..ETH + n]])? == 1;
                 let at = now.duration_since(t0);
                 a.last_send = now;
-                let exchange = Exchange { sent: frame[ETH..ETH + n].to_vec(), sent_at: at, reply: None, reply_at: None };
+                let exchange =
+                    Exchange { sent: frame[ETH..ETH + n].to_vec(), sent_at: at, reply: None, reply_at: None };
                 if sent {
                     a.sent.insert(p, exchange);
                 }
@@ -293,6 +299,26 @@ pub fn run(
             let wait = t.rtt.map_or(settings.max_wait, |r| (r * 8).clamp(settings.min_wait, settings.max_wait));
             let over = a.next == a.plan.len() && (a.all_answered() || now >= a.last_send + wait);
             if !over {
+                i += 1;
+                continue;
+            }
+            // Once within a try, the unanswered probes but SEQ go again.
+            let again_now = if a.resent || a.all_answered() { Vec::new() } else { to_resend(&a.sent) };
+            if !again_now.is_empty() {
+                let a = &mut active[i];
+                a.resent = true;
+                a.last_send = now;
+                for p in again_now {
+                    let n = probes::build(p, &a.params, &mut frame[ETH..]);
+                    frame[..6].copy_from_slice(&t.hop.dst_mac);
+                    frame[6..12].copy_from_slice(&t.hop.src_mac);
+                    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+                    if sock.send_batch(&[&frame[..ETH + n]])? == 1 {
+                        if let Some(e) = a.sent.get_mut(&p) {
+                            e.sent_at = now.duration_since(t0);
+                        }
+                    }
+                }
                 i += 1;
                 continue;
             }
@@ -337,17 +363,23 @@ mod tests {
     }
 
     #[test]
-    fn a_host_is_tried_again_only_while_its_tries_disagree() {
+    fn a_host_is_tried_again_only_when_a_seq_probe_went_unanswered() {
         let all = probes::ORDER;
-        let some = &all[..10];
+        let no_t2 = [&all[..10], &all[11..]].concat();
         assert!(again(&[], 5));
         assert!(!again(&[try_with(&all, &all)], 5), "every probe answered: one try");
-        assert!(again(&[try_with(some, &all)], 5), "silence is told from loss by a second try");
-        assert!(!again(&[try_with(some, &all), try_with(some, &all)], 5), "two tries agree");
-        assert!(again(&[try_with(some, &all), try_with(&all[..9], &all)], 5), "the second lost one more");
-        let five: Vec<Try> = (0..5).map(|i| try_with(&all[..i + 3], &all)).collect();
+        assert!(!again(&[try_with(&no_t2, &all)], 5), "T2 silent (it was sent twice): one try");
+        assert!(again(&[try_with(&all[1..], &all)], 5), "SEQ 1 lost: another try");
+        let five: Vec<Try> = (0..5).map(|_| try_with(&all[1..], &all)).collect();
         assert!(!again(&five, 5), "never past max_tries");
         assert!(!again(&five[..1], 1));
+    }
+
+    #[test]
+    fn only_unanswered_probes_but_seq_are_sent_again() {
+        let all = probes::ORDER;
+        let t = try_with(&[&all[..3], &all[8..10], &all[12..]].concat(), &all);
+        assert_eq!(to_resend(&t.replies.of), [Probe::Ie(0), Probe::Ie(1), Probe::T(2), Probe::T(3)], "SEQ 4-6 are not");
     }
 
     #[test]

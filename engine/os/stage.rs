@@ -214,7 +214,13 @@ fn trace_port(s: &HostSeen, ack: Option<u16>) -> Option<(u16, Proto, bool)> {
 
 /// Traces the path to every host seen up that answered on a port.
 /// `ack`: the port of host discovery's ACK probe, if it sent one.
-pub async fn trace(ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], ack: Option<u16>, timeout: Duration) {
+pub async fn trace(
+    ctx: &Ctx,
+    links: Option<Arc<Links>>,
+    hosts: &[(IpAddr, HostSeen)],
+    ack: Option<u16>,
+    timeout: Duration,
+) {
     use crate::discovery::trace::{self as tr, TraceTarget};
     let targets: Vec<TraceTarget> = hosts
         .iter()
