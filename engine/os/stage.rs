@@ -94,12 +94,17 @@ fn not_ideal(s: &HostSeen, t: &Try, distance: Option<u8>) -> Option<String> {
 pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try], now: SystemTime) -> OsEvent {
     let mut ev = OsEvent::hint(ctx.scan_id.clone(), IpAddr::V4(ip), crate::findings::OsHint::default(), ctx.t());
     ev.hint = None;
+    ev.guess = plan.guess;
     let Some(best) = run::best_try(tries) else { return ev };
     let p = &best.params;
     if let Some(port) = s.open_tcp {
         ev.ports_used.push(PortUsed { state: "open".into(), proto: Proto::Tcp, port });
     }
-    ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Tcp, port: p.closed });
+    // nmap lists a closed TCP port only when the port scan found one (not
+    // the random one it probes otherwise).
+    if s.closed_tcp.is_some() {
+        ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Tcp, port: p.closed });
+    }
     ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Udp, port: p.closed_udp });
     let fp = compute::fingerprint(p, &best.replies);
     ev.distance = compute::distance(p, &best.replies);
@@ -129,12 +134,19 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
         ev.matches = out.matches;
         ev.exact = out.exact;
         ev.too_many = out.too_many;
+        ev.classification = out.classes;
     }
     ev
 }
 
 /// Fingerprints every host `seen` up.
-pub async fn run(plan: Arc<OsPlan>, ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], max_wait: Duration) {
+pub async fn run(
+    plan: Arc<OsPlan>,
+    ctx: &Ctx,
+    links: Option<Arc<Links>>,
+    hosts: &[(IpAddr, HostSeen)],
+    max_wait: Duration,
+) {
     let mut targets = Vec::new();
     let mut kept = Vec::new();
     for &(ip, s) in hosts {
@@ -187,7 +199,13 @@ fn trace_port(s: &HostSeen, ack: Option<u16>) -> Option<(u16, Proto, bool)> {
 
 /// Traces the path to every host seen up that answered on a port.
 /// `ack`: the port of host discovery's ACK probe, if it sent one.
-pub async fn trace(ctx: &Ctx, links: Option<Arc<Links>>, hosts: &[(IpAddr, HostSeen)], ack: Option<u16>, timeout: Duration) {
+pub async fn trace(
+    ctx: &Ctx,
+    links: Option<Arc<Links>>,
+    hosts: &[(IpAddr, HostSeen)],
+    ack: Option<u16>,
+    timeout: Duration,
+) {
     use crate::discovery::trace::{self as tr, TraceTarget};
     let targets: Vec<TraceTarget> = hosts
         .iter()
