@@ -99,6 +99,18 @@ pub struct OsEvent {
     /// Too many fingerprints matched exactly to name one (nmap says so).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub too_many: bool,
+    /// The user asked for guesses: `--osscan-guess` / `--fuzzy`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub guess: bool,
+    /// nmap's OS classification (`populateClassification`), which its
+    /// "Device type", "Running" and "OS CPE" lines are made from: the
+    /// classes of every ranked match (up to 36, not only the shown ones),
+    /// each (vendor, family, generation, device type) once with the
+    /// accuracy of the first match that has it; only exact matches'
+    /// classes when there are exact matches. Empty when unknown (an event
+    /// read back from a store): the lines are then made from `matches`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classification: Vec<OsClass>,
     /// The fingerprint in nmap's submission format, `OS:` lines joined by
     /// newlines, as nmap's `<osfingerprint fingerprint=...>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,6 +175,8 @@ impl OsEvent {
             matches: Vec::new(),
             exact: false,
             too_many: false,
+            guess: false,
+            classification: Vec::new(),
             fingerprint: None,
             not_ideal: None,
             distance: None,

@@ -94,6 +94,7 @@ fn not_ideal(s: &HostSeen, u1: bool, distance: Option<u8>) -> Option<String> {
 pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try], now: SystemTime) -> OsEvent {
     let mut ev = OsEvent::hint(ctx.scan_id.clone(), IpAddr::V4(ip), crate::findings::OsHint::default(), ctx.t());
     ev.hint = None;
+    ev.guess = plan.guess;
     let Some(best) = run::best_try(tries) else { return ev };
     let p = &best.params;
     if let Some(port) = s.open_tcp {
@@ -146,6 +147,7 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
         ev.matches = out.matches;
         ev.exact = out.exact;
         ev.too_many = out.too_many;
+        ev.classification = out.classes;
     }
     ev
 }

@@ -3,8 +3,9 @@
 //! `printosscanoutput`), the `-oG` fields, the `-oX` elements inside
 //! `<host>`, and moonscan's own line for a passive hint.
 //!
-//! In: one host's [`OsEvent`] and an [`OsView`] (verbosity, whether
-//! guesses were asked for). Out: text in nmap 7.93's words and order.
+//! In: one host's [`OsEvent`] (whether guesses were asked for is its
+//! `guess`) and an [`OsView`] (verbosity). Out: text in nmap 7.93's words
+//! and order.
 //! What always holds: a line nmap prints only with `-v` (uptime, sequence
 //! prediction, IP ID class) or `-vv` (the fingerprint of a matched host)
 //! is printed under the same verbosity; the `-oX` fingerprint is written
@@ -19,21 +20,19 @@ use super::screen::screen_text;
 use super::xml::esc;
 use crate::findings::{OsClass, OsEvent, OsHint, Proto};
 
-/// How much of OS detection's result the reports show.
+/// How much of OS detection's result the reports show. Whether guesses
+/// were asked for (`--osscan-guess`) travels with the event
+/// ([`OsEvent::guess`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OsView {
     /// `-v` counted.
     pub verbosity: usize,
-    /// nmap's `--osscan-guess` (or `--fuzzy`): guesses shown even when
-    /// the fingerprint is a good one.
-    pub guess: bool,
 }
 
 impl OsView {
-    /// The view of a scan: its verbosity and whether its command line asked for guesses.
+    /// The view of a scan: its verbosity.
     pub fn of(scan: &Collected) -> OsView {
-        let guess = scan.start.as_ref().is_some_and(|s| s.args.iter().any(|a| a == "--osscan-guess" || a == "--fuzzy"));
-        OsView { verbosity: scan.verbosity(), guess }
+        OsView { verbosity: scan.verbosity() }
     }
 }
 
@@ -100,10 +99,13 @@ fn fingerprint_text(os: &OsEvent) -> String {
     }
 }
 
-/// The guesses nmap lists: at most 10, within 10 points of the best.
+/// The guesses nmap lists: at most 10, within 0.10 of the best. The
+/// event's matches were cut so on nmap's own ratios; its whole percents
+/// (truncated) can only tell a match 11 points or more below the best,
+/// which is surely out; one exactly 10 below may be in, and is kept.
 fn shown_guesses(os: &OsEvent) -> impl Iterator<Item = &crate::findings::OsMatch> {
     let top = os.matches.first().map_or(0, |m| i32::from(m.accuracy));
-    os.matches.iter().take(10).filter(move |m| i32::from(m.accuracy) > top - 10)
+    os.matches.iter().take(10).filter(move |m| i32::from(m.accuracy) >= top - 10)
 }
 
 /// nmap's "Warning: OSScan results may be unreliable" condition: no open
@@ -130,7 +132,9 @@ pub fn normal_lines(os: &OsEvent, view: OsView) -> String {
             "Warning: OSScan results may be unreliable because we could not find at least 1 open and 1 closed port\n",
         );
     }
-    classification(&mut t, os, view.guess || os.not_ideal.is_some());
+    // nmap: "If the FP can't be submitted anyway, might as well make a guess."
+    let guess = os.guess || os.not_ideal.is_some();
+    classification(&mut t, os, guess);
     let fp = |t: &mut String| {
         if fingerprint_shown(os, view) {
             let _ = writeln!(t, "TCP/IP fingerprint:\n{}", screen_text(&fingerprint_text(os)));
@@ -150,7 +154,7 @@ pub fn normal_lines(os: &OsEvent, view: OsView) -> String {
             if let (true, Some(why)) = (vv, &os.not_ideal) {
                 let _ = writeln!(t, "OS fingerprint not ideal because: {}", screen_text(why));
             }
-            if view.guess || os.not_ideal.is_some() {
+            if guess {
                 let guesses: Vec<String> =
                     shown_guesses(os).map(|m| format!("{} ({}%)", screen_text(&m.name), m.accuracy)).collect();
                 let _ = writeln!(t, "Aggressive OS guesses: {}", guesses.join(", "));
@@ -196,27 +200,49 @@ pub fn normal_lines(os: &OsEvent, view: OsView) -> String {
     t
 }
 
-/// nmap's "Device type", "Running" and "OS CPE" lines
-/// (`printosclassificationoutput`), from the matches' classes: each class
-/// once, best first; the perfect ones are those of exact matches.
-fn classification(t: &mut String, os: &OsEvent, guess: bool) {
-    if os.too_many {
-        return;
+/// The classes nmap's summary is made from: the event's classification,
+/// or, for an event without one, the same rules applied to the matches
+/// it holds (each class once, in order; once a match is exact, no class
+/// of an inexact one).
+fn classes_of(os: &OsEvent) -> Vec<&OsClass> {
+    if !os.classification.is_empty() {
+        return os.classification.iter().collect();
     }
     let mut classes: Vec<&OsClass> = Vec::new();
-    for c in os.matches.iter().flat_map(|m| &m.classes) {
-        let same = |x: &&OsClass| {
-            x.vendor == c.vendor
-                && x.family == c.family
-                && x.generation == c.generation
-                && x.device_type == c.device_type
-        };
-        if !classes.iter().any(same) {
+    let mut perfect = false;
+    for m in &os.matches {
+        for c in &m.classes {
+            let same = |x: &&OsClass| {
+                x.vendor == c.vendor
+                    && x.family == c.family
+                    && x.generation == c.generation
+                    && x.device_type == c.device_type
+            };
+            if classes.iter().any(same) {
+                continue;
+            }
+            if perfect && m.accuracy < 100 {
+                return classes;
+            }
+            perfect |= m.accuracy >= 100;
             classes.push(c);
         }
     }
-    classes.sort_by_key(|c| std::cmp::Reverse(c.accuracy));
-    let perfect = if os.exact { classes.iter().filter(|c| c.accuracy >= 100).count() } else { 0 };
+    classes
+}
+
+/// nmap's "Device type", "Running" and "OS CPE" lines
+/// (`printosclassificationoutput`): classes are taken in order while
+/// their accuracy is above the first's minus 0.1, only exact ones unless
+/// guessing, no inexact one past the tenth; more than 8 device types,
+/// CPEs or families (nmap's `MAX_OS_CLASSMEMBERS`) and nothing is printed.
+/// Accuracies are whole percents (nmap's ratios truncated): a class
+/// exactly 10 points below the first is taken as out, where nmap, on its
+/// ratios, may keep it (it does when the ratios differ by less than 0.1).
+fn classification(t: &mut String, os: &OsEvent, guess: bool) {
+    let classes = classes_of(os);
+    // nmap's OSC_num_perfect_matches: exact classes come first.
+    let perfect = classes.iter().take_while(|c| c.accuracy >= 100).count();
     let (mut types, mut cpes): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
     // (vendor family, generations, best accuracy)
     let mut families: Vec<(String, String, u8)> = Vec::new();

@@ -159,6 +159,9 @@ impl Db {
             // A scan stored by schema version 1 has no settings: defaults.
             settings: h.opt().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
         };
+        // The store keeps no column for it: the command line tells whether
+        // OS guesses were asked for.
+        let os_guess = start.args.iter().any(|a| a == "--osscan-guess" || a == "--fuzzy");
         let elapsed = h.real();
         let end = ScanEnd {
             scan_id: scan_id.clone(),
@@ -405,7 +408,7 @@ impl Db {
             body.push((r.int().unwrap_or(0), Event::Error(ev)));
         }
 
-        self.os_events(id, &scan_id, &mut body)?;
+        self.os_events(id, &scan_id, os_guess, &mut body)?;
         self.trace_events(id, &scan_id, &mut body)?;
 
         body.sort_by_key(|(seq, _)| *seq);
@@ -421,7 +424,15 @@ impl Db {
 
 impl Db {
     /// The `os` events of a scan, with their matches and classes.
-    fn os_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
+    /// `guess`: the scan asked for OS guesses (`--osscan-guess`). nmap's
+    /// classification is not stored: the summary is made from the matches.
+    fn os_events(
+        &mut self,
+        id: &str,
+        scan_id: &ScanId,
+        guess: bool,
+        body: &mut Vec<(i64, Event)>,
+    ) -> std::io::Result<()> {
         // Classes by (seq, match position), in order.
         let mut classes: BTreeMap<(i64, i64), Vec<OsClass>> = BTreeMap::new();
         for r in self.query(
@@ -484,6 +495,8 @@ impl Db {
                 matches: matches.remove(&seq).unwrap_or_default(),
                 exact,
                 too_many,
+                guess,
+                classification: Vec::new(),
                 fingerprint,
                 not_ideal,
                 distance,
