@@ -116,11 +116,14 @@ fn unreliable(os: &OsEvent) -> bool {
 }
 
 /// The `-oN` lines of a host's OS detection (each ending in a newline),
-/// in nmap's order; or the passive hint's line when detection did not run.
+/// in nmap's order; or, with -v, the passive hint's line when detection
+/// did not run.
 pub fn normal_lines(os: &OsEvent, view: OsView) -> String {
     let mut t = String::new();
     if !detected(os) {
-        if let Some(h) = &os.hint {
+        // The passive hint is moonscan's own: shown with -v, so a report
+        // without it keeps nmap's layout line for line.
+        if let Some(h) = os.hint.as_ref().filter(|_| view.verbosity > 0) {
             let _ = writeln!(t, "{}", hint_line(h));
         }
         return t;

@@ -236,7 +236,7 @@ fn guesses_print_as_nmap_does() {
 
 /// A report with OS detection, a traceroute and a passive hint: the OS
 /// lines after the MAC address and before Service Info, the hint on its
-/// own line, and nmap's closing remark.
+/// own line with -v (none without), and nmap's closing remark.
 #[test]
 fn a_report_places_os_lines_where_nmap_does() {
     let text = normal(&os_scan());
@@ -245,9 +245,16 @@ fn a_report_places_os_lines_where_nmap_does() {
     let c = text.find("Service Info: OS: Linux").unwrap();
     assert!(a < b && b < c, "{text}");
     assert!(text.contains("Network Distance: 1 hop\nService Info:"), "{text}");
-    assert!(text.contains(
+    // The hint is shown with -v only: without, nmap's layout line for line.
+    assert!(text.contains("8080/tcp open  http-proxy?\n\n") && !text.contains("OS hint"), "{text}");
+    let mut verbose = os_scan();
+    if let Some(Event::ScanStart(st)) = verbose.first_mut() {
+        st.settings.verbosity = 1;
+    }
+    let text_v = normal(&verbose);
+    assert!(text_v.contains(
         "8080/tcp open  http-proxy?\nOS hint (passive, guess): Linux (ttl=64 win=65160 mss=1460 opts=M,S,T,N,W7)\n\n"
-    ), "{text}");
+    ), "{text_v}");
     assert!(text.contains(
         "\n\nOS and Service detection performed. Please report any incorrect results at https://nmap.org/submit/ .\n# moonscan done"
     ), "{text}");
@@ -257,6 +264,9 @@ fn a_report_places_os_lines_where_nmap_does() {
     let end = hint_only.pop().unwrap();
     hint_only.push(os_scan().into_iter().rev().find(|e| matches!(e, Event::Os(_))).unwrap());
     hint_only.push(end);
+    if let Some(Event::ScanStart(st)) = hint_only.first_mut() {
+        st.settings.verbosity = 1;
+    }
     let text = normal(&hint_only);
     assert!(text.contains("OS hint (passive, guess): Linux") && !text.contains("detection performed"), "{text}");
     assert!(!xml_doc(&hint_only).contains("<os>"));
