@@ -92,7 +92,9 @@ fn nmap_xml(args: &[&str]) -> String {
 fn close(test: &str, attr: &str, a: &str, b: &str) -> bool {
     let hex = |s: &str| i64::from_str_radix(s, 16).ok();
     match (test, attr, hex(a), hex(b)) {
-        ("SEQ", "SP" | "ISR", Some(x), Some(y)) => (x - y).abs() <= 8,
+        // Rates of random sequence numbers (eighths of a power of two):
+        // nmap's own runs on one host differ by a dozen.
+        ("SEQ", "SP" | "ISR", Some(x), Some(y)) => (x - y).abs() <= 16,
         // The timestamp rate's class, one step either way.
         ("SEQ", "TS", Some(x), Some(y)) if x > 1 && y > 1 => (x - y).abs() <= 1,
         // The GCD of random sequence numbers' steps: small either way.
@@ -103,7 +105,7 @@ fn close(test: &str, attr: &str, a: &str, b: &str) -> bool {
 
 /// -O of four personalities: on each host the same best match and class
 /// as nmap's, the same distance, and a fingerprint equal to nmap's test by
-/// test (SP, ISR and TS, read from clocks, within a margin). The values
+/// test (SP, ISR, GCD and TS, read from clocks, within a margin). The values
 /// read from clocks move the accuracies by a point from run to run, in
 /// nmap as here (two nmap runs on 198.18.6.2 named two different 91 %
 /// matches best), so: our fingerprint with nmap's SEQ values put in gives
@@ -347,7 +349,9 @@ fn minus_a_gives_nmaps_sections() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(sections(&stdout(&out)), sections(&stdout(&nm)), "ours:\n{}\nnmap's:\n{}", stdout(&out), stdout(&nm));
     let doc = std::fs::read_to_string(&xml).unwrap();
-    for tag in ["<os>", "<osfingerprint ", "<distance ", "<trace ", "<service name=\"ssh\""] {
+    // No <osfingerprint>: nmap leaves it out where conditions are not ideal
+    // (no closed port here), and so do we.
+    for tag in ["<os>", "<osmatch ", "<distance ", "<trace ", "<service name=\"ssh\""] {
         assert_eq!(doc.matches(tag).count(), 2, "{tag} in each host: {doc}");
     }
 }
