@@ -332,6 +332,18 @@ pub(crate) async fn run(
         None => cfg.space.order(cfg.seed, cfg.shard, 0),
     }
     .tracked(&cfg.progress);
+    // OS detection starts now: each host goes to it the moment the raw TCP
+    // pass has decided its every port, while the scan goes on.
+    let os_stage = match (&cfg.os, &ctx.os_seen) {
+        (Some(plan), Some(seen)) => {
+            if raw_for(cfg.scan_type).is_some() && cfg.scan_type != ScanType::Udp {
+                seen.ports_per_host(cfg.space.ports().len());
+            }
+            let (wait, rate) = (cfg.timing.timeout, cfg.timing.max_rate);
+            Some(crate::os::stage::start(plan.clone(), &ctx, raw_links.clone(), seen.clone(), wait, rate))
+        }
+        _ => None,
+    };
     let first = Pass {
         kind: cfg.scan_type,
         order,
@@ -369,10 +381,10 @@ pub(crate) async fn run(
             ctx.emit(Event::Os(Box::new(crate::findings::OsEvent::hint(ctx.scan_id.clone(), ip, hint, ctx.t())))).await;
         }
     }
-    // OS detection and traceroute, once the port scan has decided every
-    // host's ports, beside detection and plugins.
+    // Traceroute once the port scan has decided every host's ports, beside
+    // detection and plugins (and OS detection, which streamed).
     if let (Some(seen), false) = (&ctx.os_seen, interrupted) {
-        let mut hosts = seen.take();
+        let mut hosts = seen.finish();
         // Without discovery (-Pn), the port scan timed each host.
         if let Some(lat) = &ctx.latency {
             for (ip, s) in hosts.iter_mut().filter(|(_, s)| s.rtt.is_none()) {
@@ -389,24 +401,21 @@ pub(crate) async fn run(
             }
             Arc::new(l)
         });
-        let wait = cfg.timing.timeout;
-        let os = async {
-            if let Some(plan) = &cfg.os {
-                crate::os::stage::run(plan.clone(), &ctx, raw_links.clone(), &hosts, wait, cfg.timing.max_rate).await;
-            }
-        };
-        let trace = async {
-            if cfg.traceroute {
-                let ack = cfg.discovery.as_ref().and_then(|d| {
-                    d.probes.iter().find_map(|p| match p {
-                        crate::discovery::ping::PingProbe::Ack(port) => Some(*port),
-                        _ => None,
-                    })
-                });
-                crate::os::stage::trace(&ctx, raw_links.clone(), &hosts, ack, wait.min(Duration::from_secs(1))).await;
-            }
-        };
-        tokio::join!(os, trace);
+        if cfg.traceroute {
+            let ack = cfg.discovery.as_ref().and_then(|d| {
+                d.probes.iter().find_map(|p| match p {
+                    crate::discovery::ping::PingProbe::Ack(port) => Some(*port),
+                    _ => None,
+                })
+            });
+            let wait = cfg.timing.timeout.min(Duration::from_secs(1));
+            crate::os::stage::trace(&ctx, raw_links, &hosts, ack, wait).await;
+        }
+    } else if let Some(seen) = &ctx.os_seen {
+        seen.finish();
+    }
+    if let Some(os) = os_stage {
+        let _ = os.await;
     }
     // Discovery's `found` is gone: the next stage's input is closed, and so on down.
     for stage in stages.into_iter().rev() {

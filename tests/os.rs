@@ -401,7 +401,8 @@ fn nmaps_fingerprints_match_as_nmap_matches_them() {
 #[test]
 fn os_probes_keep_to_the_max_rate() {
     let _lab = lab();
-    let cap = Capture::packets("dst host 198.18.0.2 and (tcp or udp or icmp)");
+    // The scanner's own kernel resets every SYN-ACK to a raw probe: not probes.
+    let cap = Capture::packets("dst host 198.18.0.2 and (udp or icmp or (tcp and tcp[tcpflags] & tcp-rst == 0))");
     let out = in_lab(bin())
         .args(["-n", "-Pn", "-O", "--max-rate", "40", "--max-os-tries", "1", "-p", "1,22", "-oJ", "-", "198.18.0.2"])
         .output()
@@ -412,5 +413,34 @@ fn os_probes_keep_to_the_max_rate() {
     for (i, t) in times.iter().enumerate() {
         let within = times[i..].iter().take_while(|u| **u < t + 1.0).count();
         assert!(within <= 41, "{within} packets in the second after {t}");
+    }
+}
+
+/// OS detection streams: a host goes to it the moment the port scan has
+/// decided its every port, while the scan goes on with other hosts, and
+/// its probes take turns of the scan's pace. 512 hosts of 198.19.0.0/23
+/// at --max-rate 1500: the first os event comes before the scan's last
+/// port event, every host gets one, and no second carries more than the
+/// rate (and a little: tcpdump's clock is not the sender's).
+#[test]
+fn os_detection_streams_beside_the_port_scan_under_its_rate() {
+    let _lab = lab();
+    // The scanner's own kernel resets every SYN-ACK to a raw probe: not probes.
+    let cap = Capture::packets("dst net 198.19.0.0/23 and not (tcp[tcpflags] & tcp-rst != 0)");
+    let out = in_lab(bin())
+        .args(["-n", "-O", "--max-rate", "1500", "-p", "22,80", "-oJ", "-", "198.19.0.0/23"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let times: Vec<f64> = cap.stop().into_iter().map(|(t, _)| t).collect();
+    let evs = crate::util::events(&stdout(&out));
+    let os: Vec<&Value> = of_type(&evs, "os").into_iter().filter(|e| e.get("fingerprint").is_some()).collect();
+    assert_eq!(os.len(), 512, "every host fingerprinted");
+    let first_os = os.iter().filter_map(|e| e["t"].as_f64()).fold(f64::MAX, f64::min);
+    let last_port = of_type(&evs, "port").iter().filter_map(|e| e["t"].as_f64()).fold(0.0, f64::max);
+    assert!(first_os < last_port, "first os event at {first_os} s, last port at {last_port} s");
+    for (i, t) in times.iter().enumerate().step_by(50) {
+        let within = times[i..].iter().take_while(|u| **u < t + 1.0).count();
+        assert!(within <= 1600, "{within} packets in the second after {t}");
     }
 }

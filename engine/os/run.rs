@@ -1,10 +1,13 @@
 //! Sends nmap's OS probes to many hosts at once over a packet socket and
 //! gathers each host's replies: the only I/O of OS detection.
 //!
-//! In: the hosts (each with its path, its open and closed ports and its
-//! round trip), the interface, [`Settings`] and a stop signal. Out: for
-//! each host, in the order they finish, its tries ([`Try`]: the probes'
-//! parameters, what was sent and what came back, with times). What always
+//! In: the hosts as the scan hands them on (each made a [`Target`]: its
+//! path, its open and closed ports and its round trip), the interface,
+//! [`Settings`], the port scan's pace while there is one, and a stop
+//! signal. Out: for each host, in the order they finish, its tries
+//! ([`Try`]: the probes' parameters, what was sent and what came back,
+//! with times). It ends when the hosts' stream closes and every host is
+//! done. What always
 //! holds: the six SEQ probes of a try go out 100 ms apart (nmap's tests
 //! read rates from them), the other ten right after them; at most
 //! [`PARALLEL`] hosts are probed at once and sending keeps under the rate
@@ -20,9 +23,13 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use std::sync::mpsc::{Receiver, TryRecvError};
+
 use super::compute::{Exchange, Replies};
 use super::probes::{self, Params, Probe};
+use super::seen::HostSeen;
 use crate::discovery::syn::Hop;
+use crate::discovery::Pacer;
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 
 /// Hosts probed at once.
@@ -41,6 +48,8 @@ pub struct Target {
     pub closed_udp: u16,
     /// Its round trip, when the scan timed it.
     pub rtt: Option<Duration>,
+    /// What the scan saw of it.
+    pub seen: HostSeen,
 }
 
 /// How OS detection paces itself.
@@ -217,30 +226,63 @@ impl Pace {
     }
 }
 
-/// Probes `targets` and calls `done(index, tries)` for each host as it
-/// finishes. Stops early (hosts left get no call) when `stop` says so.
+/// Whether a probe may go now: a turn of the port scan's pace when there
+/// is one (the two share the scan's rate), else of OS detection's own.
+fn turn(shared: Option<&Pacer>, own: &mut Pace, now: Instant) -> bool {
+    match shared {
+        Some(p) => {
+            let mut c = p.lock();
+            c.poll(now);
+            c.try_take(now).is_ok()
+        }
+        None => own.ready(now),
+    }
+}
+
+/// Probes the hosts `incoming` brings (made targets by `resolve`; one it
+/// refuses is skipped) and calls `done(target, tries)` for each as it
+/// finishes, until `incoming` closes and every host is done. Stops early
+/// (hosts left get no call) when `stop` says so.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
-    targets: &[Target],
+    incoming: &Receiver<(IpAddr, HostSeen)>,
+    resolve: &mut dyn FnMut(IpAddr, &HostSeen) -> Option<Target>,
     ifindex: u32,
     settings: &Settings,
+    pacer: &dyn Fn() -> Option<Pacer>,
     stop: &dyn Fn() -> bool,
-    mut done: impl FnMut(usize, Vec<Try>),
+    mut done: impl FnMut(&Target, Vec<Try>),
 ) -> io::Result<()> {
     let sock = PacketSocket::open(ifindex)?;
     sock.tune(8 << 20)?;
-    let mut waiting: VecDeque<(usize, Vec<Try>)> = (0..targets.len()).map(|i| (i, Vec::new())).collect();
+    let mut targets: Vec<Target> = Vec::new();
+    let mut waiting: VecDeque<(usize, Vec<Try>)> = VecDeque::new();
     let mut active: Vec<Active> = Vec::new();
     let mut by_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
-    let mut pace =
+    let mut own =
         Pace { gap: settings.max_rate.map(|r| Duration::from_secs_f64(1.0 / r.max(0.01))), next: Instant::now() };
     let mut frame = [0u8; ETH + probes::MAX_PACKET];
     let mut bufs = vec![[0u8; FRAME]; BATCH];
     let mut lens = [0usize; BATCH];
     let mut sums = [Checksum::Unchecked; BATCH];
     let t0 = Instant::now();
-    while !(waiting.is_empty() && active.is_empty()) {
+    let mut open = true;
+    while open || !(waiting.is_empty() && active.is_empty()) {
         if stop() {
             return Ok(());
+        }
+        // Hosts the scan has finished with.
+        while open {
+            match incoming.try_recv() {
+                Ok((ip, s)) => {
+                    if let Some(t) = resolve(ip, &s) {
+                        targets.push(t);
+                        waiting.push_back((targets.len() - 1, Vec::new()));
+                    }
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
         }
         let now = Instant::now();
         // Start hosts (one whose address is being probed waits its turn).
@@ -251,8 +293,9 @@ pub fn run(
             active.push(Active::new(i, &targets[i], now, tries));
         }
         // Send what is due.
+        let shared = pacer();
         for a in &mut active {
-            while a.due().is_some_and(|d| d <= now) && pace.ready(now) {
+            while a.due().is_some_and(|d| d <= now) && turn(shared.as_ref(), &mut own, now) {
                 let p = a.plan[a.next];
                 a.next += 1;
                 let t = &targets[a.idx];
@@ -302,23 +345,14 @@ pub fn run(
                 i += 1;
                 continue;
             }
-            // Once within a try, the unanswered probes but SEQ go again.
+            // Once within a try, the unanswered probes but SEQ go again
+            // (at the pace's turns, as the first ones).
             let again_now = if a.resent || a.all_answered() { Vec::new() } else { to_resend(&a.sent) };
             if !again_now.is_empty() {
                 let a = &mut active[i];
                 a.resent = true;
                 a.last_send = now;
-                for p in again_now {
-                    let n = probes::build(p, &a.params, &mut frame[ETH..]);
-                    frame[..6].copy_from_slice(&t.hop.dst_mac);
-                    frame[6..12].copy_from_slice(&t.hop.src_mac);
-                    frame[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-                    if sock.send_batch(&[&frame[..ETH + n]])? == 1 {
-                        if let Some(e) = a.sent.get_mut(&p) {
-                            e.sent_at = now.duration_since(t0);
-                        }
-                    }
-                }
+                a.plan.extend(again_now);
                 i += 1;
                 continue;
             }
@@ -332,7 +366,7 @@ pub fn run(
             if again(&a.tries, settings.max_tries) {
                 waiting.push_front((a.idx, a.tries));
             } else {
-                done(a.idx, a.tries);
+                done(&targets[a.idx], a.tries);
             }
         }
     }
@@ -358,6 +392,7 @@ mod tests {
             closed: Some(1),
             closed_udp: 40_000,
             rtt: None,
+            seen: HostSeen::default(),
         };
         Try { params: params_for(&t, 7), replies: Replies { of } }
     }
@@ -401,6 +436,7 @@ mod tests {
             closed: None,
             closed_udp: 40_000,
             rtt: None,
+            seen: HostSeen::default(),
         };
         let now = Instant::now();
         let mut a = Active::new(0, &target, now, Vec::new());

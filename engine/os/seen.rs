@@ -1,18 +1,24 @@
 //! What the port scan tells OS detection about each host, as it goes.
 //!
-//! In: the scan's `host` and `port` events, and the closed ports it counts
-//! without reporting them. Out: for each host that answered, the ports
-//! nmap would send OS probes to (the lowest open TCP port, the lowest
-//! closed TCP port, the lowest closed UDP port), its MAC when on-link, and
-//! the TTL of a reply. What always holds: at most [`Seen::MAX_HOSTS`]
-//! hosts are kept (a few dozen bytes each); past them new hosts are left
-//! out and [`Seen::capped`] says so.
+//! In: the scan's `host` and `port` events, the closed ports it counts
+//! without reporting them, and each port the raw TCP pass decides. Out:
+//! for each host that answered, the ports nmap would send OS probes to
+//! (the lowest open TCP port, the lowest closed TCP port, the lowest
+//! closed UDP port), its MAC when on-link, and the TTL of a reply; and,
+//! when streaming ([`Seen::stream`]), each host handed on the moment its
+//! last TCP port is decided, while the scan goes on with other hosts
+//! (the rest when the scan ends, [`Seen::finish`]). What always holds: at
+//! most [`Seen::MAX_HOSTS`] hosts are kept (a few dozen bytes each); past
+//! them new hosts are left out and [`Seen::capped`] says so; a host is
+//! handed on once.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::Mutex;
 
+use crate::discovery::Pacer;
 use crate::findings::{Event, HostState, PortState, Proto};
 
 /// What the scan saw of one host.
@@ -28,6 +34,10 @@ pub struct HostSeen {
     pub ttl: Option<u8>,
     /// Its round trip, when discovery timed it.
     pub rtt: Option<std::time::Duration>,
+    /// Its TCP ports the raw pass has decided.
+    pub decided: u32,
+    /// Handed on already.
+    pub streamed: bool,
 }
 
 /// The hosts seen so far.
@@ -36,6 +46,12 @@ pub struct Seen {
     hosts: Mutex<HashMap<IpAddr, HostSeen>>,
     max_hosts: usize,
     capped: AtomicBool,
+    /// Streaming: each host's TCP ports, and where a finished host goes.
+    ready: Mutex<Option<(u32, Sender<(IpAddr, HostSeen)>)>>,
+    /// The raw TCP pass's pace, for probes that share it.
+    pacer: Mutex<Option<Pacer>>,
+    /// Each host's TCP ports in the raw pass (0: none, no streaming).
+    per_host: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for Seen {
@@ -63,7 +79,67 @@ impl Seen {
     pub const MAX_HOSTS: usize = 1 << 18;
 
     pub fn with_max_hosts(max_hosts: usize) -> Self {
-        Seen { hosts: Mutex::default(), max_hosts, capped: AtomicBool::new(false) }
+        Seen {
+            hosts: Mutex::default(),
+            max_hosts,
+            capped: AtomicBool::new(false),
+            ready: Mutex::default(),
+            pacer: Mutex::default(),
+            per_host: Default::default(),
+        }
+    }
+
+    /// Hands each host on to `to` once the raw TCP pass has decided its
+    /// `ports` ports (when it is up).
+    pub fn stream(&self, ports: usize, to: Sender<(IpAddr, HostSeen)>) {
+        let ports = u32::try_from(ports).unwrap_or(u32::MAX);
+        *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some((ports, to));
+    }
+
+    /// Hands hosts on to `to`, each once the TCP ports told by
+    /// [`Seen::ports_per_host`] are decided (none before: then all at the end).
+    pub fn stream_to(&self, to: Sender<(IpAddr, HostSeen)>) {
+        self.stream(self.per_host.load(Ordering::Relaxed), to);
+    }
+
+    /// How many TCP ports the raw pass decides for each host.
+    pub fn ports_per_host(&self, ports: usize) {
+        self.per_host.store(ports, Ordering::Relaxed);
+    }
+
+    /// The raw TCP pass's pace (set by the pass).
+    pub fn set_pacer(&self, pacer: Pacer) {
+        *self.pacer.lock().unwrap_or_else(|e| e.into_inner()) = Some(pacer);
+    }
+
+    /// The raw TCP pass's pace, once it has one.
+    pub fn pacer(&self) -> Option<Pacer> {
+        self.pacer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// One of `ip`'s TCP ports decided by the raw pass (after its events).
+    pub fn decided(&self, ip: IpAddr) {
+        let ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((ports, to)) = ready.as_ref() else { return };
+        self.with(ip, |s| {
+            s.decided = s.decided.saturating_add(1);
+            if *ports > 0 && s.decided >= *ports && s.up && !s.streamed {
+                s.streamed = true;
+                let _ = to.send((ip, *s));
+            }
+        });
+    }
+
+    /// The scan is over: every host up not handed on yet goes now, the
+    /// stream closes, and every host up is returned, in address order.
+    pub fn finish(&self) -> Vec<(IpAddr, HostSeen)> {
+        let all = self.take();
+        if let Some((_, to)) = self.ready.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            for (ip, s) in all.iter().filter(|(_, s)| !s.streamed) {
+                let _ = to.send((*ip, *s));
+            }
+        }
+        all
     }
 
     /// Whether some host was left out (past the cap).
@@ -180,6 +256,30 @@ mod tests {
         assert_eq!(got[0].1.mac, Some([2, 0, 0x5e, 0x10, 0, 1]));
         assert_eq!(parse_mac("02:00:5e:10:00"), None);
         assert_eq!(parse_mac("02:00:5e:10:00:01:02"), None);
+    }
+
+    #[test]
+    fn a_host_is_handed_on_once_when_its_last_port_is_decided_and_the_rest_at_the_end() {
+        let s = Seen::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        s.stream(2, tx);
+        let (a, b, quiet) = (ip("198.18.0.2"), ip("198.18.0.3"), ip("198.18.0.4"));
+        s.saw(&port(a, 22, Proto::Tcp, PortState::Open));
+        s.decided(a);
+        assert!(rx.try_recv().is_err(), "one port of two");
+        s.port(a, Proto::Tcp, 1, PortState::Closed, None);
+        s.decided(a);
+        let (got, seen) = rx.try_recv().unwrap();
+        assert_eq!((got, seen.open_tcp, seen.closed_tcp), (a, Some(22), Some(1)));
+        s.decided(a);
+        s.saw(&port(b, 80, Proto::Tcp, PortState::Open));
+        s.decided(quiet);
+        s.decided(quiet);
+        assert!(rx.try_recv().is_err(), "once; a host never seen up is not handed on");
+        let all = s.finish();
+        assert_eq!(all.iter().map(|(ip, _)| *ip).collect::<Vec<_>>(), [a, b]);
+        assert_eq!(rx.try_iter().map(|(ip, _)| ip).collect::<Vec<_>>(), [b], "the rest at the end");
+        assert!(rx.recv().is_err(), "then the stream closes");
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn target_for(ip: IpAddr, s: &HostSeen, links: Option<&Links>, plan: &OsPlan) ->
         closed: Some(s.closed_tcp.unwrap_or_else(|| random_port(1))),
         closed_udp: s.closed_udp.unwrap_or_else(|| random_port(2)),
         rtt: s.rtt,
+        seen: *s,
     })
 }
 
@@ -152,50 +153,65 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
     ev
 }
 
-/// Fingerprints every host `seen` up.
-/// `max_rate`: the scan's `--max-rate`, which OS probes keep to as well.
-pub async fn run(
+/// Starts OS detection beside the scan: each host the scan hands on
+/// through `seen`'s stream is fingerprinted at once, and the stage ends
+/// once the stream closes ([`super::seen::Seen::finish`]) and every host
+/// is done. `max_wait`: the longest wait for a reply; `max_rate`: the
+/// scan's `--max-rate`, kept to (with the port scan's own pace while it
+/// runs, whose turns the OS probes take).
+pub fn start(
     plan: Arc<OsPlan>,
     ctx: &Ctx,
     links: Option<Arc<Links>>,
-    hosts: &[(IpAddr, HostSeen)],
+    seen: Arc<super::seen::Seen>,
     max_wait: Duration,
     max_rate: Option<f64>,
-) {
-    let mut targets = Vec::new();
-    let mut kept = Vec::new();
-    for &(ip, s) in hosts {
-        match target_for(ip, &s, links.as_deref(), &plan) {
-            Ok(t) => {
-                targets.push(t);
-                kept.push(s);
+) -> tokio::task::JoinHandle<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    seen.stream_to(tx);
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || {
+        let settings = Settings {
+            max_wait: max_wait.max(Duration::from_millis(300)),
+            max_tries: plan.max_tries.max(1),
+            max_rate,
+            ..Settings::default()
+        };
+        // Said, not counted among the scan's errors: the host's ports
+        // were scanned (as nmap warns of what it cannot do to a host).
+        let warn = |ip: IpAddr, why: String| {
+            let _ = ctx.events.blocking_send(ctx.error(Some(ip), None, None, ErrorKind::Io, why));
+        };
+        // Without discovery (-Pn), the port scan timed each host.
+        let timed = |ip: IpAddr, s: &HostSeen| {
+            let rtt = s.rtt.or_else(|| ctx.latency.as_ref()?.of(ip).and_then(|l| Duration::try_from_secs_f64(l).ok()));
+            HostSeen { rtt, ..*s }
+        };
+        let mut resolve = |ip: IpAddr, s: &HostSeen| match target_for(ip, &timed(ip, s), links.as_deref(), &plan) {
+            Ok(t) => Some(t),
+            Err(why) if why.is_empty() => None,
+            Err(why) => {
+                warn(ip, why);
+                None
             }
-            Err(why) if why.is_empty() => {}
-            // Said, not counted among the scan's errors: the host's ports
-            // were scanned (as nmap warns of what it cannot do to a host).
-            Err(why) => drop(ctx.events.send(ctx.error(Some(ip), None, None, ErrorKind::Io, why)).await),
+        };
+        let Some(ifindex) = links.as_ref().filter(|l| !l.loopback).map(|l| l.ifindex) else {
+            // Nothing can be probed: each host still says why.
+            for (ip, s) in rx.iter() {
+                resolve(ip, &s);
+            }
+            return;
+        };
+        let stop = || ctx.stop.is_set();
+        let pacer = || seen.pacer();
+        let done = run::run(&rx, &mut resolve, ifindex, &settings, &pacer, &stop, |t, tries| {
+            let ev = judge(&plan, &ctx, t.ip, &t.seen, &tries, SystemTime::now());
+            ctx.emit_blocking(Event::Os(Box::new(ev)));
+        });
+        if let Err(e) = done {
+            ctx.emit_blocking(ctx.error(None, None, None, ErrorKind::Io, format!("OS detection: {e}")));
         }
-    }
-    let Some(links) = links.filter(|_| !targets.is_empty()) else { return };
-    let settings = Settings { max_wait: max_wait.max(Duration::from_millis(300)), ..Settings::default() };
-    let settings = Settings { max_tries: plan.max_tries.max(1), max_rate, ..settings };
-    let ctx2 = ctx.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        let stop = || ctx2.stop.is_set();
-        run::run(&targets, links.ifindex, &settings, &stop, |i, tries| {
-            let ev = judge(&plan, &ctx2, targets[i].ip, &kept[i], &tries, SystemTime::now());
-            ctx2.emit_blocking(Event::Os(Box::new(ev)));
-        })
     })
-    .await;
-    let failed = match done {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(format!("OS detection: {e}")),
-        Err(e) => Some(format!("OS detection failed: {e}")),
-    };
-    if let Some(message) = failed {
-        ctx.emit(ctx.error(None, None, None, ErrorKind::Io, message)).await;
-    }
 }
 
 /// The port nmap's traceroute would use for a host: the probe that drew

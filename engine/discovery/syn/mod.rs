@@ -180,6 +180,10 @@ pub fn run(
     // One pace for the whole scan: every sender takes its turns from it
     // (a finished sender's share goes to the others).
     let pacer = Pacer::new(opts.limits, pace.timeout, Instant::now());
+    // OS detection's probes, going out beside the TCP pass, share its pace.
+    if let Some(seen) = found.ctx.os_seen.as_ref().filter(|_| !udp) {
+        seen.set_pacer(pacer.clone());
+    }
     let hints = found.ctx.hints.as_deref();
     std::thread::scope(|s| {
         let receiver = s.spawn(|| receive(&sock, cookie, ping.as_ref(), payloads, &outs, &quit, hints));
@@ -427,6 +431,11 @@ fn drive(
             });
         } else if v.reason != crate::findings::Reason::NoResponse {
             shared.found.unshown(v.ip, proto, v.port, v.state, v.reason);
+        }
+        // Once its events are out: a host whose every TCP port is decided
+        // goes on to OS detection while the scan goes on.
+        if let Some(seen) = shared.found.ctx.os_seen.as_ref().filter(|_| !udp) {
+            seen.decided(v.ip);
         }
     };
     // A host decided: reported, counted, and if up its ports go to the port scan.
