@@ -40,6 +40,9 @@ pub struct HostSeen {
     pub streamed: bool,
 }
 
+/// Where finished hosts go.
+pub type Handoff = Sender<(IpAddr, HostSeen)>;
+
 /// The hosts seen so far.
 #[derive(Debug)]
 pub struct Seen {
@@ -47,7 +50,7 @@ pub struct Seen {
     max_hosts: usize,
     capped: AtomicBool,
     /// Streaming: each host's TCP ports, and where a finished host goes.
-    ready: Mutex<Option<(u32, Sender<(IpAddr, HostSeen)>)>>,
+    ready: Mutex<Option<(u32, Handoff)>>,
     /// The raw TCP pass's pace, for probes that share it.
     pacer: Mutex<Option<Pacer>>,
     /// Each host's TCP ports in the raw pass (0: none, no streaming).
@@ -91,14 +94,14 @@ impl Seen {
 
     /// Hands each host on to `to` once the raw TCP pass has decided its
     /// `ports` ports (when it is up).
-    pub fn stream(&self, ports: usize, to: Sender<(IpAddr, HostSeen)>) {
+    pub fn stream(&self, ports: usize, to: Handoff) {
         let ports = u32::try_from(ports).unwrap_or(u32::MAX);
         *self.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some((ports, to));
     }
 
     /// Hands hosts on to `to`, each once the TCP ports told by
     /// [`Seen::ports_per_host`] are decided (none before: then all at the end).
-    pub fn stream_to(&self, to: Sender<(IpAddr, HostSeen)>) {
+    pub fn stream_to(&self, to: Handoff) {
         self.stream(self.per_host.load(Ordering::Relaxed), to);
     }
 
