@@ -36,6 +36,8 @@ use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 pub const PARALLEL: usize = 256;
 /// Between two SEQ probes (nmap's spacing).
 pub const SEQ_GAP: Duration = Duration::from_millis(100);
+/// From the last SEQ probe to the other probes (nmap sends them after).
+pub const AFTER_SEQ: Duration = Duration::from_millis(10);
 const ETH: usize = 14;
 
 /// A host to fingerprint.
@@ -69,7 +71,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             max_tries: 5,
-            min_wait: Duration::from_millis(200),
+            min_wait: Duration::from_millis(120),
             max_wait: Duration::from_secs(2),
             max_rate: None,
         }
@@ -167,7 +169,7 @@ impl Active {
         let seq_sent = self.plan[..self.next].iter().filter(|p| matches!(p, Probe::Seq(_))).count() as u32;
         Some(match p {
             Probe::Seq(_) => self.start + SEQ_GAP * seq_sent,
-            _ if seq_sent > 0 => self.start + SEQ_GAP * (seq_sent - 1) + SEQ_GAP / 2,
+            _ if seq_sent > 0 => self.start + SEQ_GAP * (seq_sent - 1) + AFTER_SEQ,
             _ => self.start,
         })
     }
