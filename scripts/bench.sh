@@ -602,6 +602,11 @@ os_vs_nmap() { # label target-ratio hosts...
     attempt os "nmap -O" /dev/null "${nm[@]}" -oX "$dir/$label.nmap.xml" || return 1
     attempt os "moonscan -O" /dev/null "${ms[@]}" -oX "$dir/$label.moonscan.xml" || return 1
     python3 "$REPO/tests/os_compare.py" "$dir/$label.nmap.xml" "$dir/$label.moonscan.xml" || true
+    # The noise floor: nmap against itself (SP, ISR and TS are read from
+    # clocks, and near ties flip with them from run to run).
+    attempt os "nmap -O" /dev/null "${nm[@]}" -oX "$dir/$label.nmap2.xml" || return 1
+    echo "  nmap against a second nmap run:"
+    python3 "$REPO/tests/os_compare.py" "$dir/$label.nmap.xml" "$dir/$label.nmap2.xml" | tail -n 1 || true
     echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
     in_lab hyperfine -N -w 1 -r "${RUNS_OS:-3}" --export-json "$OUT/os-$label.json" \
         -n moonscan "${ms[*]}" -n nmap "${nm[*]}" >"$OUT/os-$label.txt"
