@@ -336,7 +336,10 @@ pub(crate) async fn run(
     // pass has decided its every port, while the scan goes on.
     let os_stage = match (&cfg.os, &ctx.os_seen) {
         (Some(plan), Some(seen)) => {
-            if raw_for(cfg.scan_type).is_some() && cfg.scan_type != ScanType::Udp {
+            // With a UDP pass beside (-sSU), a host waits for the scan's end,
+            // when its closed UDP port is known (and U1 no longer competes
+            // with the UDP scan for the host's ICMP rate limit).
+            if raw_for(cfg.scan_type).is_some() && cfg.scan_type != ScanType::Udp && also_udp.is_none() {
                 seen.ports_per_host(cfg.space.ports().len());
             }
             let (wait, rate) = (cfg.timing.timeout, cfg.timing.max_rate);
@@ -353,8 +356,9 @@ pub(crate) async fn run(
         key,
         hosts,
     };
-    let interrupted = match also_udp {
-        None => first.run(cfg, &ctx, found).await?,
+    let passes = async {
+        Ok::<bool, Error>(match also_udp {
+            None => first.run(cfg, &ctx, found).await?,
         Some(also) => {
             let hosts = by_host(ScanType::Udp, also, true);
             let second = Pass {
@@ -372,6 +376,22 @@ pub(crate) async fn run(
             };
             let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
             a? | b?
+            }
+        })
+    }
+    .await;
+    // A pass that failed or was cut short hands no more hosts to OS
+    // detection, which then ends with the hosts it has.
+    let interrupted = match passes {
+        Ok(interrupted) => interrupted,
+        Err(e) => {
+            if let Some(seen) = &ctx.os_seen {
+                seen.close();
+            }
+            if let Some(os) = os_stage {
+                let _ = os.await;
+            }
+            return Err(e);
         }
     };
     // The passive OS hint of each host that sent a SYN-ACK.
@@ -412,7 +432,14 @@ pub(crate) async fn run(
             crate::os::stage::trace(&ctx, raw_links, &hosts, ack, wait).await;
         }
     } else if let Some(seen) = &ctx.os_seen {
-        seen.finish();
+        seen.close();
+    }
+    if let Some(seen) = ctx.os_seen.as_ref().filter(|s| s.capped()) {
+        let why = format!(
+            "OS detection and traceroute kept {} hosts at most; the others were left out",
+            crate::os::seen::Seen::MAX_HOSTS
+        );
+        let _ = ctx.events.send(ctx.error(None, None, None, crate::findings::ErrorKind::Budget, why)).await;
     }
     if let Some(os) = os_stage {
         let _ = os.await;

@@ -46,12 +46,15 @@ fn discovery_of_a_16_finds_every_live_host_and_probes_no_dead_one() {
     // Nothing else of 198.18.2.0/24 answers, and nothing of the dead rest
     // beyond the lab's real addresses: 198.18.0.2-12 (targets, the zoo,
     // the firewalled host, the legacy TLS servers, the sites by name), 198.18.1.2 behind the
-    // router and the OpenVPN server's 198.18.200.1.
+    // router, the OpenVPN server's 198.18.200.1, and the OS personalities
+    // 198.18.6.2, 198.18.7.2, 198.18.8.2 with mstarget's ends of their links
+    // (198.18.6.1, 198.18.7.1, 198.18.8.1: scripts/lab-os.sh).
     assert!(up.iter().filter(|h| h.starts_with("198.18.2.")).count() == 8, "{up:?}");
     let known = |h: &str| {
         h.starts_with("198.18.2.")
             || h == "198.18.1.2"
             || h == "198.18.200.1"
+            || ["198.18.6.", "198.18.7.", "198.18.8."].iter().any(|n| h == format!("{n}1") || h == format!("{n}2"))
             || h.strip_prefix("198.18.0.").and_then(|n| n.parse::<u8>().ok()).is_some_and(|n| (2..=12).contains(&n))
     };
     let unknown: Vec<&String> = up.iter().filter(|h| !known(h)).collect();

@@ -664,7 +664,13 @@ impl ScanBuilder {
                 if max_tries == 0 {
                     return Err(usage("--max-os-tries must be at least 1"));
                 }
-                Some(Arc::new(crate::os::stage::OsPlan { db, guess: o.guess, limit: o.limit, max_tries }))
+                Some(Arc::new(crate::os::stage::OsPlan {
+                    db,
+                    guess: o.guess,
+                    limit: o.limit,
+                    max_tries,
+                    udp_scan: udp.is_some(),
+                }))
             }
         };
         if self.traceroute && no_ports {

@@ -15,6 +15,8 @@ pub mod hints;
 pub mod matching;
 pub mod passive;
 pub mod probes;
+#[cfg(test)]
+mod recorded_tests;
 pub mod run;
 pub mod seen;
 pub mod stage;

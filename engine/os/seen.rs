@@ -121,16 +121,23 @@ impl Seen {
     }
 
     /// One of `ip`'s TCP ports decided by the raw pass (after its events).
+    /// A host not seen answering is not recorded (a silent port of a dead
+    /// host must not take a place).
     pub fn decided(&self, ip: IpAddr) {
         let ready = self.ready.lock().unwrap_or_else(|e| e.into_inner());
         let Some((ports, to)) = ready.as_ref() else { return };
-        self.with(ip, |s| {
-            s.decided = s.decided.saturating_add(1);
-            if *ports > 0 && s.decided >= *ports && s.up && !s.streamed {
-                s.streamed = true;
-                let _ = to.send((ip, *s));
-            }
-        });
+        let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = hosts.get_mut(&ip) else { return };
+        s.decided = s.decided.saturating_add(1);
+        if *ports > 0 && s.decided >= *ports && s.up && !s.streamed {
+            s.streamed = true;
+            let _ = to.send((ip, *s));
+        }
+    }
+
+    /// The scan was cut short: the stream closes, no more host is handed on.
+    pub fn close(&self) {
+        self.ready.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 
     /// The scan is over: every host up not handed on yet goes now, the
@@ -190,6 +197,12 @@ impl Seen {
             };
             lowest(slot, port);
         });
+    }
+
+    /// The addresses recorded (tests).
+    #[cfg(test)]
+    fn take_peek(&self) -> Vec<IpAddr> {
+        self.hosts.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
     }
 
     /// The hosts seen up, in address order; the record is emptied.
@@ -279,10 +292,22 @@ mod tests {
         s.decided(quiet);
         s.decided(quiet);
         assert!(rx.try_recv().is_err(), "once; a host never seen up is not handed on");
+        assert!(!s.take_peek().contains(&quiet), "nor recorded");
         let all = s.finish();
         assert_eq!(all.iter().map(|(ip, _)| *ip).collect::<Vec<_>>(), [a, b]);
         assert_eq!(rx.try_iter().map(|(ip, _)| ip).collect::<Vec<_>>(), [b], "the rest at the end");
         assert!(rx.recv().is_err(), "then the stream closes");
+    }
+
+    #[test]
+    fn a_stream_closed_early_hands_on_no_more() {
+        let s = Seen::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        s.stream(1, tx);
+        s.saw(&port(ip("198.18.0.2"), 22, Proto::Tcp, PortState::Open));
+        s.close();
+        s.decided(ip("198.18.0.2"));
+        assert!(rx.recv().is_err(), "closed, nothing sent");
     }
 
     #[test]

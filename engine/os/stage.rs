@@ -36,6 +36,9 @@ pub struct OsPlan {
     pub limit: bool,
     /// `--max-os-tries`.
     pub max_tries: u32,
+    /// A UDP scan runs too (nmap then never blames a missing U1 reply on
+    /// not having looked for a closed UDP port).
+    pub udp_scan: bool,
 }
 
 /// nmap's pick of a closed port it never saw: 30000-44780.
@@ -75,7 +78,7 @@ fn target_for(ip: IpAddr, s: &HostSeen, links: Option<&Links>, plan: &OsPlan) ->
 /// What nmap says is wrong with a fingerprint (its "OS fingerprint not
 /// ideal because: ..."), if anything, in nmap's order of checks. A port
 /// picked at random because the scan found none does not count as found.
-fn not_ideal(s: &HostSeen, u1: bool, distance: Option<u8>) -> Option<String> {
+fn not_ideal(s: &HostSeen, u1: bool, distance: Option<u8>, udp_scan: bool) -> Option<String> {
     if s.open_tcp.is_none() {
         return Some("Missing an open TCP port so results incomplete".into());
     }
@@ -85,7 +88,7 @@ fn not_ideal(s: &HostSeen, u1: bool, distance: Option<u8>) -> Option<String> {
     if let Some(d) = distance.filter(|d| *d > 5) {
         return Some(format!("Host distance ({d} network hops) is greater than five"));
     }
-    if !u1 && s.closed_udp.is_none() {
+    if !u1 && s.closed_udp.is_none() && !udp_scan {
         return Some("Didn't receive UDP response. Please try again with -sSU".into());
     }
     None
@@ -111,10 +114,12 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
         ev.ports_used.push(PortUsed { state: "closed".into(), proto: Proto::Udp, port });
     }
     let fp = compute::fingerprint(p, &best.replies);
-    ev.distance = compute::distance(p, &best.replies);
+    // nmap's distance: 1 for a host on the link (its MAC known), else the
+    // hops U1's quoted TTL counts; none without either.
+    ev.distance = if s.mac.is_some() { Some(1) } else { compute::distance_icmp(p, &best.replies) };
     (ev.tcp_sequence, ev.ip_id_sequence, ev.tcp_ts_sequence) = compute::sequences(&best.replies);
     ev.uptime = compute::uptime(&best.replies, now);
-    ev.not_ideal = not_ideal(s, u1, ev.distance);
+    ev.not_ideal = not_ideal(s, u1, ev.distance, plan.udp_scan);
     let line = ScanLine {
         version: format!("moonscan-{}", env!("CARGO_PKG_VERSION")),
         open: s.open_tcp,
@@ -122,8 +127,9 @@ pub fn judge(plan: &OsPlan, ctx: &Ctx, ip: Ipv4Addr, s: &HostSeen, tries: &[Try]
         // nmap's CU: the closed UDP port the scan found, or the one U1 was
         // answered on.
         closed_udp: s.closed_udp.or(u1.then_some(p.closed_udp)),
+        // nmap's isipprivate: RFC 1918 and link-local.
         private: match ip.octets() {
-            [10, ..] | [192, 168, ..] | [127, ..] => true,
+            [10, ..] | [192, 168, ..] | [169, 254, ..] => true,
             [172, b, ..] => (16..32).contains(&b),
             _ => false,
         },
@@ -204,9 +210,22 @@ pub fn start(
         };
         let stop = || ctx.stop.is_set();
         let pacer = || seen.pacer();
-        let done = run::run(&rx, &mut resolve, ifindex, &settings, &pacer, &stop, |t, tries| {
-            let ev = judge(&plan, &ctx, t.ip, &t.seen, &tries, SystemTime::now());
-            ctx.emit_blocking(Event::Os(Box::new(ev)));
+        // Matching and sending the event on a thread of their own: the
+        // probing loop never waits for them (other hosts' SEQ probes keep
+        // their 100 ms spacing).
+        let (judged, to_judge) = std::sync::mpsc::channel::<(Target, Vec<Try>, SystemTime)>();
+        let done = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for (t, tries, at) in to_judge {
+                    let ev = judge(&plan, &ctx, t.ip, &t.seen, &tries, at);
+                    ctx.emit_blocking(Event::Os(Box::new(ev)));
+                }
+            });
+            let done = run::run(&rx, &mut resolve, ifindex, &settings, &pacer, &stop, |t, tries| {
+                let _ = judged.send((*t, tries, SystemTime::now()));
+            });
+            drop(judged);
+            done
         });
         if let Err(e) = done {
             ctx.emit_blocking(ctx.error(None, None, None, ErrorKind::Io, format!("OS detection: {e}")));
@@ -226,7 +245,8 @@ fn trace_port(s: &HostSeen, ack: Option<u16>) -> Option<(u16, Proto, bool)> {
     match (ack.filter(|_| s.mac.is_none()), closed) {
         (Some(p), _) => Some((p, Proto::Tcp, false)),
         (None, Some(c)) if !SPOOFED.contains(&c.0) => Some(c),
-        (None, c) => c.or(s.open_tcp.map(|p| (p, Proto::Tcp, true))).or(s.closed_udp.map(|p| (p, Proto::Udp, false))),
+        // A closed port among the spoofed ones only when nothing else answered.
+        (None, c) => s.open_tcp.map(|p| (p, Proto::Tcp, true)).or(c).or(s.closed_udp.map(|p| (p, Proto::Udp, false))),
     }
 }
 
@@ -269,5 +289,40 @@ pub async fn trace(
         }
         Ok(Err(e)) => ctx.emit(ctx.error(None, None, None, ErrorKind::Io, format!("traceroute: {e}"))).await,
         Err(e) => ctx.emit(ctx.error(None, None, None, ErrorKind::Io, format!("traceroute failed: {e}"))).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(open: Option<u16>, closed: Option<u16>, mac: bool) -> HostSeen {
+        HostSeen { open_tcp: open, closed_tcp: closed, mac: mac.then_some([2, 0, 0, 0, 0, 1]), up: true, ..HostSeen::default() }
+    }
+
+    #[test]
+    fn traceroute_takes_the_port_of_the_best_answer_as_nmap_scores_them() {
+        // A routed host found up by discovery's ACK: that port (a RST).
+        assert_eq!(trace_port(&host(Some(22), Some(1), false), Some(80)), Some((80, Proto::Tcp, false)));
+        // On the link (ARP found it): a closed port's RST beats a SYN-ACK.
+        assert_eq!(trace_port(&host(Some(22), Some(1), true), Some(80)), Some((1, Proto::Tcp, false)));
+        assert_eq!(trace_port(&host(Some(22), None, true), None), Some((22, Proto::Tcp, true)));
+        // A closed port among those often spoofed only when nothing else answered.
+        assert_eq!(trace_port(&host(Some(22), Some(25), true), None), Some((22, Proto::Tcp, true)));
+        assert_eq!(trace_port(&host(None, Some(25), true), None), Some((25, Proto::Tcp, false)));
+        let udp = HostSeen { closed_udp: Some(7), ..host(None, None, true) };
+        assert_eq!(trace_port(&udp, None), Some((7, Proto::Udp, false)));
+        assert_eq!(trace_port(&host(None, None, true), None), None);
+    }
+
+    #[test]
+    fn nmaps_reasons_a_fingerprint_is_not_ideal_come_in_nmaps_order() {
+        let full = HostSeen { closed_udp: None, ..host(Some(22), Some(1), false) };
+        assert_eq!(not_ideal(&host(None, Some(1), false), true, Some(1), false).unwrap(), "Missing an open TCP port so results incomplete");
+        assert_eq!(not_ideal(&host(Some(22), None, false), true, Some(1), false).unwrap(), "Missing a closed TCP port so results incomplete");
+        assert_eq!(not_ideal(&full, false, Some(9), false).unwrap(), "Host distance (9 network hops) is greater than five");
+        assert_eq!(not_ideal(&full, false, Some(2), false).unwrap(), "Didn't receive UDP response. Please try again with -sSU");
+        assert_eq!(not_ideal(&full, false, Some(2), true), None, "a UDP scan ran");
+        assert_eq!(not_ideal(&full, true, Some(2), false), None);
     }
 }
