@@ -359,23 +359,23 @@ pub(crate) async fn run(
     let passes = async {
         Ok::<bool, Error>(match also_udp {
             None => first.run(cfg, &ctx, found).await?,
-        Some(also) => {
-            let hosts = by_host(ScanType::Udp, also, true);
-            let second = Pass {
-                kind: ScanType::Udp,
-                order: if hosts.is_some() {
-                    hosts_space.order(cfg.seed, cfg.shard, 0)
-                } else {
-                    also.order(cfg.seed, cfg.shard, 0)
-                },
-                timing: share(also.len()),
-                links: raw_for(ScanType::Udp),
-                payloads,
-                key,
-                hosts,
-            };
-            let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
-            a? | b?
+            Some(also) => {
+                let hosts = by_host(ScanType::Udp, also, true);
+                let second = Pass {
+                    kind: ScanType::Udp,
+                    order: if hosts.is_some() {
+                        hosts_space.order(cfg.seed, cfg.shard, 0)
+                    } else {
+                        also.order(cfg.seed, cfg.shard, 0)
+                    },
+                    timing: share(also.len()),
+                    links: raw_for(ScanType::Udp),
+                    payloads,
+                    key,
+                    hosts,
+                };
+                let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
+                a? | b?
             }
         })
     }
@@ -434,7 +434,7 @@ pub(crate) async fn run(
     } else if let Some(seen) = &ctx.os_seen {
         seen.close();
     }
-    if let Some(seen) = ctx.os_seen.as_ref().filter(|s| s.capped()) {
+    if ctx.os_seen.as_ref().is_some_and(|s| s.capped()) {
         let why = format!(
             "OS detection and traceroute kept {} hosts at most; the others were left out",
             crate::os::seen::Seen::MAX_HOSTS

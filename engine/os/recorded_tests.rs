@@ -87,9 +87,23 @@ fn probe_of(params: &Params, p: &[u8]) -> Option<Probe> {
             1 => Some(Probe::Ie(1)),
             _ => None,
         },
-        6 => ORDER.iter().copied().find(|&q| !matches!(q, Probe::Ie(_) | Probe::U1) && probes::source_port(q, params) == be16(l4(p), 0)),
+        6 => ORDER
+            .iter()
+            .copied()
+            .find(|&q| !matches!(q, Probe::Ie(_) | Probe::U1) && probes::source_port(q, params) == be16(l4(p), 0)),
         _ => None,
     }
+}
+
+/// nmap's U1 goes from a source port of its own (its `udpPortBase`, not
+/// the TCP probes' base moonscan derives its U1 port from): its port
+/// unreachable is told by the quoted UDP header's ports.
+fn u1_reply(sent: &[&[u8]], p: &[u8]) -> Option<Probe> {
+    let u1 = l4(sent.iter().find(|s| s[9] == 17)?);
+    let icmp = l4(p);
+    let quoted = icmp.get(8..)?;
+    let udp = quoted.get(usize::from(quoted.first()? & 0x0f) * 4..)?;
+    (p[9] == 1 && icmp[0] == 3 && icmp[1] == 3 && udp.get(..4)? == &u1[..4]).then_some(Probe::U1)
 }
 
 /// The exchanges of a recording: each probe's first send and first reply.
@@ -104,7 +118,7 @@ fn exchanges(packets: &[(Duration, Vec<u8>)], scanner: Ipv4Addr) -> (Params, Rep
             if let Some(q) = probe_of(&params, p) {
                 of.entry(q).or_insert(Exchange { sent: p.clone(), sent_at: at, reply: None, reply_at: None });
             }
-        } else if let Some(q) = probes::answers(&params, p) {
+        } else if let Some(q) = probes::answers(&params, p).or_else(|| u1_reply(&sent, p)) {
             if let Some(e) = of.get_mut(&q).filter(|e| e.reply.is_none()) {
                 (e.reply, e.reply_at) = (Some(p.clone()), Some(at));
             }

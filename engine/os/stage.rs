@@ -297,7 +297,13 @@ mod tests {
     use super::*;
 
     fn host(open: Option<u16>, closed: Option<u16>, mac: bool) -> HostSeen {
-        HostSeen { open_tcp: open, closed_tcp: closed, mac: mac.then_some([2, 0, 0, 0, 0, 1]), up: true, ..HostSeen::default() }
+        HostSeen {
+            open_tcp: open,
+            closed_tcp: closed,
+            mac: mac.then_some([2, 0, 0, 0, 0, 1]),
+            up: true,
+            ..HostSeen::default()
+        }
     }
 
     #[test]
@@ -318,10 +324,22 @@ mod tests {
     #[test]
     fn nmaps_reasons_a_fingerprint_is_not_ideal_come_in_nmaps_order() {
         let full = HostSeen { closed_udp: None, ..host(Some(22), Some(1), false) };
-        assert_eq!(not_ideal(&host(None, Some(1), false), true, Some(1), false).unwrap(), "Missing an open TCP port so results incomplete");
-        assert_eq!(not_ideal(&host(Some(22), None, false), true, Some(1), false).unwrap(), "Missing a closed TCP port so results incomplete");
-        assert_eq!(not_ideal(&full, false, Some(9), false).unwrap(), "Host distance (9 network hops) is greater than five");
-        assert_eq!(not_ideal(&full, false, Some(2), false).unwrap(), "Didn't receive UDP response. Please try again with -sSU");
+        assert_eq!(
+            not_ideal(&host(None, Some(1), false), true, Some(1), false).unwrap(),
+            "Missing an open TCP port so results incomplete"
+        );
+        assert_eq!(
+            not_ideal(&host(Some(22), None, false), true, Some(1), false).unwrap(),
+            "Missing a closed TCP port so results incomplete"
+        );
+        assert_eq!(
+            not_ideal(&full, false, Some(9), false).unwrap(),
+            "Host distance (9 network hops) is greater than five"
+        );
+        assert_eq!(
+            not_ideal(&full, false, Some(2), false).unwrap(),
+            "Didn't receive UDP response. Please try again with -sSU"
+        );
         assert_eq!(not_ideal(&full, false, Some(2), true), None, "a UDP scan ran");
         assert_eq!(not_ideal(&full, true, Some(2), false), None);
     }
