@@ -113,15 +113,9 @@ os_wait() {
 }
 
 os_stop() {
-    local ns pid
+    local ns
     for ns in "${OS_NS[@]}"; do
         stop_service "$OS_DIR/$ns.pid" python3
-        ns_exists "$ns" || continue
-        for pid in $(ip netns pids "$ns"); do
-            log "killing leftover process $pid in $ns"
-            kill "$pid" 2>/dev/null || true
-        done
-        log "deleting namespace $ns"
-        ip netns del "$ns"
+        delete_ns "$ns"
     done
 }

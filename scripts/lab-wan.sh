@@ -300,15 +300,9 @@ wan_down() {
     stop_service "$WAN_DIR/listen.pid" python3
     stop_service "$WAN_DIR/sshd.pid" sshd
     stop_service "$WAN_DIR/nginx.pid" nginx
-    local ns pid
+    local ns
     for ns in $(wan_ns_all); do
-        ns_exists "$ns" || continue
-        for pid in $(ip netns pids "$ns"); do
-            log "killing leftover process $pid in $ns"
-            kill "$pid" 2>/dev/null || true
-        done
-        log "deleting namespace $ns"
-        ip netns del "$ns"
+        delete_ns "$ns"
     done
     # Gone with its peer in mswan; only a half-made "wan up" leaves it.
     ! ns_exists "$SCAN_NS" || ip -n "$SCAN_NS" link del "$WAN_SCAN_IF" 2>/dev/null || true

@@ -127,6 +127,19 @@ usage() {
 
 ns_exists() { [ -e "/run/netns/$1" ]; } # where "ip netns add" mounts them
 
+# Deletes namespace $1, if it exists, after killing what is left in it
+# (leftover processes would keep it alive after deletion).
+delete_ns() {
+    local pid
+    ns_exists "$1" || return 0
+    for pid in $(ip netns pids "$1"); do
+        log "killing leftover process $pid in $1"
+        kill "$pid" 2>/dev/null || true
+    done
+    log "deleting namespace $1"
+    ip netns del "$1"
+}
+
 service_of_port() {
     case $1 in
     21) echo vsftpd ;; 22) echo sshd ;; 25 | 465 | 587) echo exim4 ;; 80 | 443) echo nginx ;;
@@ -849,16 +862,9 @@ cmd_down() {
     zoo_stop
     udp_stop
     os_stop
-    local ns pid
+    local ns
     for ns in "$SCAN_NS" "$TGT_NS" "$RATE_NS"; do
-        ns_exists "$ns" || continue
-        # Leftover processes would keep the namespace alive after deletion.
-        for pid in $(ip netns pids "$ns"); do
-            log "killing leftover process $pid in $ns"
-            kill "$pid" 2>/dev/null || true
-        done
-        log "deleting namespace $ns"
-        ip netns del "$ns"
+        delete_ns "$ns"
     done
     rm -f "/etc/netns/$SCAN_NS/hosts" "/etc/netns/$SCAN_NS/resolv.conf"
     rmdir "/etc/netns/$SCAN_NS" /etc/netns 2>/dev/null || true
