@@ -66,6 +66,11 @@
 #
 # Usage: scripts/lab.sh up|down|status|ports [tcp|udp|all]|exec CMD...|scan ARGS...|wan up|down|status|ports
 set -euo pipefail
+# Daemons start as "ip netns exec NS setsid CMD &" with $! as their pid.
+# With job control on (monitor mode inherited through an exported
+# SHELLOPTS) each background job leads its own process group, setsid then
+# forks, and $! names a process already gone: no job control here.
+set +m
 
 SCAN_NS=msscan
 TGT_NS=mstarget
