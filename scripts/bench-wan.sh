@@ -79,15 +79,7 @@ job_wan() {
         echo "  path $path (limit $limit s):"
         echo "    moonscan: open ${ms_open[*]}; seconds ${ms_time[*]}"
         echo "    nmap -T4: open $nm_open; seconds $nm_time"
-        python3 - "$limit" "${nm_time%% *}" "${ms_time[@]}" <<'PY'
-import statistics, sys
-limit, nmap = float(sys.argv[1]), sys.argv[2].lstrip(">")
-ms = statistics.median(float(t) for t in sys.argv[3:])
-line = f"    moonscan median {ms:.2f} s = {ms / limit:.2f}x the path's limit"
-if nmap:
-    line += f"; moonscan/nmap {ms / float(nmap):.3f}x" + (" (at most: nmap was cut)" if sys.argv[2].startswith(">") else "")
-print(line)
-PY
+        bench_py times wan "$limit" "${nm_time%% *}" "${ms_time[@]}"
     done
     bench_wan_down
 }

@@ -114,6 +114,12 @@ install() {
 
 in_lab() { ip netns exec msscan "$@"; }
 
+# One of the reports' Python beside tests/sv_compare.py: tests/bench_NAME.py
+# (its header says what it reads and prints). -B: no __pycache__ in tests/.
+bench_py() { # name command args...
+    python3 -B "$REPO/tests/bench_$1.py" "${@:2}"
+}
+
 # Run one command in the lab with stdout to FILE. If it fails, say so with its
 # exit status and the last line of its stderr, and return 1.
 attempt() { # job label file cmd...
@@ -155,21 +161,7 @@ peak_rss() {
 # Medians from a hyperfine JSON export, and the ratio of the first to each other.
 # A NAME=MAX argument states the target ratio moonscan/NAME <= MAX.
 summarize() { # json [name=max...]
-    python3 - "$@" <<'PY'
-import json, sys
-res = json.load(open(sys.argv[1]))["results"]
-targets = dict(a.split("=", 1) for a in sys.argv[2:])
-base = res[0]
-for r in res:
-    print(f"  {r['command']:<10} median {r['median']:.3f} s  (min {r['min']:.3f}, max {r['max']:.3f}, {len(r['times'])} runs)")
-for r in res[1:]:
-    ratio = base['median'] / r['median']
-    line = f"  ratio {base['command']}/{r['command']}: {ratio:.2f}x"
-    if base['command'] == "moonscan" and r['command'] in targets:
-        t = float(targets[r['command']])
-        line += f"  (target <= {t:.2f}: {'met' if ratio <= t else 'MISSED'})"
-    print(line)
-PY
+    bench_py times medians "$@"
 }
 
 # Time NAME CMD pairs with hyperfine in the lab (-N: the commands have no
@@ -285,24 +277,10 @@ job_sweep() {
 
 # "port service product version" lines from moonscan NDJSON or nmap XML.
 versions_moonscan() {
-    python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    if e["type"] == "service":
-        tunnel = "ssl/" if e.get("tunnel") else ""
-        print(e["port"], tunnel + e["service"], "|", e.get("product", ""), "|", e.get("version", ""))
-' "$1" | sort -n
+    bench_py services versions moonscan "$1" | sort -n
 }
 versions_nmap() {
-    python3 -c '
-import sys, xml.etree.ElementTree as ET
-for p in ET.parse(sys.argv[1]).iter("port"):
-    s = p.find("service")
-    if s is None: continue
-    tunnel = "ssl/" if s.get("tunnel") else ""
-    print(p.get("portid"), tunnel + s.get("name", ""), "|", s.get("product", ""), "|", s.get("version", ""))
-' "$1" | sort -n
+    bench_py services versions nmap "$1" | sort -n
 }
 
 job_service() {
@@ -356,23 +334,7 @@ job_names() {
     echo "== -sV -sC -p 80,443: 256 names over 64 addresses vs 256 addresses (target: names/addresses <= 1.05), nmap by name once"
     in_lab sh -c "$by_name -oN $OUT/names.moonscan.txt" >/dev/null 2>"$OUT/names.moonscan.err" || ok=0
     in_lab /usr/bin/time -f "%e %M" sh -c "$nm -oN $OUT/names.nmap.txt" >/dev/null 2>"$OUT/names.nmap.time" || ok=0
-    python3 - "$OUT/names.moonscan.txt" "$OUT/names.nmap.txt" "$OUT/names.nmap.time" <<'PY' || ok=0
-import re, sys
-def reports(path):
-    out = {}
-    for r in open(path).read().split("Nmap scan report for ")[1:]:
-        head = r.splitlines()[0]
-        facts = sorted(l.strip() for l in r.splitlines()
-                       if re.match(r"^\|[_ ]?(http-title|ssl-cert): ", l) or re.match(r"^\d+/tcp ", l))
-        out[head] = facts
-    return out
-ours, theirs = reports(sys.argv[1]), reports(sys.argv[2])
-same = sum(1 for h in ours if theirs.get(h) == ours[h])
-wall, rss = open(sys.argv[3]).read().split()[-2:]
-print(f"  reports: moonscan {len(ours)}, nmap {len(theirs)}; the same ports, services, title and certificate line: {same} of {len(theirs)}")
-print(f"  nmap by name: {float(wall):.1f} s, {int(rss) / 1024:.1f} MB")
-sys.exit(0 if len(ours) == 256 and same == len(theirs) else 1)
-PY
+    bench_py scripts names "$OUT/names.moonscan.txt" "$OUT/names.nmap.txt" "$OUT/names.nmap.time" || ok=0
     RUNS=$runs bench names "by-address=1.05" by-name "$by_name" by-address "$by_addr"
     ((ok))
 }
@@ -382,80 +344,14 @@ job_svcmem() {
     local ms=("$MS" -sV -n -Pn -p 80,443 "$net")
     echo "== service detection across $net x {80,443} (8,192 open ports): time and peak RSS (target: RSS < 40 MB)"
     in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/svcmem.ndjson" >/dev/null 2>"$OUT/svcmem.time"
-    python3 - "$OUT/svcmem.ndjson" "$OUT/svcmem.time" <<'PY'
-import collections, json, re, sys
-svc = collections.Counter()
-end = {}
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    if e["type"] == "service":
-        svc[(e["port"], e.get("tunnel", ""), e["service"], e.get("product", ""), e.get("version", ""))] += 1
-    elif e["type"] == "scan_end":
-        end = e
-t = open(sys.argv[2]).read()
-rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
-wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", t).group(1)
-print(f"  open ports {end.get('open')}, service events {sum(svc.values())}, errors {end.get('errors')}")
-for k, n in sorted(svc.items()):
-    print(f"    {n:5d} x port {k[0]} {k[1] + '/' if k[1] else ''}{k[2]} {k[3]} {k[4]}")
-print(f"  wall {wall} (scan_end elapsed {end.get('elapsed', 0):.2f} s), peak RSS {rss:.1f} MB (target < 40: {'met' if rss < 40 else 'MISSED'})")
-sys.exit(0 if rss < 40 and sum(svc.values()) == 8192 else 1)
-PY
+    bench_py services svcmem "$OUT/svcmem.ndjson" "$OUT/svcmem.time"
 }
 
 # The facts nmap's default scripts report on the lab, from moonscan NDJSON
 # (script events: what the plugins returned) or nmap XML (script output),
 # one "fact: value" line each.
 facts() { # moonscan|nmap file
-    python3 - "$1" "$2" <<'PY'
-import json, re, sys, xml.etree.ElementTree as ET
-tool, path = sys.argv[1], sys.argv[2]
-facts = set()
-# Both tools' script results as nmap writes them: the same parsing of each
-# script's output text.
-def script_facts(sid, p, out):
-    if sid == "ssh-hostkey":
-        for l in out.strip().splitlines():
-            m = re.match(r"\s*(\d+) ([0-9a-f:]+) \((\w+)\)", l)
-            if m:
-                facts.add(f"ssh-hostkey {p}: {m.group(1)} {m.group(2).replace(':', '')} ({m.group(3)})")
-    elif sid == "http-title":
-        facts.add(f"http-title {p}: {out.strip()}")
-    elif sid == "http-server-header":
-        facts.add(f"http-server-header {p}: {out.strip()}")
-    elif sid == "ssl-cert":
-        m = re.search(r"commonName=([^/\n]+)", out)
-        facts.add(f"ssl-cert {p}: subject CN {m.group(1)}")
-        m = re.search(r"Subject Alternative Name: (.*)", out)
-        if m:
-            facts.add(f"ssl-cert {p}: SAN {m.group(1).strip()}")
-        nb = re.search(r"Not valid before: *(\S+)", out).group(1)
-        facts.add(f"ssl-cert {p}: not before {nb}")
-        na = re.search(r"Not valid after: *(\S+)", out).group(1)
-        facts.add(f"ssl-cert {p}: not after {na}")
-    elif sid == "tls-alpn":
-        facts.add(f"tls-alpn {p}: {', '.join(l.strip() for l in out.strip().splitlines())}")
-if tool == "moonscan":
-    for line in open(path):
-        e = json.loads(line)
-        # What a plugin's run returned is a script event (its text in
-        # "output"); ctx:finding calls are finding events.
-        if e["type"] != "script":
-            continue
-        p, d = e["port"], e.get("data") or {}
-        if e["plugin"] == "tls-versions-and-alpn":
-            if d.get("alpn"):
-                facts.add(f"tls-alpn {p}: {', '.join(d['alpn'])}")
-        else:
-            script_facts(e["plugin"], p, e["output"])
-else:
-    for port in ET.parse(path).iter("port"):
-        p = port.get("portid")
-        for s in port.iter("script"):
-            script_facts(s.get("id"), p, s.get("output", ""))
-for f in sorted(facts):
-    print(f)
-PY
+    bench_py scripts facts "$1" "$2"
 }
 
 job_scripts() {
@@ -500,21 +396,7 @@ job_plugrate() {
     local ms=("$MS" -n -Pn -p 80,443 "$net" --script "$OUT/trivial.lua")
     echo "== plugin throughput: a trivial plugin on $net x {80,443} (8,192 open ports)"
     in_lab /usr/bin/time -v "${ms[@]}" -oJ "$OUT/plugrate.ndjson" >/dev/null 2>"$OUT/plugrate.time"
-    python3 - "$OUT/plugrate.ndjson" "$OUT/plugrate.time" <<'PY'
-import json, re, sys
-runs, end = 0, {}
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    if e["type"] == "finding":
-        runs += 1
-    elif e["type"] == "scan_end":
-        end = e
-t = open(sys.argv[2]).read()
-rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
-el = end.get("elapsed", 0)
-print(f"  plugin runs {runs} (open ports {end.get('open')}), errors {end.get('errors')}, in {el:.2f} s: {runs / el:.0f} runs/s, peak RSS {rss:.1f} MB")
-sys.exit(0 if runs == 8192 else 1)
-PY
+    bench_py scripts plugrate "$OUT/plugrate.ndjson" "$OUT/plugrate.time"
 }
 
 job_nmapdb() {
@@ -556,41 +438,7 @@ job_daemons() {
     attempt daemons "moonscan -sV" /dev/null /usr/bin/time -f "%e %M" -o "$dir/moonscan.time" "${ms[@]}" -oX "$dir/moonscan.xml" -oJ "$dir/moonscan.ndjson" || return 1
     python3 "$REPO/tests/sv_compare.py" "$dir/nmap.xml" "$dir/moonscan.xml" >"$dir/compare.ndjson"
     in_lab hyperfine -N -w 1 -r "$RUNS" --export-json "$dir/moonscan.json" -n moonscan "${ms[*]}" >"$dir/hyperfine.txt"
-    python3 - "$dir" <<'PY'
-import json, sys
-d = sys.argv[1]
-rows = [json.loads(l) for l in open(f"{d}/compare.ndjson")]
-summary = rows.pop()
-for r in rows:
-    if r["verdict"] != "equal":
-        said = lambda s: " ".join(x for x in (s["name"], s["product"], s["version"]) if x) or "-"
-        print(f"    {r['verdict']:<9} {r['addr']}:{r['port']:<5} nmap: {said(r['nmap']):<40} moonscan: {said(r['moonscan'])}")
-v = summary["summary"]
-print(f"  verdicts: {', '.join(f'{k} {n}' for k, n in sorted(v.items()))}")
-print(f"  identified: nmap {summary['nmap_identified']}, moonscan {summary['moonscan_identified']}"
-      f" (target >= nmap's: {'met' if summary['moonscan_identified'] >= summary['nmap_identified'] else 'MISSED'});"
-      f" named as nmap names them: {v.get('equal', 0) + v.get('named', 0)} of {summary['nmap_identified']}")
-nt, nm = open(f"{d}/nmap.time").read().split()
-mt, mm = open(f"{d}/moonscan.time").read().split()
-timed = json.load(open(f"{d}/moonscan.json"))["results"][0]
-med = timed["median"]
-ratio = med / float(nt)
-print(f"  wall time: moonscan median {med:.2f} s ({len(timed['times'])} runs; first run {float(mt):.2f} s), nmap {float(nt):.1f} s (one run)")
-print(f"  ratio moonscan/nmap: {ratio:.3f} = 1/{1 / ratio:.0f} (target <= 0.05: {'met' if ratio <= 0.05 else 'MISSED'})")
-print(f"  peak RSS: moonscan {int(mm) / 1024:.1f} MB, nmap {int(nm) / 1024:.1f} MB")
-# Each port's detection time: its service event after its open port event.
-opened, took = {}, []
-for line in open(f"{d}/moonscan.ndjson"):
-    e = json.loads(line)
-    key = (e.get("ip"), e.get("port"))
-    if e["type"] == "port" and e.get("state") == "open":
-        opened[key] = e["t"]
-    elif e["type"] == "service" and key in opened:
-        took.append((e["t"] - opened[key], f"{key[0]}:{key[1]} {e.get('service')}"))
-took.sort(reverse=True)
-slow = ", ".join(f"{p} {t:.2f} s" for t, p in took[:3])
-print(f"  slowest ports (first run): {slow} (target: slowest < 8 s: {'met' if took and took[0][0] < 8 else 'MISSED'})")
-PY
+    bench_py services daemons "$dir"
 }
 
 # -O of some hosts: moonscan vs nmap, agreement and times.
@@ -632,74 +480,13 @@ job_coverage() {
     echo "== -sV -sC on the lab's daemons (${addrs[*]}, ${#ports[@]} ports) against nmap -sV -sC (target: >= 80 % of nmap's script results)"
     attempt coverage "nmap -sV -sC" /dev/null /usr/bin/time -f "%e %M" -o "$dir/nmap.time" nmap "${args[@]}" -oX "$dir/nmap.xml" || return 1
     attempt coverage "moonscan -sV -sC" /dev/null /usr/bin/time -f "%e %M" -o "$dir/moonscan.time" "$MS" "${args[@]}" -oX "$dir/moonscan.xml" || return 1
-    python3 - "$dir" <<'PY'
-import sys
-import xml.etree.ElementTree as ET
-from collections import Counter
-d = sys.argv[1]
-def results(path):
-    out = set()
-    for h in ET.parse(path).getroot().iter("host"):
-        addr = h.find("address").get("addr")
-        for p in h.iter("port"):
-            for s in p.iter("script"):
-                if fact(s):
-                    out.add((addr, int(p.get("portid")), s.get("id")))
-        for hs in h.iter("hostscript"):
-            for s in hs.iter("script"):
-                if fact(s):
-                    out.add((addr, "host", s.get("id")))
-    return out
-# nmap writes a script that failed as a result of its own ("ERROR: Script
-# execution failed"): a failure, not a fact either tool reports.
-def fact(s):
-    return not s.get("output", "").startswith("ERROR: Script execution failed")
-nm, ms = results(f"{d}/nmap.xml"), results(f"{d}/moonscan.xml")
-both = nm & ms
-print(f"  nmap's results: {len(nm)}; moonscan reports {len(both)} of them ({100 * len(both) / max(len(nm), 1):.0f} %,"
-      f" target >= 80 %: {'met' if len(both) >= 0.8 * len(nm) else 'MISSED'}), and {len(ms - nm)} more")
-missing = Counter(k[2] for k in nm - ms)
-print("  only nmap: " + (", ".join(f"{i} x{n}" for i, n in sorted(missing.items())) or "none"))
-extra = Counter(k[2] for k in ms - nm)
-print("  only moonscan: " + (", ".join(f"{i} x{n}" for i, n in sorted(extra.items())) or "none"))
-nt, nmem = open(f"{d}/nmap.time").read().split()
-mt, mmem = open(f"{d}/moonscan.time").read().split()
-ratio = float(mt) / float(nt)
-print(f"  wall time: moonscan {float(mt):.2f} s, nmap {float(nt):.1f} s (one run each): ratio {ratio:.3f};"
-      f" peak RSS moonscan {int(mmem) / 1024:.1f} MB,"
-      f" nmap {int(nmem) / 1024:.1f} MB")
-PY
+    bench_py scripts coverage "$dir"
 }
 
-# This build against BASELINE, each job's moonscan command in one hyperfine
-# run (the peak RSS of each too): a restructuring must not cost speed.
 # Each UDP port's state in two nmap-format XML files: counts per state, and
 # the ports where they differ.
 udp_states() { # label-a xml-a label-b xml-b
-    python3 - "$@" <<'PY'
-import re, sys
-from collections import Counter
-def states(path):
-    # Listed ports, and the ports of <scaninfo> that nmap folds into one
-    # <extraports state=...> (its collapsed "Not shown: 97 closed ports").
-    text = open(path).read()
-    listed = {int(p): s for p, s in re.findall(r'<port protocol="udp" portid="(\d+)"><state state="([^"]+)"', text)}
-    extra = re.findall(r'<extraports state="([^"]+)"', text)
-    info = re.search(r'<scaninfo type="udp" protocol="udp" numservices="\d+" services="([^"]+)"', text)
-    if len(extra) == 1 and info:
-        for part in info.group(1).split(","):
-            lo, _, hi = part.partition("-")
-            for p in range(int(lo), int(hi or lo) + 1):
-                listed.setdefault(p, extra[0])
-    return listed
-(la, a), (lb, b) = (sys.argv[1], states(sys.argv[2])), (sys.argv[3], states(sys.argv[4]))
-for label, st in ((la, a), (lb, b)):
-    print(f"  {label} states: " + ", ".join(f"{k} {v}" for k, v in sorted(Counter(st.values()).items()))
-          + f"; open: {sorted(p for p, s in st.items() if s == 'open')}")
-diff = sorted(p for p in set(a) | set(b) if a.get(p) != b.get(p))
-print(f"  same state on every port: {'yes' if not diff else 'no'}"
-      + "".join(f"\n    udp/{p}: {la} {a.get(p, '-')}, {lb} {b.get(p, '-')}" for p in diff))
-PY
+    bench_py scans udp "$@"
 }
 
 # moonscan's top N UDP ports (its own table, not nmap's: nmap is given
@@ -781,23 +568,7 @@ job_discover() {
     echo "   (target: moonscan/nmap <= 0.5, the same hosts and open ports)"
     attempt discover moonscan "$OUT/discover.moonscan.out" "${ms[@]}" -oX "$OUT/discover.moonscan.xml" || return 1
     attempt discover nmap "$OUT/discover.nmap.out" "${nm[@]}" -oX "$OUT/discover.nmap.xml" || return 1
-    python3 - "$OUT/discover.moonscan.xml" "$OUT/discover.nmap.xml" <<'PY'
-import sys, xml.etree.ElementTree as ET
-def seen(path):
-    hosts, ports = set(), set()
-    for h in ET.parse(path).iter("host"):
-        if h.find("status").get("state") != "up":
-            continue
-        ip = h.find("address").get("addr")
-        hosts.add(ip)
-        for p in h.iter("port"):
-            if p.find("state").get("state") == "open":
-                ports.add((ip, p.get("portid")))
-    return hosts, ports
-(mh, mp), (nh, np) = seen(sys.argv[1]), seen(sys.argv[2])
-same = "same" if (mh, mp) == (nh, np) else "DIFFERENT"
-print(f"  hosts up: moonscan {len(mh)}, nmap {len(nh)}; open ports: moonscan {len(mp)}, nmap {len(np)} ({same})")
-PY
+    bench_py scans discover "$OUT/discover.moonscan.xml" "$OUT/discover.nmap.xml"
     echo "  peak RSS: moonscan $(peak_rss "${ms[@]}") MB, nmap $(peak_rss "${nm[@]}") MB"
     bench discover "nmap=0.5" moonscan "${ms[*]}" nmap "${nm[*]}"
 }
@@ -823,56 +594,10 @@ job_sslenum() {
         # The same sets? By IANA name against nmap; by count per version
         # against sslscan and testssl.sh (they print ids and OpenSSL names;
         # tests/tls.rs compares sslscan's ids with moonscan's names exactly).
-        python3 - "$OUT/sslenum.$t.ndjson" "$OUT/sslenum.$t.sslscan.xml" "$OUT/sslenum.$t.nmap.xml" "$OUT/sslenum.$t.testssl.json" <<'PY'
-import json, re, sys, xml.etree.ElementTree as ET
-ms, ss, nm, ts = sys.argv[1:5]
-mine = {}
-for line in open(ms):
-    e = json.loads(line)
-    # nmap's table: ssl-enum-ciphers' script result (its findings are the weaknesses).
-    if e.get("type") == "script" and e.get("plugin") == "ssl-enum-ciphers":
-        for v, d in e["data"].items():
-            if isinstance(d, dict):
-                for c in d.get("ciphers") or []:
-                    mine.setdefault(v, set()).add(c["name"])
-nmap = {}
-try:
-    for s in ET.parse(nm).getroot().iter("script"):
-        if s.get("id") == "ssl-enum-ciphers":
-            for v in s.findall("table"):
-                for cs in v.findall("table[@key='ciphers']"):
-                    for c in cs.findall("table"):
-                        nmap.setdefault(v.get("key"), set()).add(c.find("elem[@key='name']").text)
-except Exception as e:
-    print(f"  nmap output unreadable: {e}")
-ssl = {}
-for c in ET.parse(ss).getroot().iter("cipher"):
-    ssl.setdefault(c.get("sslversion"), set()).add(int(c.get("id"), 16))
-def count(d):
-    return ", ".join(f"{v} {len(s)}" for v, s in sorted(d.items())) or "none"
-tssl = {}
-try:
-    names = {"ssl3": "SSLv3", "tls1": "TLSv1.0", "tls1_1": "TLSv1.1", "tls1_2": "TLSv1.2", "tls1_3": "TLSv1.3"}
-    for f in json.load(open(ts)):
-        m = re.match(r"cipher-(ssl3|tls1(?:_[123])?)_x([0-9a-f]+)$", f.get("id", ""))
-        if m and "not offered" not in f.get("finding", ""):
-            tssl.setdefault(names[m.group(1)], set()).add(int(m.group(2), 16))
-except Exception as e:
-    print(f"  testssl.sh output unreadable: {e}")
-print(f"  suites: moonscan {count(mine)}; sslscan {count(ssl)}; nmap {count(nmap)}; testssl.sh {count(tssl)}")
-same_nmap = mine == nmap
-same_ssl = {v: len(s) for v, s in mine.items()} == {v: len(s) for v, s in ssl.items()}
-same_tssl = {v: len(s) for v, s in mine.items()} == {v: len(s) for v, s in tssl.items()}
-print(f"  same versions and suites as nmap: {'yes' if same_nmap else 'NO'}; as sslscan: {'yes' if same_ssl else 'NO'}; as testssl.sh: {'yes' if same_tssl else 'NO'}")
-if not same_nmap:
-    for v in sorted(set(mine) | set(nmap)):
-        a, b = mine.get(v, set()), nmap.get(v, set())
-        if a != b:
-            print(f"    {v}: only moonscan {sorted(a - b)}; only nmap {sorted(b - a)}")
-PY
+        bench_py tls sslenum "$OUT/sslenum.$t.ndjson" "$OUT/sslenum.$t.sslscan.xml" "$OUT/sslenum.$t.nmap.xml" "$OUT/sslenum.$t.testssl.json"
         echo "  testssl.sh -p -E: $(echo "$end - $start" | bc | awk '{printf "%.2f", $1}') s (timed once)"
         bench "sslenum.$t" "" moonscan "${ms[*]}" sslscan "${ss[*]}" nmap "${nm[*]}"
-        fastest=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results']; m=r[0]['median']; f=min(x['median'] for x in r[1:]); print(f'  moonscan / fastest other: {m/f:.2f}x (target <= 0.20: ' + ('met' if m/f <= 0.2 else 'MISSED') + ')')" "$OUT/sslenum.$t.json")
+        fastest=$(bench_py times fastest "$OUT/sslenum.$t.json")
         echo "$fastest"
     done
     return "$ok"
@@ -890,32 +615,13 @@ job_tlssv() {
             # A scan with errors exits 1 (an older build reads no legacy chain).
             rc=0
             in_lab /usr/bin/time -v "$b" -sV -n -Pn -p "$port" "$net" -oJ "$OUT/tlssv.ndjson" >/dev/null 2>"$OUT/tlssv.time" || rc=$?
-            python3 - "$b" "$OUT/tlssv.ndjson" "$OUT/tlssv.time" "$rc" <<'PY'
-import json, re, sys
-name, nd, tm, rc = sys.argv[1:5]
-certs = services = 0
-end, paths = {}, {}
-for line in open(nd):
-    e = json.loads(line)
-    if e["type"] == "service":
-        services += 1
-        tls = e.get("tls") or {}
-        if tls.get("chain"):
-            certs += 1
-            p = tls.get("path") or "?"
-            paths[p] = paths.get(p, 0) + 1
-    elif e["type"] == "scan_end":
-        end = e
-t = open(tm).read()
-rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", t).group(1)) / 1024
-el = end.get("elapsed", 0) or 1
-how = ", ".join(f"{n} by {p}" for p, n in sorted(paths.items())) or "none"
-print(f"  {name}: {certs} certificates ({how}) of {services} services in {el:.2f} s = {certs / el:.0f} certificates/s, peak RSS {rss:.1f} MB, errors {end.get('errors')}, exit {rc}")
-PY
+            bench_py tls tlssv "$b" "$OUT/tlssv.ndjson" "$OUT/tlssv.time" "$rc"
         done
     done
 }
 
+# This build against BASELINE, each job's moonscan command in one hyperfine
+# run (the peak RSS of each too): a restructuring must not cost speed.
 job_baseline() {
     [ -x "${BASELINE:-}" ] || { echo "  job baseline: set BASELINE to an older moonscan binary"; return 1; }
     trivial_plugin
@@ -955,13 +661,7 @@ job_db() {
         in_lab hyperfine -N -w 2 -r "$RUNS" --prepare "rm -f $db $db-wal $db-shm" --export-json "$OUT/db-$name.json" \
             -n without "$MS ${args[*]}" -n with "$MS ${args[*]} --db $db" >"$OUT/db-$name.txt"
         echo "  $name: moonscan ${args[*]}"
-        python3 - "$OUT/db-$name.json" "$name" <<'PY'
-import json, sys
-r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-a, b = r["without"]["median"], r["with"]["median"]
-verdict = f" (target < 1.10: {'met' if b / a < 1.10 else 'MISSED'})" if sys.argv[2] == "syn" else ""
-print(f"    without --db {a:.3f} s, with --db {b:.3f} s: ratio {b / a:.2f}x{verdict}")
-PY
+        bench_py times db "$OUT/db-$name.json" "$name"
         rm -f "$db" "$db-wal" "$db-shm"
         in_lab "$MS" "${args[@]}" --db "$db" -oJ "$OUT/db-$name.ndjson" >/dev/null
         local open size
