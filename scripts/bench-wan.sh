@@ -20,7 +20,6 @@
 
 WAN_RUNS=${WAN_RUNS:-3}
 WAN_NMAP_LIMIT=${WAN_NMAP_LIMIT:-900}
-WAN_TARGET=198.18.4.2
 WAN_PATHS=(
     "--rtt 50 --jitter 10 --loss 1 --rate 10000 --queue 500"
     "--rtt 20 --jitter 2 --loss 0 --rate 100000 --queue 1000"
@@ -97,7 +96,7 @@ job_wansweep() {
         times+=("${line#* }")
     done
     echo "  moonscan: found ${found[*]}; seconds ${times[*]}"
-    local zm=(zmap -p 80 "$net" -i ms-wan0 -S 198.18.4.1 -G "$mac" -b "$OUT/zmap-blocklist.conf"
+    local zm=(zmap -p 80 "$net" -i ms-wan0 -S "$WAN_SCAN_ADDR" -G "$mac" -b "$OUT/zmap-blocklist.conf"
         -c 8 -q --disable-syslog -o "$OUT/wansweep.zmap.txt")
     for r in 10000 0; do
         t0=$(now)
@@ -108,10 +107,10 @@ job_wansweep() {
     done
     # masscan's pcap thread needs a packet to notice the end: poke the WAN target.
     write_poke_wrapper
-    sed 's|198.18.0.2/9|198.18.4.2/9|' "$OUT/with-poke.sh" >"$OUT/with-poke-wan.sh"
+    sed "s|198.18.0.2/9|$WAN_TARGET/9|" "$OUT/with-poke.sh" >"$OUT/with-poke-wan.sh"
     t0=$(now)
     if attempt wansweep masscan /dev/null bash "$OUT/with-poke-wan.sh" masscan "$net" -p80 --rate 10000 -e ms-wan0 \
-        --adapter-ip 198.18.4.1 --router-mac "$mac" --wait 8 -oL "$OUT/wansweep.masscan.txt"; then
+        --adapter-ip "$WAN_SCAN_ADDR" --router-mac "$mac" --wait 8 -oL "$OUT/wansweep.masscan.txt"; then
         t1=$(now)
         echo "  masscan --rate 10000: found $(of_sweep "$(found_masscan "$OUT/wansweep.masscan.txt")") in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
     fi

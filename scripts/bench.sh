@@ -91,6 +91,10 @@ BUILD=1
 MS=${MS:-$(scripts/cargo-target-dir.sh)/release/moonscan}
 JOBS=(connect syn sweep service svcmem scripts plugrate db nmapdb daemons coverage udp udprate ping discover sslenum tlssv os wan wansweep)
 SWEEP_HOSTS=65536 # 198.19.0.0/16, every address answers on port 80
+# The lab's addresses: SCAN_ADDR, TARGET and PORTS, TARGET2, RATE, LIVE8, OS_TARGETS, WAN_*.
+# shellcheck source=scripts/lab-targets.sh
+. "$REPO/scripts/lab-targets.sh"
+TARGET_PORTS=$(IFS=,; echo "${PORTS[*]}") # 22,80,443,6379
 # shellcheck source=scripts/bench-wan.sh
 . "$REPO/scripts/bench-wan.sh"
 
@@ -180,7 +184,7 @@ bench() { # job "name=max..." name cmd [name cmd...]
 
 # One host, all ports: moonscan FLAG vs nmap FLAG -T4, found ports, peak RSS, times.
 one_host_vs_nmap() { # job flag title targets
-    local job=$1 flag=$2 title=$3 targets=$4 target=198.18.0.2
+    local job=$1 flag=$2 title=$3 targets=$4 target=$TARGET
     local ms=("$MS" "$flag" -n -Pn -p- "$target")
     local nm=(nmap -n -Pn "$flag" -p- -T4 "$target")
     local ok=1 timed=()
@@ -237,10 +241,10 @@ job_sweep() {
     local ms=("$MS" -sS -n -Pn -p 80 "$net")
     # -r 0: no rate limit (the default is 10,000 pps; -B 10G overflows to
     # 1.4 Gbit/s in zmap 2.1.1). -c 1: wait 1 s for late answers, not 8.
-    local zm=(zmap -p 80 "$net" -i ms-scan0 -S 198.18.0.1 -G "$mac" -b "$OUT/zmap-blocklist.conf"
+    local zm=(zmap -p 80 "$net" -i ms-scan0 -S "$SCAN_ADDR" -G "$mac" -b "$OUT/zmap-blocklist.conf"
         -r 0 -c 1 -q --disable-syslog -o "$OUT/sweep.zmap.txt")
     local mc=(bash "$OUT/with-poke.sh" masscan "$net" -p80 --rate 1000000 -e ms-scan0
-        --adapter-ip 198.18.0.1 --router-mac "$mac" --wait 1 -oL "$OUT/sweep.masscan.txt")
+        --adapter-ip "$SCAN_ADDR" --router-mac "$mac" --wait 1 -oL "$OUT/sweep.masscan.txt")
     echo "== SYN sweep, $SWEEP_HOSTS hosts x port 80: moonscan -sS vs zmap -r 0, masscan --rate 1000000"
     echo "   (target: moonscan time <= zmap's, found >= 99.99 %)"
     echo "  note: masscan runs with --wait 1 instead of its default 10 (zmap with -c 1 instead of 8)"
@@ -284,7 +288,7 @@ versions_nmap() {
 }
 
 job_service() {
-    local target=198.18.0.2 ports=22,80,443,6379 ok=1 timed=()
+    local target=$TARGET ports=$TARGET_PORTS ok=1 timed=()
     local ms=("$MS" -sV -n -Pn -p "$ports" "$target")
     local nm=(nmap -n -Pn -sV -p "$ports" "$target")
     echo "== service detection, 4 lab services: moonscan -sV vs nmap -n -Pn -sV (target: moonscan/nmap <= 0.1)"
@@ -355,7 +359,7 @@ facts() { # moonscan|nmap file
 }
 
 job_scripts() {
-    local target=198.18.0.2 ports=22,80,443,6379 ok=1 timed=()
+    local target=$TARGET ports=$TARGET_PORTS ok=1 timed=()
     local ms=("$MS" -sV -sC -n -Pn -p "$ports" "$target")
     local nm=(nmap -n -Pn -sV -sC -p "$ports" "$target")
     echo "== -sV -sC, 4 lab services: moonscan vs nmap (target: moonscan/nmap <= 0.15, the same facts)"
@@ -401,7 +405,7 @@ job_plugrate() {
 
 job_nmapdb() {
     local src=/usr/share/nmap/nmap-service-probes dir=$OUT/nmapdb
-    local ports=21,22,25,80,443,5432,6379,11211 target=198.18.0.3
+    local ports=21,22,25,80,443,5432,6379,11211 target=$TARGET2
     [ -r "$src" ] || { echo "  job nmapdb: $src is missing (Debian's nmap-common)"; return 1; }
     mkdir -p "$dir"
     echo "== nmap's probe file in moonscan: import, load, and -sV on $target's 8 lab services"
@@ -462,18 +466,18 @@ os_vs_nmap() { # label target-ratio hosts...
 }
 
 job_os() {
-    local many=(198.18.0.2 198.18.6.2 198.18.7.2 198.18.8.2 198.18.1.2)
+    local many=("$TARGET" "${OS_TARGETS[@]}" "$RATE")
     local h
-    for h in 3 17 42 77 100 128 200 254; do many+=("198.18.2.$h"); done
+    for h in $LIVE8; do many+=("198.18.2.$h"); done
     for h in $(seq 1 19); do many+=("198.19.0.$h"); done
-    echo "== -O of one host (198.18.0.2): moonscan -O vs nmap -O (target: same best match, moonscan/nmap <= 0.2)"
-    os_vs_nmap one 0.2 198.18.0.2 || return 1
+    echo "== -O of one host ($TARGET): moonscan -O vs nmap -O (target: same best match, moonscan/nmap <= 0.2)"
+    os_vs_nmap one 0.2 "$TARGET" || return 1
     echo "== -O of ${#many[@]} hosts: moonscan -O vs nmap -O (target: same best match on each, moonscan/nmap <= 0.05)"
     os_vs_nmap many 0.05 "${many[@]}"
 }
 
 job_coverage() {
-    local dir=$OUT/coverage addrs=(198.18.0.2) ports=(22 80 443 6379) list
+    local dir=$OUT/coverage addrs=("$TARGET") ports=("${PORTS[@]}") list
     mkdir -p "$dir"
     lab_targets
     local args=(-n -Pn -sV -sC -p "$list" "${addrs[@]}")
@@ -492,12 +496,12 @@ udp_states() { # label-a xml-a label-b xml-b
 # moonscan's top N UDP ports (its own table, not nmap's: nmap is given
 # the same list with -p so both scan the same ports).
 top_udp() { # n
-    in_lab "$MS" -sU -n -Pn --top-ports "$1" --max-retries 0 --max-rtt-timeout 10ms 198.18.0.2 -oX - 2>/dev/null |
+    in_lab "$MS" -sU -n -Pn --top-ports "$1" --max-retries 0 --max-rtt-timeout 10ms "$TARGET" -oX - 2>/dev/null |
         grep -o 'protocol="udp" numservices="[0-9]*" services="[^"]*"' | sed 's/.*services="//; s/"$//'
 }
 
 job_udp() {
-    local target=198.18.0.2 list
+    local target=$TARGET list
     list=$(top_udp 100)
     [ -n "$list" ] || { echo "  job udp: could not read moonscan's top 100 UDP ports"; return 1; }
     local ms=("$MS" -sU -n -Pn --top-ports 100 "$target")
@@ -513,7 +517,7 @@ job_udp() {
 }
 
 job_udprate() {
-    local target=198.18.1.2 t0 t1 t2 list
+    local target=$RATE t0 t1 t2 list
     list=$(top_udp 100)
     [ -n "$list" ] || { echo "  job udprate: could not read moonscan's top 100 UDP ports"; return 1; }
     echo "== UDP scan, moonscan's top 100 UDP ports of $target (default ICMP rate limit): moonscan -sU vs nmap -sU -T4, once each"
@@ -533,7 +537,7 @@ job_ping() {
     mac=$(ip -n mstarget -br link show ms-tgt0 | awk '{print $3}')
     : >"$OUT/zmap-blocklist.conf"
     local ms=("$MS" -sn -n "$net")
-    local zm=(zmap --probe-module=icmp_echoscan "$net" -i ms-scan0 -S 198.18.0.1 -G "$mac"
+    local zm=(zmap --probe-module=icmp_echoscan "$net" -i ms-scan0 -S "$SCAN_ADDR" -G "$mac"
         -b "$OUT/zmap-blocklist.conf" -r 0 -c 1 -q --disable-syslog -o "$OUT/ping.zmap.txt")
     echo "== host discovery sweep, $SWEEP_HOSTS hosts: moonscan -sn vs zmap icmp_echoscan -r 0 -c 1 vs nmap -sn"
     echo "   (target: >= 99.99 % of hosts, moonscan time <= zmap's)"
@@ -560,7 +564,7 @@ job_ping() {
 
 job_discover() {
     local net=198.18.2.0/24 list
-    list=$(in_lab "$MS" -n -Pn --top-ports 1000 --max-retries 0 --max-rtt-timeout 10ms 198.18.0.2 -oX - 2>/dev/null |
+    list=$(in_lab "$MS" -n -Pn --top-ports 1000 --max-retries 0 --max-rtt-timeout 10ms "$TARGET" -oX - 2>/dev/null |
         grep -o 'protocol="tcp" numservices="[0-9]*" services="[^"]*"' | sed 's/.*services="//; s/"$//')
     [ -n "$list" ] || { echo "  job discover: could not read moonscan's top 1000 TCP ports"; return 1; }
     local ms=("$MS" -n -p "$list" "$net") nm=(nmap -n -p "$list" "$net")
@@ -576,7 +580,7 @@ job_discover() {
 job_sslenum() {
     local t ok=0 fastest
     echo "== ssl-enum-ciphers: moonscan vs sslscan, nmap --script ssl-enum-ciphers, testssl.sh (target: <= 0.2x the fastest)"
-    for t in 198.18.0.2 198.18.0.7 198.18.0.9 198.18.0.10 198.18.0.11; do
+    for t in "$TARGET" 198.18.0.7 198.18.0.9 198.18.0.10 198.18.0.11; do
         echo "-- $t:443"
         local ms=("$MS" -sT -n -Pn -p 443 --script ssl-enum-ciphers "$t")
         local nm=(nmap -n -Pn -p 443 --script ssl-enum-ciphers "$t")
@@ -627,14 +631,14 @@ job_baseline() {
     trivial_plugin
     local db=$OUT/baseline.db name args
     local -A cmd=(
-        [connect]="-sT -n -Pn -p- 198.18.0.2"
-        [syn]="-sS -n -Pn -p- 198.18.0.2"
+        [connect]="-sT -n -Pn -p- $TARGET"
+        [syn]="-sS -n -Pn -p- $TARGET"
         [sweep]="-sS -n -Pn -p 80 198.19.0.0/16"
-        [service]="-sV -n -Pn -p 22,80,443,6379 198.18.0.2"
+        [service]="-sV -n -Pn -p $TARGET_PORTS $TARGET"
         [svcmem]="-sV -n -Pn -p 80,443 198.19.0.0/20"
-        [scripts]="-sV -sC -n -Pn -p 22,80,443,6379 198.18.0.2"
+        [scripts]="-sV -sC -n -Pn -p $TARGET_PORTS $TARGET"
         [plugrate]="-n -Pn -p 80,443 198.19.0.0/20 --script $OUT/trivial.lua"
-        [db]="-sS -n -Pn -p- 198.18.0.2 --db $db"
+        [db]="-sS -n -Pn -p- $TARGET --db $db"
     )
     echo "== this build (now) against $BASELINE (then), the same commands (target: now/then <= 1.05)"
     for name in connect syn sweep service svcmem scripts plugrate db; do
@@ -655,7 +659,7 @@ job_db() {
     echo "== --db overhead (SQLite, WAL, batched): with/without, same run (target for -sS -p-: < 1.10)"
     for name in syn sweep; do
         case $name in
-        syn) args=(-sS -n -Pn -p- 198.18.0.2) ;;
+        syn) args=(-sS -n -Pn -p- "$TARGET") ;;
         sweep) args=(-sS -n -Pn -p 80 198.19.0.0/16) ;;
         esac
         in_lab hyperfine -N -w 2 -r "$RUNS" --prepare "rm -f $db $db-wal $db-shm" --export-json "$OUT/db-$name.json" \

@@ -17,7 +17,6 @@
 # Each listens on TCP 22 and 80 (tests/wan-forwarder/listen.py: accepts and
 # closes) and nothing else: every other port is closed.
 OS_NS=(msos1 msos2 msos3)
-OS_TARGETS=(198.18.6.2 198.18.7.2 198.18.8.2)
 OS_TCP_PORTS=(22 80)
 OS_DIR=$STATE/os
 

@@ -76,7 +76,7 @@ udp_run() { # name namespace cmd...
 # too; lab.sh's firewall resets it on 198.18.0.2.
 udp_start_dnsmasq() { # name address
     local live=() h
-    for h in 3 17 42 77 100 128 200 254; do live+=("--host-record=live$h.lab.moonscan.test,198.18.2.$h"); done
+    for h in $LIVE8; do live+=("--host-record=live$h.lab.moonscan.test,198.18.2.$h"); done
     udp_run "$1" "$(udp_ns "$2")" /usr/sbin/dnsmasq --keep-in-foreground --conf-file=/dev/null --pid-file= \
         --log-facility="$UDP_DIR/$1-own.log" --user=nobody --group=nogroup \
         --listen-address="$2" --bind-interfaces --port=53 --no-resolv --no-hosts --no-poll \

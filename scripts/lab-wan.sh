@@ -42,8 +42,6 @@ WAN_SCAN_IF=ms-wan0 # msscan's end
 WAN_A_IF=ms-wana    # mswan's end towards msscan
 WAN_B_IF=ms-wanb    # mswan's end towards mswantgt
 WAN_TGT_IF=ms-wtgt0 # mswantgt's end
-WAN_SCAN_ADDR=198.18.4.1
-WAN_TARGET=198.18.4.2
 WAN_DIR=$STATE/wan
 # Defaults of "wan up" (issue 29's WAN).
 WAN_DEFAULTS=(--rtt 50 --jitter 10 --loss 1 --rate 10000 --queue 500)

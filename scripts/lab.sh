@@ -82,9 +82,9 @@ RATE_IF=ms-rate0
 STATE=/run/moonscan-lab
 LOCK=/run/moonscan-lab.lock # outside $STATE, which "down" removes
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-TARGET=198.18.0.2
-PORTS=(22 80 443 6379)
-TARGET2=198.18.0.3
+# TARGET, PORTS, TARGET2, PORTS2, RATE, LIVE8, OS_TARGETS, the WAN's ends.
+# shellcheck source=scripts/lab-targets.sh
+. "$REPO/scripts/lab-targets.sh"
 FIREWALLED=198.18.0.6
 # Legacy TLS servers on 443 (address:protocols:ciphers[:dh for 1024-bit DHE]).
 LEGACY_WIDE_PORT=10443 # TLS 1.0 only, on every address of 198.19.0.0/16
@@ -95,8 +95,6 @@ LEGACY_TLS=(
     "198.18.0.10:TLSv1.2:kDHE:dh"
     "198.18.0.11:TLSv1 TLSv1.1 TLSv1.2:eNULL:aNULL"
 )
-PORTS2=(21 25 465 587 3389 5432 11211)
-RATE=198.18.1.2 # in msrate: the kernel's default ICMP rate limit
 # Two sites on one address, chosen by name: on $NAMED, nginx serves
 # alpha.lab.moonscan.test and beta.lab.moonscan.test on $NAMED_HTTP (HTTP,
 # by Host; any other Host gets the "no such site" page) and $NAMED_TLS
@@ -108,8 +106,6 @@ NAMED=198.18.0.12
 NAMED_HTTP=8181
 NAMED_TLS=8543
 NAMES=(alpha.lab.moonscan.test beta.lab.moonscan.test)
-# The live hosts of 198.18.2.0/24 (host discovery tests and benchmarks).
-LIVE8="3 17 42 77 100 128 200 254"
 # shellcheck source=scripts/lab-daemons.sh
 . "$REPO/scripts/lab-daemons.sh"
 # shellcheck source=scripts/lab-udp.sh
@@ -286,11 +282,11 @@ setup_namespaces() {
         ip link add "$SCAN_IF" netns "$SCAN_NS" type veth peer name "$TGT_IF" netns "$TGT_NS"
     fi
     # "replace" makes addresses and routes idempotent.
-    ip -n "$SCAN_NS" addr replace 198.18.0.1/24 dev "$SCAN_IF"
+    ip -n "$SCAN_NS" addr replace "$SCAN_ADDR/24" dev "$SCAN_IF"
     ip -n "$SCAN_NS" -6 addr replace 2001:2::1/64 dev "$SCAN_IF" nodad
     ip -n "$SCAN_NS" link set "$SCAN_IF" up
-    ip -n "$TGT_NS" addr replace 198.18.0.2/24 dev "$TGT_IF"
-    ip -n "$TGT_NS" addr replace 198.18.0.3/24 dev "$TGT_IF"
+    ip -n "$TGT_NS" addr replace "$TARGET/24" dev "$TGT_IF"
+    ip -n "$TGT_NS" addr replace "$TARGET2/24" dev "$TGT_IF"
     ip -n "$TGT_NS" -6 addr replace 2001:2::2/64 dev "$TGT_IF" nodad
     ip -n "$TGT_NS" link set "$TGT_IF" up
     ip -n "$TGT_NS" addr replace "$FIREWALLED/24" dev "$TGT_IF"
