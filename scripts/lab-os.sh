@@ -75,22 +75,13 @@ os_setup() {
 
 os_start() {
     mkdir -p "$OS_DIR"
-    local i ns addr child n
+    local i ns
     for i in "${!OS_NS[@]}"; do
         ns=${OS_NS[$i]}
-        addr=${OS_TARGETS[$i]}
         pid_alive "$OS_DIR/$ns.pid" python3 && continue
-        log "starting $ns's listeners on $addr"
-        ip netns exec "$ns" setsid /usr/bin/python3 "$REPO/tests/wan-forwarder/listen.py" --addr "$addr" \
-            --tcp "$(IFS=,; echo "${OS_TCP_PORTS[*]}")" </dev/null >"$OS_DIR/$ns.log" 2>&1 &
-        child=$!
-        echo $child >"$OS_DIR/$ns.pid"
-        for ((n = 0; n < 100; n++)); do
-            grep -qsx listening "$OS_DIR/$ns.log" && break
-            proc_live "$child" || die "$ns's listeners did not start: $(cat "$OS_DIR/$ns.log")"
-            sleep 0.1
-        done
-        grep -qsx listening "$OS_DIR/$ns.log" || die "$ns's listeners did not start: $(cat "$OS_DIR/$ns.log")"
+        log "starting $ns's listeners on ${OS_TARGETS[$i]}"
+        start_listener "$ns's listeners" "$ns" "${OS_TARGETS[$i]}" "$OS_DIR/$ns" \
+            --tcp "$(IFS=,; echo "${OS_TCP_PORTS[*]}")"
     done
 }
 

@@ -156,17 +156,8 @@ wan_start_forwarder() { # rtt jitter loss rate queue
 wan_start_listener() {
     pid_alive "$WAN_DIR/listen.pid" python3 && return 0
     log "starting the WAN target's listeners"
-    ip netns exec "$WAN_TGT_NS" setsid /usr/bin/python3 "$REPO/tests/wan-forwarder/listen.py" --addr "$WAN_TARGET" \
-        --tcp "$(IFS=,; echo "${WAN_TCP_PORTS[*]:2}")" --udp "$(IFS=,; echo "${WAN_UDP_PORTS[*]}")" \
-        </dev/null >"$WAN_DIR/listen.log" 2>&1 &
-    local child=$! i
-    echo $child >"$WAN_DIR/listen.pid"
-    for ((i = 0; i < 100; i++)); do
-        grep -qx listening "$WAN_DIR/listen.log" && return 0
-        proc_live "$child" || break
-        sleep 0.1
-    done
-    die "the WAN target's listeners did not start: $(cat "$WAN_DIR/listen.log")"
+    start_listener "the WAN target's listeners" "$WAN_TGT_NS" "$WAN_TARGET" "$WAN_DIR/listen" \
+        --tcp "$(IFS=,; echo "${WAN_TCP_PORTS[*]:2}")" --udp "$(IFS=,; echo "${WAN_UDP_PORTS[*]}")"
 }
 
 wan_start_sshd() {

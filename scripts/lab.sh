@@ -162,6 +162,32 @@ proc_live() {
     [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
 }
 
+# Starts tests/wan-forwarder/listen.py in namespace $2 on address $3,
+# detached: its output in $4.log, its pid in $4.pid, written by the listener
+# itself (right even where setsid has to fork). Returns once it prints
+# "listening" (every port bound); dies with its output if it exits with an
+# error or is not listening within 10 s.
+start_listener() { # what namespace address path-stem listen.py-args...
+    local what=$1 ns=$2 addr=$3 stem=$4 child n rc
+    shift 4
+    rm -f "$stem.pid" "$stem.log" # the background job opens the log later
+    ip netns exec "$ns" setsid /usr/bin/python3 "$REPO/tests/wan-forwarder/listen.py" --addr "$addr" \
+        --pidfile "$stem.pid" "$@" </dev/null >"$stem.log" 2>&1 &
+    child=$!
+    for ((n = 0; n < 100; n++)); do
+        grep -qsx listening "$stem.log" && return 0
+        if [ -n "$child" ] && ! proc_live "$child"; then
+            # Exit 0: setsid forked and the listener goes on.
+            rc=0
+            wait "$child" || rc=$?
+            [ "$rc" -eq 0 ] || die "$what did not start (exit $rc): $(cat "$stem.log")"
+            child=
+        fi
+        sleep 0.1
+    done
+    die "$what are not listening after 10 s: $(cat "$stem.log")"
+}
+
 # True if the pid file names a live process whose name matches $2.
 pid_alive() {
     local pid

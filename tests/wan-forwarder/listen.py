@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The WAN target's listeners (scripts/lab.sh wan up runs this in mswantgt).
 
-In: --addr ADDR, --tcp PORT,PORT... and --udp PORT,PORT...
+In: --addr ADDR, --tcp PORT,PORT..., --udp PORT,PORT... and --pidfile FILE
+(written with this process's pid before anything is bound).
 Out: a TCP listener on each TCP port that accepts every connection and
 closes it at once (an open port that says nothing), and on each UDP port an
 echo: every datagram goes back to its sender unchanged.
@@ -11,6 +12,7 @@ bound; exits non-zero if a port cannot be bound within 5 s.
 """
 import argparse
 import errno
+import os
 import selectors
 import socket
 import time
@@ -38,7 +40,14 @@ def main():
     ap.add_argument("--addr", required=True)
     ap.add_argument("--tcp", type=ports, default=[])
     ap.add_argument("--udp", type=ports, default=[])
+    ap.add_argument("--pidfile")
     args = ap.parse_args()
+    if args.pidfile:
+        # Its own pid, whatever started it (setsid forks where it must).
+        tmp = args.pidfile + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        os.replace(tmp, args.pidfile)
     sel = selectors.DefaultSelector()
     for port in args.tcp:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
