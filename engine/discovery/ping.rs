@@ -277,7 +277,7 @@ async fn knock(addr: SocketAddr, timeout: Duration) -> Option<Reason> {
 mod tests {
     use super::*;
     use crate::discovery::syn::frame::{self, Hop, Template};
-    use crate::net::packet::Checksum;
+    use crate::raw::packet::Checksum;
 
     #[test]
     fn options_parse_as_nmap_and_bad_ones_are_refused() {

@@ -119,7 +119,7 @@ pub fn make_data_dir(dir: &Path) -> io::Result<()> {
 /// aside) or that its group or others may write. Folders not made yet pass.
 pub fn check_private(dir: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let me = crate::net::effective_uid();
+    let me = crate::raw::effective_uid();
     for d in [dir.to_path_buf(), packs_dir(dir), trust_dir(dir), dir.join("cache"), meta_cache_dir(dir)] {
         let m = match fs::metadata(&d) {
             Ok(m) => m,

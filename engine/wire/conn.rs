@@ -1,7 +1,6 @@
 //! A TCP connection in the clear or inside TLS: what service detection and
-//! plugins' sockets both read from and write to.
-
-#![deny(unsafe_code)]
+//! plugins' sockets both read from and write to, and whether a port speaks
+//! TLS at all ([`try_tls`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,7 +9,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use super::hello::{self, Flight};
+use crate::wire::hello::error::HelloError;
+use crate::wire::hello::flight::{self, Flight};
+use crate::wire::hello::legacy_chain;
+use crate::wire::tls::{session_info, TlsInfo};
 
 /// A TCP connection, in the clear or inside TLS.
 pub(crate) enum Conn {
@@ -105,7 +107,7 @@ impl HelloTap {
         let seen = std::mem::take(&mut self.seen);
         let len = seen.len().checked_sub(9)?;
         let whole = len == (usize::from(seen[6]) << 16 | usize::from(seen[7]) << 8 | usize::from(seen[8]));
-        whole.then(|| hello::flight::server_hello(&seen[9..]).ok()).flatten()
+        whole.then(|| flight::server_hello(&seen[9..]).ok()).flatten()
     }
 }
 
@@ -178,7 +180,7 @@ pub(crate) async fn open(
     tls: Option<&tokio_rustls::TlsConnector>,
     name: Option<&str>,
     until: tokio::time::Instant,
-) -> Result<(Conn, Option<crate::findings::TlsInfo>), OpenError> {
+) -> Result<(Conn, Option<TlsInfo>), OpenError> {
     let tcp = tcp(addr, until).await?;
     let Some(connector) = tls else { return Ok((Conn::Plain(tcp), None)) };
     let (conn, info) = handshake(tcp, addr.ip(), name, connector, until).await?;
@@ -207,14 +209,14 @@ pub(crate) fn server_name(ip: std::net::IpAddr, name: Option<&str>) -> rustls::p
     }
 }
 
-/// [`tcp`] for [`hello::legacy_chain`].
+/// [`tcp`] for [`legacy_chain`].
 pub(crate) async fn tcp_for_hello(
     addr: std::net::SocketAddr,
     until: tokio::time::Instant,
-) -> Result<TcpStream, hello::HelloError> {
+) -> Result<TcpStream, HelloError> {
     tcp(addr, until).await.map_err(|e| match e {
-        OpenError::ConnectTimeout | OpenError::HandshakeTimeout => hello::HelloError::Timeout,
-        OpenError::Connect(e) | OpenError::Handshake(e) => hello::HelloError::Io(e),
+        OpenError::ConnectTimeout | OpenError::HandshakeTimeout => HelloError::Timeout,
+        OpenError::Connect(e) | OpenError::Handshake(e) => HelloError::Io(e),
     })
 }
 
@@ -229,7 +231,7 @@ pub(crate) async fn handshake(
     name: Option<&str>,
     connector: &tokio_rustls::TlsConnector,
     until: tokio::time::Instant,
-) -> Result<(Conn, crate::findings::TlsInfo), OpenError> {
+) -> Result<(Conn, TlsInfo), OpenError> {
     let name = server_name(ip, name);
     let tapped = Watched { io: tcp, watch: HelloTap::default() };
     let mut stream = tokio::time::timeout_at(until, connector.connect(name, tapped))
@@ -237,8 +239,23 @@ pub(crate) async fn handshake(
         .map_err(|_| OpenError::HandshakeTimeout)?
         .map_err(OpenError::Handshake)?;
     let (tapped, session) = stream.get_mut();
-    let info = super::tls::session_info(session, tapped.watch.take_hello().as_ref());
+    let info = session_info(session, tapped.watch.take_hello().as_ref());
     Ok((Conn::Tls(Box::new(stream)), info))
+}
+
+/// Whether `addr` speaks TLS from the first byte, by `until`: a rustls
+/// handshake (TLS 1.2 and 1.3, any certificate), else a ClientHello of our
+/// own (TLS 1.2 down to SSLv3). The session and chain when it does.
+pub async fn try_tls(addr: std::net::SocketAddr, name: Option<&str>, until: tokio::time::Instant) -> Option<TlsInfo> {
+    let config = crate::wire::dangerously::client_config(&[12, 13], &[]).ok()?;
+    let connector = tokio_rustls::TlsConnector::from(config);
+    match open(addr, Some(&connector), name, until).await {
+        Ok((_, info)) => return info,
+        // Nothing listens, or it said nothing in time: no second try.
+        Err(OpenError::Connect(_) | OpenError::ConnectTimeout) => return None,
+        Err(_) => {}
+    }
+    legacy_chain(|| tcp_for_hello(addr, until), name, until).await.ok()
 }
 
 impl From<OpenError> for crate::Error {
@@ -338,7 +355,7 @@ mod tests {
         let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
         let tcp = tcp(addr, until).await.unwrap();
         let connector =
-            tokio_rustls::TlsConnector::from(crate::net::dangerously::client_config(&[12, 13], &[]).unwrap());
+            tokio_rustls::TlsConnector::from(crate::wire::dangerously::client_config(&[12, 13], &[]).unwrap());
         let shook = handshake(tcp, addr.ip(), name, &connector, until).await;
         assert!(shook.is_err(), "nobody answered");
         server.await.unwrap()
