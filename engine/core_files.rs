@@ -67,7 +67,7 @@ impl Core {
             h.update(name.as_bytes());
             h.update(f.metadata.sha256_hash());
         }
-        let hash: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let hash = crate::text::hex(&h.finalize()[..8]);
         format!("{}-{}-{hash}", self.name(), env!("CARGO_PKG_VERSION"))
     }
 }

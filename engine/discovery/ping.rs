@@ -208,7 +208,7 @@ pub fn up_reason(r: &Reply) -> Option<Reason> {
 
 /// A MAC address as nmap writes it (`02:00:5E:10:00:01`).
 pub fn mac_text(mac: [u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+    crate::text::hex_upper_sep(&mac, ":")
 }
 
 /// The `host` event for `ip`.
