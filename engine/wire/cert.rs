@@ -166,7 +166,8 @@ fn rfc3339(secs: i64) -> String {
     format!("{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second())
 }
 
-fn is_zero_u32(n: &u32) -> bool {
+/// For `skip_serializing_if`: a count of zero is left out.
+pub(crate) fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire::cert::{keep_chain, CertSummary, MAX_CHAIN};
+use crate::wire::cert::{is_zero_u32, keep_chain, CertSummary, MAX_CHAIN};
 use crate::wire::hello::fingerprint::{ja3s, ja4s};
 use crate::wire::hello::flight::Flight;
 use crate::wire::iana::{group_bits, group_name, suite_name};
@@ -103,8 +103,4 @@ pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&Flight>) -> 
         ..TlsInfo::default()
     }
     .with_chain(der, sent)
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
 }
