@@ -190,8 +190,6 @@ pub struct RdnsEvent {
     pub t: f64,
 }
 
-pub use crate::text::utc;
-
 /// A time as RFC 3339 text (UTC, milliseconds).
 mod rfc3339 {
     use serde::{Deserialize, Deserializer, Serializer};
