@@ -1,11 +1,11 @@
 //! The wire side of the network: the TCP and TLS connections that service
 //! detection and plugins both use. Connections in the clear or inside TLS
-//! ([`conn`]), the TLS client that accepts any certificate
-//! ([`dangerously`]), our own ClientHellos and the first-flight reader
-//! ([`hello`]), the STARTTLS exchanges ([`starttls`]), and what a session
-//! shows: the IANA names ([`iana`]), the session's facts ([`tls`]), each
-//! certificate's summary ([`cert`]) and its fields as nmap prints them
-//! ([`x509_fields`]).
+//! ([`conn`]) and a watch on what they read ([`watch`]), the TLS client
+//! that accepts any certificate ([`dangerously`]), our own ClientHellos
+//! and the first-flight reader ([`hello`]), the STARTTLS exchanges
+//! ([`starttls`]), and what a session shows: the IANA names ([`iana`]),
+//! the session's facts ([`tls`]), each certificate's summary ([`cert`])
+//! and its fields as nmap prints them ([`x509_fields`]).
 //!
 //! In: addresses, streams and deadlines. Out: connections, flights,
 //! [`tls::TlsInfo`] and [`cert::CertSummary`] (which the findings
@@ -21,4 +21,5 @@ pub mod hello;
 pub mod iana;
 pub mod starttls;
 pub mod tls;
+pub mod watch;
 pub mod x509_fields;
