@@ -96,7 +96,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
 /// (the server's clock, or noise), `random` all 32 in hex; or `nil, err`.
 /// One socket of the budget; what it reads is charged to the run.
 pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
-    use crate::wire::hello::{client, exchange, ClientHello, HelloError, TLS12};
+    use crate::wire::hello::{client, exchange, ClientHello, HelloError};
     let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
     let keys = ["host", "port", "timeout", "starttls"];
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:server_hello")?;
@@ -109,8 +109,12 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
     let read_left = h.read_left()?;
     let until = tokio::time::Instant::now() + req.timeout;
     let until = until.min(h.deadline());
-    let hello =
-        ClientHello { version: TLS12, suites: client::suites_for(TLS12), server_name: h.sni_for(ip), alpn: Vec::new() };
+    let hello = ClientHello {
+        version: crate::wire::iana::TLS12,
+        suites: client::suites_for(crate::wire::iana::TLS12),
+        server_name: h.sni_for(ip),
+        alpn: Vec::new(),
+    };
     let greet = hello.server_name.clone().unwrap_or_else(|| ip.to_string());
     let addr = std::net::SocketAddr::new(ip, port);
     // A task of its own, as ctx:tls_enum's: its socket is polled by the
