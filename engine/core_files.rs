@@ -67,7 +67,7 @@ impl Core {
             h.update(name.as_bytes());
             h.update(f.metadata.sha256_hash());
         }
-        let hash: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let hash = crate::text::hex(&h.finalize()[..8]);
         format!("{}-{}-{hash}", self.name(), env!("CARGO_PKG_VERSION"))
     }
 }
@@ -97,7 +97,7 @@ fn roots() -> Vec<PathBuf> {
     } else if let Some(home) = std::env::var_os("HOME").and_then(absolute) {
         out.push(home.join(".cache").join("moonscan"));
     }
-    let uid = crate::net::effective_uid();
+    let uid = crate::raw::effective_uid();
     out.push(std::env::temp_dir().join(format!("moonscan-{uid}")));
     out
 }
@@ -130,7 +130,7 @@ fn write_out(root: &Path, leaf: &str, files: &[(String, std::borrow::Cow<'static
 /// `sudo -E`).
 fn private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let uid = crate::net::effective_uid();
+    let uid = crate::raw::effective_uid();
     let foreign = |m: &std::fs::Metadata| m.uid() != uid && m.uid() != 0;
     // Every folder above it that exists, before anything is made there.
     for above in dir.ancestors().skip(1) {

@@ -42,17 +42,19 @@ pub mod discovery;
 pub mod error;
 pub mod files;
 pub mod findings;
-pub mod net;
 pub mod os;
 pub mod output;
 pub mod packs;
 pub mod pattern;
 pub mod pipeline;
 pub mod plugins;
+pub mod raw;
 pub mod rdns;
 pub mod scan;
 pub mod service;
 pub mod targets;
+pub mod text;
+pub mod wire;
 
 pub use builder::{Scan, ScanBuilder, ScanHandle};
 pub use error::{Error, ErrorKind, Result};
@@ -64,7 +66,7 @@ pub mod fuzz {
     /// Parses a received frame as the SYN scanner does, with and without checksum checks.
     pub fn syn_reply(frame: &[u8]) {
         use crate::discovery::syn::reply::parse;
-        use crate::net::packet::Checksum;
+        use crate::raw::packet::Checksum;
         for sum in [Checksum::Unchecked, Checksum::Unfinished, Checksum::Valid] {
             let _ = parse(frame, sum);
         }
@@ -76,7 +78,7 @@ pub mod fuzz {
     /// UDP scan's cookie.
     pub fn udp_reply(data: &[u8]) {
         use crate::discovery::syn::{reply::parse, Cookie};
-        use crate::net::packet::Checksum;
+        use crate::raw::packet::Checksum;
         let [at, len, frame @ ..] = data else { return };
         let cookie = Cookie::new(1, 2, 2).for_scan(crate::findings::ScanType::Udp);
         if let Some(mut r) = parse(frame, Checksum::Unfinished) {
@@ -93,7 +95,7 @@ pub mod fuzz {
     pub fn ping_reply(data: &[u8]) {
         use crate::discovery::ping::{up_reason, HostPlan, PingCookie};
         use crate::discovery::syn::reply::parse;
-        use crate::net::packet::Checksum;
+        use crate::raw::packet::Checksum;
         let mut probes = HostPlan::nmap_default().probes;
         for o in ["M", "U", "S22"] {
             let _ = HostPlan::add_option(&mut probes, o);
@@ -111,7 +113,7 @@ pub mod fuzz {
     /// judged against a request from one source of each family.
     pub fn neighbour_reply(frame: &[u8]) {
         use crate::discovery::syn::{neighbour::parse, Hop};
-        use crate::net::packet::Checksum;
+        use crate::raw::packet::Checksum;
         for sum in [Checksum::Unchecked, Checksum::Valid] {
             if let Some(a) = parse(frame, sum) {
                 for src in [[198, 18, 0, 1].into(), std::net::Ipv6Addr::LOCALHOST.into()] {
@@ -125,7 +127,7 @@ pub mod fuzz {
     /// whole, then in pieces whose sizes the input's first byte sets; a
     /// flight that is read is turned into the `tls` object.
     pub fn server_flight(data: &[u8]) {
-        use crate::net::hello::{info, FlightReader};
+        use crate::wire::hello::{info, FlightReader};
         let Some((&step, bytes)) = data.split_first() else { return };
         if let Ok(Some(f)) = FlightReader::new().push(bytes) {
             let _ = info(&f, "hello");
@@ -158,7 +160,7 @@ pub mod fuzz {
 
     /// Every STARTTLS exchange against a server whose replies are `data`.
     pub fn starttls_reply(data: &[u8]) {
-        use crate::net::starttls::Starttls;
+        use crate::wire::starttls::Starttls;
         for name in Starttls::NAMES {
             if let Some(p) = Starttls::parse(name) {
                 let _ = p.replay(data);
@@ -220,7 +222,7 @@ pub mod fuzz {
 
     /// Summarises arbitrary bytes as a certificate's DER.
     pub fn cert_summary(der: &[u8]) {
-        let s = crate::service::tls::summarise(der);
+        let s = crate::wire::cert::summarise(der);
         assert_eq!(s.sha256.len(), 64, "fingerprint {:?}", s.sha256);
     }
 }

@@ -85,8 +85,8 @@ fn main() -> ExitCode {
             Err(code) => return code,
         };
     }
-    let nofile = moonscan::net::raise_nofile_limit().unwrap_or(1024);
-    let raw_ok = moonscan::net::packet::raw_available();
+    let nofile = moonscan::raw::raise_nofile_limit().unwrap_or(1024);
+    let raw_ok = moonscan::raw::packet::raw_available();
     let resume = resumed.map(|(f, path)| {
         let point = moonscan::builder::ResumePoint {
             seed: f.seed,

@@ -7,7 +7,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use moonscan::packs::{sha256_hex, sign};
+use moonscan::packs::sign;
+use moonscan::text::sha256_hex;
 
 use crate::util::{bin, stderr, stdout};
 

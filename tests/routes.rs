@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use moonscan::discovery::syn::{LinkOptions, Links};
-use moonscan::net::route::{neighbour_mac, next_hop_mac, parse_mac, route_to, route_via};
+use moonscan::raw::route::{neighbour_mac, next_hop_mac, parse_mac, route_to, route_via};
 use moonscan::targets::AddrSet;
 
 use crate::util::{in_lab_thread, lab};

@@ -204,7 +204,7 @@ fn sslscan(target: &str) -> std::collections::BTreeMap<String, Vec<String>> {
             line[at..].split('"').next().unwrap().to_string()
         };
         let id = u16::from_str_radix(attr("id").trim_start_matches("0x"), 16).unwrap();
-        map.entry(attr("sslversion")).or_default().push(moonscan::net::hello::suite_name(id));
+        map.entry(attr("sslversion")).or_default().push(moonscan::wire::hello::suite_name(id));
     }
     map
 }

@@ -481,7 +481,7 @@ impl ScanBuilder {
         let mut notes = Vec::new();
         let discovery = self.discovery()?;
         let no_ports = self.list_only || self.ping_only;
-        let raw_ok = self.raw_sockets.unwrap_or_else(crate::net::packet::raw_available);
+        let raw_ok = self.raw_sockets.unwrap_or_else(crate::raw::packet::raw_available);
         let (scan_type, udp, udp_raw) = self.scan_kind(raw_ok, &mut notes)?;
 
         if self.host_timeout.is_some() && scan_type == ScanType::Connect {
@@ -526,7 +526,7 @@ impl ScanBuilder {
         let level = self.timing_level.unwrap_or(3);
         let mut timing = self.timing(level)?;
         // Keep room for the files and sockets that are not probes.
-        let nofile = self.open_files.unwrap_or_else(crate::net::nofile_limit);
+        let nofile = self.open_files.unwrap_or_else(crate::raw::nofile_limit);
         let fd_room = usize::try_from(nofile.saturating_sub(64)).unwrap_or(usize::MAX).max(1);
         timing.window = timing.window.min(fd_room);
 

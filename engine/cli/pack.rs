@@ -361,7 +361,7 @@ fn new_pack(dir: &Path, name: Option<String>) -> Result<u8> {
     std::fs::create_dir_all(dir.join("tests")).map_err(|e| io(dir, e))?;
     let id = if name.len() + 13 <= 64 { format!("{name}-ssh-software") } else { "ssh-software".into() };
     let plugin = PLUGIN.replace("{ID}", &id);
-    let manifest = MANIFEST.replace("{NAME}", &name).replace("{HASH}", &packs::sha256_hex(plugin.as_bytes()));
+    let manifest = MANIFEST.replace("{NAME}", &name).replace("{HASH}", &moonscan::text::sha256_hex(plugin.as_bytes()));
     let readme = README.replace("{NAME}", &name).replace("{ID}", &id);
     for (rel, text) in [
         ("pack.yaml", manifest.as_str()),

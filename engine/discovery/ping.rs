@@ -208,7 +208,7 @@ pub fn up_reason(r: &Reply) -> Option<Reason> {
 
 /// A MAC address as nmap writes it (`02:00:5E:10:00:01`).
 pub fn mac_text(mac: [u8; 6]) -> String {
-    mac.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+    crate::text::hex_upper_sep(&mac, ":")
 }
 
 /// The `host` event for `ip`.
@@ -277,7 +277,7 @@ async fn knock(addr: SocketAddr, timeout: Duration) -> Option<Reason> {
 mod tests {
     use super::*;
     use crate::discovery::syn::frame::{self, Hop, Template};
-    use crate::net::packet::Checksum;
+    use crate::raw::packet::Checksum;
 
     #[test]
     fn options_parse_as_nmap_and_bad_ones_are_refused() {

@@ -47,7 +47,7 @@ use pnet_packet::udp::{self, UdpPacket};
 use super::syn::frame::{self, Hop, Template, MAX_UDP_PROBE};
 use super::syn::Links;
 use crate::findings::{Proto, TraceHop};
-use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
+use crate::raw::packet::{Checksum, PacketSocket, BATCH, FRAME};
 
 const ETH: usize = 14;
 const IP4: usize = 20;

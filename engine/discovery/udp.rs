@@ -57,7 +57,7 @@ impl Shared {
     /// Sends `port`'s datagram to `addr` up to 1 + retries times and says
     /// what came back.
     async fn probe(&self, addr: SocketAddr) -> io::Result<Outcome> {
-        let sock = match crate::net::conn::udp_socket(addr.ip()).await {
+        let sock = match crate::wire::conn::udp_socket(addr.ip()).await {
             Ok(s) => s,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)) => {
                 return Ok(Outcome::Resource)

@@ -190,18 +190,6 @@ pub struct RdnsEvent {
     pub t: f64,
 }
 
-/// The UTC date and time `secs` seconds after 1970, for any year an `i64`
-/// reaches (certificates say 9999 and beyond): the year, and the date in a
-/// 400-year cycle of the same calendar (dates and weekdays repeat every 400
-/// years), so the `time` crate's -9999..9999 range never fails.
-pub fn utc(secs: i64) -> (i64, time::OffsetDateTime) {
-    const CYCLE: i64 = 146_097 * 86_400;
-    // Years 1970 to 2369: always in range.
-    let t =
-        time::OffsetDateTime::from_unix_timestamp(secs.rem_euclid(CYCLE)).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    (i64::from(t.year()) + 400 * secs.div_euclid(CYCLE), t)
-}
-
 /// A time as RFC 3339 text (UTC, milliseconds).
 mod rfc3339 {
     use serde::{Deserialize, Deserializer, Serializer};

@@ -7,27 +7,9 @@
 //! control characters, line breaks included, written as `\xNN`), so a
 //! value from a server cannot start a line of its own in any output.
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
-
 use serde_json::Value;
 
-/// One value on one line: every control character (C0 and C1, line
-/// breaks and tabs included) written as a visible `\xNN`.
-pub fn one_line(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if c.is_control() {
-            let _ = write!(out, "\\x{:02X}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
+pub use crate::text::one_line;
 
 /// NSE's rendering of `v` (a scalar is its text alone).
 pub fn render(v: &Value) -> String {

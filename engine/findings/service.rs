@@ -1,7 +1,8 @@
 //! What detection found on one port: the [`Service`] event with its
 //! [`Identity`], how it was found ([`ServiceMethod`], [`Tunnel`]), its
 //! banner as text ([`banner_text`]) and its TLS session and certificate
-//! chain ([`TlsInfo`], [`CertSummary`]).
+//! chain ([`TlsInfo`], [`CertSummary`], defined by the wire side that
+//! reads them, [`crate::wire::tls`] and [`crate::wire::cert`]).
 //!
 //! In: nothing; only types. Out: their NDJSON shape. What always holds:
 //! optional fields are left out rather than written as `null`; a banner's
@@ -12,6 +13,8 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::{Proto, ScanId};
+/// Made by the wire side, where the session is read; part of this event.
+pub use crate::wire::{cert::CertSummary, tls::TlsInfo};
 
 /// How a service was identified, as nmap's XML `method` says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,79 +220,4 @@ pub mod banner_text {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         Ok(from_text(&String::deserialize(d)?))
     }
-}
-
-/// A TLS session: what was negotiated and the whole certificate chain.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TlsInfo {
-    /// Which code read it: `rustls` (a whole handshake, one plugins can
-    /// talk through) or `hello` (the server's first flight only, for the
-    /// servers rustls refuses).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub path: String,
-    /// `TLSv1.3`, `TLSv1.2`, `TLSv1.1`, `TLSv1.0`, `SSLv3`.
-    pub version: String,
-    /// IANA name of the cipher suite.
-    pub cipher: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alpn: Option<String>,
-    /// The STARTTLS exchange that came first (`smtp`, `imap`, `ldap`, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub starttls: Option<String>,
-    /// Key exchange: `ecdhe`, `dhe`, `rsa`, `ecdh`, `dh`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kx: String,
-    /// The named group of the key exchange (`x25519`, `secp256r1`, `ffdhe2048`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
-    /// The key exchange's size in bits (the group's, the DH prime's, or
-    /// for RSA key exchange the certificate key's).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub kx_bits: u32,
-    /// JA3S and JA4S of the ServerHello (empty when it could not be seen).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub ja3s: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub ja4s: String,
-    /// Leaf first, as the server sent it; at most the first sixteen
-    /// certificates (`net::tls::MAX_CHAIN`).
-    pub chain: Vec<CertSummary>,
-    /// Certificates the server sent past those kept.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub chain_cut: u32,
-    /// The DER bytes of each certificate, in chain order (for plugins).
-    #[serde(skip)]
-    pub der: Vec<Vec<u8>>,
-}
-
-/// One certificate, as x509-parser reads it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CertSummary {
-    pub subject: String,
-    pub issuer: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub san: Vec<String>,
-    /// Subject alternative names past those a chain keeps (1,000 in all).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub san_cut: u32,
-    /// RFC 3339, UTC.
-    pub not_before: String,
-    pub not_after: String,
-    /// Hex, as encoded.
-    pub serial: String,
-    /// `rsa`, `ec`, `ed25519`, `dsa` or the algorithm's name.
-    pub key_type: String,
-    pub key_bits: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub curve: Option<String>,
-    pub signature_algorithm: String,
-    pub self_signed: bool,
-    pub sha256: String,
-    /// Set when the certificate could not be parsed; then only `sha256` is meaningful.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-fn is_zero_u32(n: &u32) -> bool {
-    *n == 0
 }

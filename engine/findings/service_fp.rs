@@ -53,7 +53,7 @@ impl Header<'static> {
     /// built for (nmap's fingerprints say nmap's version and platform; one
     /// from moonscan says so, since its probes are not nmap's).
     pub fn moonscan(intensity: u8, unix_secs: i64) -> Header<'static> {
-        let (_, t) = super::utc(unix_secs);
+        let (_, t) = crate::text::utc(unix_secs);
         Header {
             version: concat!("moonscan-", env!("CARGO_PKG_VERSION")),
             intensity,

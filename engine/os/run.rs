@@ -30,7 +30,7 @@ use super::probes::{self, Params, Probe};
 use super::seen::HostSeen;
 use crate::discovery::syn::Hop;
 use crate::discovery::Pacer;
-use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
+use crate::raw::packet::{Checksum, PacketSocket, BATCH, FRAME};
 
 /// Hosts probed at once.
 pub const PARALLEL: usize = 256;

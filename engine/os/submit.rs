@@ -70,7 +70,7 @@ fn scan_test(s: &ScanLine) -> String {
     }
     out.push_str(&format!("%G={}", if s.good { 'Y' } else { 'N' }));
     if let Some(m) = s.mac {
-        out.push_str(&format!("%M={:02X}{:02X}{:02X}", m[0], m[1], m[2]));
+        out.push_str(&format!("%M={}", crate::text::hex_upper_sep(&m[..3], "")));
     }
     out.push_str(&format!("%TM={:X}%P={})", s.time, s.platform));
     out

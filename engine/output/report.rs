@@ -810,7 +810,7 @@ fn now_secs() -> f64 {
 pub(super) fn ctime(secs: i64) -> String {
     const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let (year, t) = crate::findings::utc(secs);
+    let (year, t) = crate::text::utc(secs);
     format!(
         "{} {} {:>2} {:02}:{:02}:{:02} {year}",
         DAYS[usize::from(t.weekday().number_days_from_sunday())],

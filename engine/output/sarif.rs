@@ -94,7 +94,7 @@ impl<W: Write> Sarif<W> {
             "locations": [{
                 "physicalLocation": { "artifactLocation": { "uri": format!("{proto}://{host}:{}", f.port) } }
             }],
-            "partialFingerprints": { "moonscanFinding/v1": crate::net::tls::hex(&fp.finalize(), "") },
+            "partialFingerprints": { "moonscanFinding/v1": crate::text::hex(&fp.finalize()) },
             "properties": props,
         });
         if let Some(&i) = self.index.get(&f.plugin) {

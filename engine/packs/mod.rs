@@ -46,12 +46,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::Digest;
-
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::write_atomic;
 use crate::plugins::{self, Plugin};
 use crate::service::ProbeDb;
+use crate::text::{hex, sha256_hex};
 
 pub use lock::{check_lock, read_lock, write_lock, Lock, Pin, MAX_LOCK};
 pub use manifest::{FileEntry, FileKind, Manifest};
@@ -72,11 +71,6 @@ fn refuse(msg: impl Into<String>) -> Error {
 
 fn io_err(path: &Path, e: io::Error) -> Error {
     Error::with_source(ErrorKind::Io, format!("{}: {e}", path.display()), e)
-}
-
-/// Lowercase hex sha256 of bytes.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// moonscan's data folder: `$MOONSCAN_HOME` if set, else
@@ -119,7 +113,7 @@ pub fn make_data_dir(dir: &Path) -> io::Result<()> {
 /// aside) or that its group or others may write. Folders not made yet pass.
 pub fn check_private(dir: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    let me = crate::net::effective_uid();
+    let me = crate::raw::effective_uid();
     for d in [dir.to_path_buf(), packs_dir(dir), trust_dir(dir), dir.join("cache"), meta_cache_dir(dir)] {
         let m = match fs::metadata(&d) {
             Ok(m) => m,
@@ -459,7 +453,7 @@ fn random_hex() -> String {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         b = (t as u64 ^ u64::from(std::process::id())).to_le_bytes();
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    hex(&b)
 }
 
 /// The version of the pack installed in `dir`, if its pack.yaml can be read.

@@ -270,7 +270,7 @@ async fn ssh_auth_methods(lua: Lua, run: Arc<Run>, opts: Option<Table>) -> mlua:
         Err(e) => return failed(&lua, e),
     };
     let conn = sock.lock().await.conn.take();
-    let Some(crate::net::conn::Conn::Plain(stream)) = conn else {
+    let Some(crate::wire::conn::Conn::Plain(stream)) = conn else {
         return failed(&lua, "ctx:ssh_auth_methods: not a plain TCP connection");
     };
     let left = run.read_left()?;
@@ -310,7 +310,7 @@ async fn host_keys(lua: Lua, run: Arc<Run>, opts: Option<Table>) -> mlua::Result
             }
         };
         let conn = sock.lock().await.conn.take();
-        let Some(crate::net::conn::Conn::Plain(stream)) = conn else { continue };
+        let Some(crate::wire::conn::Conn::Plain(stream)) = conn else { continue };
         let until = (tokio::time::Instant::now() + req.timeout).min(run.deadline());
         let left = run.read_left()?;
         let (result, read) = super::ssh::host_key_counted(stream, algorithms, until, left).await;

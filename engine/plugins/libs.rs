@@ -117,7 +117,7 @@ pub(super) fn hash_module(lua: &Lua) -> mlua::Result<Table> {
     use base64::Engine;
     use md5::Digest as _;
     let t = lua.create_table()?;
-    let hex = |b: &[u8]| crate::net::tls::hex(b, "");
+    let hex = crate::text::hex;
     t.raw_set(
         "sha256",
         lua.create_function(move |_, s: mlua::String| {

@@ -209,7 +209,7 @@ fn meta_path(cache: &Path, bytes: &[u8], libs: &Libraries) -> PathBuf {
     if !libs.0.iter().all(|l| l.is_empty()) {
         h.update(libs.fingerprint());
     }
-    let hash: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hash = crate::text::hex(&h.finalize());
     cache.join(format!("{hash}-{}.json", env!("CARGO_PKG_VERSION")))
 }
 
@@ -408,10 +408,7 @@ impl FolderManifest {
             return Err(bad(file, format!("is not listed in {} (pack {})", self.path.display(), self.name)));
         };
         let bytes = crate::files::read_capped(file, max, what)?;
-        let hash: String = {
-            use sha2::Digest;
-            sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
-        };
+        let hash = crate::text::sha256_hex(&bytes);
         if !hash.eq_ignore_ascii_case(entry.sha256.trim()) {
             return Err(bad(file, format!("does not match its sha256 in {}", self.path.display())));
         }

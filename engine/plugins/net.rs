@@ -18,8 +18,8 @@ use tokio_rustls::TlsConnector;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::TlsInfo;
-use crate::net::conn::{self, Conn};
 use crate::targets::TargetSpace;
+use crate::wire::conn::{self, Conn};
 
 use super::tape::{SocketTape, Step};
 use super::value::known_keys;
@@ -197,7 +197,7 @@ pub(crate) async fn open(
 fn connector(opts: &TlsOptions) -> Result<TlsConnector> {
     let versions: &[u8] = if opts.versions.is_empty() { &[12, 13] } else { &opts.versions };
     let alpn = opts.alpn.clone().unwrap_or_else(|| vec![b"http/1.1".to_vec()]);
-    let config = crate::net::dangerously::client_config(versions, &alpn)
+    let config = crate::wire::dangerously::client_config(versions, &alpn)
         .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS: {e}"), e))?;
     Ok(TlsConnector::from(config))
 }
@@ -224,7 +224,7 @@ fn explained(e: conn::OpenError) -> Error {
 /// how many bytes the exchange read (charged to the run either way).
 pub(crate) async fn starttls(
     mut tcp: tokio::net::TcpStream,
-    proto: Option<crate::net::starttls::Starttls>,
+    proto: Option<crate::wire::starttls::Starttls>,
     name: Option<&str>,
     until: Instant,
 ) -> (Result<(Conn, TlsInfo)>, usize) {

@@ -51,7 +51,7 @@ impl LuaSocket {
     async fn upgrade(
         &self,
         lua: &Lua,
-        proto: Option<crate::net::starttls::Starttls>,
+        proto: Option<crate::wire::starttls::Starttls>,
         what: &str,
     ) -> mlua::Result<(Value, Value)> {
         let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
@@ -73,7 +73,7 @@ impl LuaSocket {
             };
         }
         let tcp = match s.conn.take() {
-            Some(crate::net::conn::Conn::Plain(tcp)) => tcp,
+            Some(crate::wire::conn::Conn::Plain(tcp)) => tcp,
             other => {
                 let inside = other.is_some();
                 s.conn = other;
@@ -232,7 +232,7 @@ impl UserData for LuaSocket {
         // sock:starttls([protocol]): the STARTTLS exchange of `protocol`
         // (default: the service's name), then TLS on the same connection.
         methods.add_async_method("starttls", |lua, this, proto: Option<String>| async move {
-            use crate::net::starttls::Starttls;
+            use crate::wire::starttls::Starttls;
             let name = match proto {
                 Some(p) => p,
                 None => this.run.info.id.service.clone(),

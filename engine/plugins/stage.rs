@@ -253,7 +253,7 @@ async fn with_tls_tried(
     let addr = std::net::SocketAddr::new(info.ip, info.port);
     let mut stop = cut.clone();
     let tried = tokio::select! {
-        tls = crate::net::tls::try_tls(addr, info.targetname.as_deref(), until) => tls,
+        tls = crate::wire::conn::try_tls(addr, info.targetname.as_deref(), until) => tls,
         () = stop.wait() => None,
     };
     match tried {

@@ -1,5 +1,5 @@
 //! `ctx:tls_enum`: the SSL/TLS versions and suites a server accepts, from
-//! ClientHellos and ServerHellos only ([`crate::net::hello::enumerate`]),
+//! ClientHellos and ServerHellos only ([`crate::wire::hello::enumerate`]),
 //! as a Lua table.
 //!
 //! In: the plugin's options, during a run. Out: the table, or `nil, err`.
@@ -30,14 +30,14 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
     req.tls = None;
     let get = |k: &str| opts.as_ref().map_or(Ok(Value::Nil), |o| o.raw_get::<Value>(k));
     let starttls = starttls_option(opts.as_ref(), "ctx:tls_enum")?;
-    let mut versions = crate::net::hello::enumerate::VERSIONS.to_vec();
+    let mut versions = crate::wire::hello::enumerate::VERSIONS.to_vec();
     if let Value::Table(list) = get("versions")? {
         versions.clear();
         for name in list.sequence_values::<String>() {
             let name = name?;
-            let v = crate::net::hello::enumerate::VERSIONS
+            let v = crate::wire::hello::enumerate::VERSIONS
                 .into_iter()
-                .find(|&v| crate::net::hello::version_name(v) == name)
+                .find(|&v| crate::wire::hello::version_name(v) == name)
                 .ok_or_else(|| mlua::Error::runtime(format!("ctx:tls_enum: unknown version {name:?}")))?;
             versions.push(v);
         }
@@ -51,8 +51,8 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
     };
     let read_left = h.read_left()?;
     let mut limits =
-        crate::net::hello::enumerate::Limits { each: req.timeout, read_bytes: read_left, ..Default::default() };
-    if starttls == Some(crate::net::starttls::Starttls::Mysql) {
+        crate::wire::hello::enumerate::Limits { each: req.timeout, read_bytes: read_left, ..Default::default() };
+    if starttls == Some(crate::wire::starttls::Starttls::Mysql) {
         limits.hellos = MYSQL_HELLOS;
     }
     let addr = std::net::SocketAddr::new(ip, port);
@@ -65,16 +65,16 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
         let connect = || {
             let host_name = host_name.clone();
             async move {
-                let mut tcp = crate::net::conn::tcp_for_hello(addr, until).await?;
+                let mut tcp = crate::wire::conn::tcp_for_hello(addr, until).await?;
                 if let Some(p) = starttls {
                     p.upgrade(&mut tcp, &host_name, until)
                         .await
-                        .map_err(|e| crate::net::hello::HelloError::Malformed(e.to_string()))?;
+                        .map_err(|e| crate::wire::hello::HelloError::Malformed(e.to_string()))?;
                 }
-                Ok::<_, crate::net::hello::HelloError>(tcp)
+                Ok::<_, crate::wire::hello::HelloError>(tcp)
             }
         };
-        crate::net::hello::enumerate::enumerate(connect, sni.as_deref(), &versions, until, limits).await
+        crate::wire::hello::enumerate::enumerate(connect, sni.as_deref(), &versions, until, limits).await
     });
     // Aborted if the run ends first (budget, stop).
     let guard = AbortOnDrop(task.abort_handle());
@@ -96,7 +96,7 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
 /// (the server's clock, or noise), `random` all 32 in hex; or `nil, err`.
 /// One socket of the budget; what it reads is charged to the run.
 pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
-    use crate::net::hello::{client, exchange, ClientHello, HelloError};
+    use crate::wire::hello::{client, exchange, ClientHello, HelloError};
     let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
     let keys = ["host", "port", "timeout", "starttls"];
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:server_hello")?;
@@ -110,8 +110,8 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
     let until = tokio::time::Instant::now() + req.timeout;
     let until = until.min(h.deadline());
     let hello = ClientHello {
-        version: client::TLS12,
-        suites: client::suites_for(client::TLS12),
+        version: crate::wire::iana::TLS12,
+        suites: client::suites_for(crate::wire::iana::TLS12),
         server_name: h.sni_for(ip),
         alpn: Vec::new(),
     };
@@ -121,7 +121,7 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
     // runtime directly, not through the Lua coroutine (whose wake-ups
     // were seen lost, the hello then waiting out its whole timeout).
     let task = tokio::spawn(async move {
-        let tcp = match crate::net::conn::tcp_for_hello(addr, until).await {
+        let tcp = match crate::wire::conn::tcp_for_hello(addr, until).await {
             Ok(t) => t,
             Err(e) => return (Err(e), 0),
         };
@@ -149,19 +149,19 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
         Err(e) => return failed(format!("ctx:server_hello: {e}")),
     };
     let t = lua.create_table()?;
-    t.raw_set("version", crate::net::hello::version_name(flight.version))?;
-    t.raw_set("cipher", crate::net::hello::suite_name(flight.suite))?;
+    t.raw_set("version", crate::wire::hello::version_name(flight.version))?;
+    t.raw_set("cipher", crate::wire::hello::suite_name(flight.suite))?;
     t.raw_set("time", u32::from_be_bytes([flight.random[0], flight.random[1], flight.random[2], flight.random[3]]))?;
-    t.raw_set("random", crate::net::tls::hex(&flight.random, ""))?;
+    t.raw_set("random", crate::text::hex(&flight.random))?;
     Ok((Value::Table(t), Value::Nil))
 }
 
 /// The `starttls` option of `what`'s table: none, or a protocol moonscan
 /// speaks STARTTLS for (another name is an error saying so).
-fn starttls_option(opts: Option<&Table>, what: &str) -> mlua::Result<Option<crate::net::starttls::Starttls>> {
+fn starttls_option(opts: Option<&Table>, what: &str) -> mlua::Result<Option<crate::wire::starttls::Starttls>> {
     match opts.map_or(Ok(Value::Nil), |o| o.raw_get::<Value>("starttls"))? {
         Value::Nil => Ok(None),
-        Value::String(s) => crate::net::starttls::Starttls::parse(&s.to_string_lossy())
+        Value::String(s) => crate::wire::starttls::Starttls::parse(&s.to_string_lossy())
             .map(Some)
             .ok_or_else(|| mlua::Error::runtime(format!("{what}: no STARTTLS for {:?}", s.to_string_lossy()))),
         other => Err(mlua::Error::runtime(format!("{what}: starttls must be a protocol name, not {other:?}"))),
@@ -182,7 +182,7 @@ impl Drop for AbortOnDrop {
 /// `name`, `id`, `kx`, `group`, `kx_bits`, `au`, `enc`, `enc_bits`, `mode`,
 /// `mac`, `export`) and `tls`, the session facts and
 /// chain of the first hello that carried a certificate.
-fn enumeration_table(lua: &Lua, e: &crate::net::hello::enumerate::Enumeration) -> mlua::Result<Table> {
+fn enumeration_table(lua: &Lua, e: &crate::wire::hello::enumerate::Enumeration) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("sslv2", e.sslv2)?;
     t.raw_set("hellos", e.hellos)?;
@@ -190,7 +190,7 @@ fn enumeration_table(lua: &Lua, e: &crate::net::hello::enumerate::Enumeration) -
     let versions = lua.create_table()?;
     for v in &e.versions {
         let vt = lua.create_table()?;
-        vt.raw_set("name", crate::net::hello::version_name(v.version))?;
+        vt.raw_set("name", crate::wire::hello::version_name(v.version))?;
         vt.raw_set("preference", v.preference.as_str())?;
         vt.raw_set("error", v.error.clone())?;
         let suites = lua.create_table()?;

@@ -256,7 +256,7 @@ pub fn tls_table(lua: &Lua, tls: &TlsInfo) -> mlua::Result<Table> {
         if let Ok(Value::Table(c)) = chain.raw_get::<Value>(i + 1) {
             c.raw_set("pem", pem(der))?;
             // nmap's view of it (subject_fields, pubkey, extensions, md5...).
-            if let Some(serde_json::Value::Object(fields)) = crate::net::x509_fields::fields(der) {
+            if let Some(serde_json::Value::Object(fields)) = crate::wire::x509_fields::fields(der) {
                 for (k, v) in fields {
                     c.raw_set(k, from_json(lua, &v)?)?;
                 }

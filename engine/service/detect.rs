@@ -35,9 +35,9 @@ use super::probes::{Probe, ProbeDb, Transport};
 use super::rules::Identity;
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{ServiceMethod, TlsInfo};
-use crate::net::conn::{self, Conn, OpenError};
-use crate::net::hello;
-use crate::net::starttls::Starttls;
+use crate::wire::conn::{self, Conn, OpenError};
+use crate::wire::hello;
+use crate::wire::starttls::Starttls;
 
 /// Most bytes of a response kept as the banner.
 pub const BANNER_MAX: usize = 512;
@@ -158,7 +158,7 @@ impl std::fmt::Debug for Detector {
 impl Detector {
     pub fn new(db: ProbeDb, opts: DetectOptions) -> Result<Detector> {
         let tls_config = |alpn: &[Vec<u8>]| {
-            crate::net::dangerously::client_config(&[12, 13], alpn)
+            crate::wire::dangerously::client_config(&[12, 13], alpn)
                 .map_err(|e| Error::with_source(ErrorKind::Config, format!("TLS configuration: {e}"), e))
         };
         let config = tls_config(&[b"http/1.1".to_vec()])?;

@@ -19,10 +19,10 @@ mod catalog;
 pub mod detect;
 mod plan;
 mod udp;
-/// Moved to [`crate::net`]: the TLS client that accepts any certificate.
-pub use crate::net::dangerously;
-/// Moved to [`crate::net`]: TLS session facts and certificate summaries.
-pub use crate::net::tls;
+/// Moved to [`crate::wire`]: the TLS client that accepts any certificate.
+pub use crate::wire::dangerously;
+/// Moved to [`crate::wire`]: TLS session facts (certificate summaries are in [`crate::wire::cert`]).
+pub use crate::wire::tls;
 pub mod import;
 pub mod pool;
 pub mod probes;
@@ -124,7 +124,7 @@ async fn grind(
 ) {
     let addr = std::net::SocketAddr::new(ip, port);
     let connect =
-        || async move { crate::net::conn::tcp(addr, until).await.map_err(|e| std::io::Error::other(e.to_string())) };
+        || async move { crate::wire::conn::tcp(addr, until).await.map_err(|e| std::io::Error::other(e.to_string())) };
     let mut buf = det.pool().get().await;
     let listed = shared.listed_at(ip, port);
     let g = rpc::grind(connect, &mut buf, &listed, shared.programs(), until).await;

@@ -44,7 +44,7 @@ enum Answer {
 async fn exchange(addr: SocketAddr, probe: &Probe, mut loan: Loan, until: Instant) -> Answer {
     // Unconnected: a TFTP server answers from another port than the one
     // probed, which a connected socket would never hand us.
-    let Ok(sock) = crate::net::conn::udp_socket(addr.ip()).await else { return Answer::Nothing };
+    let Ok(sock) = crate::wire::conn::udp_socket(addr.ip()).await else { return Answer::Nothing };
     let ours = |from: SocketAddr| from.ip() == addr.ip() && (from.port() == addr.port() || probe.answers_from_any_port);
     for _ in 0..SENDS {
         if sock.send_to(&probe.payload, addr).await.is_err() {

@@ -4,7 +4,7 @@
 use super::*;
 use crate::discovery::syn::reply::parse;
 use crate::findings::{Proto, Reason};
-use crate::net::packet::Checksum;
+use crate::raw::packet::Checksum;
 fn hop4() -> Hop {
     Hop { src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2], src: "198.18.0.1".parse().unwrap() }
 }

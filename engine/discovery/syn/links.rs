@@ -21,8 +21,8 @@ use super::frame::Hop;
 use super::machine::{Machine, Pace, Seen};
 use super::neighbour;
 use crate::error::{Error, ErrorKind, Result};
-use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
-use crate::net::route::{self, Route};
+use crate::raw::packet::{Checksum, PacketSocket, BATCH, FRAME};
+use crate::raw::route::{self, Route};
 use crate::targets::addrs::{addr, key};
 use crate::targets::AddrSet;
 

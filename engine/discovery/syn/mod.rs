@@ -46,8 +46,8 @@ use super::payloads::Payloads;
 use super::ping::{self, HostPlan, PingCookie, PingProbe};
 use super::Stats;
 use crate::findings::{Event, HostState, PortEvent, PortState, Proto, ScanType};
-use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::pipeline::Found;
+use crate::raw::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::targets::addrs::key;
 use crate::targets::{ScanOrder, TargetSpace};
 
@@ -714,7 +714,7 @@ probes:
         let (p, cookie) = (payloads(), Cookie::new(9, 10, 1).for_scan(ScanType::Udp));
         let (src, dst) = ("198.18.0.1", "198.18.0.2");
         let take = |f: &[u8]| {
-            let r = reply::parse(f, crate::net::packet::Checksum::Unchecked).unwrap();
+            let r = reply::parse(f, crate::raw::packet::Checksum::Unchecked).unwrap();
             accept_udp(cookie, &p, r, f).map(|(w, a)| (w, a.sport))
         };
         let (seq, sport) = cookie.probe(src.parse().unwrap(), dst.parse().unwrap(), 53, 0);

@@ -24,7 +24,7 @@ use pnet_packet::ip::IpNextHeaderProtocols;
 use pnet_packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
 
 use super::frame::{Hop, ETH, IP6};
-use crate::net::packet::Checksum;
+use crate::raw::packet::Checksum;
 
 /// The discovery probe index of an ARP/NDP request (the plan's own probes
 /// are numbered from 0, at most [`MAX_PROBES`](crate::discovery::ping::MAX_PROBES)).

@@ -20,7 +20,7 @@ use pnet_packet::Packet;
 
 use super::frame::{nonzero, Ping, ETH, IP4, IP6, UDP};
 use crate::findings::{Proto, Reason};
-use crate::net::packet::Checksum;
+use crate::raw::packet::Checksum;
 
 /// A received UDP checksum agrees with the one computed (0xffff standing
 /// for a computed 0).

@@ -16,8 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
 use super::{exchange, info, suites_for, ClientHello, Flight, HelloError, SSL3, TLS10, TLS11, TLS12, TLS13};
-use crate::findings::TlsInfo;
-use crate::net::conn::Watched;
+use crate::wire::tls::TlsInfo;
+use crate::wire::watch::Watched;
 
 /// How far one enumeration may go.
 #[derive(Clone, Copy, Debug)]

@@ -8,8 +8,6 @@
 //! ([`REPLY_MAX`] bytes per reply) and ends by the deadline; nothing the
 //! server sends is trusted beyond the status it gives.
 
-#![deny(unsafe_code)]
-
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{timeout_at, Instant};
 

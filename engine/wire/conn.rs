@@ -1,65 +1,21 @@
 //! A TCP connection in the clear or inside TLS: what service detection and
-//! plugins' sockets both read from and write to.
+//! plugins' sockets both read from and write to, and whether a port speaks
+//! TLS at all ([`try_tls`]).
 
-#![deny(unsafe_code)]
-
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-use super::hello::{self, Flight};
+use crate::wire::hello::error::HelloError;
+use crate::wire::hello::flight::{self, Flight};
+use crate::wire::hello::legacy_chain;
+use crate::wire::tls::{session_info, TlsInfo};
+use crate::wire::watch::{Watch, Watched};
 
 /// A TCP connection, in the clear or inside TLS.
 pub(crate) enum Conn {
     Plain(TcpStream),
     Tls(Box<TlsStream<Watched<TcpStream, HelloTap>>>),
-}
-
-/// What a [`Watched`] stream shows the bytes read through it to.
-pub(crate) trait Watch {
-    fn saw(&mut self, data: &[u8]);
-}
-
-/// A stream that shows every byte read through it to a [`Watch`], and
-/// passes writes through.
-pub(crate) struct Watched<S, W> {
-    pub(crate) io: S,
-    pub(crate) watch: W,
-}
-
-impl<S: AsyncRead + Unpin, W: Watch + Unpin> AsyncRead for Watched<S, W> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.watch.saw(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
-
-impl<S: AsyncWrite + Unpin, W: Unpin> AsyncWrite for Watched<S, W> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-/// Counts the bytes read.
-impl Watch for &std::sync::atomic::AtomicU64 {
-    fn saw(&mut self, data: &[u8]) {
-        self.fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    }
 }
 
 /// Most bytes [`HelloTap`] keeps: a ServerHello longer than this gets no
@@ -105,7 +61,7 @@ impl HelloTap {
         let seen = std::mem::take(&mut self.seen);
         let len = seen.len().checked_sub(9)?;
         let whole = len == (usize::from(seen[6]) << 16 | usize::from(seen[7]) << 8 | usize::from(seen[8]));
-        whole.then(|| hello::flight::server_hello(&seen[9..]).ok()).flatten()
+        whole.then(|| flight::server_hello(&seen[9..]).ok()).flatten()
     }
 }
 
@@ -178,7 +134,7 @@ pub(crate) async fn open(
     tls: Option<&tokio_rustls::TlsConnector>,
     name: Option<&str>,
     until: tokio::time::Instant,
-) -> Result<(Conn, Option<crate::findings::TlsInfo>), OpenError> {
+) -> Result<(Conn, Option<TlsInfo>), OpenError> {
     let tcp = tcp(addr, until).await?;
     let Some(connector) = tls else { return Ok((Conn::Plain(tcp), None)) };
     let (conn, info) = handshake(tcp, addr.ip(), name, connector, until).await?;
@@ -207,14 +163,14 @@ pub(crate) fn server_name(ip: std::net::IpAddr, name: Option<&str>) -> rustls::p
     }
 }
 
-/// [`tcp`] for [`hello::legacy_chain`].
+/// [`tcp`] for [`legacy_chain`].
 pub(crate) async fn tcp_for_hello(
     addr: std::net::SocketAddr,
     until: tokio::time::Instant,
-) -> Result<TcpStream, hello::HelloError> {
+) -> Result<TcpStream, HelloError> {
     tcp(addr, until).await.map_err(|e| match e {
-        OpenError::ConnectTimeout | OpenError::HandshakeTimeout => hello::HelloError::Timeout,
-        OpenError::Connect(e) | OpenError::Handshake(e) => hello::HelloError::Io(e),
+        OpenError::ConnectTimeout | OpenError::HandshakeTimeout => HelloError::Timeout,
+        OpenError::Connect(e) | OpenError::Handshake(e) => HelloError::Io(e),
     })
 }
 
@@ -229,7 +185,7 @@ pub(crate) async fn handshake(
     name: Option<&str>,
     connector: &tokio_rustls::TlsConnector,
     until: tokio::time::Instant,
-) -> Result<(Conn, crate::findings::TlsInfo), OpenError> {
+) -> Result<(Conn, TlsInfo), OpenError> {
     let name = server_name(ip, name);
     let tapped = Watched { io: tcp, watch: HelloTap::default() };
     let mut stream = tokio::time::timeout_at(until, connector.connect(name, tapped))
@@ -237,19 +193,34 @@ pub(crate) async fn handshake(
         .map_err(|_| OpenError::HandshakeTimeout)?
         .map_err(OpenError::Handshake)?;
     let (tapped, session) = stream.get_mut();
-    let info = super::tls::session_info(session, tapped.watch.take_hello().as_ref());
+    let info = session_info(session, tapped.watch.take_hello().as_ref());
     Ok((Conn::Tls(Box::new(stream)), info))
 }
 
-impl From<OpenError> for crate::Error {
-    fn from(e: OpenError) -> crate::Error {
-        use crate::ErrorKind;
+/// Whether `addr` speaks TLS from the first byte, by `until`: a rustls
+/// handshake (TLS 1.2 and 1.3, any certificate), else a ClientHello of our
+/// own (TLS 1.2 down to SSLv3). The session and chain when it does.
+pub async fn try_tls(addr: std::net::SocketAddr, name: Option<&str>, until: tokio::time::Instant) -> Option<TlsInfo> {
+    let config = crate::wire::dangerously::client_config(&[12, 13], &[]).ok()?;
+    let connector = tokio_rustls::TlsConnector::from(config);
+    match open(addr, Some(&connector), name, until).await {
+        Ok((_, info)) => return info,
+        // Nothing listens, or it said nothing in time: no second try.
+        Err(OpenError::Connect(_) | OpenError::ConnectTimeout) => return None,
+        Err(_) => {}
+    }
+    legacy_chain(|| tcp_for_hello(addr, until), name, until).await.ok()
+}
+
+impl From<OpenError> for crate::error::Error {
+    fn from(e: OpenError) -> crate::error::Error {
+        use crate::error::ErrorKind;
         let kind = match &e {
             OpenError::ConnectTimeout | OpenError::HandshakeTimeout => ErrorKind::Timeout,
             OpenError::Connect(_) => ErrorKind::Io,
             OpenError::Handshake(_) => ErrorKind::Protocol,
         };
-        crate::Error::with_source(kind, e.to_string(), e)
+        crate::error::Error::with_source(kind, e.to_string(), e)
     }
 }
 
@@ -338,7 +309,7 @@ mod tests {
         let until = tokio::time::Instant::now() + std::time::Duration::from_secs(3);
         let tcp = tcp(addr, until).await.unwrap();
         let connector =
-            tokio_rustls::TlsConnector::from(crate::net::dangerously::client_config(&[12, 13], &[]).unwrap());
+            tokio_rustls::TlsConnector::from(crate::wire::dangerously::client_config(&[12, 13], &[]).unwrap());
         let shook = handshake(tcp, addr.ip(), name, &connector, until).await;
         assert!(shook.is_err(), "nobody answered");
         server.await.unwrap()

@@ -14,7 +14,9 @@ use tls_parser::{
     parse_dh_params, parse_ecdh_params, parse_tls_handshake_server_hello, ECParametersContent, TlsCipherAu,
 };
 
-use super::HelloError;
+use crate::wire::cert::MAX_CHAIN;
+use crate::wire::hello::error::HelloError;
+use crate::wire::iana::suite_name;
 
 /// Longest record body TLS allows (2^14 plus the expansion compression and
 /// encryption may add).
@@ -47,7 +49,7 @@ pub struct Flight {
     /// the server wants another key share.
     pub retry: bool,
     /// Certificates, leaf first (TLS 1.2 and older only: TLS 1.3 encrypts
-    /// them): the first [`MAX_CHAIN`](crate::net::tls::MAX_CHAIN) the
+    /// them): the first [`MAX_CHAIN`] the
     /// server sent.
     pub chain: Vec<Vec<u8>>,
     /// How many certificates the server sent.
@@ -230,7 +232,7 @@ impl FlightReader {
                 if self.flight.chain.is_empty() && !anonymous {
                     return Err(HelloError::Malformed(format!(
                         "no Certificate for {}, which needs one",
-                        super::suite_name(self.flight.suite)
+                        suite_name(self.flight.suite)
                     )));
                 }
                 Ok(true)
@@ -242,7 +244,7 @@ impl FlightReader {
 }
 
 /// A Certificate message's body (TLS 1.2 and older): its first
-/// [`MAX_CHAIN`](crate::net::tls::MAX_CHAIN) certificates, and how many it
+/// [`MAX_CHAIN`] certificates, and how many it
 /// holds. The rest are counted without being copied (a message of empty
 /// certificates holds 87,000 in 256 KiB). None when the lengths do not add
 /// up.
@@ -257,7 +259,7 @@ fn certificates(body: &[u8]) -> Option<(Vec<Vec<u8>>, usize)> {
     while !rest.is_empty() {
         let len = rest.get(..3).map(u24)?;
         let cert = rest.get(3..3 + len)?;
-        if chain.len() < crate::net::tls::MAX_CHAIN {
+        if chain.len() < MAX_CHAIN {
             chain.push(cert.to_vec());
         }
         sent += 1;

@@ -9,11 +9,7 @@
 
 use tls_parser::{TlsCipherAu, TlsCipherEnc, TlsCipherEncMode, TlsCipherKx, TlsCipherMac, TlsCipherSuite, CIPHERS};
 
-pub const SSL3: u16 = 0x0300;
-pub const TLS10: u16 = 0x0301;
-pub const TLS11: u16 = 0x0302;
-pub const TLS12: u16 = 0x0303;
-pub const TLS13: u16 = 0x0304;
+use crate::wire::iana::{SSL3, TLS10, TLS11, TLS12, TLS13};
 
 /// Most suites one hello offers (a record holds 2^14 bytes).
 pub const SUITES_MAX: usize = 4096;
@@ -236,96 +232,4 @@ fn rank(s: &TlsCipherSuite) -> u32 {
         r += 5;
     }
     r
-}
-
-/// A version's name as TLS scanners print it.
-pub fn version_name(v: u16) -> String {
-    match v {
-        0x0002 => "SSLv2".into(),
-        SSL3 => "SSLv3".into(),
-        TLS10 => "TLSv1.0".into(),
-        TLS11 => "TLSv1.1".into(),
-        TLS12 => "TLSv1.2".into(),
-        TLS13 => "TLSv1.3".into(),
-        v => format!("0x{v:04x}"),
-    }
-}
-
-/// A suite's IANA name, or its number in hex.
-pub fn suite_name(id: u16) -> String {
-    TlsCipherSuite::from_id(id).map_or_else(|| format!("0x{id:04x}"), |s| s.name.to_string())
-}
-
-/// A named group's name, as OpenSSL and nmap print it.
-pub fn group_name(g: u16) -> String {
-    let known = match g {
-        1 => "sect163k1",
-        2 => "sect163r1",
-        3 => "sect163r2",
-        4 => "sect193r1",
-        5 => "sect193r2",
-        6 => "sect233k1",
-        7 => "sect233r1",
-        8 => "sect239k1",
-        9 => "sect283k1",
-        10 => "sect283r1",
-        11 => "sect409k1",
-        12 => "sect409r1",
-        13 => "sect571k1",
-        14 => "sect571r1",
-        15 => "secp160k1",
-        16 => "secp160r1",
-        17 => "secp160r2",
-        18 => "secp192k1",
-        19 => "secp192r1",
-        20 => "secp224k1",
-        21 => "secp224r1",
-        22 => "secp256k1",
-        23 => "secp256r1",
-        24 => "secp384r1",
-        25 => "secp521r1",
-        26 => "brainpoolP256r1",
-        27 => "brainpoolP384r1",
-        28 => "brainpoolP512r1",
-        29 => "x25519",
-        30 => "x448",
-        256 => "ffdhe2048",
-        257 => "ffdhe3072",
-        258 => "ffdhe4096",
-        259 => "ffdhe6144",
-        260 => "ffdhe8192",
-        0x11eb => "SecP256r1MLKEM768",
-        0x11ec => "X25519MLKEM768",
-        _ => return format!("0x{g:04x}"),
-    };
-    known.to_string()
-}
-
-/// A named group's strength in bits, as TLS scanners grade it.
-pub fn group_bits(g: u16) -> u32 {
-    match g {
-        1..=3 => 163,
-        4 | 5 => 193,
-        6 | 7 => 233,
-        8 => 239,
-        9 | 10 => 283,
-        11 | 12 => 409,
-        13 | 14 => 571,
-        25 => 521,
-        15..=17 => 160,
-        18 | 19 => 192,
-        20 | 21 => 224,
-        22 | 23 | 26 => 256,
-        24 | 27 => 384,
-        28 => 512,
-        29 | 0x11ec => 253,
-        30 => 448,
-        256 => 2048,
-        257 => 3072,
-        258 => 4096,
-        259 => 6144,
-        260 => 8192,
-        0x11eb => 256,
-        _ => 0,
-    }
 }

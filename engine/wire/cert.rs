@@ -1,63 +1,47 @@
-//! What a TLS session shows: the negotiated version, cipher and ALPN, and a
-//! summary of every certificate of the chain.
+//! What a certificate chain shows: a summary of every certificate
+//! ([`CertSummary`]), as service events and plugins see it.
 //!
-//! In: a finished rustls client session, or certificate DER bytes. Out:
-//! [`TlsInfo`] and [`CertSummary`]. What always holds: any bytes give a
-//! summary (a certificate x509-parser cannot read gets its fingerprint and
-//! an `error`), never a panic; the work is linear in the input. What a
-//! chain may cost is bounded whatever a server sends ([`keep_chain`]): at
-//! most [`MAX_CHAIN`] certificates are kept and summarised, and their
-//! summaries' names are bounded in count and length; what was cut is
-//! counted (`chain_cut`, `san_cut`), never silently dropped.
+//! In: certificate DER bytes. Out: [`CertSummary`]s. What always holds:
+//! any bytes give a summary (a certificate x509-parser cannot read gets its
+//! fingerprint and an `error`), never a panic; the work is linear in the
+//! input. What a chain may cost is bounded whatever a server sends
+//! ([`keep_chain`]): at most [`MAX_CHAIN`] certificates are kept and
+//! summarised, and their summaries' names are bounded in count and length;
+//! what was cut is counted (`chain_cut`, `san_cut`), never silently
+//! dropped. A leaf of the wire side: it imports only [`crate::text`].
 
-#![deny(unsafe_code)]
-
-use std::fmt::Write as _;
-
-use sha2::{Digest, Sha256};
+use serde::{Deserialize, Serialize};
 use x509_parser::prelude::*;
 use x509_parser::public_key::PublicKey;
 
-use crate::findings::script_text::one_line;
-use crate::findings::{CertSummary, TlsInfo};
+use crate::text::{hex_sep, one_line, sha256_hex};
 
-/// The session facts of a finished handshake, with the whole chain;
-/// `hello`, the ServerHello as read off the wire, gives JA3S and JA4S.
-pub fn session_info(conn: &rustls::ClientConnection, hello: Option<&super::hello::Flight>) -> TlsInfo {
-    let version = match conn.protocol_version() {
-        Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3".to_string(),
-        Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2".to_string(),
-        Some(v) => format!("{v:?}"),
-        None => String::new(),
-    };
-    // IANA's name, as the first-flight reader gives it (rustls calls TLS
-    // 1.3's suites TLS13_*).
-    let cipher =
-        conn.negotiated_cipher_suite().map(|s| super::hello::suite_name(u16::from(s.suite()))).unwrap_or_default();
-    let alpn = conn.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
-    let certs = conn.peer_certificates().unwrap_or_default();
-    let (der, sent) = (certs.iter().take(MAX_CHAIN).map(|c| c.to_vec()).collect(), certs.len());
-    // rustls negotiates only ECDHE (TLS 1.2) and (EC)DHE groups (TLS 1.3).
-    let group = conn.negotiated_key_exchange_group().map(|g| u16::from(g.name()));
-    let kx = match group {
-        Some(256..=260) => "dhe",
-        Some(_) => "ecdhe",
-        None => "",
-    };
-    TlsInfo {
-        path: "rustls".into(),
-        version,
-        cipher,
-        alpn,
-        starttls: None,
-        kx: kx.into(),
-        group: group.map(super::hello::group_name),
-        kx_bits: group.map_or(0, super::hello::group_bits),
-        ja3s: hello.map(super::hello::ja3s).unwrap_or_default(),
-        ja4s: hello.map(super::hello::ja4s).unwrap_or_default(),
-        ..TlsInfo::default()
-    }
-    .with_chain(der, sent)
+/// One certificate, as x509-parser reads it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CertSummary {
+    pub subject: String,
+    pub issuer: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub san: Vec<String>,
+    /// Subject alternative names past those a chain keeps (1,000 in all).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub san_cut: u32,
+    /// RFC 3339, UTC.
+    pub not_before: String,
+    pub not_after: String,
+    /// Hex, as encoded.
+    pub serial: String,
+    /// `rsa`, `ec`, `ed25519`, `dsa` or the algorithm's name.
+    pub key_type: String,
+    pub key_bits: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curve: Option<String>,
+    pub signature_algorithm: String,
+    pub self_signed: bool,
+    pub sha256: String,
+    /// Set when the certificate could not be parsed; then only `sha256` is meaningful.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Most certificates of a chain kept and summarised: real chains hold two
@@ -73,15 +57,6 @@ pub const MAX_SANS: usize = 1000;
 const MAX_SAN_CHARS: usize = 256;
 /// Longest subject or issuer kept, in characters.
 const MAX_NAME_CHARS: usize = 1024;
-
-impl TlsInfo {
-    /// This session with the chain whose first certificates are `der`,
-    /// of `sent` the server sent: see [`keep_chain`].
-    pub fn with_chain(mut self, der: Vec<Vec<u8>>, sent: usize) -> TlsInfo {
-        (self.chain, self.der, self.chain_cut) = keep_chain(der, sent);
-        self
-    }
-}
 
 /// The part of a chain that is kept: its first [`MAX_CHAIN`] certificates
 /// of `der` (which holds the first of the `sent` the server sent), their
@@ -110,7 +85,7 @@ fn cut_chars(s: String, max: usize) -> String {
 /// Summarises one certificate, keeping at most `sans` of its subject
 /// alternative names (less what it keeps).
 fn summarise_within(der: &[u8], sans: &mut usize) -> CertSummary {
-    let sha256 = hex(&Sha256::digest(der), "");
+    let sha256 = sha256_hex(der);
     let cert = match X509Certificate::from_der(der) {
         Ok((_, cert)) => cert,
         Err(e) => {
@@ -166,7 +141,7 @@ fn summarise_within(der: &[u8], sans: &mut usize) -> CertSummary {
         san_cut,
         not_before: rfc3339(cert.validity().not_before.timestamp()),
         not_after: rfc3339(cert.validity().not_after.timestamp()),
-        serial: hex(cert.raw_serial(), ""),
+        serial: hex_sep(cert.raw_serial(), ""),
         key_type,
         key_bits,
         curve,
@@ -177,44 +152,23 @@ fn summarise_within(der: &[u8], sans: &mut usize) -> CertSummary {
     }
 }
 
-pub(crate) fn hex(bytes: &[u8], sep: &str) -> String {
-    let mut s = String::with_capacity(bytes.len() * (2 + sep.len()));
-    for (i, b) in bytes.iter().enumerate() {
-        if i > 0 {
-            s.push_str(sep);
-        }
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
 pub(crate) fn ip_text(b: &[u8]) -> String {
     match b.len() {
         4 => std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string(),
         16 => std::net::Ipv6Addr::from(<[u8; 16]>::try_from(b).unwrap_or_default()).to_string(),
-        _ => hex(b, ":"),
+        _ => hex_sep(b, ":"),
     }
 }
 
 /// Seconds since 1970 as RFC 3339 UTC, for any year a certificate can hold.
 fn rfc3339(secs: i64) -> String {
-    let (year, t) = crate::findings::utc(secs);
+    let (year, t) = crate::text::utc(secs);
     format!("{year:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second())
 }
 
-/// Whether `addr` speaks TLS from the first byte, by `until`: a rustls
-/// handshake (TLS 1.2 and 1.3, any certificate), else a ClientHello of our
-/// own (TLS 1.2 down to SSLv3). The session and chain when it does.
-pub async fn try_tls(addr: std::net::SocketAddr, name: Option<&str>, until: tokio::time::Instant) -> Option<TlsInfo> {
-    let config = super::dangerously::client_config(&[12, 13], &[]).ok()?;
-    let connector = tokio_rustls::TlsConnector::from(config);
-    match super::conn::open(addr, Some(&connector), name, until).await {
-        Ok((_, info)) => return info,
-        // Nothing listens, or it said nothing in time: no second try.
-        Err(super::conn::OpenError::Connect(_) | super::conn::OpenError::ConnectTimeout) => return None,
-        Err(_) => {}
-    }
-    super::hello::legacy_chain(|| super::conn::tcp_for_hello(addr, until), name, until).await.ok()
+/// For `skip_serializing_if`: a count of zero is left out.
+pub(crate) fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -276,7 +230,7 @@ pub(crate) mod tests {
         assert_eq!(s.san, ["DNS:lab.moonscan.test", "DNS:www.lab.moonscan.test"]);
         assert_eq!((s.key_type.as_str(), s.key_bits), ("rsa", 2048));
         assert_eq!(s.signature_algorithm, "sha256WithRSAEncryption");
-        assert_eq!(s.sha256, hex(&Sha256::digest(&der), ""));
+        assert_eq!(s.sha256, sha256_hex(&der));
         assert!(s.not_before.ends_with('Z') && s.not_after > s.not_before);
     }
 

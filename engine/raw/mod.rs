@@ -1,21 +1,20 @@
-//! Operating-system and network plumbing shared by the stages: the
-//! open-file limit, raw packet sockets, routes and neighbours (the only code
-//! allowed `unsafe`), and the TCP/TLS connections that service detection
-//! and plugins both use ([`conn`], [`tls`], [`hello`], [`dangerously`],
-//! which deny `unsafe` themselves).
+//! The raw side of the network: what the SYN, ping, trace and OS stages
+//! need below TCP. AF_PACKET frames ([`packet`]), routes and neighbours
+//! through netlink ([`route`]), and the process's effective user id and
+//! open-file limit.
+//!
+//! In: system calls. Out: frames, routes, MACs and limits. What always
+//! holds: this folder is the only code of the crate allowed `unsafe`
+//! (lib.rs denies it everywhere else), each `unsafe` block says why it is
+//! sound, and nothing here talks TCP or TLS (that is [`crate::wire`]);
+//! plugins never import it.
 
 #![allow(unsafe_code)]
 
 use std::io;
 
-pub mod conn;
-pub mod dangerously;
-pub mod hello;
 pub mod packet;
 pub mod route;
-pub mod starttls;
-pub mod tls;
-pub mod x509_fields;
 
 /// The process's effective user id.
 pub fn effective_uid() -> u32 {

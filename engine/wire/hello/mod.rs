@@ -1,6 +1,7 @@
 //! TLS as far as the server's first flight, for every server: ClientHellos
-//! of our own ([`client`]) and a bounded reader of what comes back
-//! ([`flight`]). This is how moonscan reads the certificate chain of the
+//! of our own ([`client`]), a bounded reader of what comes back
+//! ([`flight`]), its fingerprints ([`fingerprint`]) and why none was read
+//! ([`error`]). This is how moonscan reads the certificate chain of the
 //! servers rustls refuses (SSLv3, TLS 1.0 and 1.1, RSA key exchange, DHE,
 //! export and anonymous suites) and how it enumerates versions and suites.
 //! It never finishes a handshake and trusts nothing it reads.
@@ -11,108 +12,24 @@
 //! the reader's limits and time by the deadline; every failure is a
 //! [`HelloError`] that says what the server did.
 
-#![deny(unsafe_code)]
-
 pub mod client;
 pub mod enumerate;
+pub mod error;
+pub mod fingerprint;
 pub mod flight;
 
-use std::fmt::Write as _;
 use std::future::Future;
 
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{timeout_at, Instant};
 
-pub use client::{
-    group_bits, group_name, suite_name, suites_for, version_name, ClientHello, SSL3, TLS10, TLS11, TLS12, TLS13,
-};
+pub use client::{suites_for, ClientHello};
+pub use error::HelloError;
+pub use fingerprint::{ja3s, ja4s};
 pub use flight::{Flight, FlightReader, KeyExchange};
 
-use crate::findings::TlsInfo;
-
-/// Why no flight was read.
-#[derive(Debug)]
-pub enum HelloError {
-    Io(std::io::Error),
-    Timeout,
-    /// Closed without a byte.
-    Closed,
-    /// The reply is not a TLS record.
-    NotTls,
-    /// An SSLv2 SERVER-HELLO (the server speaks only SSLv2).
-    Sslv2,
-    /// The server refused the hello.
-    Alert {
-        level: u8,
-        description: u8,
-    },
-    /// A length beyond what the reader keeps.
-    TooLarge {
-        what: &'static str,
-        claimed: usize,
-        limit: usize,
-    },
-    Malformed(String),
-}
-
-impl HelloError {
-    /// The server refused what was offered (rather than failing to speak
-    /// TLS at all): another hello may still be accepted.
-    pub fn refused(&self) -> bool {
-        matches!(self, HelloError::Alert { .. } | HelloError::Closed)
-            || matches!(self, HelloError::Io(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
-    }
-}
-
-impl std::fmt::Display for HelloError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HelloError::Io(e) => write!(f, "{e}"),
-            HelloError::Timeout => f.write_str("no ServerHello before the time-out"),
-            HelloError::Closed => f.write_str("the server closed the connection without answering the ClientHello"),
-            HelloError::NotTls => f.write_str("the server's reply is not TLS"),
-            HelloError::Sslv2 => f.write_str("the server speaks only SSLv2"),
-            HelloError::Alert { level, description } => {
-                let level = if *level == 1 { "warning" } else { "fatal" };
-                write!(
-                    f,
-                    "the server refused the ClientHello: {level} alert {} ({description})",
-                    alert_name(*description)
-                )
-            }
-            HelloError::TooLarge { what, claimed, limit } => {
-                write!(f, "the server's {what} claims {claimed} bytes, more than the {limit} this scanner reads")
-            }
-            HelloError::Malformed(m) => write!(f, "malformed TLS from the server: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for HelloError {}
-
-fn alert_name(d: u8) -> &'static str {
-    match d {
-        0 => "close_notify",
-        10 => "unexpected_message",
-        20 => "bad_record_mac",
-        40 => "handshake_failure",
-        42 => "bad_certificate",
-        47 => "illegal_parameter",
-        50 => "decode_error",
-        51 => "decrypt_error",
-        70 => "protocol_version",
-        71 => "insufficient_security",
-        80 => "internal_error",
-        86 => "inappropriate_fallback",
-        90 => "user_canceled",
-        109 => "missing_extension",
-        110 => "unsupported_extension",
-        112 => "unrecognized_name",
-        120 => "no_application_protocol",
-        _ => "unknown",
-    }
-}
+pub use crate::wire::iana::{group_bits, group_name, suite_name, version_name, SSL3, TLS10, TLS11, TLS12, TLS13};
+use crate::wire::tls::TlsInfo;
 
 /// Sends `hello` on `io` and reads the server's first flight, by `until`.
 pub async fn exchange<S>(io: &mut S, hello: &ClientHello, until: Instant) -> Result<Flight, HelloError>
@@ -194,7 +111,7 @@ where
 /// the code that read it (`rustls` or `hello`).
 pub fn info(f: &Flight, path: &str) -> TlsInfo {
     use tls_parser::TlsCipherKx;
-    let (chain, der, chain_cut) = super::tls::keep_chain(f.chain.clone(), f.chain_sent);
+    let (chain, der, chain_cut) = crate::wire::cert::keep_chain(f.chain.clone(), f.chain_sent);
     let kx_kind = tls_parser::TlsCipherSuite::from_id(f.suite).map(|s| &s.kx);
     let mut kx = match kx_kind {
         Some(TlsCipherKx::Ecdhe | TlsCipherKx::Aecdh) => "ecdhe",
@@ -238,61 +155,6 @@ pub fn info(f: &Flight, path: &str) -> TlsInfo {
         chain_cut,
         der,
     }
-}
-
-/// GREASE values (RFC 8701) are left out of fingerprints.
-fn grease(v: u16) -> bool {
-    v & 0x0f0f == 0x0a0a && v >> 8 == v & 0xff
-}
-
-/// JA3S: MD5 of "version,cipher,extensions" in decimal, the extensions
-/// dash-separated in the order sent.
-pub fn ja3s(f: &Flight) -> String {
-    use md5::Digest as _;
-    let ext: Vec<String> = f.extensions.iter().filter(|&&e| !grease(e)).map(u16::to_string).collect();
-    let text = format!("{},{},{}", f.legacy_version, f.suite, ext.join("-"));
-    hex(&md5::Md5::digest(text.as_bytes()))
-}
-
-/// JA4S (FoxIO's specification): t, version, extension count, ALPN's
-/// first and last characters, the suite in hex, and the first 12 hex
-/// digits of SHA-256 over the extensions in the order sent.
-pub fn ja4s(f: &Flight) -> String {
-    let version = match f.version {
-        TLS13 => "13",
-        TLS12 => "12",
-        TLS11 => "11",
-        TLS10 => "10",
-        SSL3 => "s3",
-        0x0002 => "s2",
-        _ => "00",
-    };
-    let ext: Vec<u16> = f.extensions.iter().copied().filter(|&e| !grease(e)).collect();
-    let alpn = match f.alpn.as_deref().map(str::as_bytes) {
-        Some([first, .., last]) | Some([first @ last]) => {
-            if first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() {
-                format!("{}{}", *first as char, *last as char)
-            } else {
-                format!("{:02x}", first).chars().take(1).chain(format!("{:02x}", last).chars().skip(1)).collect()
-            }
-        }
-        _ => "00".into(),
-    };
-    let hash = if ext.is_empty() {
-        "000000000000".to_string()
-    } else {
-        let list: Vec<String> = ext.iter().map(|e| format!("{e:04x}")).collect();
-        hex(&Sha256::digest(list.join(",").as_bytes()))[..12].to_string()
-    };
-    format!("t{version}{:02}{alpn}_{:04x}_{hash}", ext.len().min(99), f.suite)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 #[cfg(test)]

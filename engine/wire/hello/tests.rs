@@ -35,7 +35,7 @@ fn server_hello(version: u16, suite: u16, ext: &[(u16, Vec<u8>)]) -> Vec<u8> {
 
 fn lab_der() -> Vec<u8> {
     let pem = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tls/lab-cert.pem")).unwrap();
-    crate::net::tls::tests::pem_to_der(&pem)
+    crate::wire::cert::tests::pem_to_der(&pem)
 }
 
 fn certificate(chain: &[&[u8]]) -> Vec<u8> {
@@ -188,7 +188,7 @@ fn a_chain_of_thousands_of_empty_certificates_keeps_sixteen_and_counts_the_rest(
     hs.extend(message(14, &[]));
     let bytes: Vec<u8> = hs.chunks(16384).flat_map(|c| record(22, c)).collect();
     let f = FlightReader::new().push(&bytes).unwrap().unwrap();
-    assert_eq!((f.chain.len(), f.chain_sent), (crate::net::tls::MAX_CHAIN, 80_001));
+    assert_eq!((f.chain.len(), f.chain_sent), (crate::wire::cert::MAX_CHAIN, 80_001));
     let t = info(&f, "hello");
     assert_eq!((t.chain.len(), t.der.len(), t.chain_cut), (16, 16, 79_985));
     assert_eq!(t.chain[0].subject, "CN=lab.moonscan.test, O=moonscan lab");

@@ -13,7 +13,8 @@ use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::*;
 use x509_parser::public_key::PublicKey;
 
-use super::tls::{hex, ip_text};
+use crate::text::{hex, hex_upper_sep, one_line};
+use crate::wire::cert::ip_text;
 
 /// The fields of `der`, or None when it does not parse.
 pub fn fields(der: &[u8]) -> Option<Value> {
@@ -24,8 +25,8 @@ pub fn fields(der: &[u8]) -> Option<Value> {
     out.insert("pubkey".into(), pubkey(&cert));
     out.insert("extensions".into(), Value::Array(cert.extensions().iter().map(extension).collect()));
     out.insert("sig_algo".into(), Value::String(long_name(&cert.signature_algorithm.algorithm)));
-    out.insert("md5".into(), Value::String(hex(&Md5::digest(der), "")));
-    out.insert("sha1".into(), Value::String(hex(&Sha1::digest(der), "")));
+    out.insert("md5".into(), Value::String(hex(&Md5::digest(der))));
+    out.insert("sha1".into(), Value::String(hex(&Sha1::digest(der))));
     Some(Value::Object(out))
 }
 
@@ -62,9 +63,9 @@ fn long_name(oid: &Oid) -> String {
 fn name(n: &X509Name) -> Value {
     let mut m = Map::new();
     for attr in n.iter_attributes() {
-        let value = attr.as_str().map_or_else(|_| hex(attr.attr_value().data, ""), str::to_string);
+        let value = attr.as_str().map_or_else(|_| hex(attr.attr_value().data), str::to_string);
         // The server's text, one line (see tls::summarise).
-        let value = crate::findings::script_text::one_line(&value).into_owned();
+        let value = one_line(&value).into_owned();
         m.insert(long_name(attr.attr_type()), Value::String(value));
     }
     Value::Object(m)
@@ -78,7 +79,7 @@ fn pubkey(cert: &X509Certificate) -> Value {
         Ok(PublicKey::RSA(rsa)) => {
             let modulus: Vec<u8> = rsa.modulus.iter().copied().skip_while(|&b| b == 0).collect();
             let exponent = rsa.exponent.iter().fold(0u128, |acc, &b| acc.saturating_mul(256).saturating_add(b.into()));
-            json!({"type": "rsa", "bits": bits, "modulus": hex(&modulus, "").to_ascii_uppercase(), "exponent": exponent.to_string()})
+            json!({"type": "rsa", "bits": bits, "modulus": hex_upper_sep(&modulus, ""), "exponent": exponent.to_string()})
         }
         Ok(PublicKey::EC(_)) => {
             let curve = spki.algorithm.parameters.as_ref().and_then(|p| p.as_oid().ok()).map(|o| long_name(&o));
@@ -115,7 +116,7 @@ fn extension(ext: &X509Extension) -> Value {
             .filter(|d| d.starts_with("X509v3 "))
             .unwrap_or_else(|| long_name(&ext.oid)),
     };
-    let colons = |b: &[u8]| hex(b, ":").to_ascii_uppercase();
+    let colons = |b: &[u8]| hex_upper_sep(b, ":");
     let value = match ext.parsed_extension() {
         ParsedExtension::SubjectKeyIdentifier(k) => colons(k.0),
         ParsedExtension::AuthorityKeyIdentifier(a) => {
@@ -185,7 +186,7 @@ fn general_names(names: &[GeneralName]) -> String {
             GeneralName::DirectoryName(d) => format!("DirName:{d}"),
             other => format!("othername:{other:?}").chars().take(200).collect(),
         })
-        .map(|n| crate::findings::script_text::one_line(&n).into_owned())
+        .map(|n| one_line(&n).into_owned())
         .collect::<Vec<_>>()
         .join(", ")
 }
