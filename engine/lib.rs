@@ -49,6 +49,7 @@ pub mod packs;
 pub mod pattern;
 pub mod pipeline;
 pub mod plugins;
+pub mod ports;
 pub mod rdns;
 pub mod scan;
 pub mod service;

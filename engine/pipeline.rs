@@ -16,9 +16,8 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::findings::{
-    ErrorEvent, ErrorKind, Event, ExtraportsEvent, PortEvent, PortState, Proto, Reason, ScanId, Service,
-};
+use crate::error::ErrorKind;
+use crate::findings::{ErrorEvent, Event, ExtraportsEvent, PortEvent, PortState, Proto, Reason, ScanId, Service};
 
 /// Ports waiting between two stages (each a few dozen bytes).
 pub const STAGE_QUEUE: usize = 1024;

@@ -225,7 +225,7 @@ pub fn start(settings: &Settings, targets: impl FnOnce() -> Targets, ctx: &Ctx) 
         let learnt = learnt.clone();
         async move {
             if let Some(note) = note {
-                warn(&ctx, crate::findings::ErrorKind::Io, note).await;
+                warn(&ctx, crate::error::ErrorKind::Io, note).await;
             }
             lookups(name, rx, every, learnt, ctx).await;
         }
@@ -331,7 +331,7 @@ async fn lookups_until_done(
                     let message = format!(
                         "reverse DNS: {left} hosts were not looked up when the scan ended (-n skips reverse DNS)"
                     );
-                    warn(&ctx, crate::findings::ErrorKind::Timeout, message).await;
+                    warn(&ctx, crate::error::ErrorKind::Timeout, message).await;
                 }
                 break;
             }
@@ -342,13 +342,13 @@ async fn lookups_until_done(
         let message = format!(
             "reverse DNS: {unanswered} of {asked} lookups got no answer in time (see --dns-servers, --system-dns; -n skips reverse DNS)"
         );
-        warn(&ctx, crate::findings::ErrorKind::Timeout, message).await;
+        warn(&ctx, crate::error::ErrorKind::Timeout, message).await;
     }
 }
 
 /// An `error` event that does not count among the scan's errors: a DNS
 /// server that does not answer costs names, not the scan (nmap's warns).
-async fn warn(ctx: &Ctx, kind: crate::findings::ErrorKind, message: String) {
+async fn warn(ctx: &Ctx, kind: crate::error::ErrorKind, message: String) {
     let _ = ctx.events.send(ctx.error(None, None, None, kind, message)).await;
 }
 

@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 use crate::discovery::payloads::Payloads;
 use crate::discovery::ping::{self, HostPlan};
 use crate::discovery::syn::{self, HostScan, LinkOptions, Links, Pace, SynOptions};
-use crate::discovery::{self, Stats, Stop, Timing};
+use crate::discovery::{self, Timing};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, HostState, Reason, ScanEnd, ScanId, ScanSettings, ScanStart, ScanType, Service};
-use crate::pipeline::{Ctx, Found, Next, OpenPort, STAGE_QUEUE};
+use crate::pipeline::{Ctx, Found, Next, OpenPort, Stats, Stop, STAGE_QUEUE};
 use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
 /// Everything a scan needs, validated.

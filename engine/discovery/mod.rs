@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 pub use control::{Controller, Limits};
 pub use rate::TokenBucket;
-// The scan's counters and stop signal are every stage's (pipeline.rs).
-pub use crate::pipeline::{stop_signal, Stats, Stop, StopHandle};
+
+use crate::pipeline::{Stats, Stop};
 
 /// How hard and how patiently to probe.
 #[derive(Clone, Debug, PartialEq)]

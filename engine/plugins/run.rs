@@ -139,7 +139,7 @@ pub(super) struct Meter {
     pub(super) tripped: AtomicU8,
     pub(super) active: AtomicBool,
     /// Set when runs must end at once (Ctrl-C, after a grace).
-    pub(super) cut: std::sync::OnceLock<crate::discovery::Stop>,
+    pub(super) cut: std::sync::OnceLock<crate::pipeline::Stop>,
 }
 
 pub(super) const BUDGET_PREFIX: &str = "budget exceeded";
@@ -357,11 +357,26 @@ pub struct RunOutput {
     /// Connections the guard refused (each an error event of kind `sandbox`).
     pub refused: Vec<String>,
     /// Why the run stopped short, if it did.
-    pub error: Option<(crate::findings::ErrorKind, String)>,
+    pub error: Option<RunError>,
     /// What a version plugin learned of the port's service (`ctx:set_service`):
     /// the port's identity with the fields it set. It leaves the stage as
     /// a second `service` event of the port, which supersedes the first.
     pub service: Option<crate::findings::Identity>,
+}
+
+/// Why a plugin did not run, or stopped short: a portrule that failed, a
+/// budget tripped, an error raised, a result that is not data. It leaves
+/// the stage as an `error` event of the plugin's port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl RunError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> RunError {
+        RunError { kind, message: message.into() }
+    }
 }
 
 /// Most findings one run may report.

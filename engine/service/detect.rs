@@ -318,7 +318,7 @@ impl Run<'_> {
     /// goes by the port table's name.
     async fn starttls(&mut self) {
         let found = self.out.identity.as_ref().or(self.soft.as_ref()).map(|id| id.service.as_str());
-        let name = found.or_else(|| crate::targets::ports::service_name(self.addr.port(), "tcp"));
+        let name = found.or_else(|| crate::ports::service_name(self.addr.port(), "tcp"));
         let Some(proto) = name.and_then(Starttls::parse) else { return };
         if self.out.tls.is_some() {
             return;

@@ -37,7 +37,8 @@ pub use detect::{DetectError, DetectOptions, Detection, Detector};
 pub use probes::{Probe, ProbeDb};
 pub use rules::{Identity, Rule};
 
-use crate::findings::{service_fp, ErrorKind, Event, Proto, Service, ServiceMethod, Tunnel};
+use crate::error::ErrorKind;
+use crate::findings::{service_fp, Event, Proto, Service, ServiceMethod, Tunnel};
 use crate::pipeline::{Ctx, OpenPort};
 
 /// Runs detection on every port that arrives on `ports` until it closes,
@@ -105,7 +106,7 @@ fn grinds(d: &Detection, port: u16) -> bool {
     }
     match (&d.identity, d.method) {
         (Some(id), Some(ServiceMethod::Soft)) => id.service == "rpc" || id.service == "rpcbind",
-        (None, _) => crate::targets::ports::service_name(port, "tcp") == Some("rpcbind"),
+        (None, _) => crate::ports::service_name(port, "tcp") == Some("rpcbind"),
         _ => false,
     }
 }

@@ -44,10 +44,9 @@ use pnet_packet::tcp::TcpFlags;
 
 use super::payloads::Payloads;
 use super::ping::{self, HostPlan, PingCookie, PingProbe};
-use super::Stats;
 use crate::findings::{Event, HostState, PortEvent, PortState, Proto, ScanType};
 use crate::net::packet::{Checksum, PacketSocket, BATCH, FRAME};
-use crate::pipeline::Found;
+use crate::pipeline::{Found, Stats};
 use crate::targets::addrs::key;
 use crate::targets::{ScanOrder, TargetSpace};
 
