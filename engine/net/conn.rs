@@ -241,15 +241,15 @@ pub(crate) async fn handshake(
     Ok((Conn::Tls(Box::new(stream)), info))
 }
 
-impl From<OpenError> for crate::Error {
-    fn from(e: OpenError) -> crate::Error {
-        use crate::ErrorKind;
+impl From<OpenError> for crate::error::Error {
+    fn from(e: OpenError) -> crate::error::Error {
+        use crate::error::ErrorKind;
         let kind = match &e {
             OpenError::ConnectTimeout | OpenError::HandshakeTimeout => ErrorKind::Timeout,
             OpenError::Connect(_) => ErrorKind::Io,
             OpenError::Handshake(_) => ErrorKind::Protocol,
         };
-        crate::Error::with_source(kind, e.to_string(), e)
+        crate::error::Error::with_source(kind, e.to_string(), e)
     }
 }
 

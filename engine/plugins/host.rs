@@ -87,11 +87,11 @@ fn short(e: &mlua::Error) -> String {
 pub const INSPECT_WALL: Duration = Duration::from_millis(250);
 
 /// Runs a plugin chunk once in a scratch VM and checks its table.
-pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::Result<Meta> {
-    let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
+pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::error::Result<Meta> {
+    let bad = |m: String| crate::error::Error::new(crate::error::ErrorKind::Config, m);
     let budgets = Budgets { wall: INSPECT_WALL, steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
     let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
-        .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "cannot make a VM", e))?;
+        .map_err(|e| crate::error::Error::with_source(crate::error::ErrorKind::Config, "cannot make a VM", e))?;
     let meter = &vm.scope.meter;
     meter.start(budgets.wall, budgets.steps);
     let table = vm

@@ -45,7 +45,7 @@ impl Db {
     /// Opens the database at `target` (a file path or a `postgres://` URL).
     /// A SQLite file must exist already. As for [`super::open`], the error
     /// does not name `target`.
-    pub fn open(target: &str) -> crate::Result<Db> {
+    pub fn open(target: &str) -> crate::error::Result<Db> {
         Ok(Db { db: connect(target, false)?, label: display_name(target) })
     }
 
@@ -102,7 +102,7 @@ impl Db {
 
     /// The one scan whose id starts with `prefix`. Unknown and ambiguous
     /// prefixes are usage errors.
-    pub fn resolve(&mut self, prefix: &str) -> crate::Result<String> {
+    pub fn resolve(&mut self, prefix: &str) -> crate::error::Result<String> {
         let rows = self
             .query("SELECT id FROM scans ORDER BY id", &[])
             .map_err(|e| Error::with_source(ErrorKind::Io, e.to_string(), e))?;
