@@ -308,7 +308,7 @@ fn chain_from_pem(path: &Path) -> moonscan::Result<TlsInfo> {
             let b = body.take().ok_or_else(|| bad("END without BEGIN".into()))?;
             let cert =
                 base64::engine::general_purpose::STANDARD.decode(b).map_err(|e| bad(format!("bad base64: {e}")))?;
-            if der.len() < moonscan::service::tls::MAX_CHAIN {
+            if der.len() < moonscan::net::tls::MAX_CHAIN {
                 der.push(cert);
             }
             sent += 1;

@@ -17,17 +17,13 @@
 #[cfg(test)]
 mod catalog;
 pub mod detect;
-mod plan;
-mod udp;
-/// Moved to [`crate::net`]: the TLS client that accepts any certificate.
-pub use crate::net::dangerously;
-/// Moved to [`crate::net`]: TLS session facts and certificate summaries.
-pub use crate::net::tls;
 pub mod import;
+mod plan;
 pub mod pool;
 pub mod probes;
 pub mod rpc;
 pub mod rules;
+mod udp;
 
 use std::sync::Arc;
 
