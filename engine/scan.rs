@@ -530,7 +530,7 @@ impl Pass {
         let Pass { kind, order, timing, links, payloads, key, hosts } = self;
         let Some(links) = links else {
             // One pace for every batch of the pass.
-            let pacer = discovery::Pacer::new(timing.limits(), timing.timeout, std::time::Instant::now());
+            let pacer = discovery::pacer::Pacer::new(timing.limits(), timing.timeout, std::time::Instant::now());
             let scan = |order, timing: discovery::Timing, found: Found| {
                 let (payloads, pacer) = (payloads.clone(), pacer.clone());
                 async move {

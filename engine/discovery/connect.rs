@@ -33,7 +33,8 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::control::{Answer, Class, CONGESTED_TRIES};
-use super::{next_slot, PaceTold, Pacer, Slot, Timing, Turns};
+use super::pacer::Pacer;
+use super::{next_slot, PaceTold, Slot, Timing, Turns};
 use crate::error::ErrorKind;
 use crate::findings::{PortEvent, PortState, Proto, Reason};
 use crate::pipeline::{Found, Stats, Stop};

@@ -16,8 +16,9 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::pacer::Pacer;
 use super::payloads::Payloads;
-use super::{next_slot, Pacer, Slot, Timing, Turns};
+use super::{next_slot, Slot, Timing, Turns};
 use crate::error::ErrorKind;
 use crate::findings::{PortEvent, PortState, Proto, Reason};
 use crate::pipeline::{Found, Stats, Stop};

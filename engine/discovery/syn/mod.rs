@@ -38,7 +38,8 @@ pub use machine::{Counts, Machine, Pace, Seen, Verdict};
 pub use reply::Reply;
 
 use crate::discovery::control::Class;
-use crate::discovery::{PaceTold, Pacer};
+use crate::discovery::pacer::Pacer;
+use crate::discovery::PaceTold;
 use hosts::{Discovery, HostVerdict, LiveFeed, PingFeed};
 use pnet_packet::tcp::TcpFlags;
 
