@@ -601,7 +601,7 @@ impl Pass {
             Ok(Ok(interrupted)) => Ok(interrupted),
             Ok(Err(e)) => {
                 let message = format!("raw {} scan failed: {e}", kind.flag());
-                ctx.emit(ctx.error(None, None, None, crate::findings::ErrorKind::Io, message)).await;
+                ctx.emit(ctx.error(None, None, None, ErrorKind::Io, message)).await;
                 Ok(true)
             }
             Err(e) => Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),
