@@ -1,14 +1,25 @@
-//! The engine's error type.
+//! The engine's error type, and the one kind of failure that errors and
+//! `error` events both name.
 //!
-//! Callers match on [`ErrorKind`], never on message text. The binary turns a
-//! usage-class error (bad target, bad port spec, bad configuration) into exit
-//! status 2 and everything else into a reported failure. An error keeps the
-//! error that caused it, if any, as its [`std::error::Error::source`].
+//! In: nothing; this module only defines types. Out: [`Error`] (a kind, a
+//! message for people, its cause) and [`ErrorKind`]. What always holds:
+//! callers match on [`ErrorKind`], never on message text; an error keeps the
+//! error that caused it, if any, as its [`std::error::Error::source`]; a
+//! kind is written in events by its snake_case name ([`ErrorKind::as_str`],
+//! the same through serde), which never changes once written. The binary
+//! turns a usage-class error (bad target, bad port spec, bad configuration)
+//! into exit status 2 and everything else into a reported failure. This
+//! module imports nothing of the crate.
 
 use std::fmt;
 
-/// What went wrong, coarsely, so callers can decide what to do about it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use serde::{Deserialize, Serialize};
+
+/// What went wrong, coarsely, so callers can decide what to do about it:
+/// the kind of an [`Error`], and of an `error` event
+/// ([`crate::findings::ErrorEvent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// A target specification (address, CIDR, range, hostname, list file) is invalid.
@@ -20,7 +31,8 @@ pub enum ErrorKind {
     /// Some other option or combination of options is invalid, or a file
     /// the user named (plugin, probes, pack) is malformed.
     Config,
-    /// An I/O error outside of a single probe (reading a list file, opening an output).
+    /// An I/O error: reading a list file, opening an output, or a probe or
+    /// lookup that failed (an `error` event of one target).
     Io,
     /// A pack's signature is missing, made by a key that is not trusted, or
     /// does not match; or a key is refused.
@@ -39,6 +51,68 @@ pub enum ErrorKind {
     Timeout,
     /// A peer broke its protocol (a malformed reply, a failed handshake).
     Protocol,
+    /// Something handed over could not be read (a plugin returned
+    /// something that is not data).
+    Parse,
+    /// A plugin raised an error.
+    Plugin,
+}
+
+impl ErrorKind {
+    /// Every kind, in declaration order.
+    const ALL: [ErrorKind; 14] = [
+        ErrorKind::TargetSpec,
+        ErrorKind::PortSpec,
+        ErrorKind::Resolve,
+        ErrorKind::Config,
+        ErrorKind::Io,
+        ErrorKind::Signature,
+        ErrorKind::Integrity,
+        ErrorKind::Store,
+        ErrorKind::Budget,
+        ErrorKind::Sandbox,
+        ErrorKind::Timeout,
+        ErrorKind::Protocol,
+        ErrorKind::Parse,
+        ErrorKind::Plugin,
+    ];
+
+    /// The kind's name as events write it (`timeout`, `port_spec`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::TargetSpec => "target_spec",
+            ErrorKind::PortSpec => "port_spec",
+            ErrorKind::Resolve => "resolve",
+            ErrorKind::Config => "config",
+            ErrorKind::Io => "io",
+            ErrorKind::Signature => "signature",
+            ErrorKind::Integrity => "integrity",
+            ErrorKind::Store => "store",
+            ErrorKind::Budget => "budget",
+            ErrorKind::Sandbox => "sandbox",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Parse => "parse",
+            ErrorKind::Plugin => "plugin",
+        }
+    }
+
+    /// The kind [`ErrorKind::as_str`] names, if any.
+    pub fn parse(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<ErrorKind> for String {
+    fn from(v: ErrorKind) -> String {
+        v.as_str().to_string()
+    }
 }
 
 /// An error from the engine: a kind, a message for people, and its cause.
@@ -112,5 +186,27 @@ mod tests {
         let src = std::error::Error::source(&e).unwrap();
         assert_eq!(src.to_string(), "denied");
         assert!(!e.is_usage());
+    }
+
+    #[test]
+    fn a_kind_is_written_as_serde_writes_it_and_read_back() {
+        for k in ErrorKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), serde_json::json!(k.as_str()), "{k:?}");
+            assert_eq!(ErrorKind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::from_value::<ErrorKind>(serde_json::json!(k.as_str())).unwrap(), k);
+        }
+        // The names error events have always carried.
+        let names: Vec<&str> = [
+            ErrorKind::Timeout,
+            ErrorKind::Budget,
+            ErrorKind::Sandbox,
+            ErrorKind::Io,
+            ErrorKind::Parse,
+            ErrorKind::Plugin,
+        ]
+        .map(ErrorKind::as_str)
+        .to_vec();
+        assert_eq!(names, ["timeout", "budget", "sandbox", "io", "parse", "plugin"]);
+        assert_eq!(ErrorKind::parse("nonsense"), None);
     }
 }

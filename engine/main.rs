@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use moonscan::discovery::Stats;
 use moonscan::output::{self, Ndjson, Sink, Text};
+use moonscan::pipeline::Stats;
 use moonscan::ScanHandle;
 
 fn main() -> ExitCode {

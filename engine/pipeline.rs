@@ -16,9 +16,8 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
 
-use crate::findings::{
-    ErrorEvent, ErrorKind, Event, ExtraportsEvent, PortEvent, PortState, Proto, Reason, ScanId, Service,
-};
+use crate::error::ErrorKind;
+use crate::findings::{ErrorEvent, Event, ExtraportsEvent, PortEvent, PortState, Proto, Reason, ScanId, Service};
 
 /// Ports waiting between two stages (each a few dozen bytes).
 pub const STAGE_QUEUE: usize = 1024;
@@ -55,7 +54,7 @@ pub struct Ctx {
     /// detection and plugins name each by (SNI, `Host:`).
     pub names: Arc<std::collections::HashMap<IpAddr, Vec<Option<Arc<str>>>>>,
     /// Reverse DNS, told of each host the scan reports (none with `-n`).
-    pub rdns: Option<Arc<crate::rdns::Tap>>,
+    pub rdns: Option<Arc<crate::rdns::tap::Tap>>,
     /// OS detection's record of each host's ports (with `-O`).
     pub os_seen: Option<Arc<crate::os::seen::Seen>>,
     /// The first SYN-ACK of each host, for the passive OS hint (raw scans).

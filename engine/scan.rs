@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 use crate::discovery::payloads::Payloads;
 use crate::discovery::ping::{self, HostPlan};
 use crate::discovery::syn::{self, HostScan, LinkOptions, Links, Pace, SynOptions};
-use crate::discovery::{self, Stats, Stop, Timing};
+use crate::discovery::{self, Timing};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, HostState, Reason, ScanEnd, ScanId, ScanSettings, ScanStart, ScanType, Service};
-use crate::pipeline::{Ctx, Found, Next, OpenPort, STAGE_QUEUE};
+use crate::pipeline::{Ctx, Found, Next, OpenPort, Stats, Stop, STAGE_QUEUE};
 use crate::targets::{Progress, Segment, Shard, TargetSpace};
 
 /// Everything a scan needs, validated.
@@ -530,7 +530,7 @@ impl Pass {
         let Pass { kind, order, timing, links, payloads, key, hosts } = self;
         let Some(links) = links else {
             // One pace for every batch of the pass.
-            let pacer = discovery::Pacer::new(timing.limits(), timing.timeout, std::time::Instant::now());
+            let pacer = discovery::pacer::Pacer::new(timing.limits(), timing.timeout, std::time::Instant::now());
             let scan = |order, timing: discovery::Timing, found: Found| {
                 let (payloads, pacer) = (payloads.clone(), pacer.clone());
                 async move {
@@ -601,7 +601,7 @@ impl Pass {
             Ok(Ok(interrupted)) => Ok(interrupted),
             Ok(Err(e)) => {
                 let message = format!("raw {} scan failed: {e}", kind.flag());
-                ctx.emit(ctx.error(None, None, None, crate::findings::ErrorKind::Io, message)).await;
+                ctx.emit(ctx.error(None, None, None, ErrorKind::Io, message)).await;
                 Ok(true)
             }
             Err(e) => Err(Error::new(ErrorKind::Io, format!("raw scan thread failed: {e}"))),

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::Built;
-use crate::discovery::{stop_signal, Stats, StopHandle};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::{Event, ScanEnd};
+use crate::pipeline::{stop_signal, Stats, StopHandle};
 
 /// A running scan: its events as they come, live counters, a stop signal,
 /// and its summary at the end.

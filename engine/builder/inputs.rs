@@ -8,6 +8,7 @@ use super::{PortNumbers, Ports, ScanBuilder};
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::Hostname;
 use crate::plugins::Plugin;
+use crate::ports;
 use crate::targets::addrs::AddrSetBuilder;
 use crate::targets::{self, AddrSet, Family, Term};
 
@@ -85,23 +86,23 @@ impl ScanBuilder {
 
     /// The TCP and the UDP ports to scan, for the protocols asked.
     pub(super) fn port_list(&self, tcp: bool, udp: bool) -> Result<(Option<PortNumbers>, Option<PortNumbers>)> {
-        let one = |proto: targets::Proto| -> Result<Vec<u16>> {
-            let pick = |l: targets::PortList| if proto == targets::Proto::Tcp { l.tcp } else { l.udp };
+        let one = |proto: ports::Proto| -> Result<Vec<u16>> {
+            let pick = |l: ports::PortList| if proto == ports::Proto::Tcp { l.tcp } else { l.udp };
             let list = match &self.ports {
-                Some(Ports::Spec(spec)) => pick(targets::parse_ports(spec)?),
+                Some(Ports::Spec(spec)) => pick(ports::parse_ports(spec)?),
                 Some(Ports::Top(0)) => {
                     return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0"))
                 }
-                Some(Ports::Top(n)) => targets::top_ports(proto, *n),
-                None => targets::top_ports(proto, 1000),
+                Some(Ports::Top(n)) => ports::top_ports(proto, *n),
+                None => ports::top_ports(proto, 1000),
             };
-            let name = if proto == targets::Proto::Tcp { "TCP" } else { "UDP" };
+            let name = if proto == ports::Proto::Tcp { "TCP" } else { "UDP" };
             if list.is_empty() {
                 return Err(Error::new(ErrorKind::PortSpec, format!("the port spec names no {name} ports")));
             }
             let mut skip = Vec::new();
             for spec in &self.exclude_ports {
-                skip.extend(pick(targets::parse_ports(spec)?));
+                skip.extend(pick(ports::parse_ports(spec)?));
             }
             let list: Vec<u16> = list.into_iter().filter(|p| !skip.contains(p)).collect();
             if list.is_empty() {
@@ -112,16 +113,15 @@ impl ScanBuilder {
         match (tcp, udp) {
             // Both asked: a protocol the spec names no port of is left out,
             // so long as the other has some.
-            (true, true) => match (one(targets::Proto::Tcp), one(targets::Proto::Udp)) {
+            (true, true) => match (one(ports::Proto::Tcp), one(ports::Proto::Udp)) {
                 (Ok(t), Ok(u)) => Ok((Some(t), Some(u))),
                 (Ok(t), Err(_)) => Ok((Some(t), None)),
                 (Err(_), Ok(u)) => Ok((None, Some(u))),
                 (Err(e), Err(_)) => Err(e),
             },
-            (tcp, udp) => Ok((
-                tcp.then(|| one(targets::Proto::Tcp)).transpose()?,
-                udp.then(|| one(targets::Proto::Udp)).transpose()?,
-            )),
+            (tcp, udp) => {
+                Ok((tcp.then(|| one(ports::Proto::Tcp)).transpose()?, udp.then(|| one(ports::Proto::Udp)).transpose()?))
+            }
         }
     }
 }

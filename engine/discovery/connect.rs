@@ -33,9 +33,11 @@ use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::control::{Answer, Class, CONGESTED_TRIES};
-use super::{next_slot, PaceTold, Pacer, Slot, Stats, Stop, Timing, Turns};
-use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
-use crate::pipeline::Found;
+use super::pacer::Pacer;
+use super::{next_slot, PaceTold, Slot, Timing, Turns};
+use crate::error::ErrorKind;
+use crate::findings::{PortEvent, PortState, Proto, Reason};
+use crate::pipeline::{Found, Stats, Stop};
 use crate::targets::ScanOrder;
 
 /// How a connect attempt stands.

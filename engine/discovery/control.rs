@@ -80,7 +80,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::discovery::gates::Gates;
-use crate::discovery::TokenBucket;
+use crate::discovery::rate::TokenBucket;
 
 /// Which kind of probe: each has its own answer-ratio baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

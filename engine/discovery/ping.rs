@@ -96,7 +96,7 @@ impl HostPlan {
             if rest.is_empty() {
                 return Ok(vec![default]);
             }
-            let list = crate::targets::ports::parse_ports(rest)
+            let list = crate::ports::parse_ports(rest)
                 .map_err(|e| Error::new(ErrorKind::PortSpec, format!("-P{kind}{rest}: {e}")))?;
             // Unprefixed ports are in both lists; either holds them all.
             Ok(if list.tcp.is_empty() { list.udp } else { list.tcp })

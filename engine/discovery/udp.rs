@@ -16,10 +16,12 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::pacer::Pacer;
 use super::payloads::Payloads;
-use super::{next_slot, Pacer, Slot, Stats, Stop, Timing, Turns};
-use crate::findings::{ErrorKind, PortEvent, PortState, Proto, Reason};
-use crate::pipeline::Found;
+use super::{next_slot, Slot, Timing, Turns};
+use crate::error::ErrorKind;
+use crate::findings::{PortEvent, PortState, Proto, Reason};
+use crate::pipeline::{Found, Stats, Stop};
 use crate::targets::ScanOrder;
 
 /// What one probe found.

@@ -7,14 +7,19 @@
 //! `null`, every event names its scan, and a scan's stream opens with one
 //! `scan_start` and closes with one `scan_end`. [`Service`] is the one type
 //! for what detection found on a port: service detection makes it, plugins
-//! read it, outputs and stores write it.
+//! read it, outputs and stores write it. The module is a leaf: of the crate
+//! it takes only the types its events carry from the modules that define
+//! them ([`Proto`] and port lists from [`crate::ports`], [`ErrorKind`] from
+//! [`crate::error`]), so every stage can import it and it imports none.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::targets::ports::Proto;
+/// The kind an `error` event reports: the engine's one [`ErrorKind`].
+pub use crate::error::ErrorKind;
+pub use crate::ports::Proto;
 pub use os::{OsClass, OsEvent, OsHint, OsMatch, PortUsed, Sequence, TraceEvent, TraceHop, Uptime};
 pub use service::{banner_text, CertSummary, Identity, ProbeReply, Service, ServiceMethod, TlsInfo, Tunnel};
 
@@ -238,7 +243,7 @@ pub mod port_list {
         if text.is_empty() {
             return Ok(Vec::new());
         }
-        crate::targets::parse_ports(&text).map(|l| l.tcp).map_err(serde::de::Error::custom)
+        crate::ports::parse_ports(&text).map(|l| l.tcp).map_err(serde::de::Error::custom)
     }
 }
 
@@ -477,7 +482,7 @@ macro_rules! display_as_str {
         }
     )*};
 }
-display_as_str!(Reason, Severity, PortState, HostState, ErrorKind, Tunnel, Proto);
+display_as_str!(Reason, Severity, PortState, HostState, Tunnel, Proto);
 
 /// Whether host discovery found a target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -739,33 +744,6 @@ pub struct TimingEvent {
     pub slowdown: Option<String>,
     /// Seconds since the scan started.
     pub t: f64,
-}
-
-/// What class of failure an error event reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorKind {
-    Timeout,
-    Budget,
-    Sandbox,
-    Io,
-    Parse,
-    /// A plugin raised an error.
-    Plugin,
-}
-
-impl ErrorKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Budget => "budget",
-            ErrorKind::Sandbox => "sandbox",
-            ErrorKind::Io => "io",
-            ErrorKind::Parse => "parse",
-            ErrorKind::Plugin => "plugin",
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -143,7 +143,7 @@ impl Service {
     /// A port known only by its number: the port table's service, or
     /// `unknown`.
     pub fn bare(scan_id: ScanId, ip: IpAddr, port: u16, proto: Proto) -> Service {
-        let service = crate::targets::ports::service_name(port, proto.as_str()).unwrap_or("unknown");
+        let service = crate::ports::service_name(port, proto.as_str()).unwrap_or("unknown");
         Service {
             scan_id,
             ip,

@@ -28,8 +28,8 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use super::compute::{Exchange, Replies};
 use super::probes::{self, Params, Probe};
 use super::seen::HostSeen;
+use crate::discovery::pacer::Pacer;
 use crate::discovery::syn::Hop;
-use crate::discovery::Pacer;
 use crate::raw::packet::{Checksum, PacketSocket, BATCH, FRAME};
 
 /// Hosts probed at once.

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Mutex;
 
-use crate::discovery::Pacer;
+use crate::discovery::pacer::Pacer;
 use crate::findings::{Event, HostState, PortState, Proto};
 
 /// What the scan saw of one host.

@@ -21,7 +21,8 @@ use super::run::{self, Settings, Target, Try};
 use super::seen::HostSeen;
 use super::submit::{self, ScanLine};
 use crate::discovery::syn::Links;
-use crate::findings::{ErrorKind, Event, OsEvent, PortUsed, Proto};
+use crate::error::ErrorKind;
+use crate::findings::{Event, OsEvent, PortUsed, Proto};
 use crate::pipeline::Ctx;
 
 /// What `-O` was asked to do.

@@ -23,6 +23,7 @@ pub mod store;
 mod text;
 pub mod trace_text;
 mod xml;
+mod xml_esc;
 pub mod xml_prior;
 
 use std::io;

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 use super::report::Collected;
 use super::screen::screen_text;
-use super::xml::esc;
+use super::xml_esc::esc;
 use crate::findings::{OsClass, OsEvent, OsHint, Proto};
 
 /// How much of OS detection's result the reports show. Whether guesses

@@ -388,10 +388,8 @@ impl Collected {
     /// The record of a port of one target, made on first sight (a service
     /// or finding without a port event can only be about an open port).
     fn port(&mut self, (ip, view): (IpAddr, u32), proto: Proto, port: u16, t: f64) -> &mut PortRec {
-        let table_name = *self
-            .names
-            .entry((port, proto))
-            .or_insert_with(|| crate::targets::ports::service_name(port, proto.as_str()));
+        let table_name =
+            *self.names.entry((port, proto)).or_insert_with(|| crate::ports::service_name(port, proto.as_str()));
         let rank = rank(proto);
         if !self.has_ports(ip) && self.status.get(&ip).is_none_or(|s| s.state != HostState::Up) {
             self.up += self.views(ip) as usize;

@@ -113,7 +113,8 @@ fn two_unrecognized_services_are_two_fingerprints_to_submit_individually() {
 #[test]
 fn xml_has_nmaps_servicefp_and_script_element() {
     let doc = xml(&events(nmaps_eight(), true));
-    let want = format!("servicefp=\"{}\" method=\"table\" conf=\"3\"/>", super::xml::esc(&ours().replace("\nSF:", "")));
+    let want =
+        format!("servicefp=\"{}\" method=\"table\" conf=\"3\"/>", super::xml_esc::esc(&ours().replace("\nSF:", "")));
     assert!(doc.contains(&want), "{doc}");
     // The script element, byte for byte nmap's.
     let nmap =

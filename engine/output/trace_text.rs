@@ -134,7 +134,7 @@ pub fn xml(ev: &TraceEvent) -> String {
             _ => out.push_str(" rtt=\"--\""),
         }
         if let Some(name) = hop.host.as_deref().filter(|h| !h.is_empty()) {
-            let _ = write!(out, " host=\"{}\"", super::xml::esc(name));
+            let _ = write!(out, " host=\"{}\"", super::xml_esc::esc(name));
         }
         out.push_str("/>\n");
     }

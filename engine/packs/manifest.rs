@@ -236,7 +236,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Why a listed path is refused, if it is: it must be relative, `/`-separated,
 /// without `.` or `..` components, hidden names or unusual characters.
-pub fn check_rel_path(p: &str) -> crate::Result<()> {
+pub fn check_rel_path(p: &str) -> crate::error::Result<()> {
     let bad = |m: String| super::refuse_as(ErrorKind::Integrity, m);
     if p.is_empty() {
         return Err(bad("empty path".into()));

@@ -41,10 +41,11 @@ use super::api::Ctx;
 use super::libs::{hash_module, regex_module, PatternCache};
 use super::meta::{check_table, Meta};
 use super::net::Guard;
-use super::run::{Budgets, Meter, OutputAllowance, Run, RunOutput, Scope, Trip};
+use super::run::{Budgets, Meter, OutputAllowance, Run, RunError, RunOutput, Scope, Trip};
 use super::value::ConvertError;
 use super::{Libraries, Plugin};
-use crate::findings::{ErrorKind, Service};
+use crate::error::ErrorKind;
+use crate::findings::Service;
 
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
@@ -52,7 +53,7 @@ pub struct Vm {
     /// What its runs share: the meter, the budgets, the guard...
     scope: Arc<Scope>,
     /// Set when the runs in flight must end at once (Ctrl-C, after a grace).
-    cut: Option<crate::discovery::Stop>,
+    cut: Option<crate::pipeline::Stop>,
     requires: Requires,
     args: Table,
     plugins: Vec<Plugin>,
@@ -86,11 +87,11 @@ fn short(e: &mlua::Error) -> String {
 pub const INSPECT_WALL: Duration = Duration::from_millis(250);
 
 /// Runs a plugin chunk once in a scratch VM and checks its table.
-pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::Result<Meta> {
-    let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
+pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::error::Result<Meta> {
+    let bad = |m: String| crate::error::Error::new(crate::error::ErrorKind::Config, m);
     let budgets = Budgets { wall: INSPECT_WALL, steps: 1_000_000, memory: 16 << 20, ..Budgets::default() };
     let vm = Vm::bare(&budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(0))
-        .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "cannot make a VM", e))?;
+        .map_err(|e| crate::error::Error::with_source(crate::error::ErrorKind::Config, "cannot make a VM", e))?;
     let meter = &vm.scope.meter;
     meter.start(budgets.wall, budgets.steps);
     let table = vm
@@ -144,7 +145,7 @@ impl Vm {
     }
 
     /// Runs in flight end (as `budget`, "stopped") once `cut` is set.
-    pub fn cut_by(&mut self, cut: crate::discovery::Stop) {
+    pub fn cut_by(&mut self, cut: crate::pipeline::Stop) {
         let _ = self.scope.meter.cut.set(cut.clone());
         self.cut = Some(cut);
     }
@@ -366,7 +367,7 @@ impl Vm {
     /// Whether plugin `i` runs on this port: its ports, its services, or its
     /// portrule. A portrule that fails or trips a budget (at most 1 s and
     /// 1,000,000 steps) is an error saying why; the plugin does not run.
-    pub async fn wants(&self, i: usize, info: &Service) -> std::result::Result<bool, (ErrorKind, String)> {
+    pub async fn wants(&self, i: usize, info: &Service) -> std::result::Result<bool, RunError> {
         let p = &self.plugins[i];
         if p.listed_for(info) {
             return Ok(true);
@@ -390,9 +391,11 @@ impl Vm {
         let tripped = meter.tripped();
         meter.stop();
         match (tripped, r) {
-            (Some(t), _) => Err((ErrorKind::Budget, format!("portrule {}", t.describe(&budgets)))),
-            (None, Err(_)) => Err((ErrorKind::Budget, format!("portrule {}", Trip::Wall.describe(&budgets)))),
-            (None, Ok(Err(e))) => Err((ErrorKind::Plugin, format!("portrule failed: {}", short(&e)))),
+            (Some(t), _) => Err(RunError::new(ErrorKind::Budget, format!("portrule {}", t.describe(&budgets)))),
+            (None, Err(_)) => {
+                Err(RunError::new(ErrorKind::Budget, format!("portrule {}", Trip::Wall.describe(&budgets))))
+            }
+            (None, Ok(Err(e))) => Err(RunError::new(ErrorKind::Plugin, format!("portrule failed: {}", short(&e)))),
             (None, Ok(Ok(v))) => Ok(matches!(v, Value::Boolean(true))),
         }
     }
@@ -446,18 +449,20 @@ impl Vm {
             let _ = self.lua.gc_collect();
         }
         let error = match (tripped, result) {
-            (Some(t), _) => Some((ErrorKind::Budget, t.describe(budgets))),
-            (None, Ok(Err(e))) if memory_error(&e) => Some((ErrorKind::Budget, Trip::Memory.describe(budgets))),
-            (None, Ok(Err(e))) => Some((ErrorKind::Plugin, short(&e))),
+            (Some(t), _) => Some(RunError::new(ErrorKind::Budget, t.describe(budgets))),
+            (None, Ok(Err(e))) if memory_error(&e) => {
+                Some(RunError::new(ErrorKind::Budget, Trip::Memory.describe(budgets)))
+            }
+            (None, Ok(Err(e))) => Some(RunError::new(ErrorKind::Plugin, short(&e))),
             (None, Ok(Ok(values))) => {
                 // Still metered: converting the returned data is charged to the run.
                 let r = returned(values, &p.id, &run);
                 match meter.tripped() {
-                    Some(t) => Some((ErrorKind::Budget, t.describe(budgets))),
+                    Some(t) => Some(RunError::new(ErrorKind::Budget, t.describe(budgets))),
                     None => r,
                 }
             }
-            (None, Err(_)) => Some((ErrorKind::Budget, Trip::Wall.describe(budgets))),
+            (None, Err(_)) => Some(RunError::new(ErrorKind::Budget, Trip::Wall.describe(budgets))),
         };
         meter.stop();
         self.lua.remove_app_data::<Active>();
@@ -597,7 +602,7 @@ fn memory_error(e: &mlua::Error) -> bool {
 /// result, as an NSE script returns it: a table (its structured output,
 /// with the text NSE would render from it), a table and its text, or text
 /// alone. The result leaves the stage as a `script` event, not a finding.
-fn returned(values: MultiValue, id: &str, run: &Run) -> Option<(ErrorKind, String)> {
+fn returned(values: MultiValue, id: &str, run: &Run) -> Option<RunError> {
     let mut it = values.into_iter();
     // Past a budget the meter has tripped, and the caller says which.
     let r = match (it.next(), it.next()) {
@@ -613,11 +618,13 @@ fn returned(values: MultiValue, id: &str, run: &Run) -> Option<(ErrorKind, Strin
                 run.result(id, data, text)
             }
             Ok(Err(ConvertError::TooLarge(_))) => Ok(()),
-            Ok(Err(e)) => return Some((ErrorKind::Parse, format!("returned something that is not data: {e}"))),
+            Ok(Err(e)) => {
+                return Some(RunError::new(ErrorKind::Parse, format!("returned something that is not data: {e}")))
+            }
             Err(e) => Err(e),
         },
     };
-    r.err().map(|e| (ErrorKind::Plugin, short(&e)))
+    r.err().map(|e| RunError::new(ErrorKind::Plugin, short(&e)))
 }
 
 impl std::fmt::Debug for Vm {

@@ -59,7 +59,7 @@ pub(super) fn regex_module(lua: &Lua, cache: &Arc<PatternCache>) -> mlua::Result
     Ok(t)
 }
 
-pub(super) fn re_error(e: crate::Error) -> mlua::Error {
+pub(super) fn re_error(e: crate::error::Error) -> mlua::Error {
     mlua::Error::runtime(format!("re: {e}"))
 }
 

@@ -101,10 +101,11 @@ const PLUGIN_FIELDS: &[&str] = &[
     "tags",
 ];
 
-pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
-    let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
-    let unknown = unknown_keys(t, PLUGIN_FIELDS)
-        .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e))?;
+pub(super) fn check_table(t: &Table) -> crate::error::Result<Meta> {
+    let bad = |m: String| crate::error::Error::new(crate::error::ErrorKind::Config, m);
+    let unknown = unknown_keys(t, PLUGIN_FIELDS).map_err(|e| {
+        crate::error::Error::with_source(crate::error::ErrorKind::Config, "reading the plugin table", e)
+    })?;
     if !unknown.is_empty() {
         return Err(bad(format!(
             "unknown field{} {} (a plugin table has only {})",
@@ -114,7 +115,7 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
         )));
     }
     let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
-    let string = |name: &str, required: bool| -> crate::Result<Option<String>> {
+    let string = |name: &str, required: bool| -> crate::error::Result<Option<String>> {
         match field(name) {
             Value::String(s) => Ok(Some(s.to_string_lossy())),
             Value::Nil if !required => Ok(None),
@@ -124,7 +125,7 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
     };
     // Bounded so that the metadata always fits its cache file (see
     // plugins::load_source_cached): a plugin cannot opt out of the cache.
-    let list = |name: &str, max: usize| -> crate::Result<Vec<Value>> {
+    let list = |name: &str, max: usize| -> crate::error::Result<Vec<Value>> {
         match field(name) {
             Value::Nil => Ok(Vec::new()),
             Value::Table(l) => {
@@ -135,7 +136,11 @@ pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
                 (1..=n)
                     .map(|i| {
                         l.raw_get::<Value>(i).map_err(|e| {
-                            crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e)
+                            crate::error::Error::with_source(
+                                crate::error::ErrorKind::Config,
+                                "reading the plugin table",
+                                e,
+                            )
                         })
                     })
                     .collect()

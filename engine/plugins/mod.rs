@@ -46,7 +46,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub use host::Vm;
 pub use library::{Libraries, Library};
-pub use run::{Budgets, Finding, OutputAllowance, RunOutput};
+pub use run::{Budgets, Finding, OutputAllowance, RunError, RunOutput};
 pub use select::Selection;
 
 /// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins

@@ -11,7 +11,8 @@ use super::net::Guard;
 use super::run::{Budgets, OutputAllowance, RunOutput};
 use super::tests::{error_kind, info, run_with};
 use super::Plugin;
-use crate::findings::{ErrorKind, Proto, Service};
+use crate::error::ErrorKind;
+use crate::findings::{Proto, Service};
 
 /// A plugin whose `run` body is `body`, with a core library of `modules`
 /// (name, text).
@@ -136,11 +137,11 @@ async fn a_missing_module_or_a_cycle_is_an_error_and_a_module_spends_the_runs_bu
     // Names computed at run time are checked when the code runs.
     let out = run_modules("local n = 'mis' .. 'sing' require(n)", &[]).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
-    assert!(out.error.unwrap().1.contains("require \"missing\": no module lib/missing.lua in core"));
+    assert!(out.error.unwrap().message.contains("require \"missing\": no module lib/missing.lua in core"));
     let a = "local n = 'b' return require(n)";
     let b = "local n = 'a' return require(n)";
     let out = run_modules("local n = 'a' require(n)", &[("a", a), ("b", b)]).await;
-    let msg = out.error.unwrap().1;
+    let msg = out.error.unwrap().message;
     assert!(msg.contains("require cycle: lib/a.lua -> lib/b.lua -> lib/a.lua"), "{msg}");
     // A module's top level runs within the requiring run's budgets.
     let out = run_modules("local n = 'spin' require(n)", &[("spin", "while true do end")]).await;

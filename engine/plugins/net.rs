@@ -468,7 +468,7 @@ pub(crate) mod tests {
             .to_string()
             .contains("TCP port 53"));
         let offline = Guard::offline().check(ip("198.18.0.1"), ip("198.18.0.1"), 80, Tcp).unwrap_err();
-        assert_eq!(offline.kind(), crate::ErrorKind::Sandbox);
+        assert_eq!(offline.kind(), crate::error::ErrorKind::Sandbox);
     }
 
     #[test]

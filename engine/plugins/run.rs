@@ -139,7 +139,7 @@ pub(super) struct Meter {
     pub(super) tripped: AtomicU8,
     pub(super) active: AtomicBool,
     /// Set when runs must end at once (Ctrl-C, after a grace).
-    pub(super) cut: std::sync::OnceLock<crate::discovery::Stop>,
+    pub(super) cut: std::sync::OnceLock<crate::pipeline::Stop>,
 }
 
 pub(super) const BUDGET_PREFIX: &str = "budget exceeded";
@@ -357,11 +357,26 @@ pub struct RunOutput {
     /// Connections the guard refused (each an error event of kind `sandbox`).
     pub refused: Vec<String>,
     /// Why the run stopped short, if it did.
-    pub error: Option<(crate::findings::ErrorKind, String)>,
+    pub error: Option<RunError>,
     /// What a version plugin learned of the port's service (`ctx:set_service`):
     /// the port's identity with the fields it set. It leaves the stage as
     /// a second `service` event of the port, which supersedes the first.
     pub service: Option<crate::findings::Identity>,
+}
+
+/// Why a plugin did not run, or stopped short: a portrule that failed, a
+/// budget tripped, an error raised, a result that is not data. It leaves
+/// the stage as an `error` event of the plugin's port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl RunError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> RunError {
+        RunError { kind, message: message.into() }
+    }
 }
 
 /// Most findings one run may report.
@@ -529,7 +544,7 @@ impl Run {
     /// the run: the error of a run past its send budget, or past
     /// [`MAX_DATAGRAM_BYTES`] (the meter trips, as for reads: the run ends
     /// at its next step; nothing is sent).
-    pub(super) fn charge_send(&self, n: usize, datagram: bool) -> crate::Result<()> {
+    pub(super) fn charge_send(&self, n: usize, datagram: bool) -> crate::error::Result<()> {
         let max = self.scope.budgets.send_bytes;
         let over = self
             .with(|st| {
@@ -585,7 +600,7 @@ impl Run {
 
     /// Where a socket may go: the address and port asked for, if the guard
     /// allows them over `transport` and the socket budget has one more.
-    pub(super) fn admit(&self, req: &ConnectRequest, transport: Transport) -> crate::Result<(IpAddr, u16)> {
+    pub(super) fn admit(&self, req: &ConnectRequest, transport: Transport) -> crate::error::Result<(IpAddr, u16)> {
         if self.replay().is_some() {
             return Err(Error::new(
                 ErrorKind::Sandbox,
@@ -603,7 +618,7 @@ impl Run {
 
     /// The address and port a request asks for (an address, never a name),
     /// counted against the socket budget.
-    pub(super) fn aim(&self, req: &ConnectRequest) -> crate::Result<(IpAddr, u16)> {
+    pub(super) fn aim(&self, req: &ConnectRequest) -> crate::error::Result<(IpAddr, u16)> {
         let ip: IpAddr = match &req.host {
             None => self.info.ip,
             Some(h) => h.parse().map_err(|_| {
@@ -659,14 +674,14 @@ impl Run {
     }
 
     /// Keeps `s` to close it when the run ends.
-    pub(super) fn keep(&self, s: Arc<dyn Closer>) -> crate::Result<()> {
+    pub(super) fn keep(&self, s: Arc<dyn Closer>) -> crate::error::Result<()> {
         self.with(|st| st.open.push(s)).map_err(no_run)
     }
 
     /// A TCP connection for the host's own protocol helpers: guard, socket
     /// budget, deadline (its bytes are not on the tape: see
     /// [`Run::open_taped`]).
-    pub(super) async fn open(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
+    pub(super) async fn open(&self, req: &ConnectRequest) -> crate::error::Result<SharedSocket> {
         let (ip, port) = self.admit(req, Transport::Tcp)?;
         let until = tokio::time::Instant::now() + req.timeout;
         let tls = req.tls.clone().map(|t| TlsOptions { sni: t.sni.or_else(|| self.sni_for(ip)), ..t });
@@ -677,7 +692,7 @@ impl Run {
     /// A socket whose conversation goes on the tape (`ctx:connect`,
     /// `ctx.http`): recorded, or replayed from the recording without the
     /// network.
-    pub(super) async fn open_taped(&self, req: &ConnectRequest) -> crate::Result<SharedSocket> {
+    pub(super) async fn open_taped(&self, req: &ConnectRequest) -> crate::error::Result<SharedSocket> {
         let tls_asked = req.tls.is_some();
         if let Some(tape) = self.replay() {
             let (_, port) = self.aim(req)?;
@@ -701,7 +716,7 @@ impl Run {
         }
     }
 
-    fn kept(&self, s: Socket) -> crate::Result<SharedSocket> {
+    fn kept(&self, s: Socket) -> crate::error::Result<SharedSocket> {
         let sock = Arc::new(tokio::sync::Mutex::new(s));
         self.keep(sock.clone())?;
         Ok(sock)

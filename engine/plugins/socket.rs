@@ -25,14 +25,14 @@ pub(super) struct LuaSocket {
 
 impl LuaSocket {
     /// Reads once into `pending` (at most `max` bytes); Ok(0) at end of stream.
-    async fn fill(&self, s: &mut Socket, max: usize) -> crate::Result<usize> {
+    async fn fill(&self, s: &mut Socket, max: usize) -> crate::error::Result<usize> {
         let until = tokio::time::Instant::now() + s.timeout;
         self.fill_by(s, max, until).await
     }
 
     /// As [`LuaSocket::fill`], the read ending at `until` (one timeout for
     /// a whole `recv_exact` or `recv_line`, however the bytes trickle in).
-    async fn fill_by(&self, s: &mut Socket, max: usize, until: tokio::time::Instant) -> crate::Result<usize> {
+    async fn fill_by(&self, s: &mut Socket, max: usize, until: tokio::time::Instant) -> crate::error::Result<usize> {
         let mut got = Vec::new();
         let n = s.read_into(max, until, &mut got).await?;
         if !self.run.charge(n) {
@@ -104,7 +104,7 @@ impl LuaSocket {
     }
 }
 
-fn lua_result(lua: &Lua, r: crate::Result<Vec<u8>>) -> mlua::Result<(Value, Value)> {
+fn lua_result(lua: &Lua, r: crate::error::Result<Vec<u8>>) -> mlua::Result<(Value, Value)> {
     Ok(match r {
         Ok(data) => (Value::String(lua.create_string(&data)?), Value::Nil),
         Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),

@@ -194,9 +194,9 @@ pub(crate) struct HostKey {
 }
 
 impl HostKey {
-    fn of(key: &russh::keys::PublicKey) -> crate::Result<HostKey> {
+    fn of(key: &russh::keys::PublicKey) -> crate::error::Result<HostKey> {
         use russh::keys::ssh_key::public::KeyData;
-        let bad = |why: String| crate::Error::new(crate::ErrorKind::Protocol, format!("ssh: {why}"));
+        let bad = |why: String| crate::error::Error::new(crate::error::ErrorKind::Protocol, format!("ssh: {why}"));
         let blob = key.to_bytes().map_err(|e| bad(format!("cannot encode the host key: {e}")))?;
         // Bits of a big-endian unsigned integer (mpint bytes, maybe a leading zero).
         let bits = |b: &[u8]| {
@@ -226,7 +226,7 @@ pub(crate) async fn host_key_counted(
     algorithms: &[russh::keys::Algorithm],
     until: Instant,
     max_read: u64,
-) -> (crate::Result<Option<HostKey>>, u64) {
+) -> (crate::error::Result<Option<HostKey>>, u64) {
     let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
     let config = client_config(until, Some(algorithms));
     let kept = Arc::new(std::sync::Mutex::new(None));
@@ -235,11 +235,13 @@ pub(crate) async fn host_key_counted(
     let key = kept.lock().unwrap_or_else(|e| e.into_inner()).take();
     let result = match (key, outcome) {
         (Some(key), _) => HostKey::of(&key).map(Some),
-        (None, Err(_)) => Err(crate::Error::new(crate::ErrorKind::Timeout, "ssh: timed out")),
+        (None, Err(_)) => Err(crate::error::Error::new(crate::error::ErrorKind::Timeout, "ssh: timed out")),
         // No host key of this kind; anything else in common missing is an error.
         (None, Ok(Err(russh::Error::NoCommonAlgo { kind: russh::AlgorithmKind::Key, .. }))) => Ok(None),
         (None, Ok(Err(e))) => Err(describe(e)),
-        (None, Ok(Ok(_))) => Err(crate::Error::new(crate::ErrorKind::Protocol, "ssh: the server showed no host key")),
+        (None, Ok(Ok(_))) => {
+            Err(crate::error::Error::new(crate::error::ErrorKind::Protocol, "ssh: the server showed no host key"))
+        }
     };
     (result, read.load(Ordering::Relaxed))
 }
@@ -257,7 +259,11 @@ impl client::Handler for AnyHostKey {
 /// bytes read from the stream, by `until`. (The host calls
 /// [`auth_methods_counted`], which also counts the bytes of a failed exchange.)
 #[cfg_attr(not(test), allow(dead_code))]
-pub(crate) async fn auth_methods(stream: TcpStream, user: &str, until: Instant) -> crate::Result<(Vec<String>, u64)> {
+pub(crate) async fn auth_methods(
+    stream: TcpStream,
+    user: &str,
+    until: Instant,
+) -> crate::error::Result<(Vec<String>, u64)> {
     let (result, read) = auth_methods_counted(stream, user, until, MAX_READ).await;
     result.map(|methods| (methods, read))
 }
@@ -270,7 +276,7 @@ pub(crate) async fn auth_methods_counted(
     user: &str,
     until: Instant,
     max_read: u64,
-) -> (crate::Result<Vec<String>>, u64) {
+) -> (crate::error::Result<Vec<String>>, u64) {
     let (stream, read) = Bounded::new(stream, max_read.min(MAX_READ), until);
     let config = client_config(until, None);
     let exchange = async {
@@ -279,10 +285,10 @@ pub(crate) async fn auth_methods_counted(
         let _ = handle.disconnect(russh::Disconnect::ByApplication, "", "en").await;
         // Let the session task send the disconnect and finish.
         let _ = handle.await;
-        Ok::<_, crate::Error>(result)
+        Ok::<_, crate::error::Error>(result)
     };
     let result = match tokio::time::timeout_at(until, exchange).await {
-        Err(_) => Err(crate::Error::new(crate::ErrorKind::Timeout, "ssh: timed out")),
+        Err(_) => Err(crate::error::Error::new(crate::error::ErrorKind::Timeout, "ssh: timed out")),
         Ok(Err(e)) => Err(e),
         Ok(Ok(AuthResult::Success)) => Ok(vec!["none".to_string()]),
         Ok(Ok(AuthResult::Failure { remaining_methods, .. })) => {
@@ -292,8 +298,8 @@ pub(crate) async fn auth_methods_counted(
     (result, read.load(Ordering::Relaxed))
 }
 
-fn describe(e: russh::Error) -> crate::Error {
-    use crate::ErrorKind;
+fn describe(e: russh::Error) -> crate::error::Error {
+    use crate::error::ErrorKind;
     let (kind, message) = match &e {
         russh::Error::IO(io) if io.kind() == io::ErrorKind::TimedOut => (ErrorKind::Timeout, format!("ssh: {io}")),
         russh::Error::IO(io) => (ErrorKind::Io, format!("ssh: {io}")),
@@ -306,7 +312,7 @@ fn describe(e: russh::Error) -> crate::Error {
         ),
         other => (ErrorKind::Protocol, format!("ssh: {other}")),
     };
-    crate::Error::with_source(kind, message, e)
+    crate::error::Error::with_source(kind, message, e)
 }
 
 #[cfg(test)]

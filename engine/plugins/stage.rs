@@ -22,11 +22,11 @@ use tokio::sync::mpsc;
 
 use super::host::Vm;
 use super::net::Guard;
-use super::run::{Budgets, OutputAllowance, RunOutput};
+use super::run::{Budgets, OutputAllowance, RunError, RunOutput};
 use super::Plugin;
-use crate::discovery::stop_signal;
-use crate::findings::{ErrorKind, Event, FindingEvent, LogEvent, ScriptEvent, Service};
-use crate::pipeline::Ctx;
+use crate::error::ErrorKind;
+use crate::findings::{Event, FindingEvent, LogEvent, ScriptEvent, Service};
+use crate::pipeline::{stop_signal, Ctx};
 
 /// The plugins of a scan and how they run.
 #[derive(Clone, Debug, Default)]
@@ -134,7 +134,7 @@ async fn worker(
     guard: Guard,
     ports: async_channel::Receiver<Arc<Service>>,
     ctx: Ctx,
-    cut: crate::discovery::Stop,
+    cut: crate::pipeline::Stop,
     skipped: Arc<AtomicU64>,
     scan_output: OutputAllowance,
 ) {
@@ -226,7 +226,7 @@ const TLS_TRY: std::time::Duration = std::time::Duration::from_secs(5);
 async fn with_tls_tried(
     vm: &Vm,
     info: Arc<Service>,
-    cut: &crate::discovery::Stop,
+    cut: &crate::pipeline::Stop,
 ) -> (Arc<Service>, Vec<Option<Verdict>>) {
     use crate::findings::ServiceMethod;
     if info.proto != crate::findings::Proto::Tcp || info.method != ServiceMethod::Table || info.tls.is_some() {
@@ -273,7 +273,7 @@ async fn with_tls_tried(
 }
 
 /// Whether a plugin runs on a port, or why its portrule failed.
-type Verdict = std::result::Result<bool, (ErrorKind, String)>;
+type Verdict = std::result::Result<bool, RunError>;
 
 /// The events of one plugin run: first, when a version plugin set the
 /// port's service, the port's `service` event again with what it set
@@ -334,7 +334,7 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
     for why in out.refused {
         evs.push(error(ErrorKind::Sandbox, why));
     }
-    if let Some((kind, message)) = out.error {
+    if let Some(RunError { kind, message }) = out.error {
         evs.push(error(kind, message));
     }
     evs

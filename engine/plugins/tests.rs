@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::host::Vm;
 use super::net::Guard;
-use super::run::{Budgets, OutputAllowance, RunOutput};
+use super::run::{Budgets, OutputAllowance, RunError, RunOutput};
 use super::{load_pack_dir, load_pack_dir_cached, load_source, Plugin};
-use crate::findings::{ErrorKind, Proto, Service, Severity};
+use crate::error::ErrorKind;
+use crate::findings::{Proto, Service, Severity};
 
 fn plugin(src: &str) -> Plugin {
     load_source(src.as_bytes(), Path::new("test.lua")).unwrap_or_else(|e| panic!("{e}"))
@@ -46,7 +47,7 @@ async fn run(body: &str) -> RunOutput {
 }
 
 pub(super) fn error_kind(out: &RunOutput) -> Option<ErrorKind> {
-    out.error.as_ref().map(|e| e.0)
+    out.error.as_ref().map(|e| e.kind)
 }
 
 #[tokio::test]
@@ -116,7 +117,7 @@ async fn endless_loops_stop_at_the_deadline_even_under_pcall() {
         let budgets = Budgets { wall: Duration::from_millis(200), steps: u64::MAX, ..Budgets::default() };
         let (out, took) = run_with(with_run(body), budgets, Guard::offline(), 22).await;
         assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{body}: {out:?}");
-        assert!(out.error.as_ref().unwrap().1.contains("longer than 200 ms"), "{out:?}");
+        assert!(out.error.as_ref().unwrap().message.contains("longer than 200 ms"), "{out:?}");
         assert!(took < Duration::from_millis(1500), "{body}: took {took:?}");
     }
 }
@@ -126,7 +127,7 @@ async fn the_step_budget_trips() {
     let budgets = Budgets { steps: 10_000, ..Budgets::default() };
     let (out, _) = run_with(with_run("for i = 1, 1e9 do end"), budgets, Guard::offline(), 22).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget));
-    assert!(out.error.unwrap().1.contains("10000 steps"));
+    assert!(out.error.unwrap().message.contains("10000 steps"));
 }
 
 #[tokio::test]
@@ -141,7 +142,7 @@ async fn memory_bombs_fail_at_the_limit() {
         let budgets = Budgets { memory: 16 << 20, wall: Duration::from_secs(5), ..Budgets::default() };
         let (out, _) = run_with(with_run(body), budgets, Guard::offline(), 22).await;
         assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{body}: {out:?}");
-        assert!(out.error.as_ref().unwrap().1.contains("memory"), "{body}: {out:?}");
+        assert!(out.error.as_ref().unwrap().message.contains("memory"), "{body}: {out:?}");
     }
 }
 
@@ -149,7 +150,7 @@ async fn memory_bombs_fail_at_the_limit() {
 async fn errors_and_garbage_are_reported() {
     let out = run("error('boom')").await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
-    assert!(out.error.unwrap().1.contains("boom"));
+    assert!(out.error.unwrap().message.contains("boom"));
     let out = run("return function() end").await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Parse));
     let out = run(
@@ -291,14 +292,14 @@ async fn the_socket_and_read_budgets_trip() {
     let body = "for i = 1, 5 do local s = ctx:connect{} end";
     let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.unwrap().1.contains("more than 2 sockets"));
+    assert!(out.error.unwrap().message.contains("more than 2 sockets"));
 
     let budgets = Budgets { read_bytes: 10_000, ..Budgets::default() };
     let body =
         "local s = ctx:connect{} s:send('x') while true do local ok = pcall(function() return s:recv(1000) end) end";
     let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.unwrap().1.contains("read more than 10000 bytes"));
+    assert!(out.error.unwrap().message.contains("read more than 10000 bytes"));
 }
 
 #[tokio::test]
@@ -374,7 +375,7 @@ async fn refused_connects_count_against_the_socket_budget() {
     let body = "while true do pcall(function() ctx:connect{ host = '192.0.2.7', port = 80 } end) end";
     let (out, _) = run_with(with_run(body), Budgets::default(), guard_for(80), 80).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.unwrap().1.contains("more than 16 sockets"));
+    assert!(out.error.unwrap().message.contains("more than 16 sockets"));
     assert!(out.refused.len() <= 16, "{} refusals kept", out.refused.len());
 }
 
@@ -382,14 +383,14 @@ async fn refused_connects_count_against_the_socket_budget() {
 async fn bad_alpn_names_are_a_plugin_error() {
     let out = run("ctx:connect{ tls = { alpn = { '' } } }").await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Plugin), "{out:?}");
-    assert!(out.error.unwrap().1.contains("ALPN"));
+    assert!(out.error.unwrap().message.contains("ALPN"));
 }
 
 #[tokio::test]
 async fn findings_log_lines_and_titles_are_capped() {
     let out = run("for i = 1, 100 do ctx:finding{ title = 'x' } end").await;
     assert_eq!(out.findings.len(), 64);
-    assert!(out.error.unwrap().1.contains("more than 64 findings"));
+    assert!(out.error.unwrap().message.contains("more than 64 findings"));
     let out = run("for i = 1, 200 do ctx:log(string.rep('y', 5000)) end").await;
     assert_eq!(out.logs.len(), 64);
     assert!(out.logs.iter().all(|l| l.chars().count() == 1000));
@@ -397,7 +398,7 @@ async fn findings_log_lines_and_titles_are_capped() {
     assert_eq!(out.findings[0].title.chars().count(), 300);
     let out = run("ctx:finding{ title = 't', data = { s = string.rep('s', 70000) } }").await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Plugin));
-    assert!(out.error.unwrap().1.contains("longer than 65536 bytes"));
+    assert!(out.error.unwrap().message.contains("longer than 65536 bytes"));
 }
 
 #[tokio::test]
@@ -500,7 +501,7 @@ async fn a_findings_own_metadata_is_kept_and_checked_when_given() {
         let out = run(&format!("ctx:finding{{ title = 't', {fields} }}")).await;
         assert!(out.findings.is_empty(), "{fields}");
         assert_eq!(error_kind(&out), Some(ErrorKind::Plugin), "{fields}: {out:?}");
-        let msg = out.error.unwrap().1;
+        let msg = out.error.unwrap().message;
         assert!(msg.contains(says), "{fields}: {msg}");
     }
 }
@@ -520,7 +521,7 @@ async fn the_scan_wide_output_allowance_is_shared_and_trips() {
     assert_eq!(x.findings.len(), 2, "two 100 kB findings fit in 250 kB: {:?}", x.error);
     assert_eq!(y.findings.len(), 0, "the second VM finds the allowance spent");
     for out in [&x, &y] {
-        let (kind, msg) = out.error.clone().unwrap();
+        let RunError { kind, message: msg } = out.error.clone().unwrap();
         assert_eq!(kind, ErrorKind::Budget);
         assert!(msg.contains("past the scan's 250000 bytes"), "{msg}");
     }
@@ -538,7 +539,7 @@ async fn a_run_reporting_too_much_data_trips_before_copying_it() {
     "#)
     .await;
     assert_eq!(out.findings.len(), 1);
-    assert_eq!(out.error.unwrap().1, "reported more than 1048576 bytes of findings and results");
+    assert_eq!(out.error.unwrap().message, "reported more than 1048576 bytes of findings and results");
 }
 
 #[tokio::test]
@@ -565,7 +566,7 @@ async fn a_cut_stops_a_loop_inside_a_coroutine() {
     let p = with_run("coroutine.wrap(function() while true do end end)()");
     let budgets = Budgets { wall: Duration::from_secs(30), steps: u64::MAX, ..Budgets::default() };
     let mut vm = Vm::new(&[p], &budgets, Guard::offline(), &BTreeMap::new(), OutputAllowance::new(1 << 20)).unwrap();
-    let (handle, cut) = crate::discovery::stop_signal();
+    let (handle, cut) = crate::pipeline::stop_signal();
     vm.cut_by(cut);
     let started = Instant::now();
     // From another thread, as in a scan: the loop holds this one.
@@ -576,7 +577,7 @@ async fn a_cut_stops_a_loop_inside_a_coroutine() {
     });
     let out = vm.run(0, info(22)).await;
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
-    assert_eq!(out.error.unwrap().1, "stopped: the scan was interrupted");
+    assert_eq!(out.error.unwrap().message, "stopped: the scan was interrupted");
     drop(cutter.join());
 }
 
@@ -596,7 +597,7 @@ async fn titles_and_log_lines_are_charged_to_the_output_budgets() {
     let titled: usize = out.findings.iter().map(|f| f.title.len()).sum();
     assert!(logged + titled <= 20_000, "{logged} bytes of logs and {titled} of titles");
     assert!(out.logs.len() < 60 && out.findings.len() < 60);
-    assert!(out.error.unwrap().1.contains("past the scan's 20000 bytes"));
+    assert!(out.error.unwrap().message.contains("past the scan's 20000 bytes"));
 }
 
 #[test]
@@ -674,7 +675,7 @@ async fn finding_metadata_is_charged_to_the_output_allowance() {
     let budgets = Budgets { wall: Duration::from_millis(300), output: 1000, ..Budgets::default() };
     let (out, _) = run_with(with_run(body), budgets, Guard::offline(), 22).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.unwrap().1.contains("reported more than 1000 bytes of findings"));
+    assert!(out.error.unwrap().message.contains("reported more than 1000 bytes of findings"));
     assert!(out.findings.is_empty());
     // The same finding without that metadata fits.
     let budgets = Budgets { wall: Duration::from_millis(300), output: 1000, ..Budgets::default() };
@@ -727,7 +728,7 @@ async fn udp_sockets_reach_only_the_scanned_udp_ports_and_charge_what_they_read(
     let body = "local s = ctx:udp{} for i = 1, 3 do s:send('x') s:recv() end";
     let (out, _) = run_with(with_run(body), budgets, udp_guard(port), port).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.unwrap().1.contains("read more than 6 bytes"));
+    assert!(out.error.unwrap().message.contains("read more than 6 bytes"));
 }
 
 #[tokio::test]
@@ -794,7 +795,7 @@ async fn udp_sends_are_capped_in_size_and_bytes_and_paced() {
     let budgets = Budgets { sockets: 17, ..Budgets::default() };
     let (out, took) = run_with(with_run(body), budgets, udp_guard(port), port).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.as_ref().unwrap().1.contains("sent more than 262144 bytes of datagrams"), "{out:?}");
+    assert!(out.error.as_ref().unwrap().message.contains("sent more than 262144 bytes of datagrams"), "{out:?}");
     assert_eq!(out.logs[0], "big refused", "a datagram past 1,472 bytes is an error");
     assert_eq!(out.logs.len(), 1, "the run ends at the send past the cap: {out:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -843,7 +844,7 @@ async fn tcp_sends_are_charged_to_the_send_budget() {
     "#;
     let (out, _) = run_with(with_run(body), budgets.clone(), guard_for(port), port).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.as_ref().unwrap().1.contains("sent more than 1048576 bytes"), "{out:?}");
+    assert!(out.error.as_ref().unwrap().message.contains("sent more than 1048576 bytes"), "{out:?}");
     assert!(out.logs.is_empty(), "the run ends at the send past the budget: {out:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let n = got.load(std::sync::atomic::Ordering::Relaxed);
@@ -854,7 +855,7 @@ async fn tcp_sends_are_charged_to_the_send_budget() {
     let body = "local r, err = ctx.http:get('/', { body = string.rep('b', 2097152) }) ctx:log(err)";
     let (out, _) = run_with(with_run(body), budgets, guard_for(port), port).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
-    assert!(out.error.as_ref().unwrap().1.contains("sent more than 1048576 bytes"), "{out:?}");
+    assert!(out.error.as_ref().unwrap().message.contains("sent more than 1048576 bytes"), "{out:?}");
 }
 
 /// A plugin of `categories` whose `run` body is `body`, on every port.
@@ -906,7 +907,7 @@ async fn a_plugin_of_another_category_cannot_set_the_ports_service() {
     let p = in_categories("'safe', 'discovery', 'default'", r#"ctx:set_service{ name = "evil" } return "renamed""#);
     let (out, _) = run_with(p.clone(), Budgets::default(), Guard::offline(), 22).await;
     assert_eq!(out.service, None);
-    let (kind, message) = out.error.clone().expect("the call raises");
+    let RunError { kind, message } = out.error.clone().expect("the call raises");
     assert_eq!(kind, ErrorKind::Plugin);
     assert!(message.contains("only a plugin of the version category"), "{message}");
     // Even a RunOutput that says otherwise makes no service event for it.

@@ -70,7 +70,7 @@ impl Datagram {
         }
     }
 
-    async fn send(&mut self, data: &[u8]) -> crate::Result<()> {
+    async fn send(&mut self, data: &[u8]) -> crate::error::Result<()> {
         if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
             return t.replay_send(data);
         }
@@ -92,7 +92,7 @@ impl Datagram {
     }
 
     /// The next datagram from the peer (whole).
-    async fn recv(&mut self) -> crate::Result<Vec<u8>> {
+    async fn recv(&mut self) -> crate::error::Result<Vec<u8>> {
         let mut buf = Vec::new();
         if let Some(t @ SocketTape::Replay { .. }) = self.tape.as_mut() {
             // Past the recording's last datagram, none comes: a timeout.
@@ -192,7 +192,7 @@ pub(super) struct LuaDatagram {
     run: Arc<Run>,
 }
 
-fn answer(lua: &Lua, r: crate::Result<Value>) -> mlua::Result<(Value, Value)> {
+fn answer(lua: &Lua, r: crate::error::Result<Value>) -> mlua::Result<(Value, Value)> {
     Ok(match r {
         Ok(v) => (v, Value::Nil),
         Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),

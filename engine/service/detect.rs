@@ -39,9 +39,6 @@ use crate::wire::conn::{self, Conn, OpenError};
 use crate::wire::hello;
 use crate::wire::starttls::Starttls;
 
-/// Most bytes of a response kept as the banner.
-pub const BANNER_MAX: usize = 512;
-
 /// How far past the port's deadline its detection is cut short if a
 /// phase has not ended by itself.
 const DEADLINE_SLACK: Duration = Duration::from_millis(250);
@@ -113,7 +110,8 @@ pub struct Detection {
     pub tunnel: bool,
     /// The first TLS session's facts and chain.
     pub tls: Option<TlsInfo>,
-    /// What the service sent before it was sent anything (at most [`BANNER_MAX`]).
+    /// What the service sent before it was sent anything (at most the
+    /// scheduler's `BANNER_MAX` bytes).
     pub banner: Vec<u8>,
     /// Probes sent (the NULL probe counts: it costs a connection).
     pub probes_sent: u32,
@@ -318,7 +316,7 @@ impl Run<'_> {
     /// goes by the port table's name.
     async fn starttls(&mut self) {
         let found = self.out.identity.as_ref().or(self.soft.as_ref()).map(|id| id.service.as_str());
-        let name = found.or_else(|| crate::targets::ports::service_name(self.addr.port(), "tcp"));
+        let name = found.or_else(|| crate::ports::service_name(self.addr.port(), "tcp"));
         let Some(proto) = name.and_then(Starttls::parse) else { return };
         if self.out.tls.is_some() {
             return;
@@ -642,11 +640,6 @@ async fn read_reply(f: &Fetch<'_>, c: &mut Conn, probe: &Probe, wait: Duration, 
         }
     }
     Reply::Data { len, open, hard: None }
-}
-
-/// A TLS record header: handshake (22) or alert (21), version 3.x.
-pub(super) fn looks_like_tls(data: &[u8]) -> bool {
-    data.len() >= 3 && matches!(data[0], 0x15 | 0x16) && data[1] == 3 && data[2] <= 4
 }
 
 #[cfg(test)]

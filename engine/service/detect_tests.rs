@@ -5,15 +5,6 @@ use super::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-#[test]
-fn tls_records_are_recognised() {
-    assert!(looks_like_tls(b"\x16\x03\x01\x00\x2a"));
-    assert!(looks_like_tls(b"\x15\x03\x03\x00\x02\x02\x28"));
-    assert!(!looks_like_tls(b"\x16\x03"));
-    assert!(!looks_like_tls(b"HTTP/1.1 400"));
-    assert!(!looks_like_tls(b"\x17\x03\x03"));
-}
-
 use tokio::net::TcpListener;
 
 /// A loopback server running `serve` on every connection; returns its port.
@@ -85,7 +76,7 @@ async fn reads_stop_at_the_buffer_however_much_is_sent() {
     let d = det.detect(LOCAL, port).await;
     assert_eq!(d.probes_sent, 1);
     assert_eq!(d.bytes_read, 4096, "one buffer's worth, then the connection is dropped");
-    assert_eq!(d.banner.len(), BANNER_MAX);
+    assert_eq!(d.banner.len(), plan::BANNER_MAX);
     assert!(d.identity.is_none() && d.error.is_none());
 }
 

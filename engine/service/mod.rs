@@ -17,17 +17,13 @@
 #[cfg(test)]
 mod catalog;
 pub mod detect;
-mod plan;
-mod udp;
-/// Moved to [`crate::wire`]: the TLS client that accepts any certificate.
-pub use crate::wire::dangerously;
-/// Moved to [`crate::wire`]: TLS session facts (certificate summaries are in [`crate::wire::cert`]).
-pub use crate::wire::tls;
 pub mod import;
+mod plan;
 pub mod pool;
 pub mod probes;
 pub mod rpc;
 pub mod rules;
+mod udp;
 
 use std::sync::Arc;
 
@@ -37,7 +33,8 @@ pub use detect::{DetectError, DetectOptions, Detection, Detector};
 pub use probes::{Probe, ProbeDb};
 pub use rules::{Identity, Rule};
 
-use crate::findings::{service_fp, ErrorKind, Event, Proto, Service, ServiceMethod, Tunnel};
+use crate::error::ErrorKind;
+use crate::findings::{service_fp, Event, Proto, Service, ServiceMethod, Tunnel};
 use crate::pipeline::{Ctx, OpenPort};
 
 /// Runs detection on every port that arrives on `ports` until it closes,
@@ -105,7 +102,7 @@ fn grinds(d: &Detection, port: u16) -> bool {
     }
     match (&d.identity, d.method) {
         (Some(id), Some(ServiceMethod::Soft)) => id.service == "rpc" || id.service == "rpcbind",
-        (None, _) => crate::targets::ports::service_name(port, "tcp") == Some("rpcbind"),
+        (None, _) => crate::ports::service_name(port, "tcp") == Some("rpcbind"),
         _ => false,
     }
 }

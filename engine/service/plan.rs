@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::detect::looks_like_tls;
 use super::probes::{Probe, ProbeDb, Transport};
 use super::rules::Identity;
 use crate::findings::ProbeReply;
@@ -47,6 +46,9 @@ pub const WINDOW: usize = 32;
 /// bounds the pool buffers one port holds, in flight or back and waiting
 /// for its turn.
 pub const AHEAD: usize = 40;
+
+/// Most bytes of a response kept as the banner.
+pub const BANNER_MAX: usize = 512;
 
 /// Most replies kept for a port's fingerprint, and bytes of each.
 pub const MAX_REPLIES: usize = 16;
@@ -556,7 +558,7 @@ impl<'d, B: AsRef<[u8]>> Plan<'d, B> {
         self.phase.probes_sent += 1;
         self.phase.bytes_read += len as u64;
         if null && self.phase.banner.is_empty() {
-            self.phase.banner = data[..data.len().min(super::detect::BANNER_MAX)].to_vec();
+            self.phase.banner = data[..data.len().min(BANNER_MAX)].to_vec();
         }
         if !data.is_empty() && self.phase.replies.len() < MAX_REPLIES {
             let keep = data.len().min(ProbeReply::MAX);
@@ -631,6 +633,11 @@ pub fn hard_match(
 fn soft_match(db: &ProbeDb, null: Option<usize>, probe: &Probe, data: &[u8]) -> Option<Identity> {
     let own = probe.soft_matches.iter();
     own.chain(fallbacks(db, null, probe).flat_map(|f| f.soft_matches.iter())).find_map(|r| r.apply(data))
+}
+
+/// A TLS record header: handshake (22) or alert (21), version 3.x.
+pub(super) fn looks_like_tls(data: &[u8]) -> bool {
+    data.len() >= 3 && matches!(data[0], 0x15 | 0x16) && data[1] == 3 && data[2] <= 4
 }
 
 #[cfg(test)]

@@ -3,6 +3,15 @@
 
 use super::*;
 
+#[test]
+fn tls_records_are_recognised() {
+    assert!(looks_like_tls(b"\x16\x03\x01\x00\x2a"));
+    assert!(looks_like_tls(b"\x15\x03\x03\x00\x02\x02\x28"));
+    assert!(!looks_like_tls(b"\x16\x03"));
+    assert!(!looks_like_tls(b"HTTP/1.1 400"));
+    assert!(!looks_like_tls(b"\x17\x03\x03"));
+}
+
 fn db(yaml: &str) -> ProbeDb {
     let mut db = ProbeDb::default();
     db.add_str(yaml, std::path::Path::new("test.yaml")).unwrap();
@@ -462,7 +471,7 @@ fn replies_are_kept_bounded_for_the_fingerprint() {
     assert_eq!(phase.replies.len(), MAX_REPLIES);
     assert_eq!((phase.replies[0].probe.as_str(), phase.replies[0].data.len()), ("NULL", ProbeReply::MAX));
     assert_eq!(phase.replies[1].data, b"?\n");
-    assert_eq!(phase.banner.len(), super::super::detect::BANNER_MAX);
+    assert_eq!(phase.banner.len(), BANNER_MAX);
 }
 
 /// A probe echoed back is an echo service; a connection closed at once is

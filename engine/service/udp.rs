@@ -114,7 +114,7 @@ impl Detector {
                 out.bytes_read += n as u64;
                 let data = &loan[..n];
                 if out.banner.is_empty() {
-                    out.banner = data[..n.min(super::detect::BANNER_MAX)].to_vec();
+                    out.banner = data[..n.min(super::plan::BANNER_MAX)].to_vec();
                 }
                 // An answer that is the probe itself: an echo service (RFC 862).
                 let id = if !probe.payload.is_empty() && data == &probe.payload[..] {

@@ -63,7 +63,7 @@ impl AddrSetBuilder {
     const UNMERGED: usize = 1 << 20;
 
     /// Adds a range; an error once the distinct ranges pass [`Self::MAX_RANGES`].
-    pub fn push(&mut self, r: KeyRange) -> crate::Result<()> {
+    pub fn push(&mut self, r: KeyRange) -> crate::error::Result<()> {
         self.ranges.push(r);
         if self.ranges.len() >= (2 * self.merged + 65_536).min(self.merged + Self::UNMERGED) {
             self.merge()?;
@@ -71,12 +71,12 @@ impl AddrSetBuilder {
         Ok(())
     }
 
-    fn merge(&mut self) -> crate::Result<()> {
+    fn merge(&mut self) -> crate::error::Result<()> {
         merge(&mut self.ranges);
         self.merged = self.ranges.len();
         if self.merged > Self::MAX_RANGES {
             let msg = format!("more than {} separate addresses or ranges", Self::MAX_RANGES);
-            return Err(crate::Error::new(crate::ErrorKind::TargetSpec, msg));
+            return Err(crate::error::Error::new(crate::error::ErrorKind::TargetSpec, msg));
         }
         Ok(())
     }
@@ -85,7 +85,7 @@ impl AddrSetBuilder {
         self.ranges.is_empty()
     }
 
-    pub fn finish(mut self) -> crate::Result<AddrSet> {
+    pub fn finish(mut self) -> crate::error::Result<AddrSet> {
         self.merge()?;
         Ok(AddrSet::from_ranges(self.ranges))
     }
@@ -265,7 +265,7 @@ mod tests {
             }
         }
         let err = err.or_else(|| b.finish().err()).expect("the cap trips");
-        assert_eq!(err.kind(), crate::ErrorKind::TargetSpec);
+        assert_eq!(err.kind(), crate::error::ErrorKind::TargetSpec);
         assert!(err.to_string().contains("separate addresses"), "{err}");
     }
 }

@@ -1,7 +1,7 @@
 //! Targets: what to scan and in which order.
 //!
 //! In: target terms, exclusions and a port list, already parsed and resolved
-//! by the caller (see [`spec`] and [`ports`]). Out: a [`ScanOrder`], an
+//! by the caller (see [`spec`] and [`crate::ports`]). Out: a [`ScanOrder`], an
 //! iterator of `(address, port)` pairs.
 //!
 //! What always holds: the order is a keyed permutation of the whole
@@ -12,7 +12,6 @@
 
 pub mod addrs;
 pub mod permute;
-pub mod ports;
 pub mod spec;
 
 use std::net::IpAddr;
@@ -20,7 +19,6 @@ use std::sync::Arc;
 
 pub use addrs::AddrSet;
 pub use permute::Permutation;
-pub use ports::{parse_ports, top_ports, PortList, Proto};
 pub use spec::{is_hostname, parse_term, pick_family, resolve, system_addresses, Family, Term};
 
 use crate::error::{Error, ErrorKind, Result};

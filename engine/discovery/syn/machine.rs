@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::lanes::Lanes;
 use super::reply::Reply;
 use crate::discovery::control::{retries_for, Answer, Class, Limits, CONGESTED_TRIES};
-use crate::discovery::Pacer;
+use crate::discovery::pacer::Pacer;
 use crate::findings::{PortState, Reason, ScanType};
 use crate::targets::addrs::{addr, key};
 use crate::targets::TargetSpace;

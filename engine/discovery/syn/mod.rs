@@ -38,15 +38,15 @@ pub use machine::{Counts, Machine, Pace, Seen, Verdict};
 pub use reply::Reply;
 
 use crate::discovery::control::Class;
-use crate::discovery::{PaceTold, Pacer};
+use crate::discovery::pacer::Pacer;
+use crate::discovery::PaceTold;
 use hosts::{Discovery, HostVerdict, LiveFeed, PingFeed};
 use pnet_packet::tcp::TcpFlags;
 
 use super::payloads::Payloads;
 use super::ping::{self, HostPlan, PingCookie, PingProbe};
-use super::Stats;
 use crate::findings::{Event, HostState, PortEvent, PortState, Proto, ScanType};
-use crate::pipeline::Found;
+use crate::pipeline::{Found, Stats};
 use crate::raw::packet::{Checksum, PacketSocket, BATCH, FRAME};
 use crate::targets::addrs::key;
 use crate::targets::{ScanOrder, TargetSpace};

@@ -28,7 +28,7 @@ pub fn start(args: &str, planned: u64) -> Event {
         seed: 1,
         probes_planned: planned,
         settings: ScanSettings {
-            ports: crate::targets::parse_ports(spec).unwrap().tcp,
+            ports: crate::ports::parse_ports(spec).unwrap().tcp,
             service_detection: words.contains(&"-sV"),
             verbosity: words.iter().filter(|w| **w == "-v").count() as u8,
             ..ScanSettings::default()

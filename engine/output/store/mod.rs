@@ -27,8 +27,8 @@ pub use read::Db;
 pub use read::{diff, steady_form, Diff, OsChange, ScanSummary, ServiceChange, Uncovered};
 
 use super::Sink;
+use crate::error::{Error, ErrorKind};
 use crate::findings::{Event, PortState, ServiceMethod};
-use crate::{Error, ErrorKind};
 use schema::Table;
 
 /// How long a SQLite writer waits for another process's transaction.
@@ -38,7 +38,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// `postgresql://` URL), creating the tables if they are missing. The
 /// error's message does not repeat `target` (show it with
 /// [`display_name`]); the errors of `record`, `flush` and `close` name it.
-pub fn open(target: &str) -> crate::Result<Box<dyn Sink>> {
+pub fn open(target: &str) -> crate::error::Result<Box<dyn Sink>> {
     Ok(Box::new(Store::open(target)?))
 }
 
@@ -96,9 +96,9 @@ impl Batch {
 /// A database connection, as the store and [`Db`] use it.
 pub(crate) trait Backend: Send {
     /// Writes the whole batch in one transaction.
-    fn write(&mut self, batch: &Batch) -> crate::Result<()>;
+    fn write(&mut self, batch: &Batch) -> crate::error::Result<()>;
     /// Runs a query with `?` placeholders and text parameters.
-    fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>>;
+    fn query(&mut self, sql: &str, params: &[&str]) -> crate::error::Result<Vec<Vec<Cell>>>;
 }
 
 /// One value a query returned.
@@ -112,7 +112,7 @@ pub(crate) enum Cell {
 
 /// Opens a backend: PostgreSQL for a URL, SQLite otherwise. `create`: a
 /// missing SQLite file is created (else it is an error).
-fn connect(target: &str, create: bool) -> crate::Result<Box<dyn Backend>> {
+fn connect(target: &str, create: bool) -> crate::error::Result<Box<dyn Backend>> {
     if is_postgres(target) {
         Ok(Box::new(postgres::Pg::connect(target)?))
     } else {
@@ -132,7 +132,7 @@ pub struct Store {
 
 impl Store {
     /// See [`open`].
-    pub fn open(target: &str) -> crate::Result<Store> {
+    pub fn open(target: &str) -> crate::error::Result<Store> {
         let db = connect(target, true)?;
         Ok(Store::with_backend(db, display_name(target)))
     }

@@ -27,7 +27,7 @@ use postgres::{Client, Config, NoTls};
 
 use super::schema::{self, Kind};
 use super::{db_error, Backend, Batch, Cell, Val};
-use crate::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind};
 
 /// Rows in one INSERT statement.
 const CHUNK_ROWS: usize = 1000;
@@ -193,7 +193,7 @@ fn passfile_lookup(text: &str, want: [&str; 4]) -> Option<String> {
 
 impl Pg {
     /// Connects and creates the tables if they are missing.
-    pub fn connect(url: &str) -> crate::Result<Pg> {
+    pub fn connect(url: &str) -> crate::error::Result<Pg> {
         let mut cfg: Config = url.parse().map_err(|e| db_error(format!("bad PostgreSQL URL: {e}")))?;
         if cfg.get_connect_timeout().is_none() {
             cfg.connect_timeout(Duration::from_secs(10));
@@ -213,7 +213,7 @@ impl Pg {
         })
     }
 
-    fn create_schema(&mut self) -> crate::Result<()> {
+    fn create_schema(&mut self) -> crate::error::Result<()> {
         // Literals are quoted for standard_conforming_strings (the default
         // since PostgreSQL 9.1): make sure it is on for this session.
         self.client.batch_execute("SET standard_conforming_strings = on").map_err(pg_err)?;
@@ -401,7 +401,7 @@ pub(super) fn copy_field(out: &mut String, v: &Val, kind: Kind) {
 }
 
 impl Pg {
-    fn write_now(&mut self, batch: &Batch) -> crate::Result<()> {
+    fn write_now(&mut self, batch: &Batch) -> crate::error::Result<()> {
         let ports = &batch.rows[schema::TABLES.iter().position(|t| t.name == schema::PORTS.name).unwrap_or(1)];
         if ports.len() < COPY_PORTS {
             // One round trip: a multi-statement simple query is one
@@ -418,7 +418,7 @@ impl Pg {
 
     /// BEGIN; COPY the ports into the staging table; then one script: the
     /// ports from there, the other rows, COMMIT (which empties the table).
-    fn write_copy(&mut self, batch: &Batch, ports: &[Vec<Val>]) -> crate::Result<()> {
+    fn write_copy(&mut self, batch: &Batch, ports: &[Vec<Val>]) -> crate::error::Result<()> {
         let cols: Vec<&str> = schema::PORTS.columns.iter().map(|c| c.0).collect();
         let cols = cols.join(", ");
         if !self.staged {
@@ -455,7 +455,7 @@ impl Pg {
         self.client.batch_execute(&sql).map_err(pg_err)
     }
 
-    fn query_now(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
+    fn query_now(&mut self, sql: &str, params: &[&str]) -> crate::error::Result<Vec<Vec<Cell>>> {
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let rows = self.client.query(numbered(sql).as_str(), &refs).map_err(pg_err)?;
         let mut out = Vec::with_capacity(rows.len());
@@ -510,11 +510,11 @@ impl<'a> FromSql<'a> for Cell {
 }
 
 impl Backend for Pg {
-    fn write(&mut self, batch: &Batch) -> crate::Result<()> {
+    fn write(&mut self, batch: &Batch) -> crate::error::Result<()> {
         off_runtime(|| self.write_now(batch))
     }
 
-    fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
+    fn query(&mut self, sql: &str, params: &[&str]) -> crate::error::Result<Vec<Vec<Cell>>> {
         off_runtime(|| self.query_now(sql, params))
     }
 }

@@ -8,13 +8,12 @@ use std::net::IpAddr;
 use serde_json::Value;
 
 use super::{connect, display_name, Backend, Cell};
+use crate::error::{Error, ErrorKind};
 use crate::findings::{
-    banner_text, CertSummary, ErrorEvent, ErrorKind as EvErrorKind, Event, ExtraportsEvent, FindingEvent, HostEvent,
-    HostState, Identity, OsClass, OsEvent, OsHint, OsMatch, PortEvent, PortState, Proto, RdnsEvent, Reason, ScanEnd,
-    ScanId, ScanStart, ScanType, ScriptEvent, Sequence, Service, ServiceMethod, Severity, TlsInfo, TraceEvent,
-    TraceHop, Tunnel, Uptime,
+    banner_text, CertSummary, ErrorEvent, Event, ExtraportsEvent, FindingEvent, HostEvent, HostState, Identity,
+    OsClass, OsEvent, OsHint, OsMatch, PortEvent, PortState, Proto, RdnsEvent, Reason, ScanEnd, ScanId, ScanStart,
+    ScanType, ScriptEvent, Sequence, Service, ServiceMethod, Severity, TlsInfo, TraceEvent, TraceHop, Tunnel, Uptime,
 };
-use crate::{Error, ErrorKind};
 
 /// A stored database, opened for reading.
 pub struct Db {
@@ -46,7 +45,7 @@ impl Db {
     /// Opens the database at `target` (a file path or a `postgres://` URL).
     /// A SQLite file must exist already. As for [`super::open`], the error
     /// does not name `target`.
-    pub fn open(target: &str) -> crate::Result<Db> {
+    pub fn open(target: &str) -> crate::error::Result<Db> {
         Ok(Db { db: connect(target, false)?, label: display_name(target) })
     }
 
@@ -103,7 +102,7 @@ impl Db {
 
     /// The one scan whose id starts with `prefix`. Unknown and ambiguous
     /// prefixes are usage errors.
-    pub fn resolve(&mut self, prefix: &str) -> crate::Result<String> {
+    pub fn resolve(&mut self, prefix: &str) -> crate::error::Result<String> {
         let rows = self
             .query("SELECT id FROM scans ORDER BY id", &[])
             .map_err(|e| Error::with_source(ErrorKind::Io, e.to_string(), e))?;
@@ -395,14 +394,7 @@ impl Db {
                 ip: r.ip(),
                 port: r.int().and_then(|p| u16::try_from(p).ok()),
                 plugin: r.opt(),
-                kind: match r.text().as_str() {
-                    "timeout" => EvErrorKind::Timeout,
-                    "budget" => EvErrorKind::Budget,
-                    "sandbox" => EvErrorKind::Sandbox,
-                    "parse" => EvErrorKind::Parse,
-                    "plugin" => EvErrorKind::Plugin,
-                    _ => EvErrorKind::Io,
-                },
+                kind: ErrorKind::parse(&r.text()).unwrap_or(ErrorKind::Io),
                 message: r.text(),
             };
             body.push((r.int().unwrap_or(0), Event::Error(ev)));

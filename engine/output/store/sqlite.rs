@@ -28,7 +28,7 @@ impl ToSql for Val {
 
 impl Lite {
     /// Opens (or, with `create`, creates) the database file and its tables.
-    pub fn open(path: &str, create: bool) -> crate::Result<Lite> {
+    pub fn open(path: &str, create: bool) -> crate::error::Result<Lite> {
         if !create && !Path::new(path).exists() {
             return Err(db_error("no such database (store a scan in it with --db first)"));
         }
@@ -44,12 +44,12 @@ impl Lite {
 
     /// A private in-memory database (tests).
     #[cfg(test)]
-    pub fn memory() -> crate::Result<Lite> {
+    pub fn memory() -> crate::error::Result<Lite> {
         let conn = Connection::open_in_memory().map_err(db_cause)?;
         Lite::setup(conn, false)
     }
 
-    fn setup(conn: Connection, wal: bool) -> crate::Result<Lite> {
+    fn setup(conn: Connection, wal: bool) -> crate::error::Result<Lite> {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_cause)?;
         if wal {
             // journal_mode answers with the mode in force.
@@ -64,7 +64,7 @@ impl Lite {
         Ok(lite)
     }
 
-    fn create_schema(&mut self) -> crate::Result<()> {
+    fn create_schema(&mut self) -> crate::error::Result<()> {
         // IMMEDIATE: take the write lock first, so two scans starting at once
         // do not both see an empty schema_version.
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_cause)?;
@@ -111,7 +111,7 @@ fn insert_sql(t: &Table) -> String {
 }
 
 impl Backend for Lite {
-    fn write(&mut self, batch: &Batch) -> crate::Result<()> {
+    fn write(&mut self, batch: &Batch) -> crate::error::Result<()> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_cause)?;
         for (table, rows) in schema::TABLES.iter().zip(&batch.rows) {
             if rows.is_empty() {
@@ -133,7 +133,7 @@ impl Backend for Lite {
         tx.commit().map_err(|e| db_cause(e).context("commit"))
     }
 
-    fn query(&mut self, sql: &str, params: &[&str]) -> crate::Result<Vec<Vec<Cell>>> {
+    fn query(&mut self, sql: &str, params: &[&str]) -> crate::error::Result<Vec<Vec<Cell>>> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(db_cause)?;
         let n = stmt.column_count();
         let mut rows = stmt.query(rusqlite::params_from_iter(params.iter())).map_err(db_cause)?;

@@ -142,7 +142,7 @@ fn error(addr: Option<&str>, p: Option<u16>) -> Event {
         ip: addr.map(ip),
         port: p,
         plugin: Some("ssl-cert".into()),
-        kind: crate::findings::ErrorKind::Timeout,
+        kind: crate::error::ErrorKind::Timeout,
         message: "timed out after 10s".into(),
     })
 }

@@ -14,6 +14,8 @@
 //! `files` source does, and a loopback address is never asked of a DNS
 //! server (no server outside this machine knows 127.0.0.0/8 or ::1).
 
+pub mod tap;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,15 +25,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::findings::{Event, HostState, RdnsEvent};
+use crate::findings::{Event, RdnsEvent};
 use crate::pipeline::Ctx;
+use tap::{Learnt, Lookup, Tap, LOOKUP_TIME, MAX_ADDRESSES};
 
-/// Most addresses looked up in one scan (a sweep's every live host of a /16).
-pub const MAX_ADDRESSES: usize = 1 << 16;
 /// Lookups at once.
 pub const PARALLEL: usize = 32;
-/// Longest one lookup may take (two tries of a second, and their sending).
-pub const LOOKUP_TIME: Duration = Duration::from_millis(2500);
 /// Longest the scan's end waits for the lookups still pending.
 pub const GRACE: Duration = Duration::from_secs(3);
 /// Largest hosts file read.
@@ -103,101 +102,6 @@ pub enum Outcome {
     NoAnswer,
 }
 
-/// Where one address's lookup stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Lookup {
-    /// Asked of the resolver at this moment.
-    Running(tokio::time::Instant),
-    /// Its name, or `None` (no name, no answer).
-    Done(Option<String>),
-}
-
-/// What the lookups learnt, for those who wait on a host's name.
-#[derive(Debug, Default)]
-struct Learnt {
-    names: Mutex<HashMap<IpAddr, Lookup>>,
-    /// The lookups are over (no more names will come).
-    over: AtomicBool,
-    changed: tokio::sync::Notify,
-}
-
-impl Learnt {
-    fn note(&self, ip: IpAddr, state: Lookup) {
-        self.names.lock().unwrap_or_else(|e| e.into_inner()).insert(ip, state);
-        self.changed.notify_waiters();
-    }
-}
-
-/// Where the scan's events tell reverse DNS which hosts to name.
-#[derive(Debug)]
-pub struct Tap {
-    learnt: Arc<Learnt>,
-    seen: Mutex<HashSet<IpAddr>>,
-    to_lookups: Mutex<Option<mpsc::UnboundedSender<IpAddr>>>,
-    lookups: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    full: AtomicBool,
-}
-
-impl Tap {
-    /// Notes the host an event is about, when the report will show it.
-    pub fn saw(&self, ev: &Event) {
-        let ip = match ev {
-            Event::Host(h) if h.state == HostState::Up => h.ip,
-            Event::Port(p) => p.ip,
-            Event::Extraports(e) => e.ip,
-            _ => return,
-        };
-        self.ask(ip);
-    }
-
-    fn ask(&self, ip: IpAddr) {
-        if self.full.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if seen.len() >= MAX_ADDRESSES {
-            self.full.store(true, Ordering::Relaxed);
-            return;
-        }
-        if seen.insert(ip) {
-            if let Some(tx) = &*self.to_lookups.lock().unwrap_or_else(|e| e.into_inner()) {
-                let _ = tx.send(ip);
-            }
-        }
-    }
-
-    /// The name of `ip`: at once when its lookup is done, or not running
-    /// (never asked, or still queued behind others: a plugin never waits
-    /// for a lookup to start); while it runs, once it ends (at most
-    /// [`LOOKUP_TIME`] after it began).
-    pub async fn name_of(&self, ip: IpAddr) -> Option<String> {
-        loop {
-            let changed = self.learnt.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            let state = self.learnt.names.lock().unwrap_or_else(|e| e.into_inner()).get(&ip).cloned();
-            let until = match state {
-                Some(Lookup::Done(name)) => return name,
-                Some(Lookup::Running(since)) => since + LOOKUP_TIME,
-                None => return None,
-            };
-            if self.learnt.over.load(Ordering::Relaxed) || tokio::time::timeout_at(until, changed).await.is_err() {
-                return None;
-            }
-        }
-    }
-
-    /// Ends the lookups: no address is taken after this, the pending ones
-    /// get at most [`GRACE`], and their names are sent before it returns.
-    pub async fn finish(&self) {
-        self.to_lookups.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let task = self.lookups.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(task) = task {
-            let _ = task.await;
-        }
-    }
-}
-
 /// Every target address a scan asks names of with `When::Always` (its
 /// shard's, in the scan's order).
 pub type Targets = Box<dyn Iterator<Item = IpAddr> + Send>;
@@ -225,7 +129,7 @@ pub fn start(settings: &Settings, targets: impl FnOnce() -> Targets, ctx: &Ctx) 
         let learnt = learnt.clone();
         async move {
             if let Some(note) = note {
-                warn(&ctx, crate::findings::ErrorKind::Io, note).await;
+                warn(&ctx, crate::error::ErrorKind::Io, note).await;
             }
             lookups(name, rx, every, learnt, ctx).await;
         }
@@ -331,7 +235,7 @@ async fn lookups_until_done(
                     let message = format!(
                         "reverse DNS: {left} hosts were not looked up when the scan ended (-n skips reverse DNS)"
                     );
-                    warn(&ctx, crate::findings::ErrorKind::Timeout, message).await;
+                    warn(&ctx, crate::error::ErrorKind::Timeout, message).await;
                 }
                 break;
             }
@@ -342,13 +246,13 @@ async fn lookups_until_done(
         let message = format!(
             "reverse DNS: {unanswered} of {asked} lookups got no answer in time (see --dns-servers, --system-dns; -n skips reverse DNS)"
         );
-        warn(&ctx, crate::findings::ErrorKind::Timeout, message).await;
+        warn(&ctx, crate::error::ErrorKind::Timeout, message).await;
     }
 }
 
 /// An `error` event that does not count among the scan's errors: a DNS
 /// server that does not answer costs names, not the scan (nmap's warns).
-async fn warn(ctx: &Ctx, kind: crate::findings::ErrorKind, message: String) {
+async fn warn(ctx: &Ctx, kind: crate::error::ErrorKind, message: String) {
     let _ = ctx.events.send(ctx.error(None, None, None, kind, message)).await;
 }
 
@@ -703,7 +607,7 @@ mod tests {
 
     #[test]
     fn the_tap_asks_once_a_host_and_only_of_hosts_a_report_shows() {
-        use crate::findings::{HostEvent, PortEvent, PortState, Proto, Reason};
+        use crate::findings::{HostEvent, HostState, PortEvent, PortState, Proto, Reason};
         let (tx, mut rx) = mpsc::unbounded_channel();
         let tap = Tap {
             learnt: Arc::default(),

@@ -4,7 +4,11 @@
 //! `60000-`, `T:80,U:53`, service names from the table such as `http`), or a
 //! count for `--top-ports`. Out: sorted, de-duplicated TCP and UDP port lists.
 //! Ports without a `T:`/`U:` prefix apply to every protocol being scanned, as
-//! in nmap.
+//! in nmap. Also [`Proto`], the protocol every port event names, and the
+//! usual service on a port ([`service_name`]). What always holds: this is a
+//! leaf (it imports nothing of the crate but [`crate::error`]), so the target
+//! space ([`crate::targets`]) and the events ([`crate::findings`]) both take
+//! it without taking each other.
 
 use crate::error::{Error, ErrorKind, Result};
 
