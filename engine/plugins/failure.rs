@@ -92,7 +92,7 @@ impl Kind {
             ErrorKind::Budget => Kind::Budget,
             ErrorKind::Sandbox => Kind::Sandbox,
             ErrorKind::Config | ErrorKind::TargetSpec | ErrorKind::PortSpec => Kind::Invalid,
-            ErrorKind::Protocol if causes(e).any(|c| handshake(c)) => Kind::Tls,
+            ErrorKind::Protocol if causes(e).any(handshake) => Kind::Tls,
             ErrorKind::Protocol => Kind::Protocol,
             _ => causes(e).find_map(io_kind).unwrap_or(Kind::Network),
         }
@@ -190,8 +190,8 @@ impl UserData for Failure {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_meta_method(MetaMethod::ToString, |_, this, ()| Ok(this.message.clone()));
         methods.add_meta_function(MetaMethod::Concat, |lua, (a, b): (Value, Value)| {
-            let mut s = joined(&lua, &a)?;
-            s.extend(joined(&lua, &b)?);
+            let mut s = joined(lua, &a)?;
+            s.extend(joined(lua, &b)?);
             lua.create_string(s)
         });
         methods.add_meta_function(MetaMethod::Eq, |_, (a, b): (Value, Value)| {
