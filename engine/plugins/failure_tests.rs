@@ -197,3 +197,45 @@ fn guard_for_ports(ports: &[u16]) -> super::net::Guard {
     ports.sort_unstable();
     super::net::Guard::scan(Some(super::net::tests::space("127.0.0.1", "", ports)), None)
 }
+
+#[tokio::test]
+async fn connect_speaks_tls_by_default_on_a_port_found_inside_tls() {
+    use super::host::Vm;
+    use super::run::OutputAllowance;
+    // A plain server: a TLS handshake with it fails, a plain connection works.
+    let port = super::tests::server(b"plain").await;
+    let (other, _) = closing_server_and_free_port().await;
+    let body = format!(
+        r#"
+        local d = {{}}
+        local s, err = ctx:connect{{}}
+        d.default = s and "plain" or err.kind
+        s = assert(ctx:connect{{ tls = false }})
+        s:send("x")
+        d.explicit = s:recv(5)
+        local _, terr = ctx:connect{{ tls = true }}
+        d.asked = terr.kind
+        s = ctx:connect{{ port = {other} }}
+        d.other_port = s and "plain" or "tls"
+        ctx:finding{{ title = "t", data = d }}
+    "#
+    );
+    let budgets = Budgets { wall: Duration::from_secs(5), ..Budgets::default() };
+    let vm = Vm::new(
+        &[with_run(&body)],
+        &budgets,
+        guard_for_ports(&[port, other]),
+        &Default::default(),
+        OutputAllowance::new(1 << 20),
+    )
+    .unwrap();
+    let mut info = (*super::tests::info(port)).clone();
+    info.tunnel = Some(crate::findings::Tunnel::Ssl);
+    let out = vm.run(0, std::sync::Arc::new(info)).await;
+    assert_eq!(out.error, None, "{out:?}");
+    let d = &out.findings[0].data;
+    assert_eq!(d["default"], "tls", "{d}");
+    assert_eq!(d["explicit"], "plain", "{d}");
+    assert_eq!(d["asked"], "tls", "{d}");
+    assert_eq!(d["other_port"], "plain", "{d}");
+}
