@@ -176,9 +176,15 @@ async fn an_error_value_raised_reads_as_its_message() {
     let why = out.error.expect("raised").1;
     assert_eq!(why, "t:4: invalid argument #2 to 'format' (number expected, got string)");
     // assert keeps its own behaviour otherwise.
-    let body = "local a, b = assert(1, 2) assert(a == 1 and b == 2) assert(false, 'plain')";
-    let (out, _) = run_with(with_run(body), budgets.clone(), guard_for(free), free).await;
-    assert!(out.error.as_ref().expect("raised").1.ends_with("plain"), "{out:?}");
+    for (body, why) in [
+        ("local a, b = assert(1, 2) assert(a == 1 and b == 2) assert(false, 'plain')", "t:3: plain"),
+        ("assert(nil)", "t:3: assertion failed!"),
+        ("assert(false, nil)", "t:3: assertion failed!"),
+        ("assert(false, 42)", "t:3: 42"),
+    ] {
+        let (out, _) = run_with(with_run(body), budgets.clone(), guard_for(free), free).await;
+        assert_eq!(out.error.as_ref().expect("raised").1, why, "{body}");
+    }
     // error(err) raises the error value: pcall gives it back with its kind;
     // a run it ends shows its message.
     let body = r#"

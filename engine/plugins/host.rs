@@ -129,13 +129,19 @@ end
 coroutine.resume = function(co, ...) return pass(resume(co, ...)) end
 -- assert takes an error value as its message (Luau's wants a string), as
 -- it took the message itself: `assert(ctx:connect{})` raises "file:line: why".
-local message, rawassert = __moonscan_message, assert
-assert = function(v, ...)
-    if not v and select('#', ...) > 0 then
-        local text = message((...))
-        if text then rawerror(text, 2) end
-    end
-    return rawassert(v, ...)
+-- A failed assert is raised here, at the caller's level, so that it names
+-- the caller's line as Luau's own does ("file:line: message").
+local message, rawassert, tostring = __moonscan_message, assert, tostring
+assert = function(...)
+    local v, msg = ...
+    local n = select('#', ...)
+    if v or n == 0 then return rawassert(...) end
+    if n == 1 or msg == nil then rawerror("assertion failed!", 2) end
+    local text = message(msg)
+    if text then rawerror(text, 2) end
+    local kind = type(msg)
+    if kind == "string" or kind == "number" then rawerror(tostring(msg), 2) end
+    return rawassert(...)
 end
 -- string.format's %s takes an error value as its message (Luau's wants a
 -- string). Called through pcall so that a bad argument is reported at the
