@@ -48,7 +48,8 @@ return {
     if raw == "" then
       -- No service detection ran (or it read nothing): connect and wait
       -- for the service to speak first, as nmap's banner script does.
-      local sock, err = ctx:connect{ timeout = 5000 }
+      -- The bytes on the wire, in the clear even on a TLS port (tls = false).
+      local sock, err = ctx:connect{ tls = false, timeout = 5000 }
       if not sock then
         return nil, "connect: " .. tostring(err)
       end

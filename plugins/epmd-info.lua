@@ -39,7 +39,7 @@ return {
     local nodes, order = {}, {}
     for _ = 1, MAX_NODES do
       local line, lerr = sock:recv_line(MAX_LINE)
-      if not line and lerr == "closed" then
+      if not line and lerr.kind == "closed" then
         -- Closed after a last line without "\n": what is left is that line.
         line = sock:recv(MAX_LINE)
       end

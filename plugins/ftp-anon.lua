@@ -70,7 +70,7 @@ return {
       max_list = nil
     end
 
-    local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+    local sock, err = ctx:connect{ timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end

@@ -28,7 +28,7 @@ end
 
 -- A logged-in control connection, or nil, why.
 local function login(ctx, user, pass, tls)
-  local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+  local sock, err = ctx:connect{ timeout = TIMEOUT }
   if not sock then
     return nil, "connect: " .. tostring(err)
   end

@@ -73,7 +73,7 @@ return {
   services = { "ftp", "ftps" },
   run = function(ctx)
     local deadline = os.clock() + DEADLINE
-    local raw, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+    local raw, err = ctx:connect{ timeout = TIMEOUT }
     if not raw then
       return nil, "connect: " .. tostring(err)
     end

@@ -21,8 +21,8 @@ return {
   ports = { 143, 993 },
   services = { "imap", "imaps" },
   run = function(ctx)
-    local tls = ctx.tunnel == "ssl" or ctx.service == "imaps"
-    local sock, err = ctx:connect{ tls = tls, timeout = TIMEOUT }
+    -- TLS on imaps; else the port's tunnel decides (tls = nil).
+    local sock, err = ctx:connect{ tls = ctx.service == "imaps" or nil, timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end

@@ -49,8 +49,8 @@ return {
   categories = { "discovery", "safe" },
   portrule = rules.port_or_service({ 389, 636 }, { "ldap", "ldapssl" }),
   run = function(ctx)
-    local tls = ctx.tunnel == "ssl" or ctx.service == "ldapssl"
-    local sock, err = ctx:connect{ tls = tls, timeout = TIMEOUT }
+    -- TLS on ldapssl; else the port's tunnel decides (tls = nil).
+    local sock, err = ctx:connect{ tls = ctx.service == "ldapssl" or nil, timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end

@@ -76,7 +76,7 @@ return {
   ports = { 11211 },
   services = { "memcached" },
   run = function(ctx)
-    local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+    local sock, err = ctx:connect{ timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end

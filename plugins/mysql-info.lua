@@ -41,7 +41,7 @@ return {
     local g, why = mysql.decode_greeting(p)
     if not g then
       why = raw ~= "" and ("banner is not a greeting (" .. tostring(p and why or seq) .. "); ") or ""
-      local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = 5000 }
+      local sock, err = ctx:connect{ timeout = 5000 }
       if not sock then return nil, why .. "connect: " .. tostring(err) end
       source, p, seq, short = "connection", mysql.read_packet(sock)
       sock:close()

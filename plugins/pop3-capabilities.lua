@@ -20,8 +20,8 @@ return {
   ports = { 110, 995 },
   services = { "pop3", "pop3s" },
   run = function(ctx)
-    local tls = ctx.tunnel == "ssl" or ctx.service == "pop3s"
-    local sock, err = ctx:connect{ tls = tls, timeout = TIMEOUT }
+    -- TLS on pop3s; else the port's tunnel decides (tls = nil).
+    local sock, err = ctx:connect{ tls = ctx.service == "pop3s" or nil, timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end
@@ -39,7 +39,7 @@ return {
     local data, rerr = sock:recv_until("\\.", MAX_LINE)
     if data then
       data = string.sub(data, 1, -2)
-    elseif string.find(tostring(rerr), "no match", 1, true) then
+    elseif rerr.kind == "protocol" then -- no dot in the bytes allowed
       data = sock:recv(MAX_LINE - 1)
     end
     sock:send("QUIT\r\n")

@@ -26,10 +26,10 @@ return {
   -- nmap's host script: the result is about the host (Host script results).
   scope = "host",
   run = function(ctx)
-    local r, err = smb.negotiate2(ctx)
+    local r, err, unreached = smb.negotiate2(ctx)
     local name = r and r.status == 0 and smb.dialect_name(r.dialect)
     if not name then
-      if (ctx.verbosity or 0) > 1 and (r or string.sub(tostring(err), 1, 8) ~= "connect:") then
+      if (ctx.verbosity or 0) > 1 and (r or not unreached) then
         return "Couldn't establish a SMBv2 connection."
       end
       if not r then

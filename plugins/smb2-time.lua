@@ -21,8 +21,8 @@ return {
   -- nmap's host script: the result is about the host (Host script results).
   scope = "host",
   run = function(ctx)
-    local r, err = smb.negotiate2(ctx)
-    if not r and string.sub(tostring(err), 1, 8) == "connect:" then
+    local r, err, unreached = smb.negotiate2(ctx)
+    if unreached then
       return nil, err
     end
     if not r or r.status ~= 0 then

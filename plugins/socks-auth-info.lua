@@ -12,21 +12,22 @@ local TIMEOUT = 3000 -- ms per operation
 local METHODS = { 0, 1, 2 }
 local NAMES = { [0] = "No authentication", [1] = "GSSAPI", [2] = "Username and password" }
 
--- The method the server chooses when offered only `method`, or nil, why.
+-- The method the server chooses when offered only `method`, or nil, why
+-- (the host's error values keep their kind through errors.wrap).
 local function chosen(ctx, method)
-  local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+  local sock, err = ctx:connect{ timeout = TIMEOUT }
   if not sock then
-    return nil, "connect: " .. tostring(err)
+    return nil, errors.wrap(err, "connect: ")
   end
   local ok, serr = sock:send(string.pack("BBB", 5, 1, method))
   if not ok then
     sock:close()
-    return nil, "send: " .. tostring(serr)
+    return nil, errors.wrap(serr, "send: ")
   end
   local answer, rerr = sock:recv_exact(2)
   sock:close()
   if not answer then
-    return nil, "no answer: " .. tostring(rerr)
+    return nil, errors.wrap(rerr, "no answer: ")
   end
   local version, picked = string.unpack("BB", answer)
   if version ~= 5 then
@@ -56,7 +57,7 @@ return {
       else
         why[#why + 1] = NAMES[method] .. ": " .. err
         -- A server that lets one greeting time out will not answer the next.
-        if string.find(err, "time", 1, true) then
+        if err.kind == "timeout" then
           break
         end
       end

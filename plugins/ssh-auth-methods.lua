@@ -1,7 +1,7 @@
 -- ssh-auth-methods: the authentication methods an SSH server offers a user.
 --
 -- The host finishes the key exchange and sends a "none" authentication
--- request (ctx:ssh_auth_methods); the server's answer lists the methods
+-- request (ctx.ssh:auth_methods); the server's answer lists the methods
 -- that may continue. Nothing that could log in is ever sent. The result is
 -- nmap's ssh-auth-methods table ("Supported authentication methods": the
 -- list); a server that offers passwords is a low finding.
@@ -17,7 +17,7 @@ return {
     if user == nil or user == "" then
       user = "root"
     end
-    local methods, err = ctx:ssh_auth_methods({ user = user })
+    local methods, err = ctx.ssh:auth_methods({ user = user })
     if not methods then
       return nil, err
     end

@@ -34,7 +34,7 @@ return {
   ports = { 5900, 5901, 5902 },
   services = { "vnc" },
   run = function(ctx)
-    local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+    local sock, err = ctx:connect{ timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end

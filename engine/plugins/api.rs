@@ -1,7 +1,7 @@
 //! The `ctx` plugins run against: one per run, a UserData on the run
 //! ([`Run`]), with the port's facts as fields and the host's calls as
 //! methods: findings and log lines, guarded connections (`ctx:connect`,
-//! `ctx:udp`), the HTTP client (`ctx.http`), SSH and TLS details. Their
+//! `ctx:udp`), the HTTP client (`ctx.http`), SSH (`ctx.ssh`) and TLS details. Their
 //! sockets are in [`super::socket`] and [`super::udp`], `ctx:tls_enum` and
 //! `ctx:server_hello` in [`super::tls_enum`], the `re` and `hash` modules
 //! in [`super::libs`]. A plugin of the `version` category may also set
@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataFields, UserDataMethods, Value};
 
+use super::failure::{Failure, Kind};
 use super::net::{self, timed_out, ConnectRequest, TlsOptions, SOCKET_TIMEOUT};
 use super::run::Run;
 use super::socket::LuaSocket;
@@ -67,9 +68,14 @@ impl Ctx {
     }
 }
 
-/// `nil, why` for a call that failed.
-fn failed(lua: &Lua, e: impl std::fmt::Display) -> mlua::Result<(Value, Value)> {
-    Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)))
+/// `nil, err` for a call that failed (an error value of `e`'s kind).
+fn failed(lua: &Lua, e: &Error) -> mlua::Result<(Value, Value)> {
+    Failure::of(e).answer(lua)
+}
+
+/// `nil, err` for a value `ctx:set_service` cannot take.
+fn invalid(lua: &Lua, why: impl Into<String>) -> mlua::Result<(Value, Value)> {
+    Failure::new(Kind::Invalid, why).answer(lua)
 }
 
 impl UserData for Ctx {
@@ -98,12 +104,13 @@ impl UserData for Ctx {
         methods.add_method("log", |_, this, args: MultiValue| this.run.log(&args));
         methods.add_method("set_service", |lua, this, spec: Table| set_service(lua, &this.run, &spec));
         methods.add_async_method("connect", |lua, this, opts: Option<Table>| async move {
-            let req = ConnectRequest::from_lua(opts.as_ref())?;
+            let mut req = ConnectRequest::from_lua(opts.as_ref())?;
+            tls_by_tunnel(&this.run, &mut req, opts.as_ref())?;
             match this.run.open_taped(&req).await {
                 Ok(sock) => {
                     Ok((Value::UserData(lua.create_userdata(LuaSocket { sock, run: this.run.clone() })?), Value::Nil))
                 }
-                Err(e) => failed(&lua, e),
+                Err(e) => failed(&lua, &e),
             }
         });
         // ctx:udp{port=, host=, timeout=} (engine/plugins/udp.rs).
@@ -116,10 +123,29 @@ impl UserData for Ctx {
         methods.add_async_method("server_hello", |lua, this, opts: Option<Table>| {
             super::tls_enum::server_hello(lua, this.run.clone(), opts)
         });
+        // Deprecated: ctx.ssh:auth_methods by its old name, kept for plugins
+        // written before it (same arguments and results).
         methods.add_async_method("ssh_auth_methods", |lua, this, opts: Option<Table>| {
-            ssh_auth_methods(lua, this.run.clone(), opts)
+            ssh_auth_methods(lua, this.run.clone(), opts, "ctx:ssh_auth_methods")
         });
     }
+}
+
+/// `ctx:connect`'s TLS when its table says nothing of it (no `tls` key):
+/// the port's tunnel decides, as it does for `ctx.http`, so a connection to
+/// the scanned port speaks TLS when service detection found the service
+/// inside TLS (`ctx.tunnel == "ssl"`). An explicit `tls` (true, false or
+/// a table) wins; a connection to another port is plain unless it asks.
+fn tls_by_tunnel(run: &Run, req: &mut ConnectRequest, opts: Option<&Table>) -> mlua::Result<()> {
+    let given = match opts {
+        Some(o) => !o.raw_get::<Value>("tls")?.is_nil(),
+        None => false,
+    };
+    let own_port = req.port.is_none_or(|p| p == run.info.port);
+    if !given && own_port && run.info.tunnel == Some(crate::findings::Tunnel::Ssl) {
+        req.tls = Some(TlsOptions::default());
+    }
+    Ok(())
 }
 
 /// `ctx:finding{severity=, title=, data=, ...}`.
@@ -172,7 +198,7 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
         match text(key)? {
             Ok(Some(v)) => given.push((*key, v)),
             Ok(None) => {}
-            Err(why) => return failed(lua, why),
+            Err(why) => return invalid(lua, why),
         }
     }
     let cpe = match spec.raw_get::<Value>("cpe")? {
@@ -186,10 +212,10 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
                 match service_text("cpe", &v.as_bytes()) {
                     Ok(c) if c.starts_with("cpe:/") && cpe.len() < MAX_SERVICE_CPES => cpe.push(c),
                     Ok(c) if cpe.len() < MAX_SERVICE_CPES => {
-                        return failed(lua, format!("ctx:set_service: {c:?} is not a CPE"))
+                        return invalid(lua, format!("ctx:set_service: {c:?} is not a CPE"))
                     }
-                    Ok(_) => return failed(lua, format!("ctx:set_service: more than {MAX_SERVICE_CPES} CPEs")),
-                    Err(why) => return failed(lua, why),
+                    Ok(_) => return invalid(lua, format!("ctx:set_service: more than {MAX_SERVICE_CPES} CPEs")),
+                    Err(why) => return invalid(lua, why),
                 }
             }
             Some(cpe)
@@ -210,7 +236,7 @@ fn set_service(lua: &Lua, run: &Run, spec: &Table) -> mlua::Result<(Value, Value
             "name" => {
                 let word = |c: u8| c.is_ascii_alphanumeric() || b"-_.+".contains(&c);
                 if value.len() > MAX_SERVICE_NAME || !value.bytes().all(word) || value.is_empty() {
-                    return failed(lua, format!("ctx:set_service: {value:?} is not a service name"));
+                    return invalid(lua, format!("ctx:set_service: {value:?} is not a service name"));
                 }
                 if value != before.service {
                     id = Identity { service: value, ..Identity::default() };
@@ -247,49 +273,59 @@ fn service_text(key: &str, v: &[u8]) -> Result<String, String> {
     }
 }
 
-/// `ctx:ssh_auth_methods{port=, user=}`: the methods an SSH server offers
+/// `ctx.ssh:auth_methods{port=, user=}` (also `ctx:ssh_auth_methods`, its
+/// deprecated name, which `what` says in messages): the methods an SSH server offers
 /// `user` (default "root") after a "none" request, a list of names, or
 /// nil, why. The connection takes the path of `ctx:connect` (guard, socket
 /// budget); the exchange ends by the run's deadline and every byte it read
 /// is charged to the run (the SSH side is in engine/plugins/ssh.rs).
-async fn ssh_auth_methods(lua: Lua, run: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
+async fn ssh_auth_methods(
+    lua: Lua,
+    run: Arc<Run>,
+    opts: Option<Table>,
+    what: &'static str,
+) -> mlua::Result<(Value, Value)> {
     let keys = ["host", "port", "timeout", "user"];
-    let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:ssh_auth_methods")?;
+    let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, what)?;
     req.tls = None;
     let user = match opts.as_ref().map(|o| o.raw_get::<Value>("user")).transpose()? {
         None | Some(Value::Nil) => "root".to_string(),
         Some(Value::String(s)) if s.as_bytes().len() <= 256 && !s.as_bytes().contains(&0) => s.to_string_lossy(),
         Some(other) => {
             return Err(mlua::Error::runtime(format!(
-                "ctx:ssh_auth_methods: user must be a name of at most 256 bytes, not {other:?}"
+                "{what}: user must be a name of at most 256 bytes, not {other:?}"
             )))
         }
     };
     let sock = match run.open(&req).await {
         Ok(sock) => sock,
-        Err(e) => return failed(&lua, e),
+        Err(e) => return failed(&lua, &e),
     };
     let conn = sock.lock().await.conn.take();
     let Some(crate::wire::conn::Conn::Plain(stream)) = conn else {
-        return failed(&lua, "ctx:ssh_auth_methods: not a plain TCP connection");
+        return Failure::new(Kind::Protocol, format!("{what}: not a plain TCP connection")).answer(&lua);
     };
     let left = run.read_left()?;
     let (result, read) = super::ssh::auth_methods_counted(stream, &user, run.deadline(), left).await;
     if !run.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
-        return failed(&lua, run.over_read());
+        return failed(&lua, &run.over_read());
     }
     match result {
         Ok(names) => Ok((Value::Table(lua.create_sequence_from(names)?), Value::Nil)),
-        Err(e) => failed(&lua, e),
+        Err(e) => failed(&lua, &e),
     }
 }
 
-/// `ctx.ssh`.
+/// `ctx.ssh`: what the host asks an SSH server itself (`host_keys`,
+/// `auth_methods`).
 struct Ssh(Arc<Run>);
 
 impl UserData for Ssh {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_async_method("host_keys", |lua, this, opts: Option<Table>| host_keys(lua, this.0.clone(), opts));
+        methods.add_async_method("auth_methods", |lua, this, opts: Option<Table>| {
+            ssh_auth_methods(lua, this.0.clone(), opts, "ctx.ssh:auth_methods")
+        });
     }
 }
 
@@ -327,7 +363,7 @@ async fn host_keys(lua: Lua, run: Arc<Run>, opts: Option<Table>) -> mlua::Result
     if keys.is_empty() {
         return match errors.first() {
             Some(e) => failed(&lua, e),
-            None => failed(&lua, "the server offers no host key kind known"),
+            None => Failure::new(Kind::Protocol, "the server offers no host key kind known").answer(&lua),
         };
     }
     let list = lua.create_table()?;
@@ -370,7 +406,7 @@ impl UserData for Http {
                 match http_call(&lua, &this.0, &verb, &path, opts.as_ref()).await {
                     Ok(t) => Ok((Value::Table(t), Value::Nil)),
                     Err(HttpError::Lua(e)) => Err(e),
-                    Err(HttpError::Failed(e)) => failed(&lua, e),
+                    Err(HttpError::Failed(e)) => failed(&lua, &e),
                 }
             });
         }

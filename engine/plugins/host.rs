@@ -8,6 +8,9 @@
 //!   read-only; `io`, `os.execute`, `debug`, `load`/`loadstring`,
 //!   `getfenv`/`setfenv`, `string.dump` and `print` do not exist (`print`
 //!   is `ctx:log` by another name); only text compiled by the host is loaded.
+//!   Host calls fail with error values ([`super::failure`]: a kind and a
+//!   message); the `errors` global makes them, and `assert` and
+//!   `string.format`'s `%s` take them as their message.
 //!   `require` finds modules by name in the plugin's libraries only
 //!   ([`super::library`]): each runs at its first `require` in a run, in a
 //!   fresh environment, within that run's budgets.
@@ -111,7 +114,8 @@ pub(crate) fn inspect(bytecode: &[u8], path: &Path, libs: &Libraries) -> crate::
 }
 
 /// The Lua side of the sandbox, run once per VM before `sandbox(true)`:
-/// pcall, xpcall and coroutine.resume re-raise a tripped budget.
+/// pcall, xpcall and coroutine.resume re-raise a tripped budget; assert
+/// and string.format's %s take an error value as its message.
 const PRELUDE: &str = r#"
 local check = __moonscan_check
 local rawpcall, rawxpcall, rawerror, resume = pcall, xpcall, error, coroutine.resume
@@ -124,6 +128,44 @@ xpcall = function(f, handler, ...)
     return pass(rawxpcall(f, function(e) if check(e) then return e end return handler(e) end, ...))
 end
 coroutine.resume = function(co, ...) return pass(resume(co, ...)) end
+-- assert takes an error value as its message (Luau's wants a string), as
+-- it took the message itself: `assert(ctx:connect{})` raises "file:line: why".
+-- A failed assert is raised here, at the caller's level, so that it names
+-- the caller's line as Luau's own does ("file:line: message").
+local message, rawassert, tostring = __moonscan_message, assert, tostring
+assert = function(...)
+    local v, msg = ...
+    local n = select('#', ...)
+    if v or n == 0 then return rawassert(...) end
+    if n == 1 or msg == nil then rawerror("assertion failed!", 2) end
+    local text = message(msg)
+    if text then rawerror(text, 2) end
+    local kind = type(msg)
+    if kind == "string" or kind == "number" then rawerror(tostring(msg), 2) end
+    return rawassert(...)
+end
+-- string.format's %s takes an error value as its message (Luau's wants a
+-- string). Called through pcall so that a bad argument is reported at the
+-- caller's line, as before ("file:line: invalid argument #2 to 'format'").
+local rawformat, select, type = string.format, select, type
+local function texts(...)
+    local n, args = select('#', ...), nil
+    for i = 1, n do
+        local text = type((select(i, ...))) == "userdata" and message((select(i, ...)))
+        if text then
+            args = args or { ... }
+            args[i] = text
+        end
+    end
+    if args then return table.unpack(args, 1, n) end
+    return ...
+end
+string.format = function(fmt, ...)
+    local ok, s = rawpcall(rawformat, fmt, texts(...))
+    if ok then return s end
+    if check(s) then rawerror(s, 0) end
+    rawerror(s, 2)
+end
 "#;
 
 impl Vm {
@@ -210,6 +252,7 @@ impl Vm {
                 Ok(memory)
             })?,
         )?;
+        g.raw_set("__moonscan_message", lua.create_function(|_, v: Value| Ok(super::failure::message_of(&v)))?)?;
         lua.load(PRELUDE).set_name("=moonscan prelude").exec()?;
         let patterns = Arc::new(PatternCache::default());
         g.raw_set("re", regex_module(&lua, &patterns)?)?;
@@ -222,6 +265,7 @@ impl Vm {
             })?,
         )?;
         g.raw_set("hash", hash_module(&lua)?)?;
+        g.raw_set("errors", super::failure::errors_module(&lua)?)?;
         lua.sandbox(true)?;
         lua.set_memory_limit(budgets.memory)?;
         let m = meter.clone();
@@ -456,7 +500,7 @@ impl Vm {
             (None, Ok(Err(e))) => Some(RunError::new(ErrorKind::Plugin, short(&e))),
             (None, Ok(Ok(values))) => {
                 // Still metered: converting the returned data is charged to the run.
-                let r = returned(values, &p.id, &run);
+                let r = returned(&self.lua, values, &p.id, &run);
                 match meter.tripped() {
                     Some(t) => Some(RunError::new(ErrorKind::Budget, t.describe(budgets))),
                     None => r,
@@ -602,8 +646,14 @@ fn memory_error(e: &mlua::Error) -> bool {
 /// result, as an NSE script returns it: a table (its structured output,
 /// with the text NSE would render from it), a table and its text, or text
 /// alone. The result leaves the stage as a `script` event, not a finding.
-fn returned(values: MultiValue, id: &str, run: &Run) -> Option<RunError> {
-    let mut it = values.into_iter();
+fn returned(lua: &Lua, values: MultiValue, id: &str, run: &Run) -> Option<RunError> {
+    // An error value returned (`return nil, err`) is its message, as when
+    // the host gave the message itself.
+    let text = |v: Value| match super::failure::message_of(&v) {
+        Some(m) => lua.create_string(m).map(Value::String).unwrap_or(v),
+        None => v,
+    };
+    let mut it = values.into_iter().map(text);
     // Past a budget the meter has tripped, and the caller says which.
     let r = match (it.next(), it.next()) {
         (None | Some(Value::Nil), Some(Value::String(why))) => run.log_line(format!("{id}: {}", why.to_string_lossy())),

@@ -23,6 +23,7 @@
 //! ```
 
 mod api;
+mod failure;
 pub mod host;
 pub mod library;
 mod libs;
@@ -548,6 +549,8 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     Ok(chosen)
 }
 
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod module_tests;
 #[cfg(test)]

@@ -207,12 +207,12 @@ fn connector(opts: &TlsOptions) -> Result<TlsConnector> {
 fn explained(e: conn::OpenError) -> Error {
     match e {
         conn::OpenError::Handshake(_) => {
-            let e = Error::from(e);
             let why = format!(
                 "{e} (plugin sockets speak TLS 1.2 and 1.3 with forward-secret suites only; ctx.tls still has \
                  what service detection read of the server's certificate chain)"
             );
-            Error::new(e.kind(), why)
+            // The handshake stays the cause: plugins see the kind `tls`.
+            Error::with_source(ErrorKind::Protocol, why, e)
         }
         e => e.into(),
     }
@@ -261,8 +261,9 @@ pub(crate) struct Socket {
     pub(crate) tape: Option<SocketTape>,
 }
 
+/// A socket closed before the call (its kind, for plugins, is `closed`).
 pub(crate) fn closed() -> Error {
-    Error::new(ErrorKind::Io, "socket is closed")
+    Error::with_source(ErrorKind::Io, "socket is closed", std::io::Error::from(std::io::ErrorKind::NotConnected))
 }
 
 pub(crate) fn timed_out(what: &str) -> Error {

@@ -834,7 +834,10 @@ fn log_text(args: &MultiValue) -> String {
             Value::Number(n) => line.push_str(&n.to_string()),
             Value::Boolean(b) => line.push_str(&b.to_string()),
             Value::Nil => line.push_str("nil"),
-            other => line.push_str(other.type_name()),
+            other => match super::failure::message_of(other) {
+                Some(m) => line.push_str(&m),
+                None => line.push_str(other.type_name()),
+            },
         }
         if line.len() > MAX_LOG_LINE {
             break;

@@ -11,12 +11,12 @@ use mlua::{Lua, UserData, UserDataMethods, Value};
 
 use std::sync::Arc;
 
+use super::failure::{Failure, Kind};
 use super::libs::re_error;
 use super::net::{self, SharedSocket, Socket};
 use super::run::Run;
 use super::tape::{SocketTape, Step};
 use super::value::tls_table;
-use crate::error::{Error, ErrorKind};
 
 pub(super) struct LuaSocket {
     pub(super) sock: SharedSocket,
@@ -54,22 +54,22 @@ impl LuaSocket {
         proto: Option<crate::wire::starttls::Starttls>,
         what: &str,
     ) -> mlua::Result<(Value, Value)> {
-        let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+        let failed = |e: Failure| e.answer(lua);
         let mut s = self.sock.lock().await;
         if !s.pending.is_empty() {
-            return failed(Error::new(ErrorKind::Protocol, format!("{what}: bytes were already read; call it first")));
+            return failed(Failure::new(Kind::Invalid, format!("{what}: bytes were already read; call it first")));
         }
         if let Some(t @ SocketTape::Replay { .. }) = s.tape.as_mut() {
             let (r, read) = t.replay_starttls();
             if !self.run.charge(read) {
-                return failed(self.run.over_read());
+                return failed(Failure::of(&self.run.over_read()));
             }
             return match r {
                 Ok(info) => {
                     s.tls = info;
                     Ok((Value::Boolean(true), Value::Nil))
                 }
-                Err(e) => failed(e),
+                Err(e) => failed(Failure::of(&e)),
             };
         }
         let tcp = match s.conn.take() {
@@ -77,8 +77,12 @@ impl LuaSocket {
             other => {
                 let inside = other.is_some();
                 s.conn = other;
-                let why = if inside { "the socket already speaks TLS" } else { "socket is closed" };
-                return failed(Error::new(ErrorKind::Protocol, format!("{what}: {why}")));
+                let (kind, why) = if inside {
+                    (Kind::Invalid, "the socket already speaks TLS")
+                } else {
+                    (Kind::Closed, "socket is closed")
+                };
+                return failed(Failure::new(kind, format!("{what}: {why}")));
             }
         };
         let until = tokio::time::Instant::now() + s.timeout;
@@ -91,7 +95,7 @@ impl LuaSocket {
             });
         }
         if !self.run.charge(read) {
-            return failed(self.run.over_read());
+            return failed(Failure::of(&self.run.over_read()));
         }
         match opened {
             Ok((conn, info)) => {
@@ -99,16 +103,16 @@ impl LuaSocket {
                 s.tls = Some(info);
                 Ok((Value::Boolean(true), Value::Nil))
             }
-            Err(e) => failed(e),
+            Err(e) => failed(Failure::of(&e)),
         }
     }
 }
 
-fn lua_result(lua: &Lua, r: crate::error::Result<Vec<u8>>) -> mlua::Result<(Value, Value)> {
-    Ok(match r {
-        Ok(data) => (Value::String(lua.create_string(&data)?), Value::Nil),
-        Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),
-    })
+fn lua_result(lua: &Lua, r: Result<Vec<u8>, Failure>) -> mlua::Result<(Value, Value)> {
+    match r {
+        Ok(data) => Ok((Value::String(lua.create_string(&data)?), Value::Nil)),
+        Err(e) => e.answer(lua),
+    }
 }
 
 impl UserData for LuaSocket {
@@ -118,12 +122,12 @@ impl UserData for LuaSocket {
         methods.add_async_method("send", |lua, this, data: mlua::String| async move {
             let data = data.as_bytes();
             if let Err(e) = this.run.charge_send(data.len(), false) {
-                return Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+                return Failure::of(&e).answer(&lua);
             }
             let r = this.sock.lock().await.send(&data).await;
             match r {
                 Ok(()) => Ok((Value::Boolean(true), Value::Nil)),
-                Err(e) => Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?))),
+                Err(e) => Failure::of(&e).answer(&lua),
             }
         });
         // sock:set_timeout(ms): how long each later send and read waits
@@ -137,9 +141,9 @@ impl UserData for LuaSocket {
             let mut s = this.sock.lock().await;
             if s.pending.is_empty() {
                 match this.fill(&mut s, max).await {
-                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
+                    Ok(0) => return lua_result(&lua, Err(Failure::new(Kind::Closed, "closed"))),
                     Ok(_) => {}
-                    Err(e) => return lua_result(&lua, Err(e)),
+                    Err(e) => return lua_result(&lua, Err(Failure::of(&e))),
                 }
             }
             let n = s.pending.len().min(max);
@@ -160,10 +164,10 @@ impl UserData for LuaSocket {
                 match this.fill_by(&mut s, want, until).await {
                     Ok(0) => {
                         let why = format!("closed after {} of {n} bytes", s.pending.len());
-                        return lua_result(&lua, Err(Error::new(ErrorKind::Io, why)));
+                        return lua_result(&lua, Err(Failure::new(Kind::Closed, why)));
                     }
                     Ok(_) => {}
-                    Err(e) => return lua_result(&lua, Err(e)),
+                    Err(e) => return lua_result(&lua, Err(Failure::of(&e))),
                 }
             }
             let data: Vec<u8> = s.pending.drain(..n).collect();
@@ -194,13 +198,13 @@ impl UserData for LuaSocket {
                 searched = limit;
                 if s.pending.len() >= max {
                     let why = format!("no line end in the first {max} bytes");
-                    return lua_result(&lua, Err(Error::new(ErrorKind::Protocol, why)));
+                    return lua_result(&lua, Err(Failure::new(Kind::Protocol, why)));
                 }
                 let want = max - s.pending.len();
                 match this.fill_by(&mut s, want, until).await {
-                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
+                    Ok(0) => return lua_result(&lua, Err(Failure::new(Kind::Closed, "closed"))),
                     Ok(_) => {}
-                    Err(e) => return lua_result(&lua, Err(e)),
+                    Err(e) => return lua_result(&lua, Err(Failure::of(&e))),
                 }
             }
         });
@@ -218,14 +222,14 @@ impl UserData for LuaSocket {
                 if s.pending.len() >= max {
                     return lua_result(
                         &lua,
-                        Err(Error::new(ErrorKind::Protocol, format!("no match in the first {max} bytes"))),
+                        Err(Failure::new(Kind::Protocol, format!("no match in the first {max} bytes"))),
                     );
                 }
                 let want = max - s.pending.len();
                 match this.fill(&mut s, want).await {
-                    Ok(0) => return lua_result(&lua, Err(Error::new(ErrorKind::Io, "closed"))),
+                    Ok(0) => return lua_result(&lua, Err(Failure::new(Kind::Closed, "closed"))),
                     Ok(_) => {}
-                    Err(e) => return lua_result(&lua, Err(e)),
+                    Err(e) => return lua_result(&lua, Err(Failure::of(&e))),
                 }
             }
         });
@@ -240,7 +244,7 @@ impl UserData for LuaSocket {
             let Some(proto) = Starttls::parse(&name) else {
                 let known = Starttls::NAMES.join(", ");
                 let why = format!("sock:starttls: no STARTTLS for {name:?} (one of {known})");
-                return lua_result(&lua, Err(Error::new(ErrorKind::Config, why)));
+                return lua_result(&lua, Err(Failure::new(Kind::Invalid, why)));
             };
             this.upgrade(&lua, Some(proto), "sock:starttls").await
         });

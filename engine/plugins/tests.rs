@@ -18,7 +18,7 @@ fn plugin(src: &str) -> Plugin {
 }
 
 /// A plugin whose `run` body is `body`, on every port.
-fn with_run(body: &str) -> Plugin {
+pub(super) fn with_run(body: &str) -> Plugin {
     plugin(&format!(
         "return {{ id = 't', description = 'd', categories = {{'safe'}}, portrule = function() return true end,\n\
          run = function(ctx)\n{body}\nend }}"
@@ -235,7 +235,7 @@ fn bad_plugin_files_are_refused_with_the_field() {
 }
 
 /// A loopback server that answers every connection with `reply` and reads what it gets.
-async fn server(reply: &'static [u8]) -> u16 {
+pub(super) async fn server(reply: &'static [u8]) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
@@ -251,7 +251,7 @@ async fn server(reply: &'static [u8]) -> u16 {
     port
 }
 
-fn guard_for(port: u16) -> Guard {
+pub(super) fn guard_for(port: u16) -> Guard {
     Guard::scan(Some(super::net::tests::space("127.0.0.1", "", vec![port])), None)
 }
 

@@ -13,6 +13,7 @@ use mlua::{Lua, Table, Value};
 
 use std::sync::Arc;
 
+use super::failure::{Failure, Kind};
 use super::net::{ConnectRequest, Transport};
 use super::run::Run;
 use super::value::tls_table;
@@ -24,7 +25,7 @@ const MYSQL_HELLOS: u32 = 90;
 
 /// `ctx:tls_enum{port=, starttls=, versions=, timeout=}`.
 pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
-    let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+    let failed = |e: Error| Failure::of(&e).answer(&lua);
     let keys = ["host", "port", "timeout", "starttls", "versions"];
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:tls_enum")?;
     req.tls = None;
@@ -97,14 +98,14 @@ pub(super) async fn tls_enum(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua
 /// One socket of the budget; what it reads is charged to the run.
 pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
     use crate::wire::hello::{client, exchange, ClientHello, HelloError};
-    let failed = |e: String| Ok((Value::Nil, Value::String(lua.create_string(e)?)));
+    let failed = |e: Failure| e.answer(&lua);
     let keys = ["host", "port", "timeout", "starttls"];
     let mut req = ConnectRequest::from_lua_keys(opts.as_ref(), &keys, "ctx:server_hello")?;
     req.tls = None;
     let starttls = starttls_option(opts.as_ref(), "ctx:server_hello")?;
     let (ip, port) = match h.admit(&req, Transport::Tcp) {
         Ok(to) => to,
-        Err(e) => return failed(e.to_string()),
+        Err(e) => return failed(Failure::of(&e)),
     };
     let read_left = h.read_left()?;
     let until = tokio::time::Instant::now() + req.timeout;
@@ -138,15 +139,15 @@ pub(super) async fn server_hello(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> 
     let guard = AbortOnDrop(task.abort_handle());
     let (result, read) = match task.await {
         Ok(done) => done,
-        Err(e) => return failed(format!("ctx:server_hello: {e}")),
+        Err(e) => return failed(Failure::new(Kind::Network, format!("ctx:server_hello: {e}"))),
     };
     drop(guard);
     if !h.charge(usize::try_from(read).unwrap_or(usize::MAX)) {
-        return failed(h.over_read().to_string());
+        return failed(Failure::of(&h.over_read()));
     }
     let flight = match result {
         Ok(f) => f,
-        Err(e) => return failed(format!("ctx:server_hello: {e}")),
+        Err(e) => return failed(Failure::new(Kind::of_hello(&e), format!("ctx:server_hello: {e}"))),
     };
     let t = lua.create_table()?;
     t.raw_set("version", crate::wire::hello::version_name(flight.version))?;

@@ -22,6 +22,7 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
+use super::failure::Failure;
 use super::net::{closed, timed_out, ConnectRequest, Transport};
 use super::run::{Closer, Run};
 #[cfg(doc)]
@@ -135,7 +136,7 @@ impl Datagram {
 
 /// `ctx:udp{...}`: the socket, or `nil, why`.
 pub(super) async fn open(lua: Lua, h: Arc<Run>, opts: Option<Table>) -> mlua::Result<(Value, Value)> {
-    let failed = |e: Error| Ok((Value::Nil, Value::String(lua.create_string(e.to_string())?)));
+    let failed = |e: Error| Failure::of(&e).answer(&lua);
     let req = ConnectRequest::from_lua_keys(opts.as_ref(), &["host", "port", "timeout"], "ctx:udp")?;
     if let Some(tape) = h.replay() {
         let replayed = h.aim(&req).and_then(|(_, port)| tape.open("udp", port, false, None));
@@ -193,10 +194,10 @@ pub(super) struct LuaDatagram {
 }
 
 fn answer(lua: &Lua, r: crate::error::Result<Value>) -> mlua::Result<(Value, Value)> {
-    Ok(match r {
-        Ok(v) => (v, Value::Nil),
-        Err(e) => (Value::Nil, Value::String(lua.create_string(e.to_string())?)),
-    })
+    match r {
+        Ok(v) => Ok((v, Value::Nil)),
+        Err(e) => Failure::of(&e).answer(lua),
+    }
 }
 
 impl UserData for LuaDatagram {

@@ -143,7 +143,18 @@ fn convert(v: &Value, depth: usize, st: &mut State, at: &str) -> Result<Json, Co
             }
             table(t, depth, st, at)?
         }
-        other => return Err(ConvertError::NotData(format!("{at} is a {}, which is not data", other.type_name()))),
+        // An error value is data as its message was (the host gave plugins
+        // the message itself before errors had kinds).
+        other => match super::failure::message_of(other) {
+            Some(m) => {
+                if m.len() > MAX_STRING {
+                    return Err(ConvertError::NotData(format!("{at} is a string longer than {MAX_STRING} bytes")));
+                }
+                st.charge(m.len() as u64)?;
+                Json::String(m)
+            }
+            None => return Err(ConvertError::NotData(format!("{at} is a {}, which is not data", other.type_name()))),
+        },
     })
 }
 

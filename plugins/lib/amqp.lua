@@ -176,7 +176,7 @@ end
 function amqp.connection_start(ctx, version)
   local header = amqp.HEADERS[version or "0-9-1"] or amqp.HEADERS["0-9-1"]
   for _ = 1, 2 do
-    local sock, err = ctx:connect{ tls = ctx.tunnel == "ssl", timeout = TIMEOUT }
+    local sock, err = ctx:connect{ timeout = TIMEOUT }
     if not sock then
       return nil, "connect: " .. tostring(err)
     end

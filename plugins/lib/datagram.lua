@@ -28,7 +28,7 @@ function datagram.exchange(sock, request, accept, opts)
       local d, rerr = sock:recv()
       if not d then
         why = tostring(rerr)
-        if why ~= "timeout" then
+        if rerr.kind ~= "timeout" then
           return nil, why
         end
         break

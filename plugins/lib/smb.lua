@@ -220,11 +220,11 @@ function smb.parse_negotiate1(p)
 end
 
 -- Sends `request` on a new connection to the scanned port and reads one
--- reply: its payload, or nil, why.
+-- reply: its payload, or nil, why, and true when no connection opened.
 function smb.exchange(ctx, request)
   local sock, err = ctx:connect{ timeout = smb.TIMEOUT }
   if not sock then
-    return nil, "connect: " .. tostring(err)
+    return nil, "connect: " .. tostring(err), true
   end
   local ok, serr = sock:send(request)
   if not ok then
@@ -237,21 +237,22 @@ function smb.exchange(ctx, request)
 end
 
 -- An SMB2 NEGOTIATE offering `dialects` (default: all five): the parsed
--- reply (status 0 when accepted), or nil, why.
+-- reply (status 0 when accepted), or nil, why, and true when no
+-- connection opened.
 function smb.negotiate2(ctx, dialects)
-  local payload, err = smb.exchange(ctx, smb.negotiate2_request(dialects or smb.DIALECTS))
+  local payload, err, unreached = smb.exchange(ctx, smb.negotiate2_request(dialects or smb.DIALECTS))
   if not payload then
-    return nil, err
+    return nil, err, unreached
   end
   return smb.parse_negotiate2(payload)
 end
 
 -- An SMBv1 NEGOTIATE: the parsed reply (`enabled` when the server speaks
--- SMBv1), or nil, why.
+-- SMBv1), or nil, why, and true when no connection opened.
 function smb.negotiate1(ctx)
-  local payload, err = smb.exchange(ctx, smb.negotiate1_request())
+  local payload, err, unreached = smb.exchange(ctx, smb.negotiate1_request())
   if not payload then
-    return nil, err
+    return nil, err, unreached
   end
   return smb.parse_negotiate1(payload)
 end
@@ -263,8 +264,8 @@ end
 -- names, and whether SMBv1 answered; nil, why when no connection opens.
 function smb.list_dialects(ctx)
   local names = {}
-  local v1, err = smb.negotiate1(ctx)
-  if not v1 and string.sub(tostring(err), 1, 8) == "connect:" then
+  local v1, err, unreached = smb.negotiate1(ctx)
+  if unreached then
     return nil, err
   end
   local smb1 = v1 ~= nil and v1.enabled

@@ -9,6 +9,8 @@
 --   ssh2.name_list(kex.kex_algorithms)                --> { "curve25519-sha256", ... }
 --   sock:send(ssh2.packet(ssh2.kexinit{ kex_algorithms = "...", ... }))
 --   ssh2.weak{ kex_algorithms = { ... }, mac_algorithms = { ... } }  -- weak ones offered
+--   ssh2.bubble_babble(sha1)                          -- a key's fingerprint as `ssh-keygen -B`
+--   ssh2.random_art(md5, "RSA", 2048)                 -- OpenSSH's random art, in nmap's frame
 --
 -- Every read is bounded: version lines of 255 bytes and 16 lines before
 -- the version, packets of MAX_PACKET bytes, 16 IGNORE/DEBUG messages in a
@@ -253,6 +255,73 @@ function ssh2.weak(offered)
     end
   end
   return out
+end
+
+-- Bubble Babble (Antti Huima's encoding, as `ssh-keygen -B` prints it).
+function ssh2.bubble_babble(d)
+  local vowel, consonant = "aeiouy", "bcdfghklmnprstvzx"
+  local function v(i)
+    return vowel:sub(i + 1, i + 1)
+  end
+  local function c(i)
+    return consonant:sub(i + 1, i + 1)
+  end
+  local out, seed = { "x" }, 1
+  local rounds = #d // 2 + 1
+  for r = 0, rounds - 1 do
+    local a = d:byte(2 * r + 1)
+    if r + 1 < rounds or #d % 2 == 1 then
+      out[#out + 1] = v((bit32.rshift(a, 6) + seed) % 6)
+        .. c(bit32.band(bit32.rshift(a, 2), 15))
+        .. v((bit32.band(a, 3) + seed // 6) % 6)
+      if r + 1 < rounds then
+        local b = d:byte(2 * r + 2)
+        out[#out + 1] = c(bit32.rshift(b, 4)) .. "-" .. c(bit32.band(b, 15))
+        seed = (seed * 5 + a * 7 + b) % 36
+      end
+    else
+      out[#out + 1] = v(seed % 6) .. "x" .. v(seed // 6)
+    end
+  end
+  return table.concat(out) .. "x"
+end
+
+-- OpenSSH's random art of a digest: a bishop walks a 17x9 board from its
+-- middle, two bits a step (low bits first), each square showing how often
+-- it was visited; S marks the start and E the end.
+function ssh2.random_art(d, kind, bits)
+  local W, H, marks = 17, 9, " .o+=*BOX@%&#/^"
+  local seen, x, y = {}, 9, 5
+  for i = 1, W * H do
+    seen[i] = 0
+  end
+  for i = 1, #d do
+    local b = d:byte(i)
+    for _ = 1, 4 do
+      x = math.clamp(x + (bit32.band(b, 1) == 1 and 1 or -1), 1, W)
+      y = math.clamp(y + (bit32.band(b, 2) == 2 and 1 or -1), 1, H)
+      local at = (y - 1) * W + x
+      seen[at] = math.min(seen[at] + 1, #marks - 1)
+      b = bit32.rshift(b, 2)
+    end
+  end
+  local rows = { ("\n+--[%4s %4d]----+"):format(kind, bits) }
+  for row = 1, H do
+    local line = {}
+    for col = 1, W do
+      local n = seen[(row - 1) * W + col]
+      local mark = marks:sub(n + 1, n + 1)
+      if col == 9 and row == 5 then
+        mark = "S"
+      end
+      if col == x and row == y then
+        mark = "E"
+      end
+      line[col] = mark
+    end
+    rows[#rows + 1] = "|" .. table.concat(line) .. "|"
+  end
+  return table.concat(rows, "\n") .. "\n+-----------------+\n"
 end
 
 return ssh2

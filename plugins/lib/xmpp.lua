@@ -73,7 +73,7 @@ end
 -- The next tag from `sock`, or nil (read failed, or no tag in the bytes).
 function xmpp.read_tag(sock)
   local data, err = sock:recv_until(">", MAX_TAG)
-  if not data and string.find(tostring(err), "no match", 1, true) then
+  if not data and err.kind == "protocol" then -- no ">" in the bytes allowed
     data = sock:recv(MAX_TAG)
   end
   return data and xmpp.parse_tag(data)

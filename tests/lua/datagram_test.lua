@@ -19,7 +19,7 @@ local function fake_udp(replies, send_fails)
     self.reads = i
     local r = replies[i]
     if r == nil or r == false then
-      return nil, "timeout"
+      return nil, errors.new("timeout", "timeout") -- as ctx:udp's recv says it
     elseif type(r) == "table" then
       return nil, r[1]
     end

@@ -39,7 +39,7 @@ local function fake_udp(replies)
       i += 1
       local r = replies[i]
       if r == nil or r == false then
-        return nil, "timeout"
+        return nil, errors.new("timeout", "timeout") -- as ctx:udp's recv says it
       elseif type(r) == "table" then
         return nil, r[1]
       end

@@ -227,6 +227,14 @@ return {
     end
     eq(#ssh2.weak{ encryption_algorithms = lots }[1].algorithms, 32, "at most 32 names")
 
+    -- Fingerprint forms (Bubble Babble's published vectors; the art's frame).
+    eq(ssh2.bubble_babble(""), "xexax", "bubble babble of nothing")
+    eq(ssh2.bubble_babble("1234567890"), "xesef-disof-gytuf-katof-movif-baxux", "bubble babble, even length")
+    eq(ssh2.bubble_babble("Pineapple"), "xigak-nyryk-humil-bosek-sonax", "bubble babble, odd length")
+    local art = ssh2.random_art(string.rep("\0", 16), "RSA", 2048)
+    eq(string.sub(art, 1, 19), "\n+--[ RSA 2048]----", "the art's frame")
+    eq(select(2, string.gsub(art, "\n", "")), 12, "the art's lines")
+
     return "ok " .. n
   end,
 }

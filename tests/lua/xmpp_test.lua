@@ -16,7 +16,7 @@ local function stream(bytes)
         return s
       end
       if #bytes - pos + 1 >= max then
-        return nil, "no match in the first " .. max .. " bytes"
+        return nil, errors.new("protocol", "no match in the first " .. max .. " bytes") -- as sock:recv_until
       end
       return nil, "closed"
     end,
