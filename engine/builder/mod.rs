@@ -608,8 +608,8 @@ impl ScanBuilder {
                         .filter(|p| p.trusted)
                         .map(|p| (p.id.as_str(), p.categories.as_slice()))
                         .collect();
-                    let nmap = crate::plugins::select::nmap_category_counts();
-                    notes.extend(crate::plugins::select::category_note(&sel, &listed, nmap.as_ref()));
+                    let nmap = crate::plugins::load::select::nmap_category_counts();
+                    notes.extend(crate::plugins::load::select::category_note(&sel, &listed, nmap.as_ref()));
                 }
                 if version_too {
                     for p in available.iter().filter(|p| p.categories.iter().any(|c| c == "version")) {
@@ -622,13 +622,13 @@ impl ScanBuilder {
                 // engine's own (nmap's http.useragent), nmap's keys for a
                 // meaning moonscan has not (refused with the reason), or a
                 // typo or one for a plugin not selected (said, not kept).
-                let agent = crate::plugins::script_args::USER_AGENT;
+                let agent = crate::plugins::load::script_args::USER_AGENT;
                 if s.args.get(agent).is_some_and(|v| v.contains(['\r', '\n'])) {
                     return Err(usage(format!("--script-args {agent}: a header value holds no line break")));
                 }
                 let mut unread = Vec::new();
                 for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.args.iter().any(|a| a == *k))) {
-                    use crate::plugins::script_args::{known, Known};
+                    use crate::plugins::load::script_args::{known, Known};
                     match known(k) {
                         Some(Known::Engine) => {}
                         Some(Known::Refused(why)) => return Err(usage(format!("--script-args {k}: {why}"))),

@@ -698,7 +698,7 @@ fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
     }
     let mut script_args = std::collections::BTreeMap::new();
     let mut add_args = |text: &str, from: &str| -> Result<()> {
-        let items = moonscan::plugins::script_args::parse(text).map_err(|e| usage(format!("{from}: {e}")))?;
+        let items = moonscan::plugins::load::script_args::parse(text).map_err(|e| usage(format!("{from}: {e}")))?;
         script_args.extend(items);
         Ok(())
     };

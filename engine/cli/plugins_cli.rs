@@ -8,7 +8,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use moonscan::findings::{Event, Service, TlsInfo};
 use moonscan::output::{Ndjson, Sink, Text};
-use moonscan::plugins::net::Guard;
+use moonscan::plugins::sandbox::guard::Guard;
 use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, Vm};
 
 #[derive(Debug, clap::Args)]
@@ -205,10 +205,10 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     };
     let mut args = BTreeMap::new();
     if let Some(text) = &script_args {
-        let items = plugins::script_args::parse(text).map_err(|e| super::usage(format!("--script-args: {e}")))?;
+        let items = plugins::load::script_args::parse(text).map_err(|e| super::usage(format!("--script-args: {e}")))?;
         args.extend(items);
     }
-    let recording = replay.as_deref().map(plugins::tape::load).transpose()?;
+    let recording = replay.as_deref().map(plugins::sandbox::tape::load).transpose()?;
     // Offline, a documentation address (RFC 5737): nothing is ever sent.
     let ip = recording.as_ref().map(|r| r.ip).or(target).unwrap_or(std::net::IpAddr::from([192, 0, 2, 1]));
     let port = recording.as_ref().map_or(port, |r| r.port);
@@ -238,8 +238,8 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
         _ => Guard::offline(),
     };
     let tape = match (&record, &recording) {
-        (Some(_), _) => Some(Arc::new(plugins::tape::Tape::record())),
-        (_, Some(r)) => Some(Arc::new(plugins::tape::Tape::replay(r))),
+        (Some(_), _) => Some(Arc::new(plugins::sandbox::tape::Tape::record())),
+        (_, Some(r)) => Some(Arc::new(plugins::sandbox::tape::Tape::replay(r))),
         _ => None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| bad(e.to_string()))?;
@@ -267,7 +267,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     }
     let _ = sink.flush();
     if let (Some(dir), Some(t)) = (&record, &tape) {
-        let r = plugins::tape::Recording {
+        let r = plugins::sandbox::tape::Recording {
             version: 1,
             plugin: plugin.id.clone(),
             ip,
@@ -278,7 +278,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             tls: info.tls.as_deref().cloned(),
             sockets: t.recorded(),
         };
-        plugins::tape::save(dir, &r)?;
+        plugins::sandbox::tape::save(dir, &r)?;
         moonscan::tell!(
             "moonscan plugins: recorded {} socket(s) in {}",
             r.sockets.len(),

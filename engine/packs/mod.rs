@@ -287,7 +287,7 @@ fn read_sig(root: &Path) -> Result<Option<Vec<u8>>> {
 fn max_size(kind: FileKind) -> u64 {
     match kind {
         FileKind::Plugin => plugins::MAX_FILE,
-        FileKind::Lib => plugins::library::MAX_MODULE,
+        FileKind::Lib => plugins::load::library::MAX_MODULE,
         FileKind::Probes => crate::service::probes::MAX_FILE,
     }
 }

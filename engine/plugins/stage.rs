@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::host::Vm;
-use super::net::Guard;
-use super::run::{Budgets, OutputAllowance, RunOutput};
-use super::Plugin;
+use super::load::Plugin;
+use super::sandbox::guard::Guard;
+use super::sandbox::host::Vm;
+use super::sandbox::run::{Budgets, OutputAllowance, RunOutput};
 use crate::discovery::stop_signal;
 use crate::findings::{ErrorKind, Event, FindingEvent, LogEvent, ScriptEvent, Service};
 use crate::pipeline::Ctx;

@@ -5,7 +5,7 @@ use mlua::{Table, Value};
 
 pub use crate::findings::{About, ABOUT_MAX, MAX_REMEDIATION};
 
-use super::value::unknown_keys;
+use crate::plugins::sandbox::value::unknown_keys;
 
 /// Plugin metadata as the file's table gives it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -101,7 +101,7 @@ const PLUGIN_FIELDS: &[&str] = &[
     "tags",
 ];
 
-pub(super) fn check_table(t: &Table) -> crate::Result<Meta> {
+pub(crate) fn check_table(t: &Table) -> crate::Result<Meta> {
     let bad = |m: String| crate::Error::new(crate::ErrorKind::Config, m);
     let unknown = unknown_keys(t, PLUGIN_FIELDS)
         .map_err(|e| crate::Error::with_source(crate::ErrorKind::Config, "reading the plugin table", e))?;

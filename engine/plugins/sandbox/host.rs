@@ -9,7 +9,7 @@
 //!   `getfenv`/`setfenv`, `string.dump` and `print` do not exist (`print`
 //!   is `ctx:log` by another name); only text compiled by the host is loaded.
 //!   `require` finds modules by name in the plugin's libraries only
-//!   ([`super::library`]): each runs at its first `require` in a run, in a
+//!   ([`crate::plugins::load::library`]): each runs at its first `require` in a run, in a
 //!   fresh environment, within that run's budgets.
 //! - Every run gets a fresh environment: the plugin chunk is instantiated
 //!   again from its bytecode with a new global table, and the modules it
@@ -26,7 +26,7 @@
 //!   `coroutine.resume` re-raise it, so a plugin cannot swallow the stop.
 //!   The budgets, their meter and each run's state are in `run.rs`;
 //!   `ctx` in `api.rs`; what a plugin table may declare, and how it
-//!   is checked, in [`super::meta`].
+//!   is checked, in [`crate::plugins::load::meta`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,13 +38,13 @@ use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Valu
 use serde_json::Value as Json;
 
 use super::api::Ctx;
-use super::libs::{hash_module, regex_module, PatternCache};
-use super::meta::{check_table, Meta};
-use super::net::Guard;
+use super::builtins::{hash_module, regex_module, PatternCache};
+use super::guard::Guard;
 use super::run::{Budgets, Meter, OutputAllowance, Run, RunOutput, Scope, Trip};
 use super::value::ConvertError;
-use super::{Libraries, Plugin};
 use crate::findings::{ErrorKind, Service};
+use crate::plugins::load::meta::{check_table, Meta};
+use crate::plugins::load::{Libraries, Plugin};
 
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
@@ -245,10 +245,13 @@ impl Vm {
             patterns,
             tape: std::sync::OnceLock::new(),
             // A header value holds no line break (the builder refuses one).
-            user_agent: args.get(super::script_args::USER_AGENT).filter(|v| !v.contains(['\r', '\n'])).cloned(),
+            user_agent: args
+                .get(crate::plugins::load::script_args::USER_AGENT)
+                .filter(|v| !v.contains(['\r', '\n']))
+                .cloned(),
             // Only a DNS name goes in SNI.
             servername: args
-                .get(super::script_args::SERVERNAME)
+                .get(crate::plugins::load::script_args::SERVERNAME)
                 .filter(|v| {
                     rustls::pki_types::DnsName::try_from(v.as_str()).is_ok() && v.parse::<std::net::IpAddr>().is_err()
                 })
@@ -497,7 +500,7 @@ type LibEnv = (Vec<usize>, Table);
 
 impl Requires {
     /// A fresh instance of module `m`'s chunk (see [`Requires::chunks`]).
-    fn chunk(&self, lua: &Lua, key: &str, m: &super::library::Module) -> mlua::Result<Function> {
+    fn chunk(&self, lua: &Lua, key: &str, m: &crate::plugins::load::library::Module) -> mlua::Result<Function> {
         let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = chunks.get(key) {
             return f.deep_clone();
