@@ -176,7 +176,7 @@ mod tests {
         assert_eq!(on_disk("banner.lua"), Plugins::get("banner.lua").unwrap().data.as_ref());
         // The core pack loads from it, its hashes verified.
         let plugins = crate::plugins::load_pack_dir(&dir).unwrap();
-        assert!(plugins.iter().any(|p| p.id == "ssl-cert"), "{}", plugins.len());
+        assert!(plugins.iter().any(|p| p.meta.id == "ssl-cert"), "{}", plugins.len());
         let probes = write_out(root.path(), "probes-x", &Core::Probes.files()).unwrap();
         assert!(crate::service::ProbeDb::load_dir(&probes).unwrap().get("GetRequest").is_some());
     }

@@ -120,10 +120,10 @@ fn plan_rules(plugins: &Option<std::sync::Arc<moonscan::plugins::stage::PluginCo
         .map(|p| output::SarifRule {
             // The name findings carry: `pack:id` for an installed pack's.
             id: p.name(),
-            description: p.description.clone(),
-            categories: p.categories.clone(),
+            description: p.meta.description.clone(),
+            categories: p.meta.categories.clone(),
             pack: p.pack.clone(),
-            about: p.about.clone(),
+            about: p.meta.about.clone(),
         })
         .collect()
 }

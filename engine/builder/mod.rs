@@ -606,14 +606,14 @@ impl ScanBuilder {
                     let listed: Vec<(&str, &[String])> = available
                         .iter()
                         .filter(|p| p.trusted)
-                        .map(|p| (p.id.as_str(), p.categories.as_slice()))
+                        .map(|p| (p.meta.id.as_str(), p.meta.categories.as_slice()))
                         .collect();
                     let nmap = crate::plugins::load::select::nmap_category_counts();
                     notes.extend(crate::plugins::load::select::category_note(&sel, &listed, nmap.as_ref()));
                 }
                 if version_too {
-                    for p in available.iter().filter(|p| p.categories.iter().any(|c| c == "version")) {
-                        if !chosen.iter().any(|c| c.path == p.path && c.id == p.id) {
+                    for p in available.iter().filter(|p| p.meta.categories.iter().any(|c| c == "version")) {
+                        if !chosen.iter().any(|c| c.path == p.path && c.meta.id == p.meta.id) {
                             chosen.push(p.clone());
                         }
                     }
@@ -627,7 +627,7 @@ impl ScanBuilder {
                     return Err(usage(format!("--script-args {agent}: a header value holds no line break")));
                 }
                 let mut unread = Vec::new();
-                for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.args.iter().any(|a| a == *k))) {
+                for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.meta.args.iter().any(|a| a == *k))) {
                     use crate::plugins::load::script_args::{known, Known};
                     match known(k) {
                         Some(Known::Engine) => {}

@@ -170,7 +170,7 @@ fn verify(data: &Path, path: &Path, allow_unsigned: bool) -> Result<u8> {
     let m = &v.manifest;
     say!("pack {} {}: OK, {}", m.name, m.version, status(&v));
     say!("  manifest sha256 {}", v.manifest_sha256);
-    let ids: Vec<&str> = v.plugins.iter().map(|p| p.id.as_str()).collect();
+    let ids: Vec<&str> = v.plugins.iter().map(|p| p.meta.id.as_str()).collect();
     say!("  {} plugin(s): {}", ids.len(), if ids.is_empty() { "-".into() } else { ids.join(", ") });
     if !m.probes.is_empty() {
         say!("  {} probe file(s), {} probe(s)", m.probes.len(), v.probes.probes().len());

@@ -120,8 +120,8 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
             out,
             "{:<28} {:<32} {}{trust}",
             p.name(),
-            p.categories.join(","),
-            moonscan::output::screen(&p.description)
+            p.meta.categories.join(","),
+            moonscan::output::screen(&p.meta.description)
         );
     }
     let _ = writeln!(out, "{} plugin(s)", chosen.len());
@@ -147,41 +147,45 @@ pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
     }
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     for p in &chosen {
-        let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
+        let ports: Vec<String> = p.meta.ports.iter().map(u16::to_string).collect();
         let mut runs = Vec::new();
         if !ports.is_empty() {
             runs.push(format!("ports {}", ports.join(", ")));
         }
-        if !p.services.is_empty() {
-            runs.push(format!("services {}", p.services.join(", ")));
+        if !p.meta.services.is_empty() {
+            runs.push(format!("services {}", p.meta.services.join(", ")));
         }
-        if p.portrule {
+        if p.meta.portrule {
             runs.push("where its portrule says".into());
         }
         let _ = writeln!(out, "\n{}", p.name());
-        let _ = writeln!(out, "Categories: {}", p.categories.join(" "));
+        let _ = writeln!(out, "Categories: {}", p.meta.categories.join(" "));
         let _ = writeln!(out, "Runs on: {}", runs.join("; "));
         let _ = writeln!(out, "{}", p.path.display());
-        let _ = writeln!(out, "  {}", moonscan::output::screen(&p.description));
+        let _ = writeln!(out, "  {}", moonscan::output::screen(&p.meta.description));
     }
     0
 }
 
 fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
     let all = installed(dir)?;
-    let Some(p) = all.iter().find(|p| p.id == id || p.name() == id) else {
+    let Some(p) = all.iter().find(|p| p.meta.id == id || p.name() == id) else {
         moonscan::tell!("moonscan plugins: no plugin with id {id} in {}", dir.display());
         return Ok(1);
     };
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     let _ = writeln!(out, "id:          {}", p.name());
     let _ = writeln!(out, "pack:        {}", p.pack.as_deref().unwrap_or("-"));
-    let _ = writeln!(out, "description: {}", moonscan::output::screen(&p.description));
-    let _ = writeln!(out, "categories:  {}", p.categories.join(", "));
-    let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
+    let _ = writeln!(out, "description: {}", moonscan::output::screen(&p.meta.description));
+    let _ = writeln!(out, "categories:  {}", p.meta.categories.join(", "));
+    let ports: Vec<String> = p.meta.ports.iter().map(u16::to_string).collect();
     let _ = writeln!(out, "ports:       {}", if ports.is_empty() { "-".into() } else { ports.join(", ") });
-    let _ = writeln!(out, "services:    {}", if p.services.is_empty() { "-".into() } else { p.services.join(", ") });
-    let _ = writeln!(out, "portrule:    {}", if p.portrule { "yes" } else { "no" });
+    let _ = writeln!(
+        out,
+        "services:    {}",
+        if p.meta.services.is_empty() { "-".into() } else { p.meta.services.join(", ") }
+    );
+    let _ = writeln!(out, "portrule:    {}", if p.meta.portrule { "yes" } else { "no" });
     let _ = writeln!(out, "file:        {}", p.path.display());
     Ok(0)
 }
@@ -251,7 +255,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             vm.set_tape(t.clone());
         }
         if !vm.wants(0, &info).await.unwrap_or(false) {
-            moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.id);
+            moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.meta.id);
         }
         let out = vm.run(0, Arc::new(info.clone())).await;
         let failed = out.error.is_some() || !out.refused.is_empty();
@@ -269,7 +273,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     if let (Some(dir), Some(t)) = (&record, &tape) {
         let r = plugins::sandbox::tape::Recording {
             version: 1,
-            plugin: plugin.id.clone(),
+            plugin: plugin.meta.id.clone(),
             ip,
             port,
             protocol: proto.as_str().to_string(),
@@ -286,8 +290,11 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
         );
     }
     if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Script(_) | Event::Error(_))) {
-        let _ =
-            writeln!(moonscan::output::Screened(std::io::stdout().lock()), "{}: no result and no findings", plugin.id);
+        let _ = writeln!(
+            moonscan::output::Screened(std::io::stdout().lock()),
+            "{}: no result and no findings",
+            plugin.meta.id
+        );
     }
     Ok(u8::from(failed))
 }

@@ -9,7 +9,7 @@ use crate::plugins::sandbox::value::unknown_keys;
 
 /// Plugin metadata as the file's table gives it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Meta {
+pub struct Meta {
     pub id: String,
     pub description: String,
     pub categories: Vec<String>,

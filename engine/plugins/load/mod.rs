@@ -14,6 +14,7 @@
 
 pub mod library;
 pub mod meta;
+mod plugin;
 pub mod script_args;
 pub mod select;
 
@@ -23,6 +24,8 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 
 pub use library::{Libraries, Library};
+pub(crate) use plugin::Code;
+pub use plugin::Plugin;
 pub use select::Selection;
 
 /// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins
@@ -37,124 +40,6 @@ pub fn default_dir() -> PathBuf {
 
 /// Largest plugin file read.
 pub const MAX_FILE: u64 = 256 * 1024;
-
-/// A loaded, checked plugin.
-#[derive(Clone, Debug)]
-pub struct Plugin {
-    pub id: String,
-    pub description: String,
-    pub categories: Vec<String>,
-    pub ports: Vec<u16>,
-    pub services: Vec<String>,
-    /// The plugin decides in code whether it runs on a port.
-    pub portrule: bool,
-    pub path: PathBuf,
-    /// The pack it came from (`core` for plugins/), None for a file named on the command line.
-    pub pack: Option<String>,
-    /// False for a plugin of an unsigned pack, or one signed by a key not
-    /// trusted: it runs only when selected by name, never by a category,
-    /// a glob or `all`.
-    pub trusted: bool,
-    /// The `--script-args` keys it declares it reads.
-    pub args: Vec<String>,
-    /// Its finding metadata (references, CVE, CWE, remediation, tags).
-    pub about: meta::About,
-    /// Its results are about the host it ran on (`scope = "host"`).
-    pub host_scope: bool,
-    /// Keys of its result's data that change from run to run (`db diff`
-    /// ignores them).
-    pub volatile: Vec<String>,
-    /// Where its `require` finds modules: its pack's library, then the core one.
-    pub libs: Libraries,
-    /// Selected by its id, `pack:id` or path (not by a category or glob):
-    /// as in NSE, its runs see one more level of verbosity.
-    pub named: bool,
-    /// The file's text and, once a VM first needs it, its Luau bytecode.
-    pub(crate) code: Arc<Code>,
-}
-
-/// A plugin's checked text, compiled by the host at most once: when its
-/// metadata is not cached, or when a VM first runs it. A plugin that is
-/// never selected is never compiled.
-pub(crate) struct Code {
-    text: Box<[u8]>,
-    bytecode: std::sync::OnceLock<std::result::Result<Box<[u8]>, String>>,
-}
-
-impl Code {
-    fn new(text: &[u8]) -> Code {
-        Code { text: text.into(), bytecode: std::sync::OnceLock::new() }
-    }
-
-    /// The bytecode, compiled on first use; a syntax error says what it is.
-    pub(crate) fn bytecode(&self) -> std::result::Result<&[u8], &str> {
-        let compiled = self
-            .bytecode
-            .get_or_init(|| mlua::Compiler::new().compile(&self.text).map(Into::into).map_err(|e| syntax(&e)));
-        compiled.as_deref().map_err(String::as_str)
-    }
-}
-
-impl std::fmt::Debug for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Code").field("bytes", &self.text.len()).finish()
-    }
-}
-
-impl Plugin {
-    /// What its table declared (or its metadata cache entry said it did).
-    pub(crate) fn meta(&self) -> meta::Meta {
-        meta::Meta {
-            id: self.id.clone(),
-            description: self.description.clone(),
-            categories: self.categories.clone(),
-            ports: self.ports.clone(),
-            services: self.services.clone(),
-            portrule: self.portrule,
-            args: self.args.clone(),
-            about: self.about.clone(),
-            host_scope: self.host_scope,
-            volatile: self.volatile.clone(),
-        }
-    }
-
-    /// Whether the plugin runs on this port by its `ports` and `services`
-    /// alone (a portrule may still take it: [`Vm::wants`]).
-    pub fn listed_for(&self, info: &crate::findings::Service) -> bool {
-        self.ports.contains(&info.port) || info.known_service().is_some_and(|s| self.services.iter().any(|x| x == s))
-    }
-
-    /// Whether the plugin may run on this port: listed for it, or a
-    /// portrule decides (no VM is needed to know a plugin never runs).
-    pub fn may_run_on(&self, info: &crate::findings::Service) -> bool {
-        self.portrule || self.listed_for(info)
-    }
-
-    /// The name events carry: `pack:id` for a plugin of an installed pack,
-    /// the bare id for core plugins and files given by path.
-    pub fn name(&self) -> String {
-        match self.pack.as_deref() {
-            Some(p) if p != "core" => format!("{p}:{}", self.id),
-            _ => self.id.clone(),
-        }
-    }
-
-    /// Marks the plugin as coming from `pack`.
-    pub fn in_pack(mut self, pack: &str, trusted: bool) -> Plugin {
-        self.pack = Some(pack.to_string());
-        self.trusted = trusted;
-        self
-    }
-
-    /// Every name a `--script` term may use: the id and `pack:id`.
-    fn names(&self) -> Vec<String> {
-        let mut v = vec![self.id.clone()];
-        if let Some(p) = &self.pack {
-            v.push(format!("{p}:{}", self.id));
-        }
-        v
-    }
-}
 
 fn bad(path: &Path, what: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Config, format!("{}: {what}", path.display()))
@@ -192,7 +77,7 @@ fn meta_path(cache: &Path, bytes: &[u8], libs: &Libraries) -> PathBuf {
 /// Records a checked plugin's metadata in `cache`, keyed by the sha256 of
 /// its source, so that later loads of the same bytes need not run it.
 pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
-    let json = serde_json::to_vec(&p.meta()).map_err(|e| bad(cache, e))?;
+    let json = serde_json::to_vec(&p.meta).map_err(|e| bad(cache, e))?;
     if json.len() as u64 > MAX_META {
         return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
     }
@@ -233,36 +118,12 @@ pub fn load_source_in(bytes: &[u8], path: &Path, cache: Option<&Path>, libs: &Li
                 .map_err(|e| bad(path, e))?
         }
     };
-    let plugin = Plugin {
-        id: meta.id,
-        description: meta.description,
-        categories: meta.categories,
-        ports: meta.ports,
-        services: meta.services,
-        portrule: meta.portrule,
-        args: meta.args,
-        about: meta.about,
-        host_scope: meta.host_scope,
-        volatile: meta.volatile,
-        libs: libs.clone(),
-        path: path.to_path_buf(),
-        pack: None,
-        trusted: true,
-        named: false,
-        code: Arc::new(code),
-    };
+    let plugin = Plugin::new(meta, path.to_path_buf(), libs.clone(), code);
     if let (true, Some(c)) = (fresh, cache) {
         // A cache that cannot be written only costs the next load a run.
         let _ = store_meta(c, bytes, &plugin);
     }
     Ok(plugin)
-}
-
-fn syntax(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::SyntaxError { message, .. } => format!("syntax error: {message}"),
-        other => format!("does not compile: {other}"),
-    }
 }
 
 /// Loads every `*.lua` file of a folder (not its subfolders), in name order.
@@ -418,13 +279,13 @@ impl FolderManifest {
 
 /// Adds a plugin; an id already present in the same pack is an error naming both files.
 pub fn add_unique(list: &mut Vec<Plugin>, p: Plugin) -> Result<()> {
-    if let Some(q) = list.iter().find(|q| q.id == p.id && q.pack == p.pack) {
+    if let Some(q) = list.iter().find(|q| q.meta.id == p.meta.id && q.pack == p.pack) {
         if q.path == p.path {
             return Ok(());
         }
         return Err(Error::new(
             ErrorKind::Config,
-            format!("two plugins have the id {}: {} and {}", p.id, q.path.display(), p.path.display()),
+            format!("two plugins have the id {}: {} and {}", p.meta.id, q.path.display(), p.path.display()),
         ));
     }
     list.push(p);
@@ -461,7 +322,7 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     let mut named: Vec<(&str, &[String])> = Vec::new();
     for (p, n) in everything.iter().zip(&names) {
         for name in n {
-            named.push((name.as_str(), p.categories.as_slice()));
+            named.push((name.as_str(), p.meta.categories.as_slice()));
         }
     }
     if let Some(term) = sel.unmatched(&named).first() {
@@ -481,16 +342,16 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
         // `pack:id`: never by its bare id, which could equal a category or
         // a keyword (`default`, `all`) and so be picked by `-sC`.
         let picked = if p.trusted {
-            sel.selects_names(&n, &p.categories)
+            sel.selects_names(&n, &p.meta.categories)
         } else {
             let full = p.name();
-            let shadowed = available.iter().any(|q| q.trusted && q.id == p.id);
-            if !shadowed && !sel.names_exactly(&[&full]) && sel.names_exactly(&[&p.id]) {
+            let shadowed = available.iter().any(|q| q.trusted && q.meta.id == p.meta.id);
+            if !shadowed && !sel.names_exactly(&[&full]) && sel.names_exactly(&[&p.meta.id]) {
                 return Err(Error::new(
                     ErrorKind::Config,
                     format!(
                         "--script: {} is a plugin of the untrusted pack {}; untrusted plugins run only when named in full: {full}",
-                        p.id,
+                        p.meta.id,
                         p.pack.as_deref().unwrap_or("?")
                     ),
                 ));
@@ -506,20 +367,21 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     // One bare id from two packs is ambiguous unless each was named in full.
     for (i, a) in chosen.iter().enumerate() {
         for b in &chosen[i + 1..] {
-            let full = |p: &Plugin| p.pack.as_ref().is_some_and(|k| sel.names_exactly(&[&format!("{k}:{}", p.id)]));
-            if a.id == b.id && !(full(a) && full(b)) {
+            let full =
+                |p: &Plugin| p.pack.as_ref().is_some_and(|k| sel.names_exactly(&[&format!("{k}:{}", p.meta.id)]));
+            if a.meta.id == b.meta.id && !(full(a) && full(b)) {
                 let pack = |p: &Plugin| p.pack.clone().unwrap_or_else(|| p.path.display().to_string());
                 return Err(Error::new(
                     ErrorKind::Config,
                     format!(
                         "--script: plugin id {} is in both {} and {}; name one as {}:{} or {}:{}",
-                        a.id,
+                        a.meta.id,
                         pack(a),
                         pack(b),
                         pack(a),
-                        a.id,
+                        a.meta.id,
                         pack(b),
-                        b.id
+                        b.meta.id
                     ),
                 ));
             }

@@ -310,7 +310,7 @@ impl Vm {
             None => {
                 let bytecode =
                     p.code.bytecode().map_err(|e| mlua::Error::RuntimeError(format!("{}: {e}", p.path.display())))?;
-                let f = self.lua.load(bytecode).set_mode(ChunkMode::Binary).set_name(format!("={}", p.id));
+                let f = self.lua.load(bytecode).set_mode(ChunkMode::Binary).set_name(format!("={}", p.meta.id));
                 let f = f.into_function()?;
                 self.chunks[i].get_or_init(|| f)
             }
@@ -329,7 +329,7 @@ impl Vm {
         let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
         if self.declared[i].get().is_none() {
             let p = &self.plugins[i];
-            if !check_table(&t).is_ok_and(|m| m == p.meta()) {
+            if !check_table(&t).is_ok_and(|m| m == p.meta) {
                 return Err(mlua::Error::runtime(format!(
                     "{}: its table does not declare what the plugin was selected by (an edited metadata cache \
                      entry?); not run",
@@ -374,7 +374,7 @@ impl Vm {
         if p.listed_for(info) {
             return Ok(true);
         }
-        if !p.portrule {
+        if !p.meta.portrule {
             return Ok(false);
         }
         let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
@@ -416,7 +416,7 @@ impl Vm {
     pub async fn run(&self, i: usize, info: Arc<Service>) -> RunOutput {
         let p = &self.plugins[i];
         let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
-        let renames = p.categories.iter().any(|c| c == "version");
+        let renames = p.meta.categories.iter().any(|c| c == "version");
         let run = Arc::new(Run::new(self.scope.clone(), info).renaming(renames));
         self.lua.set_app_data(Active(run.clone()));
         meter.start(budgets.wall, budgets.steps);
@@ -454,7 +454,7 @@ impl Vm {
             (None, Ok(Err(e))) => Some((ErrorKind::Plugin, short(&e))),
             (None, Ok(Ok(values))) => {
                 // Still metered: converting the returned data is charged to the run.
-                let r = returned(values, &p.id, &run);
+                let r = returned(values, &p.meta.id, &run);
                 match meter.tripped() {
                     Some(t) => Some((ErrorKind::Budget, t.describe(budgets))),
                     None => r,

@@ -174,7 +174,7 @@ async fn what_run_returns_is_a_script_event_and_ctx_finding_a_finding() {
            return { Version = '7.0', ['Used CPU (sys)'] = '1.5' }\n\
          end }",
     );
-    assert_eq!(p.volatile, ["Used CPU (sys)", "Date"]);
+    assert_eq!(p.meta.volatile, ["Used CPU (sys)", "Date"]);
     let (out, _) = run_with(p.clone(), Budgets::default(), Guard::offline(), 22).await;
     let evs = crate::plugins::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
     let [Event::Finding(f), Event::Script(r)] = &evs[..] else { panic!("{evs:?}") };
@@ -459,12 +459,12 @@ fn finding_metadata_and_args_are_checked_at_load() {
          cwe = {'CWE-79'}, remediation = 'Upgrade.', tags = {'tls', 'weak-crypto'}",
     )
     .unwrap();
-    assert_eq!(p.args, ["x.user"]);
+    assert_eq!(p.meta.args, ["x.user"]);
     assert_eq!(
-        (p.about.cve.as_slice(), p.about.cwe.as_slice()),
+        (p.meta.about.cve.as_slice(), p.meta.about.cwe.as_slice()),
         (&["CVE-2021-44228".to_string()][..], &["CWE-79".to_string()][..])
     );
-    assert_eq!(p.about.remediation.as_deref(), Some("Upgrade."));
+    assert_eq!(p.meta.about.remediation.as_deref(), Some("Upgrade."));
     for (fields, says) in [
         ("cve = 'CVE-2021-44228'", "field 'cve' must be a list"),
         ("cve = {'CVE-21-1'}", "field 'cve' must hold CVE ids"),
@@ -625,17 +625,17 @@ fn a_pack_folder_reads_metadata_from_the_cache_once_stored() {
     )
     .unwrap();
     let first = load_pack_dir_cached(dir.path(), Some(cache.path())).unwrap();
-    assert_eq!(first[0].description, "from the file");
+    assert_eq!(first[0].meta.description, "from the file");
     // The entry is written, and the next load reads it instead of running the file.
     let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let text = std::fs::read_to_string(&entries[0]).unwrap().replace("from the file", "from the cache");
     std::fs::write(&entries[0], text).unwrap();
     let second = load_pack_dir_cached(dir.path(), Some(cache.path())).unwrap();
-    assert_eq!(second[0].description, "from the cache");
+    assert_eq!(second[0].meta.description, "from the cache");
     assert_eq!(second[0].pack.as_deref(), Some("t"));
     // Without a cache, the file is run again.
-    assert_eq!(load_pack_dir(dir.path()).unwrap()[0].description, "from the file");
+    assert_eq!(load_pack_dir(dir.path()).unwrap()[0].meta.description, "from the file");
 }
 
 #[tokio::test]
