@@ -14,7 +14,7 @@
 
 pub mod library;
 pub mod meta;
-mod plugin;
+pub mod plugin;
 pub mod script_args;
 pub mod select;
 

@@ -43,8 +43,10 @@ use super::guard::Guard;
 use super::run::{Budgets, Meter, OutputAllowance, Run, RunOutput, Scope, Trip};
 use super::value::ConvertError;
 use crate::findings::{ErrorKind, Service};
+use crate::plugins::load::library::{Libraries, Module};
 use crate::plugins::load::meta::{check_table, Meta};
-use crate::plugins::load::{Libraries, Plugin};
+use crate::plugins::load::plugin::Plugin;
+use crate::plugins::load::script_args;
 
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
@@ -245,13 +247,10 @@ impl Vm {
             patterns,
             tape: std::sync::OnceLock::new(),
             // A header value holds no line break (the builder refuses one).
-            user_agent: args
-                .get(crate::plugins::load::script_args::USER_AGENT)
-                .filter(|v| !v.contains(['\r', '\n']))
-                .cloned(),
+            user_agent: args.get(script_args::USER_AGENT).filter(|v| !v.contains(['\r', '\n'])).cloned(),
             // Only a DNS name goes in SNI.
             servername: args
-                .get(crate::plugins::load::script_args::SERVERNAME)
+                .get(script_args::SERVERNAME)
                 .filter(|v| {
                     rustls::pki_types::DnsName::try_from(v.as_str()).is_ok() && v.parse::<std::net::IpAddr>().is_err()
                 })
@@ -500,7 +499,7 @@ type LibEnv = (Vec<usize>, Table);
 
 impl Requires {
     /// A fresh instance of module `m`'s chunk (see [`Requires::chunks`]).
-    fn chunk(&self, lua: &Lua, key: &str, m: &crate::plugins::load::library::Module) -> mlua::Result<Function> {
+    fn chunk(&self, lua: &Lua, key: &str, m: &Module) -> mlua::Result<Function> {
         let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = chunks.get(key) {
             return f.deep_clone();
