@@ -10,13 +10,17 @@
 //! changed since is written again), so the loaders read it as they read
 //! any folder (the core pack's pack.yaml hashes are verified as for a
 //! checkout). A folder is used only when no other user could change it or
-//! any folder above it (root never uses another user's home). `$MOONSCAN_PLUGINS` and
-//! `$MOONSCAN_PROBES`, `--plugin-dir` and `--probes` use another folder.
+//! any folder above it (root never uses another user's home). The cache
+//! and temporary folders are [`Places`] settings (the command takes them
+//! from `$XDG_CACHE_HOME` or `$HOME`, and the system's temporary folder);
+//! its plugin and probe folders, when set, are used instead.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use rust_embed::RustEmbed;
+
+use crate::places::Places;
 use sha2::{Digest, Sha256};
 
 #[derive(RustEmbed)]
@@ -75,11 +79,11 @@ impl Core {
 /// The folder holding the built-in `core` files, written out under the
 /// user's cache, every file compared with the built-in copy (and written
 /// again where it differs). Says why for each folder it could not use.
-pub fn dir(core: Core) -> io::Result<PathBuf> {
+pub fn dir(core: Core, places: &Places) -> io::Result<PathBuf> {
     let leaf = core.leaf();
     let files = core.files();
     let mut why = Vec::new();
-    for root in roots() {
+    for root in roots(places) {
         match private_dir(&root).and_then(|()| write_out(&root, &leaf, &files)) {
             Ok(d) => return Ok(d),
             Err(e) => why.push(format!("{}: {e}", root.display())),
@@ -88,17 +92,15 @@ pub fn dir(core: Core) -> io::Result<PathBuf> {
     Err(io::Error::other(format!("no folder to write moonscan's built-in files in ({})", why.join("; "))))
 }
 
-/// Where the files may go, in order of preference.
-fn roots() -> Vec<PathBuf> {
-    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+/// Where the files may go, in order of preference: the user's cache, then
+/// a folder of this user's in the temporary one.
+fn roots(places: &Places) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").and_then(absolute) {
-        out.push(x.join("moonscan"));
-    } else if let Some(home) = std::env::var_os("HOME").and_then(absolute) {
-        out.push(home.join(".cache").join("moonscan"));
+    if let Some(cache) = places.cache_home.as_ref().filter(|p| p.is_absolute()) {
+        out.push(cache.join("moonscan"));
     }
     let uid = crate::net::effective_uid();
-    out.push(std::env::temp_dir().join(format!("moonscan-{uid}")));
+    out.push(places.temp.join(format!("moonscan-{uid}")));
     out
 }
 

@@ -34,6 +34,14 @@ pub fn read_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Makes `dir` and its missing parents: mode 0755 whatever the umask (a
+/// umask of 002 would make them group writable, which the data folder's
+/// check, [`crate::packs::check_private`], refuses at the next run).
+pub fn make_dirs(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)
+}
+
 /// The first of nmap's data files named `name` (`nmap-mac-prefixes`,
 /// `scripts/script.db`) that is found in `$NMAPDIR`, /usr/share/nmap or
 /// /usr/local/share/nmap and holds at most `max` bytes, as text (bytes

@@ -48,6 +48,7 @@ pub mod output;
 pub mod packs;
 pub mod pattern;
 pub mod pipeline;
+pub mod places;
 pub mod plugins;
 pub mod rdns;
 pub mod scan;

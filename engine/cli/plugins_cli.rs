@@ -8,6 +8,7 @@ use std::sync::Arc;
 use clap::Subcommand;
 use moonscan::findings::{Event, Service, TlsInfo};
 use moonscan::output::{Ndjson, Sink, Text};
+use moonscan::places::Places;
 use moonscan::plugins::sandbox::guard::Guard;
 use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, Vm};
 
@@ -83,15 +84,13 @@ struct TestOpts {
     udp: bool,
 }
 
-/// The plugin folder a scan uses when none is given.
-pub use moonscan::plugins::default_dir;
-
 /// Runs `moonscan plugins ...` (`argv` starts at "plugins"); returns the exit status.
 pub fn run(args: PluginsArgs) -> u8 {
-    let dir = args.dir.unwrap_or_else(default_dir);
+    let places = super::places::from_env();
+    let dir = args.dir.unwrap_or_else(|| plugins::default_dir(&places));
     let result = match args.cmd {
-        Cmd::List { expr } => list(&dir, expr.as_deref()),
-        Cmd::Show { id } => show(&dir, &id),
+        Cmd::List { expr } => list(&dir, expr.as_deref(), &places),
+        Cmd::Show { id } => show(&dir, &id, &places),
         Cmd::Test { file, opts } => test(&dir, &file, opts),
     };
     match result {
@@ -103,12 +102,12 @@ pub fn run(args: PluginsArgs) -> u8 {
     }
 }
 
-fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
-    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None, dir)?)
+fn installed(dir: &Path, places: &Places) -> moonscan::Result<Vec<Plugin>> {
+    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None, dir, places)?, places)
 }
 
-fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
-    let all = installed(dir)?;
+fn list(dir: &Path, expr: Option<&str>, places: &Places) -> moonscan::Result<u8> {
+    let all = installed(dir, places)?;
     let chosen = match expr {
         Some(e) => plugins::select(&all, e)?,
         None => all,
@@ -133,8 +132,9 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
 /// file and its description), from `dir` (`--plugin-dir`) or the default
 /// folder; exit status 2 when it selects none.
 pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
-    let dir = dir.unwrap_or_else(default_dir);
-    let chosen = match installed(&dir).and_then(|all| plugins::select(&all, expr)) {
+    let places = super::places::from_env();
+    let dir = dir.unwrap_or_else(|| plugins::default_dir(&places));
+    let chosen = match installed(&dir, &places).and_then(|all| plugins::select(&all, expr)) {
         Ok(c) => c,
         Err(e) => {
             moonscan::tell!("moonscan: --script-help: {e}");
@@ -167,8 +167,8 @@ pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
     0
 }
 
-fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
-    let all = installed(dir)?;
+fn show(dir: &Path, id: &str, places: &Places) -> moonscan::Result<u8> {
+    let all = installed(dir, places)?;
     let Some(p) = all.iter().find(|p| p.meta.id == id || p.name() == id) else {
         moonscan::tell!("moonscan plugins: no plugin with id {id} in {}", dir.display());
         return Ok(1);

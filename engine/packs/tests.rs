@@ -3,6 +3,32 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
+/// The checkout's plugin folder: the core library packs' plugins require
+/// from after their own (the files built into moonscan).
+fn core_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins")
+}
+
+fn default_core() -> Result<Arc<plugins::Library>> {
+    plugins::core_library(&core_dir())
+}
+
+fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
+    super::verify(path, trust, &core_dir())
+}
+
+fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Result<SignReport> {
+    super::sign_dir(dir, sk, update_hashes, &core_dir())
+}
+
+fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
+    super::installed(data_dir, &core_dir())
+}
+
+fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPack>)>> {
+    super::scan_installed(data_dir, &core_dir())
+}
+
 const PLUGIN: &str = r#"return {
   id = "ID",
   description = "A test plugin.",

@@ -22,19 +22,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::places::Places;
 
 pub use library::{Libraries, Library};
 pub(crate) use plugin::Code;
 pub use plugin::Plugin;
 pub use select::Selection;
 
-/// The plugin folder (the pack core): `$MOONSCAN_PLUGINS`, or the plugins
-/// built into moonscan ([`crate::core_files`]).
-pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("MOONSCAN_PLUGINS") {
-        return PathBuf::from(d);
+/// The plugin folder (the pack core): the one `places` names, or the
+/// plugins built into moonscan ([`crate::core_files`]).
+pub fn default_dir(places: &Places) -> PathBuf {
+    if let Some(d) = &places.plugins {
+        return d.clone();
     }
-    crate::core_files::dir(crate::core_files::Core::Plugins)
+    crate::core_files::dir(crate::core_files::Core::Plugins, places)
         .unwrap_or_else(|e| PathBuf::from(format!("(moonscan's built-in plugins, not written out: {e})")))
 }
 
@@ -81,7 +82,7 @@ pub fn store_meta(cache: &Path, bytes: &[u8], p: &Plugin) -> Result<()> {
     if json.len() as u64 > MAX_META {
         return Err(bad(&p.path, format!("its metadata is larger than {MAX_META} bytes")));
     }
-    crate::packs::make_data_dir(cache).map_err(|e| bad(cache, e))?;
+    crate::files::make_dirs(cache).map_err(|e| bad(cache, e))?;
     crate::files::write_atomic(&meta_path(cache, bytes, &p.libs), &json)
 }
 

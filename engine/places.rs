@@ -1,0 +1,68 @@
+//! Where moonscan finds and keeps its files, as settings: the plugin and
+//! probe folders, the user's cache (where the built-in files are written
+//! out), the data folder (keys, packs, the plugin metadata cache), nmap's
+//! data folders and the PostgreSQL password sources. The library reads no
+//! environment: the moonscan command fills a [`Places`] from its
+//! environment (engine/cli/places.rs), and a program embedding the engine
+//! sets what it means.
+//!
+//! In: paths and values, however the caller found them. Out: the same, to
+//! the code that reads those folders. What always holds: nothing here looks
+//! at the environment or the file system; the defaults are the fixed
+//! folders named below, and an unset folder is `None` (the code that needs
+//! it says so, naming the setting).
+
+use std::path::PathBuf;
+
+/// The folders and files the library reads and writes besides those a
+/// scan names.
+#[derive(Clone, Debug)]
+pub struct Places {
+    /// The plugin folder, the pack `core` (`MOONSCAN_PLUGINS` for the
+    /// command); `None`: the plugins built into moonscan.
+    pub plugins: Option<PathBuf>,
+    /// The probe folder (`MOONSCAN_PROBES` for the command); `None`: the
+    /// probes built into moonscan.
+    pub probes: Option<PathBuf>,
+    /// The user's cache folder (`$XDG_CACHE_HOME`, else `$HOME/.cache`, for
+    /// the command): the built-in files are written out in its `moonscan`
+    /// folder. Used only when absolute.
+    pub cache_home: Option<PathBuf>,
+    /// The temporary folder: the built-in files go to its `moonscan-UID`
+    /// folder when the cache cannot take them. Default /tmp.
+    pub temp: PathBuf,
+    /// The data folder (`$MOONSCAN_HOME`, `$XDG_DATA_HOME/moonscan` or
+    /// `~/.local/share/moonscan`, for the command), or why there is none.
+    pub data: Result<PathBuf, String>,
+    /// nmap's data folders, searched in order (the command puts `$NMAPDIR`
+    /// first). Default /usr/share/nmap, /usr/local/share/nmap.
+    pub nmap: Vec<PathBuf>,
+    /// Where a PostgreSQL password comes from when a store's URL has none.
+    pub pg: PgPasswords,
+}
+
+/// The password sources libpq reads when a URL has no password.
+#[derive(Clone, Debug, Default)]
+pub struct PgPasswords {
+    /// The password itself (`$PGPASSWORD` for the command; empty is none).
+    pub password: Option<String>,
+    /// The password file (`$PGPASSFILE`, else `$HOME/.pgpass`, for the command).
+    pub file: Option<PathBuf>,
+}
+
+impl Default for Places {
+    fn default() -> Places {
+        Places {
+            plugins: None,
+            probes: None,
+            cache_home: None,
+            temp: PathBuf::from("/tmp"),
+            data: Err("no data folder is set (Places::data)".into()),
+            nmap: NMAP_DIRS.iter().map(PathBuf::from).collect(),
+            pg: PgPasswords::default(),
+        }
+    }
+}
+
+/// Where nmap installs its data files.
+pub const NMAP_DIRS: [&str; 2] = ["/usr/share/nmap", "/usr/local/share/nmap"];
