@@ -43,15 +43,12 @@ pub fn make_dirs(dir: &Path) -> std::io::Result<()> {
 }
 
 /// The first of nmap's data files named `name` (`nmap-mac-prefixes`,
-/// `scripts/script.db`) that is found in `$NMAPDIR`, /usr/share/nmap or
-/// /usr/local/share/nmap and holds at most `max` bytes, as text (bytes
-/// that are not UTF-8 replaced); none when nmap is not installed.
-pub fn nmap_data(name: &str, max: u64) -> Option<String> {
-    let dirs = std::env::var_os("NMAPDIR")
-        .map(std::path::PathBuf::from)
-        .into_iter()
-        .chain(["/usr/share/nmap", "/usr/local/share/nmap"].map(std::path::PathBuf::from));
-    dirs.map(|d| d.join(name))
+/// `scripts/script.db`) that is found in one of `dirs` (nmap's folders,
+/// [`crate::places::Places::nmap`]) and holds at most `max` bytes, as text
+/// (bytes that are not UTF-8 replaced); none when nmap is not installed.
+pub fn nmap_data(dirs: &[std::path::PathBuf], name: &str, max: u64) -> Option<String> {
+    dirs.iter()
+        .map(|d| d.join(name))
         .filter(|p| p.is_file())
         .find_map(|p| read_capped(&p, max, "nmap data file").ok())
         .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -559,6 +559,7 @@ impl ScanBuilder {
             None => None,
             Some(d) => {
                 let mut opts = DetectOptions::for_timing(level);
+                opts.nmap_dirs = self.places.nmap.clone();
                 opts.fingerprint_strings = self.scripts.is_some();
                 if let Some(n) = d.intensity {
                     opts.intensity = n;
@@ -621,7 +622,7 @@ impl ScanBuilder {
                         .filter(|p| p.trusted)
                         .map(|p| (p.meta.id.as_str(), p.meta.categories.as_slice()))
                         .collect();
-                    let nmap = crate::plugins::load::select::nmap_category_counts();
+                    let nmap = crate::plugins::load::select::nmap_category_counts(&self.places.nmap);
                     notes.extend(crate::plugins::load::select::category_note(&sel, &listed, nmap.as_ref()));
                 }
                 if version_too {
@@ -669,7 +670,7 @@ impl ScanBuilder {
                 return Err(usage("OS detection (-O) sends raw packets: it needs root or CAP_NET_RAW"));
             }
             Some(o) => {
-                let db = crate::os::db::OsDb::load(o.db.as_deref())?;
+                let db = crate::os::db::OsDb::load(o.db.as_deref(), &self.places.nmap)?;
                 if db.is_none() {
                     notes.push("OS detection: nmap-os-db not found (install nmap or give --os-db FILE); fingerprints are reported without matches".into());
                 }
