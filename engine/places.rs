@@ -31,14 +31,30 @@ pub struct Places {
     /// The temporary folder: the built-in files go to its `moonscan-UID`
     /// folder when the cache cannot take them. Default /tmp.
     pub temp: PathBuf,
-    /// The data folder (`$MOONSCAN_HOME`, `$XDG_DATA_HOME/moonscan` or
-    /// `~/.local/share/moonscan`, for the command), or why there is none.
-    pub data: Result<PathBuf, String>,
+    /// The data folder: trusted keys, installed packs, the plugin metadata
+    /// cache (the command's: `$MOONSCAN_HOME`, `$XDG_DATA_HOME/moonscan` or
+    /// `~/.local/share/moonscan`).
+    pub data: DataDir,
     /// nmap's data folders, searched in order (the command puts `$NMAPDIR`
     /// first). Default /usr/share/nmap, /usr/local/share/nmap.
     pub nmap: Vec<PathBuf>,
     /// Where a PostgreSQL password comes from when a store's URL has none.
     pub pg: PgPasswords,
+}
+
+/// Where the data folder is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DataDir {
+    /// None: a scan uses no installed pack and caches no plugin metadata;
+    /// what needs the folder itself (installing a pack, trusting a key)
+    /// fails saying none is set.
+    #[default]
+    None,
+    /// This folder.
+    At(PathBuf),
+    /// One was looked for and there is none, for this reason: whatever
+    /// needs the folder, a scan included, fails with it.
+    Missing(String),
 }
 
 /// The password sources libpq reads when a URL has no password.
@@ -57,7 +73,7 @@ impl Default for Places {
             probes: None,
             cache_home: None,
             temp: PathBuf::from("/tmp"),
-            data: Err("no data folder is set (Places::data)".into()),
+            data: DataDir::None,
             nmap: NMAP_DIRS.iter().map(PathBuf::from).collect(),
             pg: PgPasswords::default(),
         }

@@ -421,7 +421,8 @@ impl ScanBuilder {
 
     /// Where the plugin and probe folders, the cache, the data folder and
     /// nmap's files are (default: [`Places::default`]: the built-in
-    /// plugins and probes, written out under /tmp, and no data folder).
+    /// plugins and probes, written out under /tmp; no data folder, so no
+    /// installed pack and no plugin metadata cache; nmap's usual folders).
     pub fn places(mut self, places: Places) -> Self {
         self.places = places;
         self

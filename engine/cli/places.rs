@@ -16,7 +16,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use moonscan::places::{PgPasswords, Places, NMAP_DIRS};
+use moonscan::places::{DataDir, PgPasswords, Places, NMAP_DIRS};
 
 /// The places the environment names.
 pub fn from_env() -> Places {
@@ -48,18 +48,20 @@ pub fn from_env() -> Places {
 /// moonscan's data folder: `$MOONSCAN_HOME` if set, else
 /// `$XDG_DATA_HOME/moonscan`, else `~/.local/share/moonscan`; or why there
 /// is none.
-fn data_dir() -> Result<PathBuf, String> {
+fn data_dir() -> DataDir {
     let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
     if let Some(h) = var("MOONSCAN_HOME") {
-        Ok(PathBuf::from(h))
+        DataDir::At(PathBuf::from(h))
     } else if let Some(x) = var("XDG_DATA_HOME").filter(|x| std::path::Path::new(x).is_absolute()) {
-        Ok(PathBuf::from(x).join("moonscan"))
+        DataDir::At(PathBuf::from(x).join("moonscan"))
     } else {
         match std::env::home_dir().filter(|h| h.is_absolute()) {
-            Some(h) => Ok(h.join(".local/share/moonscan")),
-            None => Err("no data folder: HOME is not set and this user has no home folder in the password database; \
+            Some(h) => DataDir::At(h.join(".local/share/moonscan")),
+            None => DataDir::Missing(
+                "no data folder: HOME is not set and this user has no home folder in the password database; \
                          set MOONSCAN_HOME to a folder only you can write"
-                .into()),
+                    .into(),
+            ),
         }
     }
 }

@@ -50,7 +50,7 @@ use sha2::Digest;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::files::{make_dirs, write_atomic};
-use crate::places::Places;
+use crate::places::{DataDir, Places};
 use crate::plugins::{self, Plugin};
 use crate::service::ProbeDb;
 
@@ -87,7 +87,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// packs and plugin metadata planted there would run. Its folders are made
 /// by [`crate::files::make_dirs`] (never group writable).
 pub fn data_dir(places: &Places) -> Result<PathBuf> {
-    let dir = places.data.clone().map_err(refuse)?;
+    let dir = match &places.data {
+        DataDir::At(d) => d.clone(),
+        DataDir::Missing(why) => return Err(refuse(why.clone())),
+        DataDir::None => return Err(refuse("no data folder is set (Places::data)")),
+    };
     check_private(&dir)?;
     Ok(dir)
 }
@@ -726,17 +730,24 @@ pub struct Usable {
 /// not verify, or differs from its pin, or is not pinned, is left out
 /// (with why); a pin whose pack is not installed, or a packs folder that
 /// cannot be read, is a note. A lock file that cannot be read is an error.
+/// With no data folder set ([`DataDir::None`]) no pack is installed.
 pub fn installed_usable(lock: Option<&Path>, core_dir: &Path, places: &Places) -> Result<Usable> {
     let core = plugins::core_library(core_dir)?;
-    let data = data_dir(places)?;
+    let data = match places.data {
+        DataDir::None => None,
+        _ => Some(data_dir(places)?),
+    };
     let mut out = Usable::default();
-    let loaded = match scan_installed_with(&data, &core) {
-        Ok(l) => l,
-        Err(e) if e.kind() == ErrorKind::Io && fs::read_dir(packs_dir(&data)).is_err() => {
+    let loaded = match data.as_ref().map(|d| scan_installed_with(d, &core)) {
+        None => Vec::new(),
+        Some(Ok(l)) => l,
+        Some(Err(e))
+            if e.kind() == ErrorKind::Io && data.as_ref().is_some_and(|d| fs::read_dir(packs_dir(d)).is_err()) =>
+        {
             out.notes.push(format!("installed packs are not used: {e}"));
             Vec::new()
         }
-        Err(e) => return Err(e),
+        Some(Err(e)) => return Err(e),
     };
     for (name, r) in loaded {
         match r {
