@@ -4,8 +4,7 @@
 //! In: the files of probes/ and plugins/ (with plugins/lib/ and the core
 //! pack's pack.yaml), embedded at build time. Out: a folder holding exactly
 //! those bytes, written out once per build under the user's cache
-//! (`$XDG_CACHE_HOME/moonscan`, `~/.cache/moonscan`, or a private folder in
-//! the temporary one), named by the hash of its contents and compared byte
+//! (its `moonscan` folder, or a private folder in the temporary one), named by the hash of its contents and compared byte
 //! for byte with the built-in copy each time it is used (a file damaged or
 //! changed since is written again), so the loaders read it as they read
 //! any folder (the core pack's pack.yaml hashes are verified as for a

@@ -1,6 +1,7 @@
 //! Who made a network card, from its MAC address's prefix (nmap's `MAC
 //! Address: 00:0C:29:… (VMware)`), read at run time from the user's own
-//! nmap-mac-prefixes (`$NMAPDIR`, /usr/share/nmap, /usr/local/share/nmap)
+//! nmap-mac-prefixes (in nmap's folders, [`crate::places::Places::nmap`]:
+//! the command looks in `$NMAPDIR`, /usr/share/nmap, /usr/local/share/nmap)
 //! or, without nmap, Debian's ieee-data OUI list. Nothing is copied into
 //! moonscan: without either file a vendor is "Unknown", as nmap says for
 //! a prefix it does not know.

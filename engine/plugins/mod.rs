@@ -6,7 +6,7 @@
 //! text compiled by the host (never bytecode from a file), checked once when
 //! loaded (a missing or mistyped field refuses the file, naming the field),
 //! and every run is sandboxed ([`sandbox::host`]) and budgeted
-//! ([`sandbox::run`]); its sockets reach only the scanned host on the scan's
+//! (`sandbox::run`); its sockets reach only the scanned host on the scan's
 //! ports ([`sandbox::guard`]).
 //!
 //! Two folders, by role: [`load`] reads, checks and selects plugins before

@@ -9,7 +9,7 @@
 //! selected ones. What always holds: a plugin is text compiled by the host
 //! (never bytecode from a file), checked once when loaded (a missing or
 //! mistyped field refuses the file, naming the field); its metadata comes
-//! from one checked run in the sandbox ([`crate::plugins::sandbox::host::inspect`])
+//! from one checked run in the sandbox (`sandbox::host::inspect`)
 //! or from a cache entry keyed by the sha256 of its source.
 
 pub mod library;

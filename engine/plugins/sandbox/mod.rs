@@ -3,11 +3,11 @@
 //!
 //! In: checked plugins ([`crate::plugins::load`]), budgets, the scan's
 //! [`guard::Guard`], and one open port at a time. Out: a run's findings,
-//! log lines, or why it was stopped ([`run::RunOutput`]). What always
+//! log lines, or why it was stopped ([`crate::plugins::RunOutput`]). What always
 //! holds: the VM is Luau in sandbox mode, holding only what [`host`] gives
-//! it (`ctx` from [`api`], the `re` and `hash` modules of [`builtins`],
+//! it (`ctx` from `api`, the `re` and `hash` modules of `builtins`,
 //! `require` of the plugin's libraries); every socket a run opens passes
-//! the guard ([`guard`]) and is charged to the run's budgets ([`run`]); a
+//! the guard ([`guard`]) and is charged to the run's budgets (`run`); a
 //! run can be recorded and replayed offline ([`tape`]).
 
 mod api;
