@@ -58,12 +58,22 @@ pub enum DataDir {
 }
 
 /// The password sources libpq reads when a URL has no password.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct PgPasswords {
     /// The password itself (`$PGPASSWORD` for the command; empty is none).
     pub password: Option<String>,
     /// The password file (`$PGPASSFILE`, else `$HOME/.pgpass`, for the command).
     pub file: Option<PathBuf>,
+}
+
+/// Shows whether a password is set, never the password.
+impl std::fmt::Debug for PgPasswords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgPasswords")
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("file", &self.file)
+            .finish()
+    }
 }
 
 impl Default for Places {
