@@ -12,6 +12,7 @@
 //! from one checked run in the sandbox (`sandbox::host::inspect`)
 //! or from a cache entry keyed by the sha256 of its source.
 
+mod code;
 pub mod library;
 pub mod meta;
 pub mod plugin;
@@ -24,8 +25,8 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::places::Places;
 
+use code::Code;
 pub use library::{Libraries, Library};
-pub(crate) use plugin::Code;
 pub use plugin::Plugin;
 pub use select::Selection;
 

@@ -3,7 +3,7 @@
 //! searches, and its code, compiled at most once.
 //!
 //! In: a checked [`Meta`] and the verified text of a plugin file (made by
-//! the loaders of [`super`]). Out: a [`Plugin`] the selection picks from and
+//! the loaders of [`super`]; the text held as [`Code`]). Out: a [`Plugin`] the selection picks from and
 //! the sandbox runs. What always holds: the code is the text that was
 //! checked, compiled by the host (never bytecode from a file); its metadata
 //! is read from the [`Meta`] alone, never from a second copy.
@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::code::Code;
 use super::library::Libraries;
 use super::meta::Meta;
 
@@ -36,41 +37,6 @@ pub struct Plugin {
     pub named: bool,
     /// The file's text and, once a VM first needs it, its Luau bytecode.
     pub(crate) code: Arc<Code>,
-}
-
-/// A plugin's checked text, compiled by the host at most once: when its
-/// metadata is not cached, or when a VM first runs it. A plugin that is
-/// never selected is never compiled.
-pub(crate) struct Code {
-    text: Box<[u8]>,
-    bytecode: std::sync::OnceLock<std::result::Result<Box<[u8]>, String>>,
-}
-
-impl Code {
-    pub(crate) fn new(text: &[u8]) -> Code {
-        Code { text: text.into(), bytecode: std::sync::OnceLock::new() }
-    }
-
-    /// The bytecode, compiled on first use; a syntax error says what it is.
-    pub(crate) fn bytecode(&self) -> std::result::Result<&[u8], &str> {
-        let compiled = self
-            .bytecode
-            .get_or_init(|| mlua::Compiler::new().compile(&self.text).map(Into::into).map_err(|e| syntax(&e)));
-        compiled.as_deref().map_err(String::as_str)
-    }
-}
-
-impl std::fmt::Debug for Code {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Code").field("bytes", &self.text.len()).finish()
-    }
-}
-
-fn syntax(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::SyntaxError { message, .. } => format!("syntax error: {message}"),
-        other => format!("does not compile: {other}"),
-    }
 }
 
 impl Plugin {
