@@ -7,9 +7,8 @@
 //! text no VM needs is never compiled.
 
 /// A plugin's (or a module's) checked text, compiled by the host at most
-/// once: for a plugin, when its
-/// metadata is not cached, or when a VM first runs it. A plugin that is
-/// never selected is never compiled.
+/// once: for a plugin, when its metadata is not cached, or when a VM first
+/// runs it. A plugin that is never selected is never compiled.
 pub(crate) struct Code {
     text: Box<[u8]>,
     bytecode: std::sync::OnceLock<std::result::Result<Box<[u8]>, String>>,
