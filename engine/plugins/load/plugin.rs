@@ -2,11 +2,12 @@
 //! came from and how far it is trusted, the libraries its `require`
 //! searches, and its code, compiled at most once.
 //!
-//! In: a checked [`Meta`] and the verified text of a plugin file (made by
-//! the loaders of [`super`]; the text held as `Code`). Out: a [`Plugin`] the selection picks from and
-//! the sandbox runs. What always holds: the code is the text that was
-//! checked, compiled by the host (never bytecode from a file); its metadata
-//! is read from the [`Meta`] alone, never from a second copy.
+//! In: a checked [`Meta`] and the verified text of a plugin file, held as
+//! `Code` (made by the loaders of [`super`]). Out: a [`Plugin`] the
+//! selection picks from and the sandbox runs. What always holds: the code
+//! is the text that was checked, compiled by the host (never bytecode from
+//! a file); its metadata is read from the [`Meta`] alone, never from a
+//! second copy.
 
 use std::path::PathBuf;
 use std::sync::Arc;
