@@ -4,19 +4,22 @@
 //! In: the files of probes/ and plugins/ (with plugins/lib/ and the core
 //! pack's pack.yaml), embedded at build time. Out: a folder holding exactly
 //! those bytes, written out once per build under the user's cache
-//! (`$XDG_CACHE_HOME/moonscan`, `~/.cache/moonscan`, or a private folder in
-//! the temporary one), named by the hash of its contents and compared byte
+//! (its `moonscan` folder, or a private folder in the temporary one), named by the hash of its contents and compared byte
 //! for byte with the built-in copy each time it is used (a file damaged or
 //! changed since is written again), so the loaders read it as they read
 //! any folder (the core pack's pack.yaml hashes are verified as for a
 //! checkout). A folder is used only when no other user could change it or
-//! any folder above it (root never uses another user's home). `$MOONSCAN_PLUGINS` and
-//! `$MOONSCAN_PROBES`, `--plugin-dir` and `--probes` use another folder.
+//! any folder above it (root never uses another user's home). The cache
+//! and temporary folders are [`Places`] settings (the command takes them
+//! from `$XDG_CACHE_HOME` or `$HOME`, and the system's temporary folder);
+//! its plugin and probe folders, when set, are used instead.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use rust_embed::RustEmbed;
+
+use crate::places::Places;
 use sha2::{Digest, Sha256};
 
 #[derive(RustEmbed)]
@@ -75,11 +78,11 @@ impl Core {
 /// The folder holding the built-in `core` files, written out under the
 /// user's cache, every file compared with the built-in copy (and written
 /// again where it differs). Says why for each folder it could not use.
-pub fn dir(core: Core) -> io::Result<PathBuf> {
+pub fn dir(core: Core, places: &Places) -> io::Result<PathBuf> {
     let leaf = core.leaf();
     let files = core.files();
     let mut why = Vec::new();
-    for root in roots() {
+    for root in roots(places) {
         match private_dir(&root).and_then(|()| write_out(&root, &leaf, &files)) {
             Ok(d) => return Ok(d),
             Err(e) => why.push(format!("{}: {e}", root.display())),
@@ -88,17 +91,15 @@ pub fn dir(core: Core) -> io::Result<PathBuf> {
     Err(io::Error::other(format!("no folder to write moonscan's built-in files in ({})", why.join("; "))))
 }
 
-/// Where the files may go, in order of preference.
-fn roots() -> Vec<PathBuf> {
-    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+/// Where the files may go, in order of preference: the user's cache, then
+/// a folder of this user's in the temporary one.
+fn roots(places: &Places) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").and_then(absolute) {
-        out.push(x.join("moonscan"));
-    } else if let Some(home) = std::env::var_os("HOME").and_then(absolute) {
-        out.push(home.join(".cache").join("moonscan"));
+    if let Some(cache) = places.cache_home.as_ref().filter(|p| p.is_absolute()) {
+        out.push(cache.join("moonscan"));
     }
     let uid = crate::raw::effective_uid();
-    out.push(std::env::temp_dir().join(format!("moonscan-{uid}")));
+    out.push(places.temp.join(format!("moonscan-{uid}")));
     out
 }
 
@@ -176,7 +177,7 @@ mod tests {
         assert_eq!(on_disk("banner.lua"), Plugins::get("banner.lua").unwrap().data.as_ref());
         // The core pack loads from it, its hashes verified.
         let plugins = crate::plugins::load_pack_dir(&dir).unwrap();
-        assert!(plugins.iter().any(|p| p.id == "ssl-cert"), "{}", plugins.len());
+        assert!(plugins.iter().any(|p| p.meta.id == "ssl-cert"), "{}", plugins.len());
         let probes = write_out(root.path(), "probes-x", &Core::Probes.files()).unwrap();
         assert!(crate::service::ProbeDb::load_dir(&probes).unwrap().get("GetRequest").is_some());
     }

@@ -34,16 +34,21 @@ pub fn read_capped(path: &Path, max: u64, what: &str) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Makes `dir` and its missing parents: mode 0755 whatever the umask (a
+/// umask of 002 would make them group writable, which the data folder's
+/// check, [`crate::packs::check_private`], refuses at the next run).
+pub fn make_dirs(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)
+}
+
 /// The first of nmap's data files named `name` (`nmap-mac-prefixes`,
-/// `scripts/script.db`) that is found in `$NMAPDIR`, /usr/share/nmap or
-/// /usr/local/share/nmap and holds at most `max` bytes, as text (bytes
-/// that are not UTF-8 replaced); none when nmap is not installed.
-pub fn nmap_data(name: &str, max: u64) -> Option<String> {
-    let dirs = std::env::var_os("NMAPDIR")
-        .map(std::path::PathBuf::from)
-        .into_iter()
-        .chain(["/usr/share/nmap", "/usr/local/share/nmap"].map(std::path::PathBuf::from));
-    dirs.map(|d| d.join(name))
+/// `scripts/script.db`) that is found in one of `dirs` (nmap's folders,
+/// [`crate::places::Places::nmap`]) and holds at most `max` bytes, as text
+/// (bytes that are not UTF-8 replaced); none when nmap is not installed.
+pub fn nmap_data(dirs: &[std::path::PathBuf], name: &str, max: u64) -> Option<String> {
+    dirs.iter()
+        .map(|d| d.join(name))
         .filter(|p| p.is_file())
         .find_map(|p| read_capped(&p, max, "nmap data file").ok())
         .map(|b| String::from_utf8_lossy(&b).into_owned())

@@ -49,6 +49,7 @@ pub mod output;
 pub mod packs;
 pub mod pattern;
 pub mod pipeline;
+pub mod places;
 pub mod plugins;
 pub mod ports;
 pub mod raw;

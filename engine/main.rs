@@ -120,10 +120,10 @@ fn plan_rules(plugins: &Option<std::sync::Arc<moonscan::plugins::stage::PluginCo
         .map(|p| output::SarifRule {
             // The name findings carry: `pack:id` for an installed pack's.
             id: p.name(),
-            description: p.description.clone(),
-            categories: p.categories.clone(),
+            description: p.meta.description.clone(),
+            categories: p.meta.categories.clone(),
             pack: p.pack.clone(),
-            about: p.about.clone(),
+            about: p.meta.about.clone(),
         })
         .collect()
 }
@@ -158,9 +158,14 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     let mut scan = rt.block_on(async { ScanHandle::start(plan.scan) });
     let progress = progress_bar(&scan.shared_stats());
 
+    // nmap's folders (MAC vendors) and PostgreSQL's passwords, from the environment.
+    let places = cli::places::from_env();
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if plan.text_on_stdout {
-        let text = Text::new(StdoutAround(progress.clone())).with_reasons(plan.reasons).with_logs(plan.logs);
+        let text = Text::new(StdoutAround(progress.clone()))
+            .with_reasons(plan.reasons)
+            .with_logs(plan.logs)
+            .with_nmap_dirs(places.nmap.clone());
         // A person at a terminal gets nmap's screen: each host's report at the end.
         let text = if io::stdout().is_terminal() { text.as_report(verbose) } else { text };
         sinks.push(Box::new(text));
@@ -205,15 +210,19 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             }
         };
         sinks.push(match format {
-            cli::Format::Normal => Box::new(output::Normal::new(writer).with_reasons(plan.reasons)),
+            cli::Format::Normal => {
+                Box::new(output::Normal::new(writer).with_reasons(plan.reasons).with_nmap_dirs(places.nmap.clone()))
+            }
             cli::Format::Xml => {
-                let xml = output::Xml::new(writer).with_stylesheet(plan.stylesheet.clone());
+                let xml = output::Xml::new(writer)
+                    .with_stylesheet(plan.stylesheet.clone())
+                    .with_nmap_dirs(places.nmap.clone());
                 Box::new(match prior.take() {
                     Some(p) => xml.with_prior(p),
                     None => xml,
                 })
             }
-            cli::Format::Grepable => Box::new(output::Grepable::new(writer)),
+            cli::Format::Grepable => Box::new(output::Grepable::new(writer).with_nmap_dirs(places.nmap.clone())),
         });
     }
     if let Some(dest) = &plan.sarif {
@@ -228,7 +237,8 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     }
     if let Some(db) = &plan.db {
         sinks.push(
-            output::store::open(db).map_err(|e| anyhow::anyhow!("--db {}: {e}", output::store::display_name(db)))?,
+            output::store::open(db, &places.pg)
+                .map_err(|e| anyhow::anyhow!("--db {}: {e}", output::store::display_name(db)))?,
         );
     }
 

@@ -279,7 +279,7 @@ pub(crate) async fn run(
             (Some(UdpPlan { also, .. }), _) => (Some(cfg.space.clone()), also.clone()),
             (None, _) => (Some(cfg.space.clone()), None),
         };
-        let guard = crate::plugins::net::Guard::scan(tcp, udp);
+        let guard = crate::plugins::sandbox::guard::Guard::scan(tcp, udp);
         stages.push(tokio::spawn(crate::plugins::stage::run_stage(pc.clone(), guard, rx, ctx.clone())));
         tx
     });

@@ -77,7 +77,8 @@ fn a_killed_scan_leaves_whole_ndjson_lines() {
 
     // The SQLite file opens and holds what was committed: most of the ports,
     // each of them also in the NDJSON (flushed just before each commit).
-    let mut store = moonscan::output::store::Db::open(db.to_str().unwrap()).expect("the killed scan's db opens");
+    let mut store = moonscan::output::store::Db::open(db.to_str().unwrap(), &Default::default())
+        .expect("the killed scan's db opens");
     let scans = store.scans().unwrap();
     assert_eq!(scans.len(), 1);
     assert_eq!(scans[0].ended, None, "it never ended");

@@ -116,7 +116,9 @@ fn close(test: &str, attr: &str, a: &str, b: &str) -> bool {
 fn os_detection_matches_each_personality_as_nmap_does() {
     use moonscan::os::{db::OsDb, matching, submit};
     let _lab = lab();
-    let db = OsDb::load(None).unwrap().expect("nmap-os-db is installed with nmap");
+    let db = OsDb::load(None, &moonscan::places::Places::default().nmap)
+        .unwrap()
+        .expect("nmap-os-db is installed with nmap");
     let theirs = hosts_of(&nmap_xml(&[&["-n", "-O", "-p", PORTS][..], &HOSTS].concat()));
     let out = in_lab(bin()).args(["-n", "-O", "-p", PORTS, "-oX", "-"]).args(HOSTS).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -389,7 +391,9 @@ fn nmaps_fingerprints_match_as_nmap_matches_them() {
     use moonscan::os::{db::OsDb, matching, submit};
     let _lab = lab();
     let theirs = matches_of(&nmap_xml(&[&["-n", "-O", "-p", PORTS][..], &HOSTS].concat()));
-    let db = OsDb::load(None).unwrap().expect("nmap-os-db is installed with nmap");
+    let db = OsDb::load(None, &moonscan::places::Places::default().nmap)
+        .unwrap()
+        .expect("nmap-os-db is installed with nmap");
     for host in HOSTS {
         let (fp, list) = &theirs[host];
         let subject =

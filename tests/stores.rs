@@ -286,7 +286,7 @@ fn db_usage_errors_say_what_is_wrong() {
     // A database with two scans whose ids share a prefix (written with the library).
     let db = dir.path().join("two.db");
     {
-        let mut sink = moonscan::output::store::open(path_str(&db)).unwrap();
+        let mut sink = moonscan::output::store::open(path_str(&db), &Default::default()).unwrap();
         for id in ["abc1", "abc2"] {
             let ev = moonscan::findings::Event::ScanStart(moonscan::findings::ScanStart {
                 scan_id: id.into(),
@@ -550,12 +550,12 @@ fn postgres_roundtrip_in_the_lab() {
         let id = format!("{:016x}", nanos ^ n);
         let mut evs = tricky_events(&id, ports);
         evs.push(Event::ScanEnd(ScanEnd { scan_id: id.clone().into(), elapsed: 2.5, open: 7, ..Default::default() }));
-        let mut sink = store::open(PG_URL).unwrap();
+        let mut sink = store::open(PG_URL, &Default::default()).unwrap();
         for e in &evs {
             sink.record(e).unwrap();
         }
         sink.close().unwrap();
-        let back = Db::open(PG_URL).unwrap().events(&id).unwrap();
+        let back = Db::open(PG_URL, &Default::default()).unwrap().events(&id).unwrap();
         assert_eq!(back.len(), evs.len());
         for (a, b) in back.iter().zip(&evs) {
             assert_eq!(a, b);
@@ -572,10 +572,10 @@ fn postgres_roundtrip_in_the_lab() {
     if let Event::Finding(f) = &mut evs[n - 2] {
         f.data = serde_json::json!({"nul": "c\0d", "k\0": ["\0"], "lit": "e\\u0000f", "both": "\\u0000\0"});
     }
-    let mut sink = store::open(PG_URL).unwrap();
+    let mut sink = store::open(PG_URL, &Default::default()).unwrap();
     evs.iter().for_each(|e| sink.record(e).unwrap());
     sink.close().unwrap();
-    let back = Db::open(PG_URL).unwrap().events(&id).unwrap();
+    let back = Db::open(PG_URL, &Default::default()).unwrap().events(&id).unwrap();
     match back.last().unwrap() {
         Event::Error(e) => assert_eq!(e.message, "a\\x00b"),
         other => panic!("{other:?}"),

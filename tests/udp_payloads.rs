@@ -18,7 +18,7 @@ const MAX_UDP_PAYLOAD: usize = 1400;
 const EMPTY_OK: [&str; 0] = [];
 
 fn db() -> ProbeDb {
-    ProbeDb::load_dir(&default_dir()).expect("probes/ loads")
+    ProbeDb::load_dir(&default_dir(&moonscan::places::Places::default())).expect("probes/ loads")
 }
 
 fn udp(db: &ProbeDb) -> Vec<&Probe> {

@@ -129,12 +129,23 @@ impl ScanBuilder {
 /// Every plugin a scan can select: the plugin folder (plugins/, the pack
 /// core) and the installed packs' plugins, compiled from the bytes their
 /// verification checked.
-pub fn available_plugins(plugin_dir: &Path, packs: Vec<crate::packs::InstalledPack>) -> Result<Vec<Plugin>> {
+/// The metadata cache is in the data folder `places` names (none without one).
+pub fn available_plugins(
+    plugin_dir: &Path,
+    packs: Vec<crate::packs::InstalledPack>,
+    places: &crate::places::Places,
+) -> Result<Vec<Plugin>> {
     // Metadata cached as for installed packs: a scan runs only the plugins
     // it selects, not every file of the folder to read its table.
-    let cache = crate::packs::meta_cache_dir(&crate::packs::data_dir()?);
-    let mut plugins =
-        if plugin_dir.is_dir() { crate::plugins::load_pack_dir_cached(plugin_dir, Some(&cache))? } else { Vec::new() };
+    let cache = match places.data {
+        crate::places::DataDir::None => None,
+        _ => Some(crate::packs::meta_cache_dir(&crate::packs::data_dir(places)?)),
+    };
+    let mut plugins = if plugin_dir.is_dir() {
+        crate::plugins::load_pack_dir_cached(plugin_dir, cache.as_deref())?
+    } else {
+        Vec::new()
+    };
     for pack in packs {
         for p in pack.plugins {
             crate::plugins::add_unique(&mut plugins, p.in_pack(&pack.name, pack.trusted))?;

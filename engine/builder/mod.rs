@@ -45,6 +45,7 @@ use crate::discovery::payloads::Payloads;
 use crate::discovery::syn::LinkOptions;
 use crate::error::{Error, ErrorKind, Result};
 use crate::findings::ScanType;
+use crate::places::Places;
 use crate::plugins::stage::PluginConfig;
 use crate::plugins::Budgets;
 use crate::scan::{ScanConfig, UdpPlan};
@@ -76,7 +77,7 @@ pub struct DetectSettings {
     pub port_timeout: Option<Duration>,
     /// Ports probed at once (`--version-parallelism`).
     pub parallelism: Option<usize>,
-    /// Probe files (default: [`crate::service::probes::default_dir`]).
+    /// Probe files (default: [`crate::service::probes::default_dir`] of the scan's [`Places`]).
     pub probes_dir: Option<PathBuf>,
 }
 
@@ -103,7 +104,7 @@ pub struct ScriptSettings {
     pub budgets: Budgets,
     /// VMs running at once; default 16.
     pub parallelism: Option<usize>,
-    /// The plugin folder (default: [`crate::plugins::default_dir`]).
+    /// The plugin folder (default: [`crate::plugins::default_dir`] of the scan's [`Places`]).
     pub plugin_dir: Option<PathBuf>,
 }
 
@@ -152,6 +153,7 @@ pub struct ScanBuilder {
     ping_only: bool,
     list_only: bool,
     host_timeout: Option<Duration>,
+    places: Places,
 }
 
 /// The ports of one protocol, in scan order.
@@ -417,6 +419,15 @@ impl ScanBuilder {
         self
     }
 
+    /// Where the plugin and probe folders, the cache, the data folder and
+    /// nmap's files are (default: [`Places::default`]: the built-in
+    /// plugins and probes, written out under /tmp; no data folder, so no
+    /// installed pack and no plugin metadata cache; nmap's usual folders).
+    pub fn places(mut self, places: Places) -> Self {
+        self.places = places;
+        self
+    }
+
     /// A lock file installed packs must match (default: ./moonscan.lock if there is one).
     pub fn lock(mut self, path: impl Into<PathBuf>) -> Self {
         self.lock = Some(path.into());
@@ -534,9 +545,12 @@ impl ScanBuilder {
         // packs that do not verify or match the lock are left out (said in
         // a note), and refused only if the scan names one of them.
         let (packs, left_out) = if self.detect.is_some() || self.scripts.is_some() {
-            let core_dir =
-                self.scripts.as_ref().and_then(|s| s.plugin_dir.clone()).unwrap_or_else(crate::plugins::default_dir);
-            let usable = crate::packs::installed_usable(self.lock.as_deref(), &core_dir)?;
+            let core_dir = self
+                .scripts
+                .as_ref()
+                .and_then(|s| s.plugin_dir.clone())
+                .unwrap_or_else(|| crate::plugins::default_dir(&self.places));
+            let usable = crate::packs::installed_usable(self.lock.as_deref(), &core_dir, &self.places)?;
             notes.extend(usable.notes);
             (usable.packs, usable.left_out)
         } else {
@@ -546,6 +560,7 @@ impl ScanBuilder {
             None => None,
             Some(d) => {
                 let mut opts = DetectOptions::for_timing(level);
+                opts.nmap_dirs = self.places.nmap.clone();
                 opts.fingerprint_strings = self.scripts.is_some();
                 if let Some(n) = d.intensity {
                     opts.intensity = n;
@@ -562,7 +577,7 @@ impl ScanBuilder {
                 // Detection's sockets and discovery's share the open-file limit.
                 opts.parallelism = opts.parallelism.min((fd_room / 2).max(1));
                 timing.window = timing.window.min((fd_room - opts.parallelism.min(fd_room - 1)).max(1));
-                let dir = d.probes_dir.clone().unwrap_or_else(crate::service::probes::default_dir);
+                let dir = d.probes_dir.clone().unwrap_or_else(|| crate::service::probes::default_dir(&self.places));
                 let mut db = ProbeDb::load_dir(&dir)?;
                 // Probes of trusted installed packs (they are sent to every
                 // open port), from the text their pack verified.
@@ -577,7 +592,7 @@ impl ScanBuilder {
         let udp = if udp {
             let payloads = match &detector {
                 Some(d) => Payloads::from_db(d.db()),
-                None => Payloads::from_db(&ProbeDb::load_dir(&crate::service::probes::default_dir())?),
+                None => Payloads::from_db(&ProbeDb::load_dir(&crate::service::probes::default_dir(&self.places))?),
             };
             Some(UdpPlan { also: also_udp, raw: udp_raw, payloads: Arc::new(payloads) })
         } else {
@@ -590,8 +605,8 @@ impl ScanBuilder {
         let plugins = match scripts {
             None => None,
             Some(s) => {
-                let dir = s.plugin_dir.clone().unwrap_or_else(crate::plugins::default_dir);
-                let available = available_plugins(&dir, packs)?;
+                let dir = s.plugin_dir.clone().unwrap_or_else(|| crate::plugins::default_dir(&self.places));
+                let available = available_plugins(&dir, packs, &self.places)?;
                 let mut chosen = Vec::new();
                 if let Some((name, why)) = self.scripts.as_ref().and_then(|s| names_left_out(&s.expr, &left_out)) {
                     return Err(Error::new(ErrorKind::Config, format!("--script names pack {name}, left out: {why}")));
@@ -606,14 +621,14 @@ impl ScanBuilder {
                     let listed: Vec<(&str, &[String])> = available
                         .iter()
                         .filter(|p| p.trusted)
-                        .map(|p| (p.id.as_str(), p.categories.as_slice()))
+                        .map(|p| (p.meta.id.as_str(), p.meta.categories.as_slice()))
                         .collect();
-                    let nmap = crate::plugins::select::nmap_category_counts();
-                    notes.extend(crate::plugins::select::category_note(&sel, &listed, nmap.as_ref()));
+                    let nmap = crate::plugins::load::select::nmap_category_counts(&self.places.nmap);
+                    notes.extend(crate::plugins::load::select::category_note(&sel, &listed, nmap.as_ref()));
                 }
                 if version_too {
-                    for p in available.iter().filter(|p| p.categories.iter().any(|c| c == "version")) {
-                        if !chosen.iter().any(|c| c.path == p.path && c.id == p.id) {
+                    for p in available.iter().filter(|p| p.meta.categories.iter().any(|c| c == "version")) {
+                        if !chosen.iter().any(|c| c.path == p.path && c.meta.id == p.meta.id) {
                             chosen.push(p.clone());
                         }
                     }
@@ -622,13 +637,13 @@ impl ScanBuilder {
                 // engine's own (nmap's http.useragent), nmap's keys for a
                 // meaning moonscan has not (refused with the reason), or a
                 // typo or one for a plugin not selected (said, not kept).
-                let agent = crate::plugins::script_args::USER_AGENT;
+                let agent = crate::plugins::load::script_args::USER_AGENT;
                 if s.args.get(agent).is_some_and(|v| v.contains(['\r', '\n'])) {
                     return Err(usage(format!("--script-args {agent}: a header value holds no line break")));
                 }
                 let mut unread = Vec::new();
-                for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.args.iter().any(|a| a == *k))) {
-                    use crate::plugins::script_args::{known, Known};
+                for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.meta.args.iter().any(|a| a == *k))) {
+                    use crate::plugins::load::script_args::{known, Known};
                     match known(k) {
                         Some(Known::Engine) => {}
                         Some(Known::Refused(why)) => return Err(usage(format!("--script-args {k}: {why}"))),
@@ -656,7 +671,7 @@ impl ScanBuilder {
                 return Err(usage("OS detection (-O) sends raw packets: it needs root or CAP_NET_RAW"));
             }
             Some(o) => {
-                let db = crate::os::db::OsDb::load(o.db.as_deref())?;
+                let db = crate::os::db::OsDb::load(o.db.as_deref(), &self.places.nmap)?;
                 if db.is_none() {
                     notes.push("OS detection: nmap-os-db not found (install nmap or give --os-db FILE); fingerprints are reported without matches".into());
                 }

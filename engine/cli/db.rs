@@ -89,7 +89,7 @@ impl From<io::Error> for Failed {
 /// Runs `moonscan db ...` (`argv` starts at "db"); returns the exit status.
 pub fn run(args: DbArgs) -> u8 {
     let target = args.db.clone().unwrap_or_else(default_db);
-    let opened = Db::open(&target).map_err(|e| {
+    let opened = Db::open(&target, &super::places::from_env().pg).map_err(|e| {
         let Failed(msg, code) = Failed::from(e);
         Failed(format!("{}: {msg}", store::display_name(&target)), code)
     });
@@ -435,7 +435,8 @@ fn export(db: &mut Db, prefix: &str, json: Option<String>, xml: Option<String>) 
     }
     if let Some(path) = xml {
         let xsl = moonscan::output::xml_stylesheet(None, false, false, Path::exists);
-        let s = sink_to(&path, |w| Box::new(Xml::new(w).with_stylesheet(xsl.clone())))?;
+        let nmap = super::places::from_env().nmap;
+        let s = sink_to(&path, |w| Box::new(Xml::new(w).with_stylesheet(xsl.clone()).with_nmap_dirs(nmap.clone())))?;
         sinks.push((path, s));
     }
     for (path, sink) in &mut sinks {

@@ -21,7 +21,7 @@ pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
     let long = |short: &str| nmap_words::NMAP_FLAGS.iter().find(|(s, _)| *s == short).map_or("", |(_, l)| *l);
     // The ids of the plugins a scan would find, and the category words.
     let plugins = "moonscan plugins list 2>/dev/null | cut -d' ' -f1";
-    let categories = moonscan::plugins::select::NMAP_CATEGORIES.join(" ");
+    let categories = moonscan::plugins::load::select::NMAP_CATEGORIES.join(" ");
     let text = match shell {
         Shell::Bash => {
             let top = "opts=\"-p -F ";

@@ -10,6 +10,7 @@ pub mod db;
 mod manual;
 mod nmap_words;
 pub mod pack;
+pub mod places;
 pub mod plugins_cli;
 pub mod probes;
 pub mod resume;
@@ -461,6 +462,7 @@ pub fn validate(
     }
 
     let mut b = moonscan::Scan::builder()
+        .places(places::from_env())
         .targets(args.targets.iter().cloned())
         .exclude(args.exclude.iter().flat_map(|l| l.split(',')).map(str::to_string))
         .reverse_dns(moonscan::rdns::Settings {
@@ -698,7 +700,7 @@ fn script_settings(args: &Args) -> Result<Option<ScriptSettings>> {
     }
     let mut script_args = std::collections::BTreeMap::new();
     let mut add_args = |text: &str, from: &str| -> Result<()> {
-        let items = moonscan::plugins::script_args::parse(text).map_err(|e| usage(format!("{from}: {e}")))?;
+        let items = moonscan::plugins::load::script_args::parse(text).map_err(|e| usage(format!("{from}: {e}")))?;
         script_args.extend(items);
         Ok(())
     };

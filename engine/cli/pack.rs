@@ -119,22 +119,25 @@ enum TrustCmd {
 
 /// Runs `moonscan pack ...` (`argv` starts at "pack"); returns the exit status.
 pub fn run(args: PackArgs) -> u8 {
-    let data = packs::data_dir;
+    let places = super::places::from_env();
+    let data = || packs::data_dir(&places);
+    // The core library packs' plugins require from: the plugin folder's.
+    let core = || moonscan::plugins::default_dir(&places);
     let result = match args.cmd {
         Cmd::New { dir, name } => new_pack(&dir, name),
         Cmd::Keygen { base, force } => keygen(&base, force),
-        Cmd::Sign { dir, key, update_hashes } => sign_pack(&dir, &key, update_hashes),
-        Cmd::Verify { path, allow_unsigned } => data().and_then(|d| verify(&d, &path, allow_unsigned)),
+        Cmd::Sign { dir, key, update_hashes } => sign_pack(&dir, &key, update_hashes, &core()),
+        Cmd::Verify { path, allow_unsigned } => data().and_then(|d| verify(&d, &path, allow_unsigned, &core())),
         Cmd::Install { path, allow_unsigned, allow_downgrade, force } => {
-            data().and_then(|d| install(&d, &path, allow_unsigned, allow_downgrade, force))
+            data().and_then(|d| install(&d, &path, allow_unsigned, allow_downgrade, force, &core()))
         }
-        Cmd::List => data().and_then(|d| list(&d)),
+        Cmd::List => data().and_then(|d| list(&d, &core())),
         Cmd::Remove { name } => data().and_then(|d| packs::remove(&d, &name)).map(|()| {
             say!("removed pack {name}");
             0
         }),
         Cmd::Trust { cmd } => data().and_then(|d| trust(&d, cmd)),
-        Cmd::Lock { out, check } => data().and_then(|d| lock(&d, &out, check.as_deref())),
+        Cmd::Lock { out, check } => data().and_then(|d| lock(&d, &out, check.as_deref(), &core())),
     };
     match result {
         Ok(code) => code,
@@ -164,13 +167,13 @@ fn status(v: &packs::VerifiedPack) -> String {
     }
 }
 
-fn verify(data: &Path, path: &Path, allow_unsigned: bool) -> Result<u8> {
+fn verify(data: &Path, path: &Path, allow_unsigned: bool, core: &Path) -> Result<u8> {
     let trust = Trust::load(data, allow_unsigned)?;
-    let v = packs::verify(path, &trust)?;
+    let v = packs::verify(path, &trust, core)?;
     let m = &v.manifest;
     say!("pack {} {}: OK, {}", m.name, m.version, status(&v));
     say!("  manifest sha256 {}", v.manifest_sha256);
-    let ids: Vec<&str> = v.plugins.iter().map(|p| p.id.as_str()).collect();
+    let ids: Vec<&str> = v.plugins.iter().map(|p| p.meta.id.as_str()).collect();
     say!("  {} plugin(s): {}", ids.len(), if ids.is_empty() { "-".into() } else { ids.join(", ") });
     if !m.probes.is_empty() {
         say!("  {} probe file(s), {} probe(s)", m.probes.len(), v.probes.probes().len());
@@ -181,9 +184,16 @@ fn verify(data: &Path, path: &Path, allow_unsigned: bool) -> Result<u8> {
     Ok(0)
 }
 
-fn install(data: &Path, path: &Path, allow_unsigned: bool, allow_downgrade: bool, force: bool) -> Result<u8> {
+fn install(
+    data: &Path,
+    path: &Path,
+    allow_unsigned: bool,
+    allow_downgrade: bool,
+    force: bool,
+    core: &Path,
+) -> Result<u8> {
     let trust = Trust::load(data, allow_unsigned)?;
-    let v = packs::verify(path, &trust)?;
+    let v = packs::verify(path, &trust, core)?;
     let report = packs::install(data, &v, allow_downgrade, force)?;
     let m = &v.manifest;
     let replaced = report.replaced.map(|r| format!(", replacing {r}")).unwrap_or_default();
@@ -194,8 +204,8 @@ fn install(data: &Path, path: &Path, allow_unsigned: bool, allow_downgrade: bool
     Ok(0)
 }
 
-fn list(data: &Path) -> Result<u8> {
-    let all = packs::scan_installed(data)?;
+fn list(data: &Path, core: &Path) -> Result<u8> {
+    let all = packs::scan_installed(data, core)?;
     let mut code = 0;
     let mut out = std::io::stdout().lock();
     for (name, r) in &all {
@@ -265,8 +275,8 @@ fn trust(data: &Path, cmd: TrustCmd) -> Result<u8> {
     }
 }
 
-fn lock(data: &Path, out: &Path, check: Option<&Path>) -> Result<u8> {
-    let installed = packs::installed(data)?;
+fn lock(data: &Path, out: &Path, check: Option<&Path>, core: &Path) -> Result<u8> {
+    let installed = packs::installed(data, core)?;
     match check {
         Some(lockfile) => {
             packs::check_lock(lockfile, &installed)?;
@@ -316,9 +326,9 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     f.write_all(bytes).map_err(io)
 }
 
-fn sign_pack(dir: &Path, key: &Path, update_hashes: bool) -> Result<u8> {
+fn sign_pack(dir: &Path, key: &Path, update_hashes: bool, core: &Path) -> Result<u8> {
     let sk = sign::load_secret_key(key, password())?;
-    let r = packs::sign_dir(dir, &sk, update_hashes)?;
+    let r = packs::sign_dir(dir, &sk, update_hashes, core)?;
     for f in &r.updated {
         say!("updated the sha256 of {f}");
     }

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use clap::Subcommand;
 use moonscan::findings::{Event, Service, TlsInfo};
 use moonscan::output::{Ndjson, Sink, Text};
-use moonscan::plugins::net::Guard;
+use moonscan::places::Places;
+use moonscan::plugins::sandbox::guard::Guard;
 use moonscan::plugins::{self, Budgets, OutputAllowance, Plugin, Vm};
 
 #[derive(Debug, clap::Args)]
@@ -83,15 +84,13 @@ struct TestOpts {
     udp: bool,
 }
 
-/// The plugin folder a scan uses when none is given.
-pub use moonscan::plugins::default_dir;
-
 /// Runs `moonscan plugins ...` (`argv` starts at "plugins"); returns the exit status.
 pub fn run(args: PluginsArgs) -> u8 {
-    let dir = args.dir.unwrap_or_else(default_dir);
+    let places = super::places::from_env();
+    let dir = args.dir.unwrap_or_else(|| plugins::default_dir(&places));
     let result = match args.cmd {
-        Cmd::List { expr } => list(&dir, expr.as_deref()),
-        Cmd::Show { id } => show(&dir, &id),
+        Cmd::List { expr } => list(&dir, expr.as_deref(), &places),
+        Cmd::Show { id } => show(&dir, &id, &places),
         Cmd::Test { file, opts } => test(&dir, &file, opts),
     };
     match result {
@@ -103,12 +102,12 @@ pub fn run(args: PluginsArgs) -> u8 {
     }
 }
 
-fn installed(dir: &Path) -> moonscan::Result<Vec<Plugin>> {
-    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None, dir)?)
+fn installed(dir: &Path, places: &Places) -> moonscan::Result<Vec<Plugin>> {
+    moonscan::builder::available_plugins(dir, moonscan::packs::installed_checked(None, dir, places)?, places)
 }
 
-fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
-    let all = installed(dir)?;
+fn list(dir: &Path, expr: Option<&str>, places: &Places) -> moonscan::Result<u8> {
+    let all = installed(dir, places)?;
     let chosen = match expr {
         Some(e) => plugins::select(&all, e)?,
         None => all,
@@ -120,8 +119,8 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
             out,
             "{:<28} {:<32} {}{trust}",
             p.name(),
-            p.categories.join(","),
-            moonscan::output::screen(&p.description)
+            p.meta.categories.join(","),
+            moonscan::output::screen(&p.meta.description)
         );
     }
     let _ = writeln!(out, "{} plugin(s)", chosen.len());
@@ -133,8 +132,9 @@ fn list(dir: &Path, expr: Option<&str>) -> moonscan::Result<u8> {
 /// file and its description), from `dir` (`--plugin-dir`) or the default
 /// folder; exit status 2 when it selects none.
 pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
-    let dir = dir.unwrap_or_else(default_dir);
-    let chosen = match installed(&dir).and_then(|all| plugins::select(&all, expr)) {
+    let places = super::places::from_env();
+    let dir = dir.unwrap_or_else(|| plugins::default_dir(&places));
+    let chosen = match installed(&dir, &places).and_then(|all| plugins::select(&all, expr)) {
         Ok(c) => c,
         Err(e) => {
             moonscan::tell!("moonscan: --script-help: {e}");
@@ -147,41 +147,45 @@ pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
     }
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     for p in &chosen {
-        let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
+        let ports: Vec<String> = p.meta.ports.iter().map(u16::to_string).collect();
         let mut runs = Vec::new();
         if !ports.is_empty() {
             runs.push(format!("ports {}", ports.join(", ")));
         }
-        if !p.services.is_empty() {
-            runs.push(format!("services {}", p.services.join(", ")));
+        if !p.meta.services.is_empty() {
+            runs.push(format!("services {}", p.meta.services.join(", ")));
         }
-        if p.portrule {
+        if p.meta.portrule {
             runs.push("where its portrule says".into());
         }
         let _ = writeln!(out, "\n{}", p.name());
-        let _ = writeln!(out, "Categories: {}", p.categories.join(" "));
+        let _ = writeln!(out, "Categories: {}", p.meta.categories.join(" "));
         let _ = writeln!(out, "Runs on: {}", runs.join("; "));
         let _ = writeln!(out, "{}", p.path.display());
-        let _ = writeln!(out, "  {}", moonscan::output::screen(&p.description));
+        let _ = writeln!(out, "  {}", moonscan::output::screen(&p.meta.description));
     }
     0
 }
 
-fn show(dir: &Path, id: &str) -> moonscan::Result<u8> {
-    let all = installed(dir)?;
-    let Some(p) = all.iter().find(|p| p.id == id || p.name() == id) else {
+fn show(dir: &Path, id: &str, places: &Places) -> moonscan::Result<u8> {
+    let all = installed(dir, places)?;
+    let Some(p) = all.iter().find(|p| p.meta.id == id || p.name() == id) else {
         moonscan::tell!("moonscan plugins: no plugin with id {id} in {}", dir.display());
         return Ok(1);
     };
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
     let _ = writeln!(out, "id:          {}", p.name());
     let _ = writeln!(out, "pack:        {}", p.pack.as_deref().unwrap_or("-"));
-    let _ = writeln!(out, "description: {}", moonscan::output::screen(&p.description));
-    let _ = writeln!(out, "categories:  {}", p.categories.join(", "));
-    let ports: Vec<String> = p.ports.iter().map(u16::to_string).collect();
+    let _ = writeln!(out, "description: {}", moonscan::output::screen(&p.meta.description));
+    let _ = writeln!(out, "categories:  {}", p.meta.categories.join(", "));
+    let ports: Vec<String> = p.meta.ports.iter().map(u16::to_string).collect();
     let _ = writeln!(out, "ports:       {}", if ports.is_empty() { "-".into() } else { ports.join(", ") });
-    let _ = writeln!(out, "services:    {}", if p.services.is_empty() { "-".into() } else { p.services.join(", ") });
-    let _ = writeln!(out, "portrule:    {}", if p.portrule { "yes" } else { "no" });
+    let _ = writeln!(
+        out,
+        "services:    {}",
+        if p.meta.services.is_empty() { "-".into() } else { p.meta.services.join(", ") }
+    );
+    let _ = writeln!(out, "portrule:    {}", if p.meta.portrule { "yes" } else { "no" });
     let _ = writeln!(out, "file:        {}", p.path.display());
     Ok(0)
 }
@@ -205,10 +209,10 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     };
     let mut args = BTreeMap::new();
     if let Some(text) = &script_args {
-        let items = plugins::script_args::parse(text).map_err(|e| super::usage(format!("--script-args: {e}")))?;
+        let items = plugins::load::script_args::parse(text).map_err(|e| super::usage(format!("--script-args: {e}")))?;
         args.extend(items);
     }
-    let recording = replay.as_deref().map(plugins::tape::load).transpose()?;
+    let recording = replay.as_deref().map(plugins::sandbox::tape::load).transpose()?;
     // Offline, a documentation address (RFC 5737): nothing is ever sent.
     let ip = recording.as_ref().map(|r| r.ip).or(target).unwrap_or(std::net::IpAddr::from([192, 0, 2, 1]));
     let port = recording.as_ref().map_or(port, |r| r.port);
@@ -238,8 +242,8 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
         _ => Guard::offline(),
     };
     let tape = match (&record, &recording) {
-        (Some(_), _) => Some(Arc::new(plugins::tape::Tape::record())),
-        (_, Some(r)) => Some(Arc::new(plugins::tape::Tape::replay(r))),
+        (Some(_), _) => Some(Arc::new(plugins::sandbox::tape::Tape::record())),
+        (_, Some(r)) => Some(Arc::new(plugins::sandbox::tape::Tape::replay(r))),
         _ => None,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| bad(e.to_string()))?;
@@ -251,7 +255,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             vm.set_tape(t.clone());
         }
         if !vm.wants(0, &info).await.unwrap_or(false) {
-            moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.id);
+            moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.meta.id);
         }
         let out = vm.run(0, Arc::new(info.clone())).await;
         let failed = out.error.is_some() || !out.refused.is_empty();
@@ -267,9 +271,9 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     }
     let _ = sink.flush();
     if let (Some(dir), Some(t)) = (&record, &tape) {
-        let r = plugins::tape::Recording {
+        let r = plugins::sandbox::tape::Recording {
             version: 1,
-            plugin: plugin.id.clone(),
+            plugin: plugin.meta.id.clone(),
             ip,
             port,
             protocol: proto.as_str().to_string(),
@@ -278,7 +282,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             tls: info.tls.as_deref().cloned(),
             sockets: t.recorded(),
         };
-        plugins::tape::save(dir, &r)?;
+        plugins::sandbox::tape::save(dir, &r)?;
         moonscan::tell!(
             "moonscan plugins: recorded {} socket(s) in {}",
             r.sockets.len(),
@@ -286,8 +290,11 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
         );
     }
     if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Script(_) | Event::Error(_))) {
-        let _ =
-            writeln!(moonscan::output::Screened(std::io::stdout().lock()), "{}: no result and no findings", plugin.id);
+        let _ = writeln!(
+            moonscan::output::Screened(std::io::stdout().lock()),
+            "{}: no result and no findings",
+            plugin.meta.id
+        );
     }
     Ok(u8::from(failed))
 }

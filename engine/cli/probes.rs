@@ -29,14 +29,11 @@ enum Cmd {
     },
 }
 
-/// The probe folder a scan uses when none is given.
-pub use moonscan::service::probes::default_dir;
-
 /// Runs `moonscan probes ...` (`argv` starts at "probes"); returns the exit status.
 pub fn run(args: ProbesArgs) -> u8 {
     match args.cmd {
         Cmd::List => {
-            let dir = args.dir.unwrap_or_else(default_dir);
+            let dir = args.dir.unwrap_or_else(|| moonscan::service::probes::default_dir(&super::places::from_env()));
             let db = match ProbeDb::load_dir(&dir) {
                 Ok(db) => db,
                 Err(e) => {

@@ -153,7 +153,7 @@ probes:
 
     #[test]
     fn the_shipped_probes_give_the_common_udp_ports_a_payload() {
-        let db = ProbeDb::load_dir(&crate::service::probes::default_dir()).unwrap();
+        let db = ProbeDb::load_dir(&crate::service::probes::default_dir(&crate::places::Places::default())).unwrap();
         let p = Payloads::from_db(&db);
         for port in [53, 123, 161, 137, 69, 11211, 1900, 500] {
             assert!(p.get(port).is_some_and(|p| !p.bytes.is_empty()), "no payload for udp/{port}");

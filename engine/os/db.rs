@@ -585,16 +585,16 @@ impl OsDb {
     }
 
     /// Reads and parses the database at `path`, or else nmap's own
-    /// nmap-os-db (`$NMAPDIR`, /usr/share/nmap, /usr/local/share/nmap).
-    /// A named file must exist and parse, and errors name it; without one,
-    /// `Ok(None)` when nmap is not installed.
-    pub fn load(path: Option<&Path>) -> Result<Option<OsDb>> {
+    /// nmap-os-db (in one of nmap's folders `nmap_dirs`). A named file must
+    /// exist and parse, and errors name it; without one, `Ok(None)` when
+    /// nmap is not installed.
+    pub fn load(path: Option<&Path>, nmap_dirs: &[std::path::PathBuf]) -> Result<Option<OsDb>> {
         match path {
             Some(path) => {
                 let text = crate::files::read_text_capped(path, MAX_DB_BYTES, "nmap-os-db")?;
                 OsDb::parse(&text).map(Some).map_err(|e| e.context(format_args!("nmap-os-db {}", path.display())))
             }
-            None => match crate::files::nmap_data("nmap-os-db", MAX_DB_BYTES) {
+            None => match crate::files::nmap_data(nmap_dirs, "nmap-os-db", MAX_DB_BYTES) {
                 Some(text) => OsDb::parse(&text).map(Some).map_err(|e| e.context("nmap's nmap-os-db")),
                 None => Ok(None),
             },

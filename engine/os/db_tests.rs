@@ -251,16 +251,16 @@ fn no_text_makes_it_panic() {
 
 #[test]
 fn load_names_the_file() {
-    let e = OsDb::load(Some(Path::new("/nonexistent/os-db"))).unwrap_err().to_string();
+    let e = OsDb::load(Some(Path::new("/nonexistent/os-db")), &[]).unwrap_err().to_string();
     assert!(e.contains("/nonexistent/os-db"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("os-db");
     std::fs::write(&p, format!("{HEAD}T1(R\n")).unwrap();
-    let e = OsDb::load(Some(&p)).unwrap_err();
+    let e = OsDb::load(Some(&p), &[]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config);
     assert!(e.to_string().contains(&format!("nmap-os-db {}: line 7: ", p.display())), "{e}");
     std::fs::write(&p, SAMPLE).unwrap();
-    assert_eq!(OsDb::load(Some(&p)).unwrap().unwrap().len(), 2);
+    assert_eq!(OsDb::load(Some(&p), &[]).unwrap().unwrap().len(), 2);
 }
 
 /// nmap 7.93's nmap-os-db, which the project's test setup installs.

@@ -1,6 +1,7 @@
 //! Who made a network card, from its MAC address's prefix (nmap's `MAC
 //! Address: 00:0C:29:… (VMware)`), read at run time from the user's own
-//! nmap-mac-prefixes (`$NMAPDIR`, /usr/share/nmap, /usr/local/share/nmap)
+//! nmap-mac-prefixes (in nmap's folders, [`crate::places::Places::nmap`]:
+//! the command looks in `$NMAPDIR`, /usr/share/nmap, /usr/local/share/nmap)
 //! or, without nmap, Debian's ieee-data OUI list. Nothing is copied into
 //! moonscan: without either file a vendor is "Unknown", as nmap says for
 //! a prefix it does not know.
@@ -20,9 +21,10 @@ pub struct MacVendors {
 }
 
 impl MacVendors {
-    /// The first prefix file found, or an empty table.
-    pub fn installed() -> MacVendors {
-        if let Some(text) = crate::files::nmap_data("nmap-mac-prefixes", MAX_FILE) {
+    /// The first prefix file found (nmap's, in one of `nmap_dirs`, or the
+    /// IEEE list), or an empty table.
+    pub fn installed(nmap_dirs: &[std::path::PathBuf]) -> MacVendors {
+        if let Some(text) = crate::files::nmap_data(nmap_dirs, "nmap-mac-prefixes", MAX_FILE) {
             return MacVendors::from_nmap(&text);
         }
         let ieee = crate::files::read_capped(Path::new("/usr/share/ieee-data/oui.txt"), MAX_FILE, "OUI list").ok();
@@ -100,6 +102,9 @@ mod tests {
         if !Path::new("/usr/share/nmap/nmap-mac-prefixes").exists() {
             panic!("nmap is not installed (scripts/test.sh installs it)");
         }
-        assert_eq!(MacVendors::installed().vendor("00:00:0C:00:00:01"), Some("Cisco Systems"));
+        assert_eq!(
+            MacVendors::installed(&crate::places::Places::default().nmap).vendor("00:00:0C:00:00:01"),
+            Some("Cisco Systems")
+        );
     }
 }

@@ -48,6 +48,15 @@ impl<L: Layout + Default, W: Write> Report<L, W> {
     }
 }
 
+impl<L, W: Write> Report<L, W> {
+    /// Reads MAC vendors from nmap's folders `dirs` (default:
+    /// [`crate::places::Places`]'s).
+    pub fn with_nmap_dirs(mut self, dirs: Vec<std::path::PathBuf>) -> Self {
+        self.scan.nmap_dirs = Some(dirs);
+        self
+    }
+}
+
 impl<L: Layout + Send, W: Write + Send> Sink for Report<L, W> {
     fn record(&mut self, event: &Event) -> io::Result<()> {
         self.scan.record(event);
@@ -120,6 +129,9 @@ pub struct Collected {
     names: HashMap<(u16, Proto), Option<&'static str>>,
     /// MAC vendors, read when the first MAC address is seen.
     vendors: Option<super::mac_vendor::MacVendors>,
+    /// nmap's folders, where the MAC vendors are read from (`None`:
+    /// [`crate::places::Places`]'s default ones).
+    pub(super) nmap_dirs: Option<Vec<std::path::PathBuf>>,
 }
 
 /// One host: its address, what discovery said of it, and its ports in order.
@@ -249,7 +261,10 @@ impl Collected {
                     latency: h.latency,
                     mac: h.mac.clone(),
                     vendor: h.mac.as_deref().and_then(|mac| {
-                        let vendors = self.vendors.get_or_insert_with(super::mac_vendor::MacVendors::installed);
+                        let vendors = self.vendors.get_or_insert_with(|| {
+                            let dirs = self.nmap_dirs.clone().unwrap_or_else(|| crate::places::Places::default().nmap);
+                            super::mac_vendor::MacVendors::installed(&dirs)
+                        });
                         vendors.vendor(mac).map(String::from)
                     }),
                     t: h.t as f32,

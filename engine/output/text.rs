@@ -27,18 +27,32 @@ pub struct Text<W: Write> {
     logs: bool,
     /// Report mode: the scan so far, and whether to stream discoveries.
     report: Option<(Box<Collected>, bool)>,
+    /// nmap's folders, where a report reads MAC vendors (`None`: the default ones).
+    nmap_dirs: Option<Vec<std::path::PathBuf>>,
 }
 
 impl<W: Write> Text<W> {
     pub fn new(writer: W) -> Text<W> {
-        Text { out: BufWriter::new(writer), reasons: false, logs: false, report: None }
+        Text { out: BufWriter::new(writer), reasons: false, logs: false, report: None, nmap_dirs: None }
     }
 
     /// nmap's screen: discoveries stream only when `verbose`; each host's
     /// report (table and script output) comes at the end, before the summary
     /// (for scans of at most `REPORT_MAX_PROBES` probes; bigger ones stream).
     pub fn as_report(mut self, verbose: bool) -> Text<W> {
-        self.report = Some((Box::default(), verbose));
+        let mut scan = Box::<Collected>::default();
+        scan.nmap_dirs = self.nmap_dirs.clone();
+        self.report = Some((scan, verbose));
+        self
+    }
+
+    /// In report mode, reads MAC vendors from nmap's folders `dirs`
+    /// (default: [`crate::places::Places`]'s).
+    pub fn with_nmap_dirs(mut self, dirs: Vec<std::path::PathBuf>) -> Text<W> {
+        if let Some((scan, _)) = &mut self.report {
+            scan.nmap_dirs = Some(dirs.clone());
+        }
+        self.nmap_dirs = Some(dirs);
         self
     }
 

@@ -358,7 +358,7 @@ impl Manifest {
             }
             let ext_ok = match kind {
                 FileKind::Plugin => e.file.ends_with(".lua") && !e.file.starts_with("lib/"),
-                FileKind::Lib => crate::plugins::library::module_name(&e.file).is_some(),
+                FileKind::Lib => crate::plugins::load::library::module_name(&e.file).is_some(),
                 FileKind::Probes => e.file.ends_with(".yaml") || e.file.ends_with(".yml"),
             };
             if !ext_ok {

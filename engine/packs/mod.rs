@@ -47,7 +47,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::files::write_atomic;
+use crate::files::{make_dirs, write_atomic};
+use crate::places::{DataDir, Places};
 use crate::plugins::{self, Plugin};
 use crate::service::ProbeDb;
 use crate::text::{hex, sha256_hex};
@@ -73,39 +74,20 @@ fn io_err(path: &Path, e: io::Error) -> Error {
     Error::with_source(ErrorKind::Io, format!("{}: {e}", path.display()), e)
 }
 
-/// moonscan's data folder: `$MOONSCAN_HOME` if set, else
-/// `$XDG_DATA_HOME/moonscan`, else `~/.local/share/moonscan`, the home
-/// folder being `$HOME` or, without it, the user's password entry's (never
-/// the current folder). Refused when another user could write it or the
-/// folders in it (see [`check_private`]): keys, packs and plugin metadata
-/// planted there would run.
-pub fn data_dir() -> Result<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
-    let dir = if let Some(h) = var("MOONSCAN_HOME") {
-        PathBuf::from(h)
-    } else if let Some(x) = var("XDG_DATA_HOME").filter(|x| Path::new(x).is_absolute()) {
-        PathBuf::from(x).join("moonscan")
-    } else {
-        match std::env::home_dir().filter(|h| h.is_absolute()) {
-            Some(h) => h.join(".local/share/moonscan"),
-            None => {
-                return Err(refuse(
-                    "no data folder: HOME is not set and this user has no home folder in the password database; \
-                     set MOONSCAN_HOME to a folder only you can write",
-                ))
-            }
-        }
+/// moonscan's data folder, as `places` names it ([`Places::data`]; the
+/// command's is `$MOONSCAN_HOME`, `$XDG_DATA_HOME/moonscan` or
+/// `~/.local/share/moonscan`), or why there is none. Refused when another
+/// user could write it or the folders in it (see [`check_private`]): keys,
+/// packs and plugin metadata planted there would run. Its folders are made
+/// by [`crate::files::make_dirs`] (never group writable).
+pub fn data_dir(places: &Places) -> Result<PathBuf> {
+    let dir = match &places.data {
+        DataDir::At(d) => d.clone(),
+        DataDir::Missing(why) => return Err(refuse(why.clone())),
+        DataDir::None => return Err(refuse("no data folder is set (Places::data)")),
     };
     check_private(&dir)?;
     Ok(dir)
-}
-
-/// Makes `dir` and its missing parents as folders of the data folder:
-/// mode 0755 whatever the umask (a umask of 002 would make them group
-/// writable, which [`check_private`] refuses at the next run).
-pub fn make_data_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    fs::DirBuilder::new().recursive(true).mode(0o755).create(dir)
 }
 
 /// Refuses a data folder, or a folder of it that moonscan reads (packs,
@@ -214,11 +196,13 @@ enum SigMode<'a> {
     Ignore,
 }
 
-/// Verifies a pack folder or .tar.gz (see the module documentation).
-pub fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
+/// Verifies a pack folder or .tar.gz (see the module documentation); its
+/// plugins require from the core library of `core_dir` after their own.
+pub fn verify(path: &Path, trust: &Trust, core_dir: &Path) -> Result<VerifiedPack> {
     let label = path.display().to_string();
     let src = source::open(path).map_err(|e| refuse(format!("pack {}", e)))?;
-    verify_root(&src.root, SigMode::Check(trust), true, false, None, &default_core()?).map_err(|e| named(&label, e))
+    verify_root(&src.root, SigMode::Check(trust), true, false, None, &plugins::core_library(core_dir)?)
+        .map_err(|e| named(&label, e))
 }
 
 fn named(label: &str, e: Error) -> Error {
@@ -281,7 +265,7 @@ fn read_sig(root: &Path) -> Result<Option<Vec<u8>>> {
 fn max_size(kind: FileKind) -> u64 {
     match kind {
         FileKind::Plugin => plugins::MAX_FILE,
-        FileKind::Lib => plugins::library::MAX_MODULE,
+        FileKind::Lib => plugins::load::library::MAX_MODULE,
         FileKind::Probes => crate::service::probes::MAX_FILE,
     }
 }
@@ -497,7 +481,7 @@ pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool, forc
             )));
         }
     }
-    make_data_dir(&packs).map_err(|e| io_err(&packs, e))?;
+    make_dirs(&packs).map_err(|e| io_err(&packs, e))?;
     let staging = tempfile::Builder::new()
         .prefix(&format!(".staging-{name}-"))
         .tempdir_in(&packs)
@@ -603,16 +587,10 @@ pub struct InstalledPack {
 
 /// Every folder of `DATA/packs/`, each re-verified: the signature checked if
 /// it is by a trusted key, every hash, nothing unlisted, plugins compiled.
-/// Folders starting with `.` (staging) are skipped.
-pub fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPack>)>> {
-    scan_installed_with(data_dir, &default_core()?)
-}
-
-/// The core library of the plugins moonscan was built with (or
-/// $MOONSCAN_PLUGINS): what a pack's plugins require after their own
-/// library, unless a scan names another plugin folder.
-fn default_core() -> Result<Arc<plugins::Library>> {
-    plugins::core_library(&plugins::default_dir())
+/// Folders starting with `.` (staging) are skipped. Their plugins require
+/// from the core library of the plugin folder `core_dir` after their own.
+pub fn scan_installed(data_dir: &Path, core_dir: &Path) -> Result<Vec<(String, Result<InstalledPack>)>> {
+    scan_installed_with(data_dir, &plugins::core_library(core_dir)?)
 }
 
 /// [`scan_installed`], the packs' plugins requiring from `core` after their own library.
@@ -698,19 +676,21 @@ fn load_installed(
 }
 
 /// Every installed pack, each re-verified (signature if signed by a trusted
-/// key, hashes) on load; a pack that fails is an error naming it.
-pub fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
-    scan_installed(data_dir)?.into_iter().map(|(_, r)| r).collect()
+/// key, hashes) on load; a pack that fails is an error naming it. Their
+/// plugins require from the core library of `core_dir` after their own.
+pub fn installed(data_dir: &Path, core_dir: &Path) -> Result<Vec<InstalledPack>> {
+    scan_installed(data_dir, core_dir)?.into_iter().map(|(_, r)| r).collect()
 }
 
 /// The installed packs, each re-verified, checked against a lock file
 /// (`lock`, or ./moonscan.lock when there is one); their plugins require
 /// from the core library of the plugin folder `core_dir` after their own.
-/// Any problem is an error (`pack lock`, `plugins list`).
-pub fn installed_checked(lock: Option<&Path>, core_dir: &Path) -> Result<Vec<InstalledPack>> {
+/// Any problem is an error (`pack lock`, `plugins list`). The data folder
+/// is the one `places` names.
+pub fn installed_checked(lock: Option<&Path>, core_dir: &Path, places: &Places) -> Result<Vec<InstalledPack>> {
     let core = plugins::core_library(core_dir)?;
     let packs: Vec<InstalledPack> =
-        scan_installed_with(&data_dir()?, &core)?.into_iter().map(|(_, r)| r).collect::<Result<_>>()?;
+        scan_installed_with(&data_dir(places)?, &core)?.into_iter().map(|(_, r)| r).collect::<Result<_>>()?;
     if let Some(l) = lock_file(lock) {
         check_lock(&l, &packs)?;
     }
@@ -744,17 +724,24 @@ pub struct Usable {
 /// not verify, or differs from its pin, or is not pinned, is left out
 /// (with why); a pin whose pack is not installed, or a packs folder that
 /// cannot be read, is a note. A lock file that cannot be read is an error.
-pub fn installed_usable(lock: Option<&Path>, core_dir: &Path) -> Result<Usable> {
+/// With no data folder set ([`DataDir::None`]) no pack is installed.
+pub fn installed_usable(lock: Option<&Path>, core_dir: &Path, places: &Places) -> Result<Usable> {
     let core = plugins::core_library(core_dir)?;
-    let data = data_dir()?;
+    let data = match places.data {
+        DataDir::None => None,
+        _ => Some(data_dir(places)?),
+    };
     let mut out = Usable::default();
-    let loaded = match scan_installed_with(&data, &core) {
-        Ok(l) => l,
-        Err(e) if e.kind() == ErrorKind::Io && fs::read_dir(packs_dir(&data)).is_err() => {
+    let loaded = match data.as_ref().map(|d| scan_installed_with(d, &core)) {
+        None => Vec::new(),
+        Some(Ok(l)) => l,
+        Some(Err(e))
+            if e.kind() == ErrorKind::Io && data.as_ref().is_some_and(|d| fs::read_dir(packs_dir(d)).is_err()) =>
+        {
             out.notes.push(format!("installed packs are not used: {e}"));
             Vec::new()
         }
-        Err(e) => return Err(e),
+        Some(Err(e)) => return Err(e),
     };
     for (name, r) in loaded {
         match r {
@@ -816,7 +803,7 @@ pub fn trust_add(data_dir: &Path, key_text: &str) -> Result<TrustedKey> {
         )));
     }
     let dir = trust_dir(data_dir);
-    make_data_dir(&dir).map_err(|e| io_err(&dir, e))?;
+    make_dirs(&dir).map_err(|e| io_err(&dir, e))?;
     let path = dir.join(format!("{}.pub", key.id));
     write_atomic(&path, key.to_file_text().as_bytes())?;
     Ok(TrustedKey { file: path, ..key })

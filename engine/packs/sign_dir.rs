@@ -22,8 +22,9 @@ pub struct SignReport {
 /// Signs a pack folder: with `update_hashes`, first writes every listed
 /// file's sha256 into pack.yaml (else they must already match); then checks
 /// the whole pack as [`verify`] would, writes pack.sig with the trusted
-/// comment `pack:NAME version:VERSION`, and checks the new signature.
-pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Result<SignReport> {
+/// comment `pack:NAME version:VERSION`, and checks the new signature. Its
+/// plugins require from the core library of `core_dir` after their own.
+pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool, core_dir: &Path) -> Result<SignReport> {
     let label = dir.display().to_string();
     let inner = || -> Result<SignReport> {
         if !dir.is_dir() {
@@ -48,7 +49,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
             rewritten = canon;
         }
         // A pack that would not verify is not signed, and its pack.yaml is left as it was.
-        let v = match verify_root(dir, SigMode::Ignore, true, false, None, &default_core()?) {
+        let v = match verify_root(dir, SigMode::Ignore, true, false, None, &plugins::core_library(core_dir)?) {
             Ok(v) => v,
             Err(e) => {
                 if bytes != original {
@@ -62,7 +63,7 @@ pub fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Re
         write_atomic(&dir.join("pack.sig"), text.as_bytes())?;
         let pk = minisign::PublicKey::from_secret_key(sk).map_err(|e| refuse(e.to_string()))?;
         let own = Trust { keys: vec![TrustedKey::new(pk)], allow_unsigned: false };
-        verify_root(dir, SigMode::Check(&own), true, false, None, &default_core()?)?;
+        verify_root(dir, SigMode::Check(&own), true, false, None, &plugins::core_library(core_dir)?)?;
         Ok(SignReport {
             name: v.manifest.name.clone(),
             version: v.manifest.version.clone(),

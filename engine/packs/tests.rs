@@ -3,6 +3,32 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
+/// The checkout's plugin folder: the core library packs' plugins require
+/// from after their own (the files built into moonscan).
+fn core_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins")
+}
+
+fn default_core() -> Result<Arc<plugins::Library>> {
+    plugins::core_library(&core_dir())
+}
+
+fn verify(path: &Path, trust: &Trust) -> Result<VerifiedPack> {
+    super::verify(path, trust, &core_dir())
+}
+
+fn sign_dir(dir: &Path, sk: &minisign::SecretKey, update_hashes: bool) -> Result<SignReport> {
+    super::sign_dir(dir, sk, update_hashes, &core_dir())
+}
+
+fn installed(data_dir: &Path) -> Result<Vec<InstalledPack>> {
+    super::installed(data_dir, &core_dir())
+}
+
+fn scan_installed(data_dir: &Path) -> Result<Vec<(String, Result<InstalledPack>)>> {
+    super::scan_installed(data_dir, &core_dir())
+}
+
 const PLUGIN: &str = r#"return {
   id = "ID",
   description = "A test plugin.",
@@ -56,7 +82,7 @@ fn a_signed_pack_verifies_and_names_its_signer() {
     let v = verify(&dir, &trust_of(&pk)).unwrap();
     assert!(v.trusted);
     assert_eq!(v.signer.as_deref(), Some(sign::key_id(pk.keynum()).as_str()));
-    assert_eq!(v.plugins[0].id, "demo-p");
+    assert_eq!(v.plugins[0].meta.id, "demo-p");
     assert_eq!(v.manifest_sha256, sha256_hex(&fs::read(dir.join("pack.yaml")).unwrap()));
     let sig = fs::read_to_string(dir.join("pack.sig")).unwrap();
     assert!(sig.contains("trusted comment: pack:demo version:1.0.0\n"), "{sig}");
@@ -407,7 +433,7 @@ fn install_upgrade_downgrade_remove() {
     assert_eq!((all[0].version.as_str(), all[0].trusted), ("1.2.0", true));
     assert_eq!(all[0].plugin_files, [data.join("packs/demo/p.lua")]);
     assert_eq!(all[0].plugins.len(), 1);
-    assert_eq!(all[0].plugins[0].id, "demo-p");
+    assert_eq!(all[0].plugins[0].meta.id, "demo-p");
     assert_eq!(all[0].plugins[0].path, data.join("packs/demo/p.lua"));
     assert!(all[0].plugins[0].pack.is_none() && all[0].plugins[0].trusted);
     assert!(all[0].probes.is_empty());
@@ -588,7 +614,7 @@ fn installed_packs_carry_the_verified_plugins_and_probes() {
     // The files change once the check is done.
     fs::write(data.join("packs/demo/p.lua"), PLUGIN.replace("ID", "swapped")).unwrap();
     fs::write(data.join("packs/demo/redis.yaml"), "probes: 7\n").unwrap();
-    let ids: Vec<&str> = p.plugins.iter().map(|q| q.id.as_str()).collect();
+    let ids: Vec<&str> = p.plugins.iter().map(|q| q.meta.id.as_str()).collect();
     assert_eq!(ids, ["demo-p"]);
     let q = p.plugins[0].clone();
     assert_eq!((q.pack.as_deref(), q.trusted), (None, true), "load_source's defaults");

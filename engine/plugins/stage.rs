@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::host::Vm;
-use super::net::Guard;
-use super::run::{Budgets, OutputAllowance, RunError, RunOutput};
-use super::Plugin;
+use super::load::Plugin;
+use super::sandbox::guard::Guard;
+use super::sandbox::host::Vm;
+use super::sandbox::run::{Budgets, OutputAllowance, RunError, RunOutput};
 use crate::error::ErrorKind;
 use crate::findings::{Event, FindingEvent, LogEvent, ScriptEvent, Service};
 use crate::pipeline::{stop_signal, Ctx};
@@ -283,11 +283,11 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
     let name = p.name();
     let plugin = name.as_str();
     let mut evs = Vec::new();
-    if let Some(id) = out.service.filter(|_| p.categories.iter().any(|c| c == "version")) {
+    if let Some(id) = out.service.filter(|_| p.meta.categories.iter().any(|c| c == "version")) {
         let mut s = info.clone();
         s.id = id;
         s.method = crate::findings::ServiceMethod::Probed;
-        s.probe = Some(p.id.clone());
+        s.probe = Some(p.meta.id.clone());
         // Named now: no fingerprint of an unrecognised service.
         s.replies.clear();
         s.t = ctx.t();
@@ -295,7 +295,7 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
     }
     for f in out.findings {
         let (scan_id, ip, port, proto, host, t) =
-            (ctx.scan_id.clone(), info.ip, info.port, info.proto, p.host_scope, ctx.t());
+            (ctx.scan_id.clone(), info.ip, info.port, info.proto, p.meta.host_scope, ctx.t());
         evs.push(match f.output {
             Some(output) => Event::Script(Box::new(ScriptEvent {
                 scan_id,
@@ -305,7 +305,7 @@ pub fn to_events(p: &Plugin, info: &Service, out: RunOutput, ctx: &Ctx) -> Vec<E
                 plugin: plugin.to_string(),
                 output,
                 data: f.data,
-                volatile: p.volatile.clone(),
+                volatile: p.meta.volatile.clone(),
                 host,
                 targetname: info.targetname.clone(),
                 t,

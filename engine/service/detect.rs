@@ -67,6 +67,9 @@ pub struct DetectOptions {
     /// result (nmap does when scripts run: `--script`, `-sC`; not with the
     /// version scripts `-sV` runs alone).
     pub fingerprint_strings: bool,
+    /// nmap's folders, where RPC grinding finds nmap-rpc's program names
+    /// (default: [`crate::places::Places`]'s).
+    pub nmap_dirs: Vec<std::path::PathBuf>,
 }
 
 impl DetectOptions {
@@ -94,6 +97,7 @@ impl Default for DetectOptions {
             parallelism: 512,
             buffer_size: 4096,
             fingerprint_strings: false,
+            nmap_dirs: crate::places::Places::default().nmap,
         }
     }
 }

@@ -50,7 +50,7 @@ pub async fn run_stage(
     ctx: Ctx,
 ) {
     let ports = Arc::new(Mutex::new(ports));
-    let rpc = Arc::new(rpc::Shared::default());
+    let rpc = Arc::new(rpc::Shared::new(detector.options().nmap_dirs.clone()));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..detector.options().parallelism.max(1) {
         let (det, ports, next, ctx) = (detector.clone(), ports.clone(), next.clone(), ctx.clone());

@@ -176,13 +176,13 @@ fn bad(origin: &Path, what: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Config, format!("{}: {what}", origin.display()))
 }
 
-/// The probe folder: `$MOONSCAN_PROBES`, or the probes built into moonscan
-/// ([`crate::core_files`]).
-pub fn default_dir() -> std::path::PathBuf {
-    if let Some(d) = std::env::var_os("MOONSCAN_PROBES") {
-        return std::path::PathBuf::from(d);
+/// The probe folder: the one `places` names, or the probes built into
+/// moonscan ([`crate::core_files`]).
+pub fn default_dir(places: &crate::places::Places) -> std::path::PathBuf {
+    if let Some(d) = &places.probes {
+        return d.clone();
     }
-    crate::core_files::dir(crate::core_files::Core::Probes)
+    crate::core_files::dir(crate::core_files::Core::Probes, places)
         .unwrap_or_else(|e| std::path::PathBuf::from(format!("(moonscan's built-in probes, not written out: {e})")))
 }
 
@@ -352,7 +352,7 @@ mod tests {
     /// compile lazily in a scan, so a broken one would only never match).
     #[test]
     fn every_shipped_rule_compiles() {
-        let db = ProbeDb::load_dir(&default_dir()).unwrap();
+        let db = ProbeDb::load_dir(&default_dir(&crate::places::Places::default())).unwrap();
         let mut n = 0;
         for p in db.probes() {
             for r in p.matches.iter().chain(&p.soft_matches) {
@@ -368,7 +368,7 @@ mod tests {
     /// what the regex alone gives.
     #[test]
     fn prefix_checks_never_refuse_a_match() {
-        let db = ProbeDb::load_dir(&default_dir()).unwrap();
+        let db = ProbeDb::load_dir(&default_dir(&crate::places::Places::default())).unwrap();
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/banners");
         let mut replies: Vec<Vec<u8>> =
             std::fs::read_dir(dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();

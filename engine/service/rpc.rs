@@ -298,17 +298,26 @@ impl Programs {
 }
 
 /// What grinding shares across a scan: nmap's names (read once, at the
-/// first grind) and each host's portmapper list (at most [`MAX_HOSTS`]).
+/// first grind, from nmap's folders `nmap_dirs`) and each host's
+/// portmapper list (at most [`MAX_HOSTS`]).
 #[derive(Debug, Default)]
 pub struct Shared {
     programs: OnceLock<Programs>,
     lists: Mutex<BTreeMap<IpAddr, Arc<[Mapping]>>>,
+    nmap_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Shared {
+    /// Reading nmap-rpc, at the first grind, from one of `nmap_dirs`.
+    pub fn new(nmap_dirs: Vec<std::path::PathBuf>) -> Shared {
+        Shared { nmap_dirs, ..Shared::default() }
+    }
+
     /// The names and order: nmap-rpc's from the user's nmap, when installed.
     pub fn programs(&self) -> &Programs {
-        self.programs.get_or_init(|| Programs::new(crate::files::nmap_data("nmap-rpc", MAX_NMAP_RPC).as_deref()))
+        self.programs.get_or_init(|| {
+            Programs::new(crate::files::nmap_data(&self.nmap_dirs, "nmap-rpc", MAX_NMAP_RPC).as_deref())
+        })
     }
 
     /// With these names and no nmap-rpc read (tests).

@@ -29,6 +29,7 @@ pub use read::{diff, steady_form, Diff, OsChange, ScanSummary, ServiceChange, Un
 use super::Sink;
 use crate::error::{Error, ErrorKind};
 use crate::findings::{Event, PortState, ServiceMethod};
+use crate::places::PgPasswords;
 use schema::Table;
 
 /// How long a SQLite writer waits for another process's transaction.
@@ -38,8 +39,9 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// `postgresql://` URL), creating the tables if they are missing. The
 /// error's message does not repeat `target` (show it with
 /// [`display_name`]); the errors of `record`, `flush` and `close` name it.
-pub fn open(target: &str) -> crate::error::Result<Box<dyn Sink>> {
-    Ok(Box::new(Store::open(target)?))
+/// A PostgreSQL URL without a password takes one from `pg`, as libpq does.
+pub fn open(target: &str, pg: &PgPasswords) -> crate::error::Result<Box<dyn Sink>> {
+    Ok(Box::new(Store::open(target, pg)?))
 }
 
 /// True if `target` names a PostgreSQL database rather than a file.
@@ -112,9 +114,9 @@ pub(crate) enum Cell {
 
 /// Opens a backend: PostgreSQL for a URL, SQLite otherwise. `create`: a
 /// missing SQLite file is created (else it is an error).
-fn connect(target: &str, create: bool) -> crate::error::Result<Box<dyn Backend>> {
+fn connect(target: &str, create: bool, pg: &PgPasswords) -> crate::error::Result<Box<dyn Backend>> {
     if is_postgres(target) {
-        Ok(Box::new(postgres::Pg::connect(target)?))
+        Ok(Box::new(postgres::Pg::connect(target, pg)?))
     } else {
         Ok(Box::new(sqlite::Lite::open(target, create)?))
     }
@@ -132,8 +134,8 @@ pub struct Store {
 
 impl Store {
     /// See [`open`].
-    pub fn open(target: &str) -> crate::error::Result<Store> {
-        let db = connect(target, true)?;
+    pub fn open(target: &str, pg: &PgPasswords) -> crate::error::Result<Store> {
+        let db = connect(target, true, pg)?;
         Ok(Store::with_backend(db, display_name(target)))
     }
 

@@ -9,9 +9,10 @@
 //! for the same rows as INSERT literals (four round trips instead of one,
 //! which matters only for small flushes). Reads use bound parameters.
 //!
-//! A URL without a password takes one as libpq does: `$PGPASSWORD`, else
-//! the first matching line of the password file (`$PGPASSFILE`, default
-//! `~/.pgpass`), read only if no one but its owner may read it.
+//! A URL without a password takes one as libpq does, from the settings
+//! given ([`PgPasswords`]; the command's are `$PGPASSWORD`, `$PGPASSFILE`
+//! and `~/.pgpass`): the password, else the first matching line of the
+//! password file, read only if no one but its owner may read it.
 //!
 //! The sync client runs its own small Tokio runtime, which cannot be
 //! entered from a thread that is already inside one: every call is then made
@@ -28,6 +29,7 @@ use postgres::{Client, Config, NoTls};
 use super::schema::{self, Kind};
 use super::{db_error, Backend, Batch, Cell, Val};
 use crate::error::{Error, ErrorKind};
+use crate::places::PgPasswords;
 
 /// Rows in one INSERT statement.
 const CHUNK_ROWS: usize = 1000;
@@ -87,9 +89,9 @@ const MAX_PASSFILE: u64 = 1 << 20;
 /// Where a password comes from when the URL has none.
 #[derive(Debug, Default)]
 struct Passwords {
-    /// `$PGPASSWORD` (empty is none).
+    /// The password given ([`PgPasswords::password`]; empty is none).
     env: Option<String>,
-    /// `$PGPASSFILE`, else `~/.pgpass`.
+    /// The password file ([`PgPasswords::file`]).
     file: Option<PathBuf>,
     /// The user name to match when the URL has none (the driver logs in
     /// as the system user then).
@@ -97,14 +99,10 @@ struct Passwords {
 }
 
 impl Passwords {
-    fn from_env() -> Passwords {
-        let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then_some(v);
+    fn from_settings(pg: &PgPasswords) -> Passwords {
         Passwords {
-            env: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
-            file: std::env::var_os("PGPASSFILE")
-                .and_then(nonempty)
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").and_then(nonempty).map(|h| PathBuf::from(h).join(".pgpass"))),
+            env: pg.password.clone().filter(|p| !p.is_empty()),
+            file: pg.file.clone(),
             system_user: whoami::username().ok(),
         }
     }
@@ -193,7 +191,7 @@ fn passfile_lookup(text: &str, want: [&str; 4]) -> Option<String> {
 
 impl Pg {
     /// Connects and creates the tables if they are missing.
-    pub fn connect(url: &str) -> crate::error::Result<Pg> {
+    pub fn connect(url: &str, pg: &PgPasswords) -> crate::error::Result<Pg> {
         let mut cfg: Config = url.parse().map_err(|e| db_error(format!("bad PostgreSQL URL: {e}")))?;
         if cfg.get_connect_timeout().is_none() {
             cfg.connect_timeout(Duration::from_secs(10));
@@ -201,7 +199,7 @@ impl Pg {
         if cfg.get_application_name().is_none() {
             cfg.application_name("moonscan");
         }
-        let passed_over = fill_password(&mut cfg, &Passwords::from_env());
+        let passed_over = fill_password(&mut cfg, &Passwords::from_settings(pg));
         off_runtime(move || {
             let client = cfg.connect(NoTls).map_err(|e| {
                 let why = passed_over.map_or_else(String::new, |w| format!(" ({w})"));

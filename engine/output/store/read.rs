@@ -44,9 +44,10 @@ pub struct ScanSummary {
 impl Db {
     /// Opens the database at `target` (a file path or a `postgres://` URL).
     /// A SQLite file must exist already. As for [`super::open`], the error
-    /// does not name `target`.
-    pub fn open(target: &str) -> crate::error::Result<Db> {
-        Ok(Db { db: connect(target, false)?, label: display_name(target) })
+    /// does not name `target`. A PostgreSQL URL without a password takes
+    /// one from `pg`.
+    pub fn open(target: &str, pg: &crate::places::PgPasswords) -> crate::error::Result<Db> {
+        Ok(Db { db: connect(target, false, pg)?, label: display_name(target) })
     }
 
     #[cfg(test)]

@@ -472,16 +472,16 @@ fn a_file_store_uses_wal_and_reopens() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("scans.db");
     let path = path.to_str().unwrap();
-    assert!(Db::open(path).is_err(), "reading never creates a database");
+    assert!(Db::open(path, &Default::default()).is_err(), "reading never creates a database");
     assert!(!std::path::Path::new(path).exists());
-    let mut sink = open(path).unwrap();
+    let mut sink = open(path, &Default::default()).unwrap();
     for e in scan_events("00c0ffee00000005") {
         sink.record(&e).unwrap();
     }
     sink.close().unwrap();
     drop(sink);
     // A second store on the same file keeps the first scan's rows.
-    let mut sink = open(path).unwrap();
+    let mut sink = open(path, &Default::default()).unwrap();
     for e in scan_events("00c0ffee00000006") {
         sink.record(&e).unwrap();
     }
@@ -492,13 +492,13 @@ fn a_file_store_uses_wal_and_reopens() {
     assert_eq!(mode, "wal");
     let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
     assert_eq!(version, schema::VERSION);
-    let mut db = Db::open(path).unwrap();
+    let mut db = Db::open(path, &Default::default()).unwrap();
     assert_eq!(db.scans().unwrap().len(), 2);
     // A newer schema is refused with a clear message.
     conn.execute("UPDATE schema_version SET version = 99", []).unwrap();
-    let e = Db::open(path).err().expect("newer schema refused");
+    let e = Db::open(path, &Default::default()).err().expect("newer schema refused");
     assert!(e.to_string().contains("schema version 99"), "{e}");
-    let e = open(path).err().expect("newer schema refused");
+    let e = open(path, &Default::default()).err().expect("newer schema refused");
     assert!(e.to_string().contains("schema version 99"), "{e}");
 }
 
@@ -507,10 +507,10 @@ fn a_file_that_is_not_a_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notes.txt");
     std::fs::write(&path, "not a database, just some text that is long enough to have a header").unwrap();
-    let e = open(path.to_str().unwrap()).err().expect("refused");
+    let e = open(path.to_str().unwrap(), &Default::default()).err().expect("refused");
     assert!(e.to_string().contains("not a database"), "{e}");
     // The caller names the database; the message does not repeat it.
-    let e = open("/nonexistent-dir/x.db").err().expect("refused");
+    let e = open("/nonexistent-dir/x.db", &Default::default()).err().expect("refused");
     assert_eq!(e.to_string(), "unable to open database file");
 }
 
@@ -526,14 +526,14 @@ fn urls_choose_postgres_and_messages_hide_passwords() {
     assert_eq!(display_name("postgres://u@h/d?password=secret"), "postgres://u@h/d?password=***");
     assert_eq!(display_name("postgres://u@h/d"), "postgres://u@h/d");
     assert_eq!(display_name("/tmp/x.db"), "/tmp/x.db");
-    let e = open("postgres://u@[bad/d").err().expect("bad URL refused");
+    let e = open("postgres://u@[bad/d", &Default::default()).err().expect("bad URL refused");
     assert!(e.to_string().starts_with("bad PostgreSQL URL"), "{e}");
 }
 
 #[test]
 fn an_unreachable_postgres_is_a_clear_error() {
     // Port 9 on loopback: nothing listens, the connection is refused at once.
-    let e = open("postgres://moonscan@127.0.0.1:9/moonscan").err().expect("refused");
+    let e = open("postgres://moonscan@127.0.0.1:9/moonscan", &Default::default()).err().expect("refused");
     let msg = e.to_string();
     assert!(msg.starts_with("cannot connect: ") && msg.contains("refused"), "{msg}");
 }
@@ -697,13 +697,13 @@ fn a_version_7_database_moves_its_script_results_out_of_its_findings() {
         )
         .unwrap();
     }
-    let mut sink = open(path).unwrap();
+    let mut sink = open(path, &Default::default()).unwrap();
     for e in scan_events("00c0ffee00000008") {
         sink.record(&e).unwrap();
     }
     sink.close().unwrap();
     drop(sink);
-    let mut db = Db::open(path).unwrap();
+    let mut db = Db::open(path, &Default::default()).unwrap();
     let old = db.events("old").unwrap();
     let scripts: Vec<&ScriptEvent> =
         old.iter().filter_map(|e| if let Event::Script(r) = e { Some(&**r) } else { None }).collect();
@@ -758,7 +758,7 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
             .collect();
         assert!(!cols.contains(&"settings".to_string()));
     }
-    let mut sink = open(path).unwrap();
+    let mut sink = open(path, &Default::default()).unwrap();
     for e in scan_events("00c0ffee00000007") {
         sink.record(&e).unwrap();
     }
@@ -767,7 +767,7 @@ fn a_version_1_database_is_upgraded_and_keeps_its_scans() {
     let conn = rusqlite::Connection::open(path).unwrap();
     let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
     assert_eq!(version, schema::VERSION);
-    let mut db = Db::open(path).unwrap();
+    let mut db = Db::open(path, &Default::default()).unwrap();
     assert_eq!(db.scans().unwrap().len(), 2);
     let old = db.events("old").unwrap();
     match &old[0] {
@@ -833,7 +833,7 @@ fn a_version_9_database_gains_the_replies_column() {
         )
         .unwrap();
     }
-    let mut sink = open(path).unwrap();
+    let mut sink = open(path, &Default::default()).unwrap();
     let evs = unidentified("00c0ffee0000000b");
     for e in &evs {
         sink.record(e).unwrap();
@@ -844,7 +844,7 @@ fn a_version_9_database_gains_the_replies_column() {
     let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
     assert_eq!(version, schema::VERSION);
     drop(conn);
-    let mut db = Db::open(path).unwrap();
+    let mut db = Db::open(path, &Default::default()).unwrap();
     // The old scan's service reads back without replies; the new one's with.
     let old = db.events("old").unwrap();
     let services: Vec<&Service> =
@@ -973,7 +973,7 @@ fn a_version_10_database_gains_the_os_and_trace_tables() {
         )
         .unwrap();
     }
-    let mut sink = open(path).unwrap();
+    let mut sink = open(path, &Default::default()).unwrap();
     let evs = os_events("00c0ffee000000f2", "Linux 4.15 - 5.8");
     for e in &evs {
         sink.record(e).unwrap();
@@ -984,7 +984,7 @@ fn a_version_10_database_gains_the_os_and_trace_tables() {
     let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
     assert_eq!((version, schema::VERSION), (11, 11));
     drop(conn);
-    let mut db = Db::open(path).unwrap();
+    let mut db = Db::open(path, &Default::default()).unwrap();
     let old = db.events("old").unwrap();
     assert_eq!(old.len(), 2, "{old:?}");
     assert_eq!(db.events("00c0ffee000000f2").unwrap(), evs);

@@ -163,10 +163,11 @@ pub const NMAP_CATEGORIES: [&str; 14] = [
 ];
 
 /// How many scripts each category has in the user's nmap (its
-/// scripts/script.db, `Entry { filename = "x.nse", categories = { "a", "b", } }`
-/// lines), or none when nmap is not installed.
-pub fn nmap_category_counts() -> Option<std::collections::HashMap<String, usize>> {
-    crate::files::nmap_data("scripts/script.db", 4 << 20).map(|text| category_counts(&text))
+/// scripts/script.db in one of nmap's folders `nmap_dirs`, `Entry {
+/// filename = "x.nse", categories = { "a", "b", } }` lines), or none when
+/// nmap is not installed.
+pub fn nmap_category_counts(nmap_dirs: &[std::path::PathBuf]) -> Option<std::collections::HashMap<String, usize>> {
+    crate::files::nmap_data(nmap_dirs, "scripts/script.db", 4 << 20).map(|text| category_counts(&text))
 }
 
 /// Counts of script.db's categories.

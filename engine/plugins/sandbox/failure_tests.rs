@@ -16,8 +16,8 @@ fn engine_errors_get_their_kind_from_kinds_and_causes_not_text() {
     assert_eq!(Kind::of(&io(std::io::ErrorKind::ConnectionRefused)), Kind::Refused);
     assert_eq!(Kind::of(&io(std::io::ErrorKind::UnexpectedEof)), Kind::Closed);
     assert_eq!(Kind::of(&io(std::io::ErrorKind::ConnectionReset)), Kind::Network);
-    assert_eq!(Kind::of(&super::net::closed()), Kind::Closed);
-    assert_eq!(Kind::of(&super::net::timed_out("timeout")), Kind::Timeout);
+    assert_eq!(Kind::of(&super::guard::closed()), Kind::Closed);
+    assert_eq!(Kind::of(&super::guard::timed_out("timeout")), Kind::Timeout);
     // A connect refused, and a TLS handshake that failed, as plugin sockets open them.
     use crate::wire::conn::OpenError;
     let refused = Error::from(OpenError::Connect(std::io::ErrorKind::ConnectionRefused.into()));
@@ -198,10 +198,10 @@ async fn an_error_value_raised_reads_as_its_message() {
     assert!(out.error.as_ref().expect("raised").message.starts_with("connect: "), "{out:?}");
 }
 
-fn guard_for_ports(ports: &[u16]) -> super::net::Guard {
+fn guard_for_ports(ports: &[u16]) -> super::guard::Guard {
     let mut ports = ports.to_vec();
     ports.sort_unstable();
-    super::net::Guard::scan(Some(super::net::tests::space("127.0.0.1", "", ports)), None)
+    super::guard::Guard::scan(Some(super::guard::tests::space("127.0.0.1", "", ports)), None)
 }
 
 #[tokio::test]

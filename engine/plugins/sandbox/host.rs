@@ -12,7 +12,7 @@
 //!   message); the `errors` global makes them, and `assert` and
 //!   `string.format`'s `%s` take them as their message.
 //!   `require` finds modules by name in the plugin's libraries only
-//!   ([`super::library`]): each runs at its first `require` in a run, in a
+//!   ([`crate::plugins::load::library`]): each runs at its first `require` in a run, in a
 //!   fresh environment, within that run's budgets.
 //! - Every run gets a fresh environment: the plugin chunk is instantiated
 //!   again from its bytecode with a new global table, and the modules it
@@ -29,7 +29,7 @@
 //!   `coroutine.resume` re-raise it, so a plugin cannot swallow the stop.
 //!   The budgets, their meter and each run's state are in `run.rs`;
 //!   `ctx` in `api.rs`; what a plugin table may declare, and how it
-//!   is checked, in [`super::meta`].
+//!   is checked, in [`crate::plugins::load::meta`].
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,14 +41,16 @@ use mlua::{ChunkMode, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Valu
 use serde_json::Value as Json;
 
 use super::api::Ctx;
-use super::libs::{hash_module, regex_module, PatternCache};
-use super::meta::{check_table, Meta};
-use super::net::Guard;
+use super::builtins::{hash_module, regex_module, PatternCache};
+use super::guard::Guard;
 use super::run::{Budgets, Meter, OutputAllowance, Run, RunError, RunOutput, Scope, Trip};
 use super::value::ConvertError;
-use super::{Libraries, Plugin};
 use crate::error::ErrorKind;
 use crate::findings::Service;
+use crate::plugins::load::library::{Libraries, Module};
+use crate::plugins::load::meta::{check_table, Meta};
+use crate::plugins::load::plugin::Plugin;
+use crate::plugins::load::script_args;
 
 /// A sandboxed VM with every selected plugin loaded.
 pub struct Vm {
@@ -290,10 +292,10 @@ impl Vm {
             patterns,
             tape: std::sync::OnceLock::new(),
             // A header value holds no line break (the builder refuses one).
-            user_agent: args.get(super::script_args::USER_AGENT).filter(|v| !v.contains(['\r', '\n'])).cloned(),
+            user_agent: args.get(script_args::USER_AGENT).filter(|v| !v.contains(['\r', '\n'])).cloned(),
             // Only a DNS name goes in SNI.
             servername: args
-                .get(super::script_args::SERVERNAME)
+                .get(script_args::SERVERNAME)
                 .filter(|v| {
                     rustls::pki_types::DnsName::try_from(v.as_str()).is_ok() && v.parse::<std::net::IpAddr>().is_err()
                 })
@@ -352,7 +354,7 @@ impl Vm {
             None => {
                 let bytecode =
                     p.code.bytecode().map_err(|e| mlua::Error::RuntimeError(format!("{}: {e}", p.path.display())))?;
-                let f = self.lua.load(bytecode).set_mode(ChunkMode::Binary).set_name(format!("={}", p.id));
+                let f = self.lua.load(bytecode).set_mode(ChunkMode::Binary).set_name(format!("={}", p.meta.id));
                 let f = f.into_function()?;
                 self.chunks[i].get_or_init(|| f)
             }
@@ -371,7 +373,7 @@ impl Vm {
         let t: Table = self.plugin_chunk(i)?.call_async(()).await?;
         if self.declared[i].get().is_none() {
             let p = &self.plugins[i];
-            if !check_table(&t).is_ok_and(|m| m == p.meta()) {
+            if !check_table(&t).is_ok_and(|m| m == p.meta) {
                 return Err(mlua::Error::runtime(format!(
                     "{}: its table does not declare what the plugin was selected by (an edited metadata cache \
                      entry?); not run",
@@ -416,7 +418,7 @@ impl Vm {
         if p.listed_for(info) {
             return Ok(true);
         }
-        if !p.portrule {
+        if !p.meta.portrule {
             return Ok(false);
         }
         let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
@@ -460,7 +462,7 @@ impl Vm {
     pub async fn run(&self, i: usize, info: Arc<Service>) -> RunOutput {
         let p = &self.plugins[i];
         let (budgets, meter) = (&self.scope.budgets, &self.scope.meter);
-        let renames = p.categories.iter().any(|c| c == "version");
+        let renames = p.meta.categories.iter().any(|c| c == "version");
         let run = Arc::new(Run::new(self.scope.clone(), info).renaming(renames));
         self.lua.set_app_data(Active(run.clone()));
         meter.start(budgets.wall, budgets.steps);
@@ -500,7 +502,7 @@ impl Vm {
             (None, Ok(Err(e))) => Some(RunError::new(ErrorKind::Plugin, short(&e))),
             (None, Ok(Ok(values))) => {
                 // Still metered: converting the returned data is charged to the run.
-                let r = returned(&self.lua, values, &p.id, &run);
+                let r = returned(&self.lua, values, &p.meta.id, &run);
                 match meter.tripped() {
                     Some(t) => Some(RunError::new(ErrorKind::Budget, t.describe(budgets))),
                     None => r,
@@ -546,7 +548,7 @@ type LibEnv = (Vec<usize>, Table);
 
 impl Requires {
     /// A fresh instance of module `m`'s chunk (see [`Requires::chunks`]).
-    fn chunk(&self, lua: &Lua, key: &str, m: &super::library::Module) -> mlua::Result<Function> {
+    fn chunk(&self, lua: &Lua, key: &str, m: &Module) -> mlua::Result<Function> {
         let mut chunks = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(f) = chunks.get(key) {
             return f.deep_clone();

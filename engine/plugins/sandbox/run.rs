@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use mlua::{Lua, MultiValue, Value, VmState};
 use serde_json::Value as Json;
 
-use super::libs::PatternCache;
-use super::net::{self, ConnectRequest, Guard, SharedSocket, Socket, TlsOptions, Transport};
+use super::builtins::PatternCache;
+use super::guard::{self, ConnectRequest, Guard, SharedSocket, Socket, TlsOptions, Transport};
 use super::tape::Tape;
 use super::value::{to_json, Allowance, ConvertError};
 use crate::error::{Error, ErrorKind};
@@ -685,7 +685,7 @@ impl Run {
         let (ip, port) = self.admit(req, Transport::Tcp)?;
         let until = tokio::time::Instant::now() + req.timeout;
         let tls = req.tls.clone().map(|t| TlsOptions { sni: t.sni.or_else(|| self.sni_for(ip)), ..t });
-        let (conn, tls) = net::open(ip, port, tls.as_ref(), until).await?;
+        let (conn, tls) = guard::open(ip, port, tls.as_ref(), until).await?;
         self.kept(Socket { conn: Some(conn), pending: Vec::new(), timeout: req.timeout, tls, tape: None })
     }
 

@@ -6,12 +6,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::guard::Guard;
 use super::host::Vm;
-use super::net::Guard;
 use super::run::{Budgets, OutputAllowance, RunError, RunOutput};
-use super::{load_pack_dir, load_pack_dir_cached, load_source, Plugin};
 use crate::error::ErrorKind;
 use crate::findings::{Proto, Service, Severity};
+use crate::plugins::load::{load_pack_dir, load_pack_dir_cached, load_source, Plugin};
 
 fn plugin(src: &str) -> Plugin {
     load_source(src.as_bytes(), Path::new("test.lua")).unwrap_or_else(|e| panic!("{e}"))
@@ -175,9 +175,9 @@ async fn what_run_returns_is_a_script_event_and_ctx_finding_a_finding() {
            return { Version = '7.0', ['Used CPU (sys)'] = '1.5' }\n\
          end }",
     );
-    assert_eq!(p.volatile, ["Used CPU (sys)", "Date"]);
+    assert_eq!(p.meta.volatile, ["Used CPU (sys)", "Date"]);
     let (out, _) = run_with(p.clone(), Budgets::default(), Guard::offline(), 22).await;
-    let evs = super::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
+    let evs = crate::plugins::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
     let [Event::Finding(f), Event::Script(r)] = &evs[..] else { panic!("{evs:?}") };
     assert_eq!((f.severity, f.title.as_str()), (Severity::High, "open to all"));
     assert_eq!((r.plugin.as_str(), r.data["Version"].as_str()), ("v", Some("7.0")));
@@ -252,7 +252,7 @@ pub(super) async fn server(reply: &'static [u8]) -> u16 {
 }
 
 pub(super) fn guard_for(port: u16) -> Guard {
-    Guard::scan(Some(super::net::tests::space("127.0.0.1", "", vec![port])), None)
+    Guard::scan(Some(super::guard::tests::space("127.0.0.1", "", vec![port])), None)
 }
 
 #[tokio::test]
@@ -324,12 +324,14 @@ fn untrusted_pack_plugins_run_only_when_named() {
     let core = plugin(&named("web", "'safe', 'default'")).in_pack("core", true);
     let other = plugin(&named("probe-x", "'safe', 'default'")).in_pack("third", false);
     let all = [core, other];
-    let ids = |expr: &str| -> Vec<String> { super::select(&all, expr).unwrap().iter().map(|p| p.name()).collect() };
+    let ids = |expr: &str| -> Vec<String> {
+        crate::plugins::load::select(&all, expr).unwrap().iter().map(|p| p.name()).collect()
+    };
     assert_eq!(ids("default"), ["web"], "a category never picks an untrusted plugin");
     assert_eq!(ids("all"), ["web"]);
     assert_eq!(ids("probe-*"), Vec::<String>::new());
     assert_eq!(ids("not web"), Vec::<String>::new(), "a negation names nothing");
-    let e = super::select(&all, "probe-x").unwrap_err().to_string();
+    let e = crate::plugins::load::select(&all, "probe-x").unwrap_err().to_string();
     assert!(e.contains("untrusted pack third") && e.contains("third:probe-x"), "{e}");
     assert_eq!(ids("third:probe-x,web"), ["web", "third:probe-x"]);
     assert_eq!(ids("core:web"), ["web"]);
@@ -341,12 +343,12 @@ fn a_bare_id_in_two_packs_is_an_error_naming_both() {
     let a = plugin(&named("dup", "'safe'")).in_pack("core", true);
     let b = plugin(&named("dup", "'safe'")).in_pack("mypack", true);
     let all = [a, b];
-    let e = super::select(&all, "dup").unwrap_err().to_string();
+    let e = crate::plugins::load::select(&all, "dup").unwrap_err().to_string();
     assert!(e.contains("core") && e.contains("mypack") && e.contains("dup"), "{e}");
-    assert!(super::select(&all, "safe").is_err());
-    let both = super::select(&all, "core:dup,mypack:dup").unwrap();
+    assert!(crate::plugins::load::select(&all, "safe").is_err());
+    let both = crate::plugins::load::select(&all, "core:dup,mypack:dup").unwrap();
     assert_eq!(both.iter().map(|p| p.name()).collect::<Vec<_>>(), ["dup", "mypack:dup"]);
-    assert_eq!(super::select(&all, "mypack:*").unwrap().len(), 1);
+    assert_eq!(crate::plugins::load::select(&all, "mypack:*").unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -416,8 +418,8 @@ async fn http_responses_are_read_up_to_max() {
 fn plugin_files_over_the_size_limit_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big.lua");
-    std::fs::write(&big, format!("return {{}} -- {}", "x".repeat(super::MAX_FILE as usize))).unwrap();
-    let e = super::load_file(&big, &super::Libraries::default()).unwrap_err().to_string();
+    std::fs::write(&big, format!("return {{}} -- {}", "x".repeat(crate::plugins::load::MAX_FILE as usize))).unwrap();
+    let e = crate::plugins::load::load_file(&big, &crate::plugins::load::Libraries::default()).unwrap_err().to_string();
     assert!(e.contains("larger than 262144 bytes"), "{e}");
 }
 
@@ -432,9 +434,9 @@ fn plugin_ids_cannot_be_categories_or_keywords() {
     // A category's name as an id selects nothing of an untrusted pack, bare.
     let p = plugin(&named("discovery2", "'default', 'discovery2'")).in_pack("evil", false);
     let all = [p];
-    assert!(super::select(&all, "default").unwrap().is_empty());
-    assert!(super::select(&all, "discovery2").is_err());
-    assert_eq!(super::select(&all, "evil:discovery2").unwrap().len(), 1);
+    assert!(crate::plugins::load::select(&all, "default").unwrap().is_empty());
+    assert!(crate::plugins::load::select(&all, "discovery2").is_err());
+    assert_eq!(crate::plugins::load::select(&all, "evil:discovery2").unwrap().len(), 1);
 }
 
 #[test]
@@ -458,12 +460,12 @@ fn finding_metadata_and_args_are_checked_at_load() {
          cwe = {'CWE-79'}, remediation = 'Upgrade.', tags = {'tls', 'weak-crypto'}",
     )
     .unwrap();
-    assert_eq!(p.args, ["x.user"]);
+    assert_eq!(p.meta.args, ["x.user"]);
     assert_eq!(
-        (p.about.cve.as_slice(), p.about.cwe.as_slice()),
+        (p.meta.about.cve.as_slice(), p.meta.about.cwe.as_slice()),
         (&["CVE-2021-44228".to_string()][..], &["CWE-79".to_string()][..])
     );
-    assert_eq!(p.about.remediation.as_deref(), Some("Upgrade."));
+    assert_eq!(p.meta.about.remediation.as_deref(), Some("Upgrade."));
     for (fields, says) in [
         ("cve = 'CVE-2021-44228'", "field 'cve' must be a list"),
         ("cve = {'CVE-21-1'}", "field 'cve' must hold CVE ids"),
@@ -624,17 +626,17 @@ fn a_pack_folder_reads_metadata_from_the_cache_once_stored() {
     )
     .unwrap();
     let first = load_pack_dir_cached(dir.path(), Some(cache.path())).unwrap();
-    assert_eq!(first[0].description, "from the file");
+    assert_eq!(first[0].meta.description, "from the file");
     // The entry is written, and the next load reads it instead of running the file.
     let entries: Vec<_> = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let text = std::fs::read_to_string(&entries[0]).unwrap().replace("from the file", "from the cache");
     std::fs::write(&entries[0], text).unwrap();
     let second = load_pack_dir_cached(dir.path(), Some(cache.path())).unwrap();
-    assert_eq!(second[0].description, "from the cache");
+    assert_eq!(second[0].meta.description, "from the cache");
     assert_eq!(second[0].pack.as_deref(), Some("t"));
     // Without a cache, the file is run again.
-    assert_eq!(load_pack_dir(dir.path()).unwrap()[0].description, "from the file");
+    assert_eq!(load_pack_dir(dir.path()).unwrap()[0].meta.description, "from the file");
 }
 
 #[tokio::test]
@@ -700,7 +702,7 @@ async fn udp_server(reply: &'static [u8]) -> u16 {
 }
 
 fn udp_guard(port: u16) -> Guard {
-    Guard::scan(None, Some(super::net::tests::space("127.0.0.1", "", vec![port])))
+    Guard::scan(None, Some(super::guard::tests::space("127.0.0.1", "", vec![port])))
 }
 
 #[tokio::test]
@@ -885,7 +887,7 @@ async fn a_version_plugin_sets_the_ports_service_as_a_second_service_event() {
         (id.service.as_str(), id.product.as_deref(), id.version.as_deref(), id.info.as_deref()),
         ("frob", Some("Frob d"), Some("1.2"), Some("first"))
     );
-    let evs = super::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
+    let evs = crate::plugins::stage::to_events(&p, &info(22), out, &crate::pipeline::Ctx::detached("s"));
     let [Event::Service(s), Event::Script(r)] = &evs[..] else { panic!("{evs:?}") };
     assert_eq!(r.output, "true nil");
     assert_eq!((s.port, s.method, s.probe.as_deref()), (22, ServiceMethod::Probed, Some("namer")));
@@ -913,7 +915,7 @@ async fn a_plugin_of_another_category_cannot_set_the_ports_service() {
     // Even a RunOutput that says otherwise makes no service event for it.
     let mut forged = out;
     forged.service = Some(crate::findings::Identity { service: "evil".into(), ..Default::default() });
-    let evs = super::stage::to_events(&p, &info(22), forged, &crate::pipeline::Ctx::detached("s"));
+    let evs = crate::plugins::stage::to_events(&p, &info(22), forged, &crate::pipeline::Ctx::detached("s"));
     assert!(!evs.iter().any(|e| matches!(e, crate::findings::Event::Service(_))), "{evs:?}");
 }
 

@@ -5,15 +5,15 @@
 //! holds: every read has the socket's timeout and is charged to the run's
 //! read budget before the plugin sees it (the connection closes once it is
 //! spent); every send is charged to the run's send budget before it goes;
-//! `recv` and `recv_until` return at most [`net::MAX_RECV`] bytes.
+//! `recv` and `recv_until` return at most [`guard::MAX_RECV`] bytes.
 
 use mlua::{Lua, UserData, UserDataMethods, Value};
 
 use std::sync::Arc;
 
+use super::builtins::re_error;
 use super::failure::{Failure, Kind};
-use super::libs::re_error;
-use super::net::{self, SharedSocket, Socket};
+use super::guard::{self, SharedSocket, Socket};
 use super::run::Run;
 use super::tape::{SocketTape, Step};
 use super::value::tls_table;
@@ -87,7 +87,7 @@ impl LuaSocket {
         };
         let until = tokio::time::Instant::now() + s.timeout;
         let name = tcp.peer_addr().ok().and_then(|a| self.run.sni_for(a.ip()));
-        let (opened, read) = net::starttls(tcp, proto, name.as_deref(), until).await;
+        let (opened, read) = guard::starttls(tcp, proto, name.as_deref(), until).await;
         if let Some(t) = &s.tape {
             t.note(match &opened {
                 Ok((_, info)) => Step::Starttls { tls: Some(Box::new(info.clone())), error: None, read },
@@ -137,7 +137,7 @@ impl UserData for LuaSocket {
             Ok(true)
         });
         methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
-            let max = max.unwrap_or(4096).clamp(1, net::MAX_RECV);
+            let max = max.unwrap_or(4096).clamp(1, guard::MAX_RECV);
             let mut s = this.sock.lock().await;
             if s.pending.is_empty() {
                 match this.fill(&mut s, max).await {
@@ -150,11 +150,11 @@ impl UserData for LuaSocket {
             let data: Vec<u8> = s.pending.drain(..n).collect();
             lua_result(&lua, Ok(data))
         });
-        // sock:recv_exact(n): exactly n bytes (at most net::MAX_RECV), or
+        // sock:recv_exact(n): exactly n bytes (at most guard::MAX_RECV), or
         // nil, why (what came before the end stays to be read).
         methods.add_async_method("recv_exact", |lua, this, n: i64| async move {
-            if !(1..=net::MAX_RECV as i64).contains(&n) {
-                return Err(mlua::Error::runtime(format!("recv_exact: n must be 1 to {}, not {n}", net::MAX_RECV)));
+            if !(1..=guard::MAX_RECV as i64).contains(&n) {
+                return Err(mlua::Error::runtime(format!("recv_exact: n must be 1 to {}, not {n}", guard::MAX_RECV)));
             }
             let n = n as usize;
             let mut s = this.sock.lock().await;
@@ -176,7 +176,7 @@ impl UserData for LuaSocket {
         // sock:recv_line([max]): one line, without its "\n" or "\r\n", of at
         // most `max` bytes with its end (default 8192), or nil, why.
         methods.add_async_method("recv_line", |lua, this, max: Option<usize>| async move {
-            let max = max.unwrap_or(8192).clamp(1, net::MAX_RECV);
+            let max = max.unwrap_or(8192).clamp(1, guard::MAX_RECV);
             let mut s = this.sock.lock().await;
             let until = tokio::time::Instant::now() + s.timeout;
             // Bytes already searched: each is looked at once.
@@ -209,7 +209,7 @@ impl UserData for LuaSocket {
             }
         });
         methods.add_async_method("recv_until", |lua, this, (pattern, max): (String, Option<usize>)| async move {
-            let max = max.unwrap_or(64 * 1024).clamp(1, net::MAX_RECV);
+            let max = max.unwrap_or(64 * 1024).clamp(1, guard::MAX_RECV);
             let re = this.run.scope.patterns.get(&pattern)?;
             let mut s = this.sock.lock().await;
             loop {

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::Code;
+use super::code::Code;
 use crate::error::{Error, ErrorKind, Result};
 
 /// Largest module file.

@@ -5,11 +5,11 @@ use mlua::{Table, Value};
 
 pub use crate::findings::{About, ABOUT_MAX, MAX_REMEDIATION};
 
-use super::value::unknown_keys;
+use crate::plugins::sandbox::value::unknown_keys;
 
 /// Plugin metadata as the file's table gives it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Meta {
+pub struct Meta {
     pub id: String,
     pub description: String,
     pub categories: Vec<String>,
@@ -101,7 +101,7 @@ const PLUGIN_FIELDS: &[&str] = &[
     "tags",
 ];
 
-pub(super) fn check_table(t: &Table) -> crate::error::Result<Meta> {
+pub(crate) fn check_table(t: &Table) -> crate::error::Result<Meta> {
     let bad = |m: String| crate::error::Error::new(crate::error::ErrorKind::Config, m);
     let unknown = unknown_keys(t, PLUGIN_FIELDS).map_err(|e| {
         crate::error::Error::with_source(crate::error::ErrorKind::Config, "reading the plugin table", e)

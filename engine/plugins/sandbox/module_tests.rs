@@ -6,28 +6,29 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::guard::Guard;
 use super::host::Vm;
-use super::net::Guard;
 use super::run::{Budgets, OutputAllowance, RunOutput};
 use super::tests::{error_kind, info, run_with};
-use super::Plugin;
 use crate::error::ErrorKind;
 use crate::findings::{Proto, Service};
+use crate::plugins::load::Plugin;
 
 /// A plugin whose `run` body is `body`, with a core library of `modules`
 /// (name, text).
 fn with_modules(body: &str, modules: &[(&str, &str)]) -> Plugin {
-    let mut lib = super::Library::new("core");
+    let mut lib = crate::plugins::load::Library::new("core");
     for (name, text) in modules {
         let rel = format!("lib/{name}.lua");
         lib.add(&rel, &rel, text.as_bytes()).unwrap();
     }
-    let libs = super::Libraries(vec![Arc::new(lib)]);
+    let libs = crate::plugins::load::Libraries(vec![Arc::new(lib)]);
     let src = format!(
         "return {{ id = 't', description = 'd', categories = {{'safe'}}, portrule = function() return true end,\n\
          run = function(ctx)\n{body}\nend }}"
     );
-    super::load_source_in(src.as_bytes(), Path::new("test.lua"), None, &libs).unwrap_or_else(|e| panic!("{e}"))
+    crate::plugins::load::load_source_in(src.as_bytes(), Path::new("test.lua"), None, &libs)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 async fn run_modules(body: &str, modules: &[(&str, &str)]) -> RunOutput {
@@ -147,10 +148,10 @@ async fn a_missing_module_or_a_cycle_is_an_error_and_a_module_spends_the_runs_bu
     let out = run_modules("local n = 'spin' require(n)", &[("spin", "while true do end")]).await;
     assert_eq!(error_kind(&out), Some(ErrorKind::Budget), "{out:?}");
     // Literal names are checked when the plugin loads, naming the file.
-    let mut lib = super::Library::new("core");
+    let mut lib = crate::plugins::load::Library::new("core");
     lib.add("lib/x.lua", "lib/x.lua", b"return {}").unwrap();
-    let libs = super::Libraries(vec![Arc::new(lib)]);
+    let libs = crate::plugins::load::Libraries(vec![Arc::new(lib)]);
     let src = b"local y = require 'y' return { id = 't', description = 'd', categories = {'safe'}, ports = {1}, run = function() end }";
-    let e = super::load_source_in(src, Path::new("plugins/t.lua"), None, &libs).unwrap_err().to_string();
+    let e = crate::plugins::load::load_source_in(src, Path::new("plugins/t.lua"), None, &libs).unwrap_err().to_string();
     assert!(e.contains("plugins/t.lua: require \"y\": no module lib/y.lua in core (lib/)"), "{e}");
 }

@@ -23,7 +23,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
 use super::failure::Failure;
-use super::net::{closed, timed_out, ConnectRequest, Transport};
+use super::guard::{closed, timed_out, ConnectRequest, Transport};
 use super::run::{Closer, Run};
 #[cfg(doc)]
 use super::run::{DATAGRAMS_PER_SECOND, DATAGRAM_BURST, MAX_DATAGRAM_BYTES};

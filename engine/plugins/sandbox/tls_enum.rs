@@ -14,7 +14,7 @@ use mlua::{Lua, Table, Value};
 use std::sync::Arc;
 
 use super::failure::{Failure, Kind};
-use super::net::{ConnectRequest, Transport};
+use super::guard::{ConnectRequest, Transport};
 use super::run::Run;
 use super::value::tls_table;
 use crate::error::{Error, ErrorKind};

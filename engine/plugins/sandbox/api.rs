@@ -4,7 +4,7 @@
 //! `ctx:udp`), the HTTP client (`ctx.http`), SSH (`ctx.ssh`) and TLS details. Their
 //! sockets are in [`super::socket`] and [`super::udp`], `ctx:tls_enum` and
 //! `ctx:server_hello` in [`super::tls_enum`], the `re` and `hash` modules
-//! in [`super::libs`]. A plugin of the `version` category may also set
+//! in [`super::builtins`]. A plugin of the `version` category may also set
 //! the port's service (`ctx:set_service`), as nmap's version scripts do.
 //!
 //! In: a plugin's calls, during its run ([`super::host`] makes the run and
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use mlua::{Lua, MultiValue, Table, UserData, UserDataFields, UserDataMethods, Value};
 
 use super::failure::{Failure, Kind};
-use super::net::{self, timed_out, ConnectRequest, TlsOptions, SOCKET_TIMEOUT};
+use super::guard::{self, timed_out, ConnectRequest, TlsOptions, SOCKET_TIMEOUT};
 use super::run::Run;
 use super::socket::LuaSocket;
 use super::value::{known_keys, tls_table};
@@ -113,13 +113,13 @@ impl UserData for Ctx {
                 Err(e) => failed(&lua, &e),
             }
         });
-        // ctx:udp{port=, host=, timeout=} (engine/plugins/udp.rs).
+        // ctx:udp{port=, host=, timeout=} (engine/plugins/sandbox/udp.rs).
         methods.add_async_method("udp", |lua, this, opts: Option<Table>| super::udp::open(lua, this.run.clone(), opts));
-        // ctx:tls_enum{port=, starttls=, versions=, timeout=} (engine/plugins/tls_enum.rs).
+        // ctx:tls_enum{port=, starttls=, versions=, timeout=} (engine/plugins/sandbox/tls_enum.rs).
         methods.add_async_method("tls_enum", |lua, this, opts: Option<Table>| {
             super::tls_enum::tls_enum(lua, this.run.clone(), opts)
         });
-        // ctx:server_hello{port=, starttls=, timeout=} (engine/plugins/tls_enum.rs).
+        // ctx:server_hello{port=, starttls=, timeout=} (engine/plugins/sandbox/tls_enum.rs).
         methods.add_async_method("server_hello", |lua, this, opts: Option<Table>| {
             super::tls_enum::server_hello(lua, this.run.clone(), opts)
         });
@@ -151,7 +151,8 @@ fn tls_by_tunnel(run: &Run, req: &mut ConnectRequest, opts: Option<&Table>) -> m
 /// `ctx:finding{severity=, title=, data=, ...}`.
 fn finding(run: &Run, spec: &Table) -> mlua::Result<()> {
     known_keys(spec, FINDING_FIELDS, "ctx:finding")?;
-    let about = super::meta::read_about(spec).map_err(|e| mlua::Error::runtime(format!("ctx:finding: {e}")))?;
+    let about =
+        crate::plugins::load::meta::read_about(spec).map_err(|e| mlua::Error::runtime(format!("ctx:finding: {e}")))?;
     let severity = match spec.raw_get::<Option<String>>("severity")?.as_deref() {
         None => Severity::Info,
         Some(s) => Severity::parse(s).ok_or_else(|| {
@@ -278,7 +279,7 @@ fn service_text(key: &str, v: &[u8]) -> Result<String, String> {
 /// `user` (default "root") after a "none" request, a list of names, or
 /// nil, why. The connection takes the path of `ctx:connect` (guard, socket
 /// budget); the exchange ends by the run's deadline and every byte it read
-/// is charged to the run (the SSH side is in engine/plugins/ssh.rs).
+/// is charged to the run (the SSH side is in engine/plugins/sandbox/ssh.rs).
 async fn ssh_auth_methods(
     lua: Lua,
     run: Arc<Run>,
@@ -484,7 +485,7 @@ async fn http_call(lua: &Lua, run: &Run, verb: &str, path: &str, opts: Option<&T
     let sock = run.open_taped(&req).await.map_err(HttpError::Failed)?;
     let mut s = sock.lock().await;
     let host = host_field(run, &req, tls);
-    let request = net::request_bytes(verb, path, &host, &headers, &body, run.scope.user_agent.as_deref());
+    let request = guard::request_bytes(verb, path, &host, &headers, &body, run.scope.user_agent.as_deref());
     run.charge_send(request.len(), false).map_err(HttpError::Failed)?;
     if let Err(e) = s.send(&request).await {
         return Err(HttpError::Failed(e.context("send")));
@@ -513,7 +514,7 @@ async fn http_call(lua: &Lua, run: &Run, verb: &str, path: &str, opts: Option<&T
         }
     }
     s.close();
-    let resp = net::parse_response(&raw).map_err(HttpError::Failed)?;
+    let resp = guard::parse_response(&raw).map_err(HttpError::Failed)?;
     let t = lua.create_table()?;
     t.raw_set("status", resp.status)?;
     t.raw_set("reason", resp.reason)?;
