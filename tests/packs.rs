@@ -2,103 +2,18 @@
 //! real binary, with MOONSCAN_HOME in a temporary folder. Every hostile pack
 //! must be refused with a message naming the problem, and leave nothing in
 //! the data folder.
+//! What needs the lab is in tests/lab/packs.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-use moonscan::packs::{sha256_hex, sign};
+use moonscan::packs::sha256_hex;
 
 use crate::util::{bin, stderr, stdout};
 
-/// A data folder and a working folder.
-struct Env {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(args)
-            .env("MOONSCAN_HOME", self.home.path())
-            .env_remove("MOONSCAN_KEY_PASSWORD")
-            .current_dir(self.work.path())
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("moonscan runs")
-    }
-
-    /// Runs a command that must succeed; returns its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.run(args);
-        assert!(o.status.success(), "moonscan {args:?} failed:\n{}{}", stdout(&o), stderr(&o));
-        stdout(&o)
-    }
-
-    /// Runs a command that must be refused (status 1) with a message holding
-    /// every needle; returns the message.
-    fn refused(&self, args: &[&str], needles: &[&str]) -> String {
-        let o = self.run(args);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "moonscan {args:?} must be refused:\n{}{err}", stdout(&o));
-        for n in needles {
-            assert!(err.contains(n), "moonscan {args:?}: expected {n:?} in:\n{err}");
-        }
-        err
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.work.path().join(rel)
-    }
-
-    fn s(&self, rel: &str) -> String {
-        self.path(rel).to_string_lossy().into_owned()
-    }
-
-    /// Everything in DATA/packs (hidden staging folders included).
-    fn installed(&self) -> Vec<String> {
-        let mut v: Vec<String> = match fs::read_dir(self.home.path().join("packs")) {
-            Ok(rd) => rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect(),
-            Err(_) => Vec::new(),
-        };
-        v.sort();
-        v
-    }
-
-    /// Installing `target` is refused with the needles, and nothing is installed.
-    fn install_refused(&self, target: &str, needles: &[&str]) -> String {
-        let before = self.installed();
-        let e = self.refused(&["pack", "install", target], needles);
-        assert_eq!(self.installed(), before, "a refused install left something in the data folder");
-        e
-    }
-
-    /// pack.yaml replaced by `bytes` and signed (by the library, so even
-    /// manifests `pack sign` would refuse get a valid signature).
-    fn sign_raw(&self, dir: &str, bytes: &[u8], comment: &str) {
-        let sk = sign::load_secret_key(&self.path("key.key"), None).unwrap();
-        fs::write(self.path(dir).join("pack.yaml"), bytes).unwrap();
-        fs::write(self.path(dir).join("pack.sig"), sign::sign_bytes(&sk, bytes, comment).unwrap()).unwrap();
-    }
-}
-
-/// A key pair (key.key, key.pub) that is trusted, and a signed pack `demo`.
-fn setup() -> Env {
-    let env = Env::new();
-    env.ok(&["pack", "keygen", "-o", "key"]);
-    env.ok(&["pack", "trust", "add", "key.pub"]);
-    env.ok(&["pack", "new", "demo"]);
-    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
-    env
-}
+mod common;
+use common::*;
 
 /// A .tar.gz of `entries` (path, type, data, link target), headers written
 /// by hand so that hostile paths can be made.
@@ -389,6 +304,25 @@ fn a_lockfile_mismatch_is_refused() {
     env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0 is pinned but not installed"]);
 }
 
+/// Serves `listener` as an SSH server that sends its banner and says no
+/// more: each connection (up to 20) stays open until the scanner closes it
+/// (or 10 s pass), on a thread of its own.
+fn ssh_banner_server(listener: std::net::TcpListener) {
+    std::thread::spawn(move || {
+        for s in listener.incoming().take(20).flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut s = s;
+                let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                // Whatever the scanner sends is read and ignored, to its end.
+                let mut buf = [0u8; 1024];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+}
+
 /// A lock only matters for what a scan selects: a stray moonscan.lock
 /// whose pack is not installed (every -sV scan failed on it), or an
 /// installed pack that differs from its pin, leaves the scans that select
@@ -402,14 +336,7 @@ fn a_lock_only_matters_for_what_a_scan_selects() {
     env.ok(&["pack", "remove", "demo"]);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(20).flatten() {
-            use std::io::Write;
-            let mut s = s;
-            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    });
+    ssh_banner_server(listener);
     let scan = ["-sT", "-sV", "-n", "-p", &port, "127.0.0.1", "-oJ", "-"];
     let o = env.run(&scan);
     assert!(o.status.success(), "a pin of a pack not installed stops no scan: {}", stderr(&o));
@@ -587,54 +514,6 @@ fn moonscan_verifies_a_signature_minisign_made() {
     assert!(env.installed().is_empty());
 }
 
-/// The demo pack's plugin replaced by `src`.
-fn set_plugin(env: &Env, src: &str) {
-    fs::write(env.path("demo/ssh-software.lua"), src).unwrap();
-}
-
-fn plugin_src(id: &str, cats: &str, top: &str) -> String {
-    format!(
-        "{top}\nreturn {{ id = '{id}', description = 'd', categories = {{ {cats} }}, ports = {{ 80 }},\n\
-         run = function(ctx) ctx:finding{{ title = 'untrusted plugin ran' }} end }}\n"
-    )
-}
-
-// Regression: an untrusted pack's plugin called `default` ran under -sC,
-// because the bare id matched the term.
-#[test]
-fn an_untrusted_plugin_cannot_pass_for_a_category() {
-    let env = setup();
-    env.ok(&["pack", "keygen", "-o", "stranger"]);
-    set_plugin(&env, &plugin_src("default", "'default', 'safe'", ""));
-    env.refused(&["pack", "sign", "demo", "--key", "stranger.key", "--update-hashes"], &["category or keyword"]);
-    set_plugin(&env, &plugin_src("web-probe", "'default', 'safe'", ""));
-    env.ok(&["pack", "sign", "demo", "--key", "stranger.key", "--update-hashes"]);
-    let out = env.ok(&["pack", "install", "demo", "--allow-unsigned"]);
-    assert!(out.contains("UNTRUSTED"), "{out}");
-    let listed = env.ok(&["plugins", "list", "default"]);
-    assert!(!listed.contains("web-probe"), "{listed}");
-    // By its bare id: an error that names the full name to use.
-    let o = env.run(&["--script", "web-probe", "-p", "9", "127.0.0.1"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("untrusted pack demo") && stderr(&o).contains("demo:web-probe"), "{}", stderr(&o));
-    // Under -sC on a port it would run on, it does not run; named in full, it does.
-    let _lab = crate::util::lab();
-    let home = env.home.path().to_str().unwrap().to_string();
-    let scan = |script: &str| {
-        let out = crate::util::in_lab("env")
-            .args([&format!("MOONSCAN_HOME={home}"), crate::util::bin(), "-n", "-p", "80", "--script", script])
-            .args(["-oJ", "-", crate::util::TARGET])
-            .output()
-            .unwrap();
-        crate::util::events(&stdout(&out))
-    };
-    let evs = scan("default");
-    assert!(evs.iter().any(|e| e["plugin"] == "http-title"), "the core default plugins ran");
-    assert!(!evs.iter().any(|e| e["plugin"] == "demo:web-probe"), "{evs:?}");
-    let evs = scan("demo:web-probe");
-    assert!(evs.iter().any(|e| e["plugin"] == "demo:web-probe" && e["title"] == "untrusted plugin ran"), "{evs:?}");
-}
-
 // Regression: every scan ran the top-level code of every installed plugin,
 // selected or not (a slow one delayed every later scan).
 #[test]
@@ -733,14 +612,7 @@ fn a_pack_with_a_library_module_installs_signed_and_its_plugin_requires_it() {
     // A scan runs it on a loopback server that sends an SSH banner.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(20).flatten() {
-            use std::io::Write;
-            let mut s = s;
-            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    });
+    ssh_banner_server(listener);
     let port = port.to_string();
     let out = env.ok(&["-sT", "-sV", "-n", "-p", &port, "127.0.0.1", "--script", "demo:demo-ssh-software", "-oJ", "-"]);
     let found: Vec<_> = crate::util::events(&out).into_iter().filter(|e| e["type"] == "finding").collect();
