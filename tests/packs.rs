@@ -8,12 +8,46 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use moonscan::packs::sha256_hex;
+use moonscan::packs::{sha256_hex, sign};
 
 use crate::util::{bin, stderr, stdout};
 
 mod common;
 use common::*;
+
+/// What only the tests without the lab do with a pack's folders (the rest
+/// of `Env` is in tests/packs/common.rs).
+impl Env {
+    fn s(&self, rel: &str) -> String {
+        self.path(rel).to_string_lossy().into_owned()
+    }
+
+    /// Everything in DATA/packs (hidden staging folders included).
+    fn installed(&self) -> Vec<String> {
+        let mut v: Vec<String> = match fs::read_dir(self.home.path().join("packs")) {
+            Ok(rd) => rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect(),
+            Err(_) => Vec::new(),
+        };
+        v.sort();
+        v
+    }
+
+    /// Installing `target` is refused with the needles, and nothing is installed.
+    fn install_refused(&self, target: &str, needles: &[&str]) -> String {
+        let before = self.installed();
+        let e = self.refused(&["pack", "install", target], needles);
+        assert_eq!(self.installed(), before, "a refused install left something in the data folder");
+        e
+    }
+
+    /// pack.yaml replaced by `bytes` and signed (by the library, so even
+    /// manifests `pack sign` would refuse get a valid signature).
+    fn sign_raw(&self, dir: &str, bytes: &[u8], comment: &str) {
+        let sk = sign::load_secret_key(&self.path("key.key"), None).unwrap();
+        fs::write(self.path(dir).join("pack.yaml"), bytes).unwrap();
+        fs::write(self.path(dir).join("pack.sig"), sign::sign_bytes(&sk, bytes, comment).unwrap()).unwrap();
+    }
+}
 
 /// A .tar.gz of `entries` (path, type, data, link target), headers written
 /// by hand so that hostile paths can be made.
