@@ -15,7 +15,6 @@ mod hardening;
 mod hosts;
 mod libraries;
 mod loopback;
-mod os;
 mod outputs;
 mod packs;
 mod plugins;

@@ -2,7 +2,9 @@
 //! once it has brought the lab up (scripts/lab.sh up: network namespaces,
 //! real services, 198.18.0.0/15), never by a plain `cargo test` (Cargo.toml
 //! sets `test = false`; `cargo test --test lab` runs it). They need root and
-//! fail, never skip, without it or without the lab (`util::lab_is_up`).
+//! fail, never skip, without it or without the lab (`util::lab_is_up`). A
+//! few need root but not the lab (`loopback`: a mount namespace; one of
+//! `packs`: a folder given to another user).
 //!
 //! `util` checks the lab and runs commands in it; `connect` scans the lab's
 //! namespaces with connect scans and `syn` with raw SYN scans; `wan` checks
@@ -17,6 +19,7 @@ mod durability;
 mod hardening;
 mod hosts;
 mod installed;
+mod loopback;
 mod names;
 mod nmap_layouts;
 mod os;

@@ -3,7 +3,6 @@
 //! (scripts/lab-os.sh: mstarget's own stack at 198.18.0.2, and 198.18.6.2,
 //! 198.18.7.2, 198.18.8.2 with their own TTL, window, options and ECN), so
 //! matching is tested on four fingerprints.
-//! What needs no lab is in tests/os.rs.
 
 use std::collections::BTreeMap;
 
@@ -234,6 +233,19 @@ fn os_options_are_checked_and_a_missing_database_is_said_once() {
     assert_eq!(os.len(), 1);
     assert!(os[0]["fingerprint"].as_str().is_some_and(|f| f.contains("SEQ(")), "{:?}", os[0]);
     assert!(os[0].get("matches").is_none(), "no database, no match");
+}
+
+/// `-O` of this machine's own address: the port scan runs, the host says
+/// why it has no OS, the exit is 0.
+#[test]
+fn os_detection_of_loopback_says_why_and_scans_on() {
+    let out =
+        std::process::Command::new(bin()).args(["-n", "-O", "-p", "1", "-oJ", "-", "127.0.0.1"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let evs: Vec<Value> = crate::util::events(&stdout(&out));
+    let errors = of_type(&evs, "error");
+    assert!(errors.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("own addresses"))), "{errors:?}");
+    assert!(of_type(&evs, "os").iter().all(|e| e.get("fingerprint").is_none()));
 }
 
 /// The hops of each host's `<trace>` in an -oX report: (ttl, address).
