@@ -3,6 +3,8 @@
 //! gives the folder away). The rest of `moonscan pack` needs neither:
 //! tests/packs.rs.
 
+use std::fs;
+
 use crate::util::{stderr, stdout};
 
 #[path = "../packs/common.rs"]
