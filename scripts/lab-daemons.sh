@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The lab's daemon zoo, sourced by scripts/lab.sh: real Debian daemons on
 # 198.18.0.5 inside mstarget, for service detection as a real network shows
-# it (tests/daemons.rs compares moonscan -sV with nmap -sV on them).
+# it (tests/lab/daemons.rs compares moonscan -sV with nmap -sV on them).
 #
 # Each daemon runs from a configuration of its own under $ZOO_DIR, bound to
 # 198.18.0.5 only, as nothing of its package's (no systemd, no init script,

@@ -667,7 +667,7 @@ never_users = root
 keep_environment =
 host_lookup =
 rfc1413_hosts =
-# STARTTLS with the lab certificate (tests/tls.rs reads its chain).
+# STARTTLS with the lab certificate (tests/lab/tls.rs reads its chain).
 tls_advertise_hosts = *
 tls_certificate = $STATE/tls-Debian-exim.crt
 tls_privatekey = $STATE/tls-Debian-exim.key
@@ -977,7 +977,7 @@ main() {
     status) cmd_status ;;
     ports) # open ports: "ADDR:PORT,PORT..." per line for TCP (the targets of
         # service detection tests), "udp ADDR:PORT,PORT..." for UDP. Plain
-        # "ports" prints the TCP lines only: tests/daemons.rs and bench.sh
+        # "ports" prints the TCP lines only: tests/lab/daemons.rs and bench.sh
         # read every line as ADDR:PORTS.
         case ${1:-tcp} in
         tcp | all)

@@ -1,23 +1,14 @@
-//! Real connect scans of listeners on 127.0.0.1 (no lab needed).
+//! Real connect scans of listeners on 127.0.0.1 (no lab needed). The one
+//! that needs root (a mount namespace) is in tests/lab/loopback.rs.
 
 use std::collections::BTreeSet;
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::{bin, events, of_type, open_ports, run, stderr, stdout};
 
-/// `n` listeners on loopback, plus a port that was just freed (so closed).
-fn listeners(n: usize) -> (Vec<TcpListener>, Vec<u16>, u16) {
-    let ls: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let ports = ls.iter().map(|l| l.local_addr().unwrap().port()).collect();
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    (ls, ports, closed)
-}
-
-fn spec(ports: &[u16]) -> String {
-    ports.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
-}
+mod common;
+use common::*;
 
 #[test]
 fn finds_exactly_the_listening_ports_with_the_event_schema() {
@@ -254,30 +245,4 @@ fn interrupt_keeps_what_was_found() {
 fn signal(pid: u32, sig: &str) {
     let st = Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status().unwrap();
     assert!(st.success());
-}
-
-/// Loopback is named by the hosts file alone (no DNS server is asked of
-/// 127.0.0.0/8), as nmap's report names it; and a machine whose
-/// resolv.conf names no server scans on, its hosts named by the hosts
-/// file, with one `error` event that says so and counts no error.
-#[test]
-fn loopback_is_named_by_the_hosts_file_and_no_dns_server_is_no_failure() {
-    let (_ls, ports, _) = listeners(1);
-    let out = run(&["-sT", "-p", &spec(&ports), "-oN", "-", "127.0.0.1"]);
-    assert!(stdout(&out).contains("\nNmap scan report for localhost (127.0.0.1)\n"), "{}", stdout(&out));
-    let empty = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(empty.path(), "# no nameserver\n").unwrap();
-    let script = format!(
-        "mount --bind {} /etc/resolv.conf && exec {} -sT -p {} -oJ - 127.0.0.1",
-        empty.path().display(),
-        bin(),
-        spec(&ports)
-    );
-    let out = Command::new("unshare").args(["-m", "sh", "-c", &script]).stdin(Stdio::null()).output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let evs = events(&stdout(&out));
-    assert_eq!(of_type(&evs, "rdns")[0]["name"], "localhost", "{evs:#?}");
-    let said: Vec<&str> = of_type(&evs, "error").iter().filter_map(|e| e["message"].as_str()).collect();
-    assert!(said.len() == 1 && said[0].contains("no DNS server to ask"), "{said:?}");
-    assert_eq!(of_type(&evs, "scan_end")[0]["errors"], 0);
 }

@@ -2,64 +2,23 @@
 //! real binary, with MOONSCAN_HOME in a temporary folder. Every hostile pack
 //! must be refused with a message naming the problem, and leave nothing in
 //! the data folder.
+//! What needs the lab or root is in tests/lab/packs.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 use moonscan::packs::sign;
 use moonscan::text::sha256_hex;
 
 use crate::util::{bin, stderr, stdout};
 
-/// A data folder and a working folder.
-struct Env {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-}
+mod common;
+use common::*;
 
+/// What only the tests without the lab do with a pack's folders (the rest
+/// of `Env` is in tests/packs/common.rs).
 impl Env {
-    fn new() -> Env {
-        Env { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(bin());
-        c.args(args)
-            .env("MOONSCAN_HOME", self.home.path())
-            .env_remove("MOONSCAN_KEY_PASSWORD")
-            .current_dir(self.work.path())
-            .stdin(Stdio::null());
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).output().expect("moonscan runs")
-    }
-
-    /// Runs a command that must succeed; returns its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let o = self.run(args);
-        assert!(o.status.success(), "moonscan {args:?} failed:\n{}{}", stdout(&o), stderr(&o));
-        stdout(&o)
-    }
-
-    /// Runs a command that must be refused (status 1) with a message holding
-    /// every needle; returns the message.
-    fn refused(&self, args: &[&str], needles: &[&str]) -> String {
-        let o = self.run(args);
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "moonscan {args:?} must be refused:\n{}{err}", stdout(&o));
-        for n in needles {
-            assert!(err.contains(n), "moonscan {args:?}: expected {n:?} in:\n{err}");
-        }
-        err
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.work.path().join(rel)
-    }
-
     fn s(&self, rel: &str) -> String {
         self.path(rel).to_string_lossy().into_owned()
     }
@@ -89,16 +48,6 @@ impl Env {
         fs::write(self.path(dir).join("pack.yaml"), bytes).unwrap();
         fs::write(self.path(dir).join("pack.sig"), sign::sign_bytes(&sk, bytes, comment).unwrap()).unwrap();
     }
-}
-
-/// A key pair (key.key, key.pub) that is trusted, and a signed pack `demo`.
-fn setup() -> Env {
-    let env = Env::new();
-    env.ok(&["pack", "keygen", "-o", "key"]);
-    env.ok(&["pack", "trust", "add", "key.pub"]);
-    env.ok(&["pack", "new", "demo"]);
-    env.ok(&["pack", "sign", "demo", "--key", "key.key"]);
-    env
 }
 
 /// A .tar.gz of `entries` (path, type, data, link target), headers written
@@ -390,6 +339,25 @@ fn a_lockfile_mismatch_is_refused() {
     env.refused(&["pack", "lock", "--check", "moonscan.lock"], &["pack demo 0.1.0 is pinned but not installed"]);
 }
 
+/// Serves `listener` as an SSH server that sends its banner and says no
+/// more: each connection (up to 20) stays open until the scanner closes it
+/// (or 10 s pass), on a thread of its own.
+fn ssh_banner_server(listener: std::net::TcpListener) {
+    std::thread::spawn(move || {
+        for s in listener.incoming().take(20).flatten() {
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut s = s;
+                let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
+                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+                // Whatever the scanner sends is read and ignored, to its end.
+                let mut buf = [0u8; 1024];
+                while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+}
+
 /// A lock only matters for what a scan selects: a stray moonscan.lock
 /// whose pack is not installed (every -sV scan failed on it), or an
 /// installed pack that differs from its pin, leaves the scans that select
@@ -403,14 +371,7 @@ fn a_lock_only_matters_for_what_a_scan_selects() {
     env.ok(&["pack", "remove", "demo"]);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(20).flatten() {
-            use std::io::Write;
-            let mut s = s;
-            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    });
+    ssh_banner_server(listener);
     let scan = ["-sT", "-sV", "-n", "-p", &port, "127.0.0.1", "-oJ", "-"];
     let o = env.run(&scan);
     assert!(o.status.success(), "a pin of a pack not installed stops no scan: {}", stderr(&o));
@@ -588,54 +549,6 @@ fn moonscan_verifies_a_signature_minisign_made() {
     assert!(env.installed().is_empty());
 }
 
-/// The demo pack's plugin replaced by `src`.
-fn set_plugin(env: &Env, src: &str) {
-    fs::write(env.path("demo/ssh-software.lua"), src).unwrap();
-}
-
-fn plugin_src(id: &str, cats: &str, top: &str) -> String {
-    format!(
-        "{top}\nreturn {{ id = '{id}', description = 'd', categories = {{ {cats} }}, ports = {{ 80 }},\n\
-         run = function(ctx) ctx:finding{{ title = 'untrusted plugin ran' }} end }}\n"
-    )
-}
-
-// Regression: an untrusted pack's plugin called `default` ran under -sC,
-// because the bare id matched the term.
-#[test]
-fn an_untrusted_plugin_cannot_pass_for_a_category() {
-    let env = setup();
-    env.ok(&["pack", "keygen", "-o", "stranger"]);
-    set_plugin(&env, &plugin_src("default", "'default', 'safe'", ""));
-    env.refused(&["pack", "sign", "demo", "--key", "stranger.key", "--update-hashes"], &["category or keyword"]);
-    set_plugin(&env, &plugin_src("web-probe", "'default', 'safe'", ""));
-    env.ok(&["pack", "sign", "demo", "--key", "stranger.key", "--update-hashes"]);
-    let out = env.ok(&["pack", "install", "demo", "--allow-unsigned"]);
-    assert!(out.contains("UNTRUSTED"), "{out}");
-    let listed = env.ok(&["plugins", "list", "default"]);
-    assert!(!listed.contains("web-probe"), "{listed}");
-    // By its bare id: an error that names the full name to use.
-    let o = env.run(&["--script", "web-probe", "-p", "9", "127.0.0.1"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("untrusted pack demo") && stderr(&o).contains("demo:web-probe"), "{}", stderr(&o));
-    // Under -sC on a port it would run on, it does not run; named in full, it does.
-    let _lab = crate::util::lab();
-    let home = env.home.path().to_str().unwrap().to_string();
-    let scan = |script: &str| {
-        let out = crate::util::in_lab("env")
-            .args([&format!("MOONSCAN_HOME={home}"), crate::util::bin(), "-n", "-p", "80", "--script", script])
-            .args(["-oJ", "-", crate::util::TARGET])
-            .output()
-            .unwrap();
-        crate::util::events(&stdout(&out))
-    };
-    let evs = scan("default");
-    assert!(evs.iter().any(|e| e["plugin"] == "http-title"), "the core default plugins ran");
-    assert!(!evs.iter().any(|e| e["plugin"] == "demo:web-probe"), "{evs:?}");
-    let evs = scan("demo:web-probe");
-    assert!(evs.iter().any(|e| e["plugin"] == "demo:web-probe" && e["title"] == "untrusted plugin ran"), "{evs:?}");
-}
-
 // Regression: every scan ran the top-level code of every installed plugin,
 // selected or not (a slow one delayed every later scan).
 #[test]
@@ -734,14 +647,7 @@ fn a_pack_with_a_library_module_installs_signed_and_its_plugin_requires_it() {
     // A scan runs it on a loopback server that sends an SSH banner.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for s in listener.incoming().take(20).flatten() {
-            use std::io::Write;
-            let mut s = s;
-            let _ = s.write_all(b"SSH-2.0-OpenSSH_9.9 lab\r\n");
-            std::thread::sleep(std::time::Duration::from_millis(200));
-        }
-    });
+    ssh_banner_server(listener);
     let port = port.to_string();
     let out = env.ok(&["-sT", "-sV", "-n", "-p", &port, "127.0.0.1", "--script", "demo:demo-ssh-software", "-oJ", "-"]);
     let found: Vec<_> = crate::util::events(&out).into_iter().filter(|e| e["type"] == "finding").collect();
@@ -780,35 +686,6 @@ fn without_home_the_data_folder_is_never_the_current_folder() {
     let text = format!("{}{}", stdout(&o), stderr(&o));
     assert!(!text.contains("planted"), "./.moonscan was read:\n{text}");
     assert_eq!(o.status.code(), Some(0), "{text}");
-}
-
-/// A data folder (or a folder in it) that another user owns, or that its
-/// group or others may write, is refused by `pack` and by scans alike.
-#[test]
-fn a_data_folder_another_user_could_write_is_refused() {
-    use std::os::unix::fs::PermissionsExt;
-    let env = Env::new();
-    let home = env.home.path();
-    fs::create_dir_all(home.join("trusted")).unwrap();
-    let refused = |needle: &str| {
-        for args in [&["pack", "list"][..], &["--script-help", "banner"][..]] {
-            let o = env.run(args);
-            let err = stderr(&o);
-            assert_ne!(o.status.code(), Some(0), "{args:?} ran with the data folder {needle}");
-            assert!(err.contains(needle) && err.contains("only you can write"), "{args:?}: {err}");
-        }
-    };
-    fs::set_permissions(home.join("trusted"), fs::Permissions::from_mode(0o777)).unwrap();
-    refused("can be written by its group or others (mode 777)");
-    fs::set_permissions(home.join("trusted"), fs::Permissions::from_mode(0o755)).unwrap();
-    fs::set_permissions(home, fs::Permissions::from_mode(0o775)).unwrap();
-    refused("can be written by its group or others (mode 775)");
-    fs::set_permissions(home, fs::Permissions::from_mode(0o755)).unwrap();
-    // scripts/test.sh runs the tests as root, which may give a folder away.
-    std::os::unix::fs::chown(home, Some(65534), None).expect("chown (the tests run as root)");
-    refused("belongs to user 65534");
-    std::os::unix::fs::chown(home, Some(0), None).unwrap();
-    assert_eq!(env.run(&["pack", "list"]).status.code(), Some(0));
 }
 
 /// A metadata cache entry edited to make an intrusive plugin `default,

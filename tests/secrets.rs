@@ -3,70 +3,16 @@
 //! resume file keeps the command line whole, for its owner alone), and no
 //! file moonscan names itself (the resume file, a resumed scan's XML, the
 //! files install.sh writes) is written through a link someone planted.
+//! What needs the lab is in tests/lab/secrets.rs.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use serde_json::Value;
+use crate::util::{bin, repo, stderr, wait_until};
 
-use crate::util::{bin, in_lab, lab, repo, stderr, stdout, wait_for_events, TARGET};
-
-/// The password and script argument the tests look for.
-const SECRET: &str = "hunter2";
-/// Every output format, each to its own file.
-const OUTPUTS: [&str; 10] = ["-oX", "o.xml", "-oN", "o.nmap", "-oG", "o.gnmap", "-oJ", "o.json", "--sarif", "o.sarif"];
-
-/// A connect scan of every port of `target`, slow enough to interrupt.
-fn slow_scan(cmd: &mut Command, dir: &Path, target: &str, extra: &[&str]) -> Child {
-    cmd.args(["-sT", "-Pn", "-n", "-p", "1-65535", target, "--max-rate", "300"])
-        .args(extra)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("moonscan starts")
-}
-
-/// Ctrl-C once the scan's NDJSON (o.json in `dir`) has begun; waits for the exit.
-fn interrupt_once_started(child: Child, dir: &Path) -> Output {
-    wait_for_events(&dir.join("o.json"), 1, |e| e["type"] == "scan_start", Duration::from_secs(20));
-    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(st.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "an interrupted scan exits 1: {}", stderr(&out));
-    out
-}
-
-/// Asserts no output file in `dir` holds the secret; returns the scan id.
-fn outputs_hold_no_secret(dir: &Path) -> String {
-    for file in OUTPUTS.iter().skip(1).step_by(2) {
-        let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        assert!(!text.contains(SECRET), "{file} holds the secret:\n{text}");
-    }
-    let start: Value =
-        serde_json::from_str(std::fs::read_to_string(dir.join("o.json")).unwrap().lines().next().expect("scan_start"))
-            .unwrap();
-    let args: Vec<&str> = start["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    let at = args.iter().position(|a| *a == "--script-args").expect("--script-args recorded");
-    assert_eq!(args[at + 1], "<redacted>");
-    start["scan_id"].as_str().unwrap().to_string()
-}
-
-/// The resume file: mode 0600, and the command line whole so the scan can be finished.
-fn resume_file_is_private_and_whole(dir: &Path, whole: &[&str]) {
-    let path = dir.join("moonscan.resume");
-    let meta = std::fs::symlink_metadata(&path).expect("a resume file");
-    assert!(meta.is_file());
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
-    let f: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let args: Vec<&str> = f["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
-    for w in whole {
-        assert!(args.contains(w), "{w} kept in the resume file: {args:?}");
-    }
-}
+mod common;
+use common::*;
 
 // Regression: --script-args values were written raw everywhere but SARIF,
 // and the resume file was readable by all (0644).
@@ -84,29 +30,6 @@ fn script_args_stay_out_of_every_output_and_the_sqlite_store() {
         conn.query_row("SELECT CAST(args AS TEXT) FROM scans WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
     assert!(stored.contains("<redacted>") && !stored.contains(SECRET), "{stored}");
     resume_file_is_private_and_whole(dir.path(), &[&args]);
-}
-
-// Regression: `--db postgres://user:secret@host/db` put the password in
-// every output, in the database's scans table and in the resume file (0644).
-#[test]
-fn a_database_password_stays_out_of_every_output_and_the_postgres_store() {
-    let _lab = lab();
-    let dir = tempfile::tempdir().unwrap();
-    // The lab trusts the moonscan role: the password is only carried.
-    let url = format!("postgres://moonscan:{SECRET}@198.18.0.3/moonscan_results");
-    let args = format!("pass={SECRET}");
-    let mut extra = vec!["--script", "banner", "--script-args", &args, "--db", &url];
-    extra.extend(OUTPUTS);
-    let child = slow_scan(&mut in_lab(bin()), dir.path(), TARGET, &extra);
-    interrupt_once_started(child, dir.path());
-    let id = outputs_hold_no_secret(dir.path());
-    let xml = std::fs::read_to_string(dir.path().join("o.xml")).unwrap();
-    assert!(xml.contains("postgres://moonscan:***@198.18.0.3/moonscan_results"), "{xml}");
-    let show = in_lab(bin()).args(["db", "--db", &url, "show", &id]).output().unwrap();
-    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
-    let command = stdout(&show).lines().find(|l| l.starts_with("command: ")).unwrap_or_default().to_string();
-    assert!(command.contains("moonscan:***@198.18.0.3") && !command.contains(SECRET), "{command}");
-    resume_file_is_private_and_whole(dir.path(), &[&url, &args]);
 }
 
 // Regression: Ctrl-C wrote moonscan.resume.tmp through a link another user
@@ -137,11 +60,8 @@ fn an_interrupted_scan_and_its_resume_write_through_no_planted_link() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(20);
-    while !dir.join("o.resumed-2.xml").exists() {
-        assert!(Instant::now() < until, "the resumed scan never opened its XML");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let opened = wait_until(Duration::from_secs(20), || dir.join("o.resumed-2.xml").exists().then_some(()));
+    assert!(opened.is_some(), "the resumed scan never opened its XML");
     let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(st.success());
     let out = child.wait_with_output().unwrap();

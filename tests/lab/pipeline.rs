@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::util::{bin, events, in_lab, lab, of_type};
+use crate::util::{bin, events, in_lab, lab, of_type, wait_until};
 
 /// Peak RSS (VmHWM) of a running process, in kB.
 fn peak_rss_kb(pid: u32) -> u64 {
@@ -34,10 +34,7 @@ fn slow_detection_holds_discovery_back_and_memory_stays_flat() {
     // reported ahead of detection). On a loaded machine discovery takes
     // longer to get there, and what it allocates until then is its own.
     let reported = || std::fs::read_to_string(&out).map_or(0, |t| t.matches(r#""type":"port""#).count());
-    let until = std::time::Instant::now() + Duration::from_secs(20);
-    while reported() < 1024 && std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _ = wait_until(Duration::from_secs(20), || (reported() >= 1024).then_some(()));
     let mut rss = Vec::new();
     for _ in 0..8 {
         rss.push(peak_rss_kb(pid));

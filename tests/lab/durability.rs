@@ -3,6 +3,7 @@
 //! uninterrupted one, without probing anything twice.
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -149,15 +150,24 @@ fn a_second_ctrl_c_quits_at_once() {
         .args(["-sV", "-n", "--service-timeout", "30s", "-p", "7001", "198.18.0.4", "-oJ", out.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Its stderr, line by line, read on a thread of its own (to its end: the pipe never fills).
+    let (tx, said) = std::sync::mpsc::channel();
+    let err = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || err.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
     // The port is found, so detection is under way.
     wait_for_events(&out, 1, |e| e["type"] == "port" && e["port"] == 7001, Duration::from_secs(10));
     let int = |pid: u32| Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
     assert!(int(child.id()).success());
+    // The first Ctrl-C is taken: moonscan says it waits for what is in flight.
+    let taken = std::iter::from_fn(|| said.recv_timeout(Duration::from_secs(10)).ok())
+        .any(|l| l.contains("interrupted; waiting for outstanding probes"));
+    assert!(taken, "the first Ctrl-C was never taken");
     // Still running a while later: the first Ctrl-C waits for work in flight
-    // (the endless banner keeps detection busy for its 30 s budget).
+    // (the endless banner keeps detection busy for its 30 s budget). The
+    // 300 ms are the span this holds over, not a wait for something.
     std::thread::sleep(Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "the first Ctrl-C waits for work in flight");
     let t = std::time::Instant::now();
