@@ -854,51 +854,9 @@ pub fn steady_form(r: &ScriptEvent, volatile: &[String]) -> String {
 /// covered (a port both scanned on a host both reported, a plugin both
 /// ran); the rest is counted in [`Diff::uncovered`].
 pub fn diff(a: &[Event], b: &[Event]) -> Diff {
-    type Key = (IpAddr, u16, String);
-    let open = |evs: &[Event]| -> BTreeSet<Key> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Port(p) if p.state == PortState::Open => Some((p.ip, p.port, p.proto.to_string())),
-                _ => None,
-            })
-            .collect()
-    };
-    // A port's service, findings and script results, by the name it was
-    // scanned under too (two names of one address are two targets).
-    let services = |evs: &[Event]| -> BTreeMap<(Key, Option<String>), String> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Service(s) => Some((((s.ip, s.port, s.proto.to_string()), s.targetname.clone()), identity(s))),
-                _ => None,
-            })
-            .collect()
-    };
-    type FindingKey = (IpAddr, u16, String, String, Option<String>);
-    let findings = |evs: &[Event]| -> BTreeMap<FindingKey, FindingEvent> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Finding(f) => {
-                    let key = (f.ip, f.port, f.plugin.clone(), f.title.clone(), f.targetname.clone());
-                    Some((key, (**f).clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    };
-    let scripts = |evs: &[Event]| -> BTreeMap<(Key, String, bool, Option<String>), ScriptEvent> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Script(r) => {
-                    let key = ((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host, r.targetname.clone());
-                    Some((key, (**r).clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    };
     let (cov_a, cov_b) = (Coverage::of(a), Coverage::of(b));
-    let (open_a, open_b) = (open(a), open(b));
-    let (svc_a, svc_b) = (services(a), services(b));
+    let (open_a, open_b) = (open_ports(a), open_ports(b));
+    let (svc_a, svc_b) = (service_ids(a), service_ids(b));
     let mut d = Diff::default();
     for key in open_b.difference(&open_a) {
         if cov_a.covers(key) {
@@ -938,12 +896,89 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         let at = (f.ip, f.port, f.proto.to_string());
         both_ran(&f.plugin) && cov_a.covers(&at) && cov_b.covers(&at)
     };
-    let (find_a, find_b) = (findings(a), findings(b));
+    let (find_a, find_b) = (findings_by_key(a), findings_by_key(b));
     let new = find_b.iter().filter(|(k, f)| compared(f) && !find_a.contains_key(*k));
     d.new_findings = new.map(|(_, f)| f.clone()).collect();
     let gone = find_a.iter().filter(|(k, f)| compared(f) && !find_b.contains_key(*k));
     d.gone_findings = gone.map(|(_, f)| f.clone()).collect();
-    let (res_a, res_b) = (scripts(a), scripts(b));
+    d.scripts = changed_scripts(&script_results(a), &script_results(b), &both_ran, (&open_a, &open_b));
+    d.os = changed_os(&detected_os(a), &detected_os(b), (&cov_a, &cov_b));
+    d
+}
+
+/// A port: address, number and protocol.
+type PortKey = (IpAddr, u16, String);
+/// A finding: address, port, plugin, title, and the name scanned under.
+type FindingKey = (IpAddr, u16, String, String, Option<String>);
+/// A script result: its port, plugin, whether of the host, and the name scanned under.
+type ScriptKey = (PortKey, String, bool, Option<String>);
+
+/// The open ports of a scan.
+fn open_ports(evs: &[Event]) -> BTreeSet<PortKey> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Port(p) if p.state == PortState::Open => Some((p.ip, p.port, p.proto.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A port's service, by the name it was scanned under too (two names of
+/// one address are two targets).
+fn service_ids(evs: &[Event]) -> BTreeMap<(PortKey, Option<String>), String> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Service(s) => Some((((s.ip, s.port, s.proto.to_string()), s.targetname.clone()), identity(s))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The findings of a scan, by what makes each one.
+fn findings_by_key(evs: &[Event]) -> BTreeMap<FindingKey, FindingEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Finding(f) => {
+                let key = (f.ip, f.port, f.plugin.clone(), f.title.clone(), f.targetname.clone());
+                Some((key, (**f).clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The script results of a scan.
+fn script_results(evs: &[Event]) -> BTreeMap<ScriptKey, ScriptEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Script(r) => {
+                let key = ((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host, r.targetname.clone());
+                Some((key, (**r).clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// OS detection's results (not passive hints), by host.
+fn detected_os(evs: &[Event]) -> BTreeMap<IpAddr, OsEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Os(o) if super::super::os_text::detected(o) => Some((o.ip, (**o).clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Script results that differ (beyond what their plugin calls volatile)
+/// on a port open in both scans, of a plugin both ran.
+fn changed_scripts(
+    res_a: &BTreeMap<ScriptKey, ScriptEvent>,
+    res_b: &BTreeMap<ScriptKey, ScriptEvent>,
+    both_ran: &dyn Fn(&str) -> bool,
+    (open_a, open_b): (&BTreeSet<PortKey>, &BTreeSet<PortKey>),
+) -> Vec<(Option<ScriptEvent>, Option<ScriptEvent>)> {
+    let mut changed = Vec::new();
     let keys: BTreeSet<_> = res_a.keys().chain(res_b.keys()).collect();
     for key in keys {
         let ((port, plugin, _, _), (x, y)) = (key, (res_a.get(key), res_b.get(key)));
@@ -956,19 +991,19 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         volatile.sort();
         volatile.dedup();
         if x.map(|r| steady_form(r, &volatile)) != y.map(|r| steady_form(r, &volatile)) {
-            d.scripts.push((x.cloned(), y.cloned()));
+            changed.push((x.cloned(), y.cloned()));
         }
     }
-    // OS detection (not a passive hint) of a host both scans reported.
-    let os = |evs: &[Event]| -> BTreeMap<IpAddr, OsEvent> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Os(o) if super::super::os_text::detected(o) => Some((o.ip, (**o).clone())),
-                _ => None,
-            })
-            .collect()
-    };
-    let (os_a, os_b) = (os(a), os(b));
+    changed
+}
+
+/// OS detection that differs on a host both scans reported.
+fn changed_os(
+    os_a: &BTreeMap<IpAddr, OsEvent>,
+    os_b: &BTreeMap<IpAddr, OsEvent>,
+    (cov_a, cov_b): (&Coverage, &Coverage),
+) -> Vec<OsChange> {
+    let mut changed = Vec::new();
     let hosts: BTreeSet<&IpAddr> = os_a.keys().chain(os_b.keys()).collect();
     for ip in hosts {
         if !(cov_a.hosts.contains(ip) && cov_b.hosts.contains(ip)) {
@@ -978,8 +1013,8 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         // A scan without OS detection on the host says nothing of its OS.
         let (Some(x), Some(y)) = (x, y) else { continue };
         if os_form(x) != os_form(y) {
-            d.os.push(OsChange { ip: *ip, before: os_shown(x), after: os_shown(y) });
+            changed.push(OsChange { ip: *ip, before: os_shown(x), after: os_shown(y) });
         }
     }
-    d
+    changed
 }
