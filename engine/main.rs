@@ -162,13 +162,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     let places = cli::places::from_env();
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if plan.text_on_stdout {
-        let text = Text::new(StdoutAround(progress.clone()))
-            .with_reasons(plan.reasons)
-            .with_logs(plan.logs)
-            .with_nmap_dirs(places.nmap.clone());
-        // A person at a terminal gets nmap's screen: each host's report at the end.
-        let text = if io::stdout().is_terminal() { text.as_report(verbose) } else { text };
-        sinks.push(Box::new(text));
+        sinks.push(text_sink(&progress, plan.reasons, plan.logs, verbose, places.nmap.clone()));
     }
     match &plan.json {
         Some(cli::Dest::Stdout) => sinks.push(Box::new(Ndjson::new(StdoutAround(progress.clone())))),
@@ -191,19 +185,9 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             // scan's beside the first part, and puts it in its place at the
             // end; when the first part is not whole (a killed scan), its own.
             cli::Dest::File(path) if resuming && *format == cli::Format::Xml => {
-                let (resumed, f) =
-                    cli::resume::create_beside(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
-                prior = read_prior(path, &redo);
-                match &prior {
-                    Some(_) => replace.push((resumed, path.clone())),
-                    None => moonscan::tell!(
-                        "moonscan: note: {} is not a whole moonscan report (cut off by a kill, unreadable or edited), \
-                         so the resumed scan's XML goes beside it, to {}; -oJ and --db, when given, hold both parts",
-                        path.display(),
-                        resumed.display()
-                    ),
-                }
-                Box::new(f)
+                let (f, read) = resumed_xml(path, flag, &redo, &mut replace)?;
+                prior = read;
+                f
             }
             cli::Dest::File(path) => {
                 Box::new(open_output(path, resuming).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?)
@@ -226,14 +210,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
         });
     }
     if let Some(dest) = &plan.sarif {
-        let rules = plan_rules(&scan_plugins);
-        let writer: Box<dyn Write + Send> = match dest {
-            cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
-            cli::Dest::File(path) => {
-                Box::new(File::create(path).map_err(|e| anyhow::anyhow!("--sarif {}: {e}", path.display()))?)
-            }
-        };
-        sinks.push(Box::new(output::Sarif::new(writer, rules)));
+        sinks.push(sarif_sink(dest, &scan_plugins, &progress)?);
     }
     if let Some(db) = &plan.db {
         sinks.push(
@@ -246,19 +223,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     let events = scan.take_events();
     let writer = std::thread::spawn(move || output::drain(events, sinks));
 
-    let stopper = scan.stopper();
-    let end = rt.block_on(async {
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                stopper.stop();
-                moonscan::tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(130);
-                }
-            }
-        });
-        scan.finish().await
-    });
+    let end = wait_for_end(&rt, scan);
     let end = match end {
         Ok(end) => end,
         Err(e) => {
@@ -282,7 +247,91 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             return Ok(1);
         }
     }
-    for (whole, first) in &replace {
+    replace_xml(&replace);
+    save_or_remove_resume(&end, resumable, &order, (space_len, seed), argv, plan.resume_file.as_deref());
+    Ok(if end.errors > 0 || end.interrupted { 1 } else { 0 })
+}
+
+/// Text for people on stdout (around the progress bar).
+fn text_sink(
+    progress: &Option<ProgressBar>,
+    reasons: bool,
+    logs: bool,
+    verbose: bool,
+    nmap_dirs: Vec<std::path::PathBuf>,
+) -> Box<dyn Sink> {
+    let text =
+        Text::new(StdoutAround(progress.clone())).with_reasons(reasons).with_logs(logs).with_nmap_dirs(nmap_dirs);
+    // A person at a terminal gets nmap's screen: each host's report at the end.
+    let text = if io::stdout().is_terminal() { text.as_report(verbose) } else { text };
+    Box::new(text)
+}
+
+/// The SARIF report (`--sarif`), with a rule for each plugin the scan runs.
+fn sarif_sink(
+    dest: &cli::Dest,
+    scan_plugins: &Option<Arc<moonscan::plugins::stage::PluginConfig>>,
+    progress: &Option<ProgressBar>,
+) -> anyhow::Result<Box<dyn Sink>> {
+    let rules = plan_rules(scan_plugins);
+    let writer: Box<dyn Write + Send> = match dest {
+        cli::Dest::Stdout => Box::new(StdoutAround(progress.clone())),
+        cli::Dest::File(path) => {
+            Box::new(File::create(path).map_err(|e| anyhow::anyhow!("--sarif {}: {e}", path.display()))?)
+        }
+    };
+    Ok(Box::new(output::Sarif::new(writer, rules)))
+}
+
+/// The -oX file of a resumed scan: the whole scan's report is written
+/// beside the first part's (`path`), to take its place at the end (noted
+/// in `replace`) when the first part reads back whole (its hosts, less
+/// those in `redo`, are then kept); else beside it for good.
+fn resumed_xml(
+    path: &std::path::Path,
+    flag: &str,
+    redo: &[std::net::IpAddr],
+    replace: &mut Vec<(std::path::PathBuf, std::path::PathBuf)>,
+) -> anyhow::Result<(Box<dyn Write + Send>, Option<output::xml_prior::Prior>)> {
+    let (resumed, f) =
+        cli::resume::create_beside(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))?;
+    let prior = read_prior(path, redo);
+    match &prior {
+        Some(_) => replace.push((resumed, path.to_path_buf())),
+        None => moonscan::tell!(
+            "moonscan: note: {} is not a whole moonscan report (cut off by a kill, unreadable or edited), \
+             so the resumed scan's XML goes beside it, to {}; -oJ and --db, when given, hold both parts",
+            path.display(),
+            resumed.display()
+        ),
+    }
+    Ok((Box::new(f), prior))
+}
+
+/// Waits for the scan's end; a first Ctrl-C stops it (the probes out
+/// are waited for), a second quits at once.
+fn wait_for_end(
+    rt: &tokio::runtime::Runtime,
+    scan: ScanHandle,
+) -> moonscan::error::Result<moonscan::findings::ScanEnd> {
+    let stopper = scan.stopper();
+    rt.block_on(async {
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stopper.stop();
+                moonscan::tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        scan.finish().await
+    })
+}
+
+/// A resumed scan's whole -oX report takes the place of its first part.
+fn replace_xml(replace: &[(std::path::PathBuf, std::path::PathBuf)]) {
+    for (whole, first) in replace {
         // On disk before it takes the first part's place.
         let synced = File::open(whole).and_then(|f| f.sync_all());
         if let Err(e) = synced.and_then(|()| std::fs::rename(whole, first)) {
@@ -293,6 +342,19 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             );
         }
     }
+}
+
+/// The resume file: an interrupted scan that can be resumed writes one
+/// (`resume_file`, the one it was resumed from, or the default), a
+/// finished resumed scan removes its own.
+fn save_or_remove_resume(
+    end: &moonscan::findings::ScanEnd,
+    resumable: bool,
+    order: &moonscan::targets::Progress,
+    (space_len, seed): (u64, u64),
+    argv: Vec<String>,
+    resume_file: Option<&std::path::Path>,
+) {
     if end.interrupted && !resumable {
         // Only one order of (address, port) pairs records where it got to:
         // not TCP and UDP together, nor hosts scanned as discovery finds them.
@@ -312,7 +374,9 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
                 hosts,
             };
             // A resumed scan interrupted again updates its own resume file.
-            let path = plan.resume_file.clone().unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
+            let path = resume_file
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();
             match cli::resume::save(path, &file) {
                 Ok(()) => moonscan::tell!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
@@ -320,11 +384,10 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             }
         }
     }
-    if let (false, Some(path)) = (end.interrupted, &plan.resume_file) {
+    if let (false, Some(path)) = (end.interrupted, resume_file) {
         // Finished: the resume file has done its job.
         let _ = std::fs::remove_file(path);
     }
-    Ok(if end.errors > 0 || end.interrupted { 1 } else { 0 })
 }
 
 /// Largest first part of an -oX report a resumed scan reads back.

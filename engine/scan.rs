@@ -133,108 +133,16 @@ pub(crate) async fn run(
     let udp_raw = cfg.udp.as_ref().is_some_and(|u| u.raw);
     let tcp_raw = !matches!(cfg.scan_type, ScanType::Connect | ScanType::Udp);
     let raw_stage = cfg.os.is_some() || cfg.traceroute;
-    let links = if (tcp_raw || udp_raw || raw_stage) && !cfg.list_only {
-        let mut addrs = cfg.space.addrs().clone();
-        if let Some(also) = cfg.udp.as_ref().and_then(|u| u.also.as_ref()) {
-            addrs = also.addrs().clone();
-        }
-        let opts = cfg.link.clone();
-        // Without host discovery (-Pn) every host is taken as up, and its
-        // first probe needs its MAC if it is on-link: all are asked first.
-        // With discovery, discovery asks them.
-        let ask = cfg.discovery.is_none().then_some(Pace {
-            timeout: cfg.timing.timeout,
-            initial_timeout: cfg.timing.initial_rtt_timeout,
-            retries: cfg.timing.retries,
-            max_retries: cfg.timing.retries,
-            window: cfg.timing.raw_window,
-            max_rate: cfg.timing.max_rate,
-            scan_delay: None,
-        });
-        let stop = stop.clone();
-        let resolved = tokio::task::spawn_blocking(move || {
-            let mut links = Links::resolve(&addrs, &opts, ARP_TIMEOUT)?;
-            if let Some(pace) = ask.filter(|_| !links.loopback) {
-                links.ask_neighbours(pace, &|| stop.is_set()).map_err(|e| {
-                    Error::with_source(ErrorKind::Io, format!("ARP/NDP requests to on-link targets failed: {e}"), e)
-                })?;
-            }
-            Ok::<_, Error>(links)
-        })
-        .await;
-        Some(resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))??)
-    } else {
-        None
-    };
-    // Raw frames cannot reach this machine's own addresses through loopback:
-    // a SYN scan becomes a connect scan, a UDP scan uses UDP sockets, the
-    // others have no such stand-in.
+    let links =
+        if (tcp_raw || udp_raw || raw_stage) && !cfg.list_only { Some(resolve_links(cfg, &stop).await?) } else { None };
     let loopback = links.as_ref().is_some_and(|l| l.loopback);
-    if loopback && tcp_raw && cfg.scan_type != ScanType::Syn {
-        return Err(Error::new(
-            ErrorKind::Config,
-            format!("{} sends raw packets, which cannot reach this machine's own addresses", cfg.scan_type.flag()),
-        ));
-    }
+    check_loopback(cfg, loopback, tcp_raw)?;
     let scan_id: ScanId = new_scan_id().into();
     let also_udp = cfg.udp.as_ref().and_then(|u| u.also.as_ref());
-    let ping_only = cfg.discovery.as_ref().is_some_and(|d| d.ping_only);
     let hosts_space = HostPlan::hosts_of(&cfg.space)?;
-    let planned = if cfg.list_only {
-        0
-    } else if let (true, Some(d)) = (ping_only, &cfg.discovery) {
-        let hosts = match &cfg.resume {
-            Some(segs) => {
-                segs.iter().map(|s| s.remaining(hosts_space.len())).sum::<u64>() + cfg.resume_hosts.len() as u64
-            }
-            None => hosts_space.shard_len(cfg.shard),
-        };
-        hosts * d.probes.len() as u64
-    } else {
-        let tcp: u64 = match &cfg.resume {
-            // Hosts left, each with all its ports.
-            Some(segs) if cfg.discovery.is_some() => {
-                let hosts: u64 = segs.iter().map(|s| s.remaining(hosts_space.len())).sum();
-                (hosts + cfg.resume_hosts.len() as u64) * cfg.space.ports().len() as u64
-            }
-            Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
-            None => cfg.space.shard_len(cfg.shard),
-        };
-        tcp + also_udp.map_or(0, |s| s.shard_len(cfg.shard))
-    };
+    let planned = probes_planned(cfg, &hosts_space);
     stats.planned.store(planned, std::sync::atomic::Ordering::Relaxed);
-    let start = ScanStart {
-        scan_id: scan_id.clone(),
-        started: SystemTime::now(),
-        args: cfg.args.clone(),
-        scan_type: match cfg.scan_type {
-            ScanType::Syn if links.is_none() || loopback => ScanType::Connect,
-            t => t,
-        },
-        seed: cfg.seed,
-        probes_planned: planned,
-        settings: ScanSettings {
-            ports: if cfg.scan_type == ScanType::Udp || ping_only || cfg.list_only {
-                Vec::new()
-            } else {
-                cfg.space.ports().to_vec()
-            },
-            udp_ports: match &cfg.udp {
-                Some(UdpPlan { also: Some(also), .. }) => also.ports().to_vec(),
-                Some(UdpPlan { also: None, .. }) => cfg.space.ports().to_vec(),
-                None => Vec::new(),
-            },
-            service_detection: cfg.detector.is_some(),
-            version_intensity: cfg.detector.as_ref().map(|d| d.options().intensity),
-            plugins: cfg.plugins.as_ref().map(|p| p.plugins.iter().map(|p| p.name()).collect()).unwrap_or_default(),
-            shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
-            verbosity: cfg.verbosity,
-            hosts: if cfg.discovery.is_some() || cfg.list_only { hosts_space.shard_len(cfg.shard) } else { 0 },
-            hostnames: cfg.hostnames.clone(),
-            also_by_address: cfg.also_by_address.clone(),
-            partial: cfg.resume.is_some() || cfg.host_timeout.is_some(),
-        },
-    };
+    let start = scan_start(cfg, scan_id.clone(), planned, links.is_none() || loopback, &hosts_space);
     let names = Arc::new(start.settings.targets_by_address());
     let _ = events.send(Event::ScanStart(start)).await;
     let t0 = Instant::now();
@@ -263,11 +171,307 @@ pub(crate) async fn run(
     }
 
     if let Some(l) = &links {
-        for (ip, why) in l.unreachable() {
-            let message = format!("cannot reach {ip}: {why}");
-            ctx.emit(ctx.error(Some(ip), None, None, crate::findings::ErrorKind::Io, message)).await;
+        report_unreachable(&ctx, l).await;
+    }
+    let (stages, next) = start_stages(cfg, &ctx);
+    let found = Found { ctx: ctx.clone(), next };
+    let raw_links = links.clone().map(Arc::new);
+    let passes = Passes {
+        cfg,
+        hosts_space: &hosts_space,
+        also_udp,
+        links: links.filter(|l| !l.loopback).map(Arc::new),
+        tcp_raw,
+        udp_raw,
+        payloads: cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default(),
+        key: (random_u64(), random_u64()),
+    };
+    let first = passes.first();
+    let os_stage = passes.start_os(&ctx, raw_links.clone());
+    let outcome = async {
+        Ok::<bool, Error>(match also_udp {
+            None => first.run(cfg, &ctx, found).await?,
+            Some(also) => {
+                let second = passes.second(also);
+                let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
+                a? | b?
+            }
+        })
+    }
+    .await;
+    // A pass that failed or was cut short hands no more hosts to OS
+    // detection, which then ends with the hosts it has.
+    let interrupted = match outcome {
+        Ok(interrupted) => interrupted,
+        Err(e) => {
+            if let Some(seen) = &ctx.os_seen {
+                seen.close();
+            }
+            if let Some(os) = os_stage {
+                let _ = os.await;
+            }
+            return Err(e);
+        }
+    };
+    emit_hints(&ctx).await;
+    trace_hosts(cfg, &ctx, raw_links, interrupted).await;
+    if let Some(os) = os_stage {
+        let _ = os.await;
+    }
+    // Discovery's `found` is gone: the next stage's input is closed, and so on down.
+    for stage in stages.into_iter().rev() {
+        let _ = stage.await;
+    }
+    // A stop after the last probe still cut detection or plugins short.
+    Ok(finish(&ctx, &stats, interrupted, cfg.discovery.is_none()).await)
+}
+
+/// What the scan's passes (the scan type's, and UDP's beside a TCP one)
+/// share: the raw paths and which protocols take them, the pace to split,
+/// the hosts to walk, the UDP payloads and the cookies' key.
+struct Passes<'a> {
+    cfg: &'a ScanConfig,
+    hosts_space: &'a TargetSpace,
+    also_udp: Option<&'a TargetSpace>,
+    /// The raw paths (none to this machine's own addresses).
+    links: Option<Arc<Links>>,
+    tcp_raw: bool,
+    udp_raw: bool,
+    payloads: Arc<Payloads>,
+    key: (u64, u64),
+}
+
+impl Passes<'_> {
+    /// The timing of a pass over `part` of the probes. With TCP and UDP
+    /// both, the two passes run side by side and share the rate. Sockets
+    /// too: each pass gets half the window (the open-file limit's share).
+    fn share(&self, part: u64) -> Timing {
+        let cfg = self.cfg;
+        let mut t = cfg.timing.clone();
+        if let Some(also) = self.also_udp {
+            let whole = (cfg.space.len() + also.len()).max(1) as f64;
+            t.max_rate = t.max_rate.map(|r| (r * part as f64 / whole).max(0.01));
+            t.min_rate = t.min_rate.map(|r| (r * part as f64 / whole).max(0.01));
+            t.window = (t.window / 2).max(1);
+        }
+        t
+    }
+
+    /// Each pass goes raw only where its protocol may (-sT -sU: UDP raw, TCP by connect).
+    fn raw_for(&self, kind: ScanType) -> Option<Arc<Links>> {
+        self.links.clone().filter(|_| if kind == ScanType::Udp { self.udp_raw } else { self.tcp_raw })
+    }
+
+    /// With host discovery, or a host timeout on a raw pass, a pass walks the
+    /// hosts and scans each one's ports when it is found up.
+    fn by_host(&self, kind: ScanType, ports: &crate::targets::TargetSpace, quiet: bool) -> Option<HostScan> {
+        let cfg = self.cfg;
+        let walk = cfg.discovery.is_some() || (cfg.host_timeout.is_some() && self.raw_for(kind).is_some());
+        walk.then(|| HostScan {
+            plan: cfg.discovery.clone().map(Arc::new),
+            ports: ports.clone(),
+            quiet,
+            host_timeout: cfg.host_timeout,
+        })
+    }
+
+    /// The scan type's pass over `space` (or what a resumed scan has
+    /// left), its order tracked in the scan's progress.
+    fn first(&self) -> Pass {
+        let cfg = self.cfg;
+        let hosts = self.by_host(cfg.scan_type, &cfg.space, false);
+        let order = match &cfg.resume {
+            Some(segs) if hosts.is_some() => {
+                self.hosts_space.order_from(cfg.seed, segs.clone()).with_first(cfg.resume_hosts.clone())
+            }
+            Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
+            None if hosts.is_some() => self.hosts_space.order(cfg.seed, cfg.shard, 0),
+            None => cfg.space.order(cfg.seed, cfg.shard, 0),
+        }
+        .tracked(&cfg.progress);
+        Pass {
+            kind: cfg.scan_type,
+            order,
+            timing: self.share(cfg.space.len()),
+            links: self.raw_for(cfg.scan_type),
+            payloads: self.payloads.clone(),
+            key: self.key,
+            hosts,
         }
     }
+
+    /// The UDP pass beside a TCP one, over `also`'s ports (its hosts, quiet:
+    /// the first pass reports them).
+    fn second(&self, also: &TargetSpace) -> Pass {
+        let cfg = self.cfg;
+        let hosts = self.by_host(ScanType::Udp, also, true);
+        Pass {
+            kind: ScanType::Udp,
+            order: if hosts.is_some() {
+                self.hosts_space.order(cfg.seed, cfg.shard, 0)
+            } else {
+                also.order(cfg.seed, cfg.shard, 0)
+            },
+            timing: self.share(also.len()),
+            links: self.raw_for(ScanType::Udp),
+            payloads: self.payloads.clone(),
+            key: self.key,
+            hosts,
+        }
+    }
+
+    /// OS detection starts now: each host goes to it the moment the raw TCP
+    /// pass has decided its every port, while the scan goes on.
+    fn start_os(&self, ctx: &Ctx, raw_links: Option<Arc<Links>>) -> Option<tokio::task::JoinHandle<()>> {
+        let cfg = self.cfg;
+        match (&cfg.os, &ctx.os_seen) {
+            (Some(plan), Some(seen)) => {
+                // With a UDP pass beside (-sSU), a host waits for the scan's end,
+                // when its closed UDP port is known (and U1 no longer competes
+                // with the UDP scan for the host's ICMP rate limit).
+                if self.raw_for(cfg.scan_type).is_some() && cfg.scan_type != ScanType::Udp && self.also_udp.is_none() {
+                    seen.ports_per_host(cfg.space.ports().len());
+                }
+                let (wait, rate) = (cfg.timing.timeout, cfg.timing.max_rate);
+                Some(crate::os::stage::start(plan.clone(), ctx, raw_links, seen.clone(), wait, rate))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Raw frames cannot reach this machine's own addresses through loopback:
+/// a SYN scan becomes a connect scan, a UDP scan uses UDP sockets, the
+/// others have no such stand-in.
+fn check_loopback(cfg: &ScanConfig, loopback: bool, tcp_raw: bool) -> Result<()> {
+    if loopback && tcp_raw && cfg.scan_type != ScanType::Syn {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("{} sends raw packets, which cannot reach this machine's own addresses", cfg.scan_type.flag()),
+        ));
+    }
+    Ok(())
+}
+
+/// An error for each target without a path.
+async fn report_unreachable(ctx: &Ctx, links: &Links) {
+    for (ip, why) in links.unreachable() {
+        let message = format!("cannot reach {ip}: {why}");
+        ctx.emit(ctx.error(Some(ip), None, None, crate::error::ErrorKind::Io, message)).await;
+    }
+}
+
+/// The paths to the targets of a scan that sends raw frames (routes,
+/// gateways' MACs); without host discovery, the on-link targets' MACs
+/// too, asked before the scan (a stop cuts that short).
+async fn resolve_links(cfg: &ScanConfig, stop: &Stop) -> Result<Links> {
+    let mut addrs = cfg.space.addrs().clone();
+    if let Some(also) = cfg.udp.as_ref().and_then(|u| u.also.as_ref()) {
+        addrs = also.addrs().clone();
+    }
+    let opts = cfg.link.clone();
+    // Without host discovery (-Pn) every host is taken as up, and its
+    // first probe needs its MAC if it is on-link: all are asked first.
+    // With discovery, discovery asks them.
+    let ask = cfg.discovery.is_none().then_some(Pace {
+        timeout: cfg.timing.timeout,
+        initial_timeout: cfg.timing.initial_rtt_timeout,
+        retries: cfg.timing.retries,
+        max_retries: cfg.timing.retries,
+        window: cfg.timing.raw_window,
+        max_rate: cfg.timing.max_rate,
+        scan_delay: None,
+    });
+    let stop = stop.clone();
+    let resolved = tokio::task::spawn_blocking(move || {
+        let mut links = Links::resolve(&addrs, &opts, ARP_TIMEOUT)?;
+        if let Some(pace) = ask.filter(|_| !links.loopback) {
+            links.ask_neighbours(pace, &|| stop.is_set()).map_err(|e| {
+                Error::with_source(ErrorKind::Io, format!("ARP/NDP requests to on-link targets failed: {e}"), e)
+            })?;
+        }
+        Ok::<_, Error>(links)
+    })
+    .await;
+    resolved.map_err(|e| Error::with_source(ErrorKind::Io, format!("route lookup failed: {e}"), e))?
+}
+
+/// The probes the scan plans to send (with host discovery alone, the
+/// discovery probes; a resumed scan, what it has left).
+fn probes_planned(cfg: &ScanConfig, hosts_space: &TargetSpace) -> u64 {
+    let also_udp = cfg.udp.as_ref().and_then(|u| u.also.as_ref());
+    let ping_only = cfg.discovery.as_ref().is_some_and(|d| d.ping_only);
+    if cfg.list_only {
+        0
+    } else if let (true, Some(d)) = (ping_only, &cfg.discovery) {
+        let hosts = match &cfg.resume {
+            Some(segs) => {
+                segs.iter().map(|s| s.remaining(hosts_space.len())).sum::<u64>() + cfg.resume_hosts.len() as u64
+            }
+            None => hosts_space.shard_len(cfg.shard),
+        };
+        hosts * d.probes.len() as u64
+    } else {
+        let tcp: u64 = match &cfg.resume {
+            // Hosts left, each with all its ports.
+            Some(segs) if cfg.discovery.is_some() => {
+                let hosts: u64 = segs.iter().map(|s| s.remaining(hosts_space.len())).sum();
+                (hosts + cfg.resume_hosts.len() as u64) * cfg.space.ports().len() as u64
+            }
+            Some(segs) => segs.iter().map(|s| s.remaining(cfg.space.len())).sum(),
+            None => cfg.space.shard_len(cfg.shard),
+        };
+        tcp + also_udp.map_or(0, |s| s.shard_len(cfg.shard))
+    }
+}
+
+/// The scan's `scan_start`: what it covers and how. `by_connect`: a SYN
+/// scan goes by connect (no raw paths, or this machine's own addresses).
+fn scan_start(
+    cfg: &ScanConfig,
+    scan_id: ScanId,
+    planned: u64,
+    by_connect: bool,
+    hosts_space: &TargetSpace,
+) -> ScanStart {
+    let ping_only = cfg.discovery.as_ref().is_some_and(|d| d.ping_only);
+    ScanStart {
+        scan_id,
+        started: SystemTime::now(),
+        args: cfg.args.clone(),
+        scan_type: match cfg.scan_type {
+            ScanType::Syn if by_connect => ScanType::Connect,
+            t => t,
+        },
+        seed: cfg.seed,
+        probes_planned: planned,
+        settings: ScanSettings {
+            ports: if cfg.scan_type == ScanType::Udp || ping_only || cfg.list_only {
+                Vec::new()
+            } else {
+                cfg.space.ports().to_vec()
+            },
+            udp_ports: match &cfg.udp {
+                Some(UdpPlan { also: Some(also), .. }) => also.ports().to_vec(),
+                Some(UdpPlan { also: None, .. }) => cfg.space.ports().to_vec(),
+                None => Vec::new(),
+            },
+            service_detection: cfg.detector.is_some(),
+            version_intensity: cfg.detector.as_ref().map(|d| d.options().intensity),
+            plugins: cfg.plugins.as_ref().map(|p| p.plugins.iter().map(|p| p.name()).collect()).unwrap_or_default(),
+            shard: (cfg.shard != Shard::WHOLE).then(|| format!("{}/{}", cfg.shard.k, cfg.shard.n)),
+            verbosity: cfg.verbosity,
+            hosts: if cfg.discovery.is_some() || cfg.list_only { hosts_space.shard_len(cfg.shard) } else { 0 },
+            hostnames: cfg.hostnames.clone(),
+            also_by_address: cfg.also_by_address.clone(),
+            partial: cfg.resume.is_some() || cfg.host_timeout.is_some(),
+        },
+    }
+}
+
+/// Starts the stages after the port scan, joined by bounded channels:
+/// their tasks, and where the port scan's open ports go.
+fn start_stages(cfg: &ScanConfig, ctx: &Ctx) -> (Vec<tokio::task::JoinHandle<()>>, Option<Next>) {
     // The stages, joined by bounded channels: discovery -> detection ->
     // plugins (either may be absent). Each ends when its input closes.
     let mut stages = Vec::new();
@@ -292,115 +496,23 @@ pub(crate) async fn run(
         }
         (None, Some(to_plugins)) => Some(Next::Plugins(to_plugins)),
     };
-    let found = Found { ctx: ctx.clone(), next };
-    let raw_links = links.clone().map(Arc::new);
-    let links = links.filter(|l| !l.loopback).map(Arc::new);
-    let key = (random_u64(), random_u64());
-    // With TCP and UDP both, the two passes run side by side and share the rate.
-    // Sockets too: each pass gets half the window (the open-file limit's share).
-    let share = |part: u64| {
-        let mut t = cfg.timing.clone();
-        if let Some(also) = also_udp {
-            let whole = (cfg.space.len() + also.len()).max(1) as f64;
-            t.max_rate = t.max_rate.map(|r| (r * part as f64 / whole).max(0.01));
-            t.min_rate = t.min_rate.map(|r| (r * part as f64 / whole).max(0.01));
-            t.window = (t.window / 2).max(1);
-        }
-        t
-    };
-    let payloads: Arc<Payloads> = cfg.udp.as_ref().map(|u| u.payloads.clone()).unwrap_or_default();
-    // Each pass goes raw only where its protocol may (-sT -sU: UDP raw, TCP by connect).
-    let raw_for = |kind: ScanType| links.clone().filter(|_| if kind == ScanType::Udp { udp_raw } else { tcp_raw });
-    // With host discovery, or a host timeout on a raw pass, a pass walks the
-    // hosts and scans each one's ports when it is found up.
-    let by_host = |kind: ScanType, ports: &crate::targets::TargetSpace, quiet: bool| {
-        let walk = cfg.discovery.is_some() || (cfg.host_timeout.is_some() && raw_for(kind).is_some());
-        walk.then(|| HostScan {
-            plan: cfg.discovery.clone().map(Arc::new),
-            ports: ports.clone(),
-            quiet,
-            host_timeout: cfg.host_timeout,
-        })
-    };
-    let hosts = by_host(cfg.scan_type, &cfg.space, false);
-    let order = match &cfg.resume {
-        Some(segs) if hosts.is_some() => {
-            hosts_space.order_from(cfg.seed, segs.clone()).with_first(cfg.resume_hosts.clone())
-        }
-        Some(segs) => cfg.space.order_from(cfg.seed, segs.clone()),
-        None if hosts.is_some() => hosts_space.order(cfg.seed, cfg.shard, 0),
-        None => cfg.space.order(cfg.seed, cfg.shard, 0),
-    }
-    .tracked(&cfg.progress);
-    // OS detection starts now: each host goes to it the moment the raw TCP
-    // pass has decided its every port, while the scan goes on.
-    let os_stage = match (&cfg.os, &ctx.os_seen) {
-        (Some(plan), Some(seen)) => {
-            // With a UDP pass beside (-sSU), a host waits for the scan's end,
-            // when its closed UDP port is known (and U1 no longer competes
-            // with the UDP scan for the host's ICMP rate limit).
-            if raw_for(cfg.scan_type).is_some() && cfg.scan_type != ScanType::Udp && also_udp.is_none() {
-                seen.ports_per_host(cfg.space.ports().len());
-            }
-            let (wait, rate) = (cfg.timing.timeout, cfg.timing.max_rate);
-            Some(crate::os::stage::start(plan.clone(), &ctx, raw_links.clone(), seen.clone(), wait, rate))
-        }
-        _ => None,
-    };
-    let first = Pass {
-        kind: cfg.scan_type,
-        order,
-        timing: share(cfg.space.len()),
-        links: raw_for(cfg.scan_type),
-        payloads: payloads.clone(),
-        key,
-        hosts,
-    };
-    let passes = async {
-        Ok::<bool, Error>(match also_udp {
-            None => first.run(cfg, &ctx, found).await?,
-            Some(also) => {
-                let hosts = by_host(ScanType::Udp, also, true);
-                let second = Pass {
-                    kind: ScanType::Udp,
-                    order: if hosts.is_some() {
-                        hosts_space.order(cfg.seed, cfg.shard, 0)
-                    } else {
-                        also.order(cfg.seed, cfg.shard, 0)
-                    },
-                    timing: share(also.len()),
-                    links: raw_for(ScanType::Udp),
-                    payloads,
-                    key,
-                    hosts,
-                };
-                let (a, b) = tokio::join!(first.run(cfg, &ctx, found.clone()), second.run(cfg, &ctx, found));
-                a? | b?
-            }
-        })
-    }
-    .await;
-    // A pass that failed or was cut short hands no more hosts to OS
-    // detection, which then ends with the hosts it has.
-    let interrupted = match passes {
-        Ok(interrupted) => interrupted,
-        Err(e) => {
-            if let Some(seen) = &ctx.os_seen {
-                seen.close();
-            }
-            if let Some(os) = os_stage {
-                let _ = os.await;
-            }
-            return Err(e);
-        }
-    };
-    // The passive OS hint of each host that sent a SYN-ACK.
+    (stages, next)
+}
+
+/// The passive OS hint of each host that sent a SYN-ACK.
+async fn emit_hints(ctx: &Ctx) {
     if let Some(hints) = &ctx.hints {
         for (ip, s) in hints.take() {
             let hint = crate::os::passive::hint(s.ttl, s.window, s.mss, &s.order, s.wscale);
             ctx.emit(Event::Os(Box::new(crate::findings::OsEvent::hint(ctx.scan_id.clone(), ip, hint, ctx.t())))).await;
         }
     }
+}
+
+/// After the passes: traceroute to the hosts the port scan decided (unless
+/// it was cut short), and an error if OS detection and traceroute had to
+/// leave hosts out.
+async fn trace_hosts(cfg: &ScanConfig, ctx: &Ctx, raw_links: Option<Arc<Links>>, interrupted: bool) {
     // Traceroute once the port scan has decided every host's ports, beside
     // detection and plugins (and OS detection, which streamed).
     if let (Some(seen), false) = (&ctx.os_seen, interrupted) {
@@ -429,7 +541,7 @@ pub(crate) async fn run(
                 })
             });
             let wait = cfg.timing.timeout.min(Duration::from_secs(1));
-            crate::os::stage::trace(&ctx, raw_links, &hosts, ack, wait).await;
+            crate::os::stage::trace(ctx, raw_links, &hosts, ack, wait).await;
         }
     } else if let Some(seen) = &ctx.os_seen {
         seen.close();
@@ -439,17 +551,8 @@ pub(crate) async fn run(
             "OS detection and traceroute kept {} hosts at most; the others were left out",
             crate::os::seen::Seen::MAX_HOSTS
         );
-        let _ = ctx.events.send(ctx.error(None, None, None, crate::findings::ErrorKind::Budget, why)).await;
+        let _ = ctx.events.send(ctx.error(None, None, None, crate::error::ErrorKind::Budget, why)).await;
     }
-    if let Some(os) = os_stage {
-        let _ = os.await;
-    }
-    // Discovery's `found` is gone: the next stage's input is closed, and so on down.
-    for stage in stages.into_iter().rev() {
-        let _ = stage.await;
-    }
-    // A stop after the last probe still cut detection or plugins short.
-    Ok(finish(&ctx, &stats, interrupted, cfg.discovery.is_none()).await)
 }
 
 /// Sends the counts of ports not shown and `scan_end` with the counters

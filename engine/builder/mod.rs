@@ -513,16 +513,7 @@ impl ScanBuilder {
         if !udp && self.ports_name_udp() {
             notes.push("the port list names UDP ports (U:) but -sU is not given: only TCP is scanned".into());
         }
-        if let Some(Ports::Top(n)) = &self.ports {
-            for (list, name) in [(&tcp_ports, "TCP"), (&udp_ports, "UDP")] {
-                if let Some(list) = list.as_ref().filter(|l| l.len() < *n && self.exclude_ports.is_empty()) {
-                    notes.push(format!(
-                        "--top-ports {n}: the port table ranks {} {name} ports; scanning those",
-                        list.len()
-                    ));
-                }
-            }
-        }
+        self.top_ports_notes(&tcp_ports, &udp_ports, &mut notes);
         let inputs::Targets { include, exclude, names: hostnames, also_by_address } = self.address_sets()?;
         let (space, also_udp) = match (tcp_ports, udp_ports) {
             (Some(tcp), udp) => {
@@ -544,18 +535,100 @@ impl ScanBuilder {
         // A lock or a pack only matters for what the scan selects: the
         // packs that do not verify or match the lock are left out (said in
         // a note), and refused only if the scan names one of them.
-        let (packs, left_out) = if self.detect.is_some() || self.scripts.is_some() {
+        let usable = self.usable_packs()?;
+        notes.extend(usable.notes);
+        let (packs, left_out) = (usable.packs, usable.left_out);
+        let detector = self.detector(level, &packs, fd_room, &mut timing)?;
+        let udp = if udp { Some(udp_plan(detector.as_ref(), also_udp, udp_raw, &self.places)?) } else { None };
+        let plugins = self.plugin_config(packs, &left_out, &mut notes)?;
+        let os = self.os_plan(no_ports, raw_ok, udp.is_some(), &mut notes)?;
+        if self.traceroute && no_ports {
+            return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)"));
+        }
+        if self.traceroute && !raw_ok {
+            return Err(usage("--traceroute sends raw packets: it needs root or CAP_NET_RAW"));
+        }
+        let resumed_len = self.resume.as_ref().map(|r| r.space_len);
+        let config = ScanConfig {
+            space,
+            scan_type,
+            timing,
+            seed: match &self.resume {
+                Some(r) => r.seed,
+                None => self.seed.unwrap_or_else(crate::scan::random_u64),
+            },
+            shard: self.shard.unwrap_or(Shard::WHOLE),
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            resume_hosts: self.resume.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
+            resume: self.resume.map(|r| r.segments),
+            progress: Default::default(),
+            args: self.args,
+            report_closed: self.report_closed,
+            verbosity: self.verbosity,
+            link: self.link,
+            detector,
+            plugins,
+            udp,
+            discovery,
+            list_only: self.list_only,
+            host_timeout: self.host_timeout,
+            hostnames,
+            also_by_address,
+            rdns: self.rdns,
+            os,
+            traceroute: self.traceroute,
+        };
+        if let Some(len) = resumed_len {
+            check_resume(&config, len)?;
+        }
+        Ok(Built { config, notes })
+    }
+
+    /// Notes for `--top-ports N` when the table ranks fewer than N ports of
+    /// a protocol.
+    fn top_ports_notes(
+        &self,
+        tcp_ports: &Option<PortNumbers>,
+        udp_ports: &Option<PortNumbers>,
+        notes: &mut Vec<String>,
+    ) {
+        if let Some(Ports::Top(n)) = &self.ports {
+            for (list, name) in [(tcp_ports, "TCP"), (udp_ports, "UDP")] {
+                if let Some(list) = list.as_ref().filter(|l| l.len() < *n && self.exclude_ports.is_empty()) {
+                    notes.push(format!(
+                        "--top-ports {n}: the port table ranks {} {name} ports; scanning those",
+                        list.len()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The installed packs the scan may use, those left out with why, and
+    /// notes on them (none unless the scan detects services or runs scripts).
+    fn usable_packs(&self) -> Result<crate::packs::Usable> {
+        if self.detect.is_some() || self.scripts.is_some() {
             let core_dir = self
                 .scripts
                 .as_ref()
                 .and_then(|s| s.plugin_dir.clone())
                 .unwrap_or_else(|| crate::plugins::default_dir(&self.places));
-            let usable = crate::packs::installed_usable(self.lock.as_deref(), &core_dir, &self.places)?;
-            notes.extend(usable.notes);
-            (usable.packs, usable.left_out)
+            crate::packs::installed_usable(self.lock.as_deref(), &core_dir, &self.places)
         } else {
-            (Vec::new(), Vec::new())
-        };
+            Ok(crate::packs::Usable::default())
+        }
+    }
+
+    /// Service detection (`-sV`) at timing `level`, with the probes of the
+    /// trusted `packs`; its sockets take their share of `fd_room` from
+    /// discovery's window.
+    fn detector(
+        &self,
+        level: u8,
+        packs: &[crate::packs::InstalledPack],
+        fd_room: usize,
+        timing: &mut crate::discovery::Timing,
+    ) -> Result<Option<Detector>> {
         let detector = match &self.detect {
             None => None,
             Some(d) => {
@@ -589,15 +662,18 @@ impl ScanBuilder {
                 Some(Detector::new(db, opts)?)
             }
         };
-        let udp = if udp {
-            let payloads = match &detector {
-                Some(d) => Payloads::from_db(d.db()),
-                None => Payloads::from_db(&ProbeDb::load_dir(&crate::service::probes::default_dir(&self.places))?),
-            };
-            Some(UdpPlan { also: also_udp, raw: udp_raw, payloads: Arc::new(payloads) })
-        } else {
-            None
-        };
+        Ok(detector)
+    }
+
+    /// The plugin stage: the plugins `--script` selects (refused if it names
+    /// a pack `left_out`), and with `-sV` the version category's, with
+    /// their arguments checked.
+    fn plugin_config(
+        &self,
+        packs: Vec<crate::packs::InstalledPack>,
+        left_out: &[(String, String)],
+        notes: &mut Vec<String>,
+    ) -> Result<Option<Arc<PluginConfig>>> {
         // nmap's -sV runs the scripts of the version category too.
         let version_too = self.detect.is_some() && !self.no_version_scripts;
         let implicit = ScriptSettings { expr: "version".into(), ..ScriptSettings::default() };
@@ -608,7 +684,7 @@ impl ScanBuilder {
                 let dir = s.plugin_dir.clone().unwrap_or_else(|| crate::plugins::default_dir(&self.places));
                 let available = available_plugins(&dir, packs, &self.places)?;
                 let mut chosen = Vec::new();
-                if let Some((name, why)) = self.scripts.as_ref().and_then(|s| names_left_out(&s.expr, &left_out)) {
+                if let Some((name, why)) = self.scripts.as_ref().and_then(|s| names_left_out(&s.expr, left_out)) {
                     return Err(Error::new(ErrorKind::Config, format!("--script names pack {name}, left out: {why}")));
                 }
                 if self.scripts.is_some() {
@@ -664,6 +740,17 @@ impl ScanBuilder {
                     .then(|| Arc::new(PluginConfig { plugins: chosen, budgets, args, workers, verbosity }))
             }
         };
+        Ok(plugins)
+    }
+
+    /// OS detection's plan (`-O`); it needs a port scan and raw sockets.
+    fn os_plan(
+        &self,
+        no_ports: bool,
+        raw_ok: bool,
+        udp_scan: bool,
+        notes: &mut Vec<String>,
+    ) -> Result<Option<Arc<crate::os::stage::OsPlan>>> {
         let os = match &self.os {
             None => None,
             Some(_) if no_ports => return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)")),
@@ -679,73 +766,45 @@ impl ScanBuilder {
                 if max_tries == 0 {
                     return Err(usage("--max-os-tries must be at least 1"));
                 }
-                Some(Arc::new(crate::os::stage::OsPlan {
-                    db,
-                    guess: o.guess,
-                    limit: o.limit,
-                    max_tries,
-                    udp_scan: udp.is_some(),
-                }))
+                Some(Arc::new(crate::os::stage::OsPlan { db, guess: o.guess, limit: o.limit, max_tries, udp_scan }))
             }
         };
-        if self.traceroute && no_ports {
-            return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)"));
-        }
-        if self.traceroute && !raw_ok {
-            return Err(usage("--traceroute sends raw packets: it needs root or CAP_NET_RAW"));
-        }
-        let resumed_len = self.resume.as_ref().map(|r| r.space_len);
-        let config = ScanConfig {
-            space,
-            scan_type,
-            timing,
-            seed: match &self.resume {
-                Some(r) => r.seed,
-                None => self.seed.unwrap_or_else(crate::scan::random_u64),
-            },
-            shard: self.shard.unwrap_or(Shard::WHOLE),
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            resume_hosts: self.resume.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
-            resume: self.resume.map(|r| r.segments),
-            progress: Default::default(),
-            args: self.args,
-            report_closed: self.report_closed,
-            verbosity: self.verbosity,
-            link: self.link,
-            detector,
-            plugins,
-            udp,
-            discovery,
-            list_only: self.list_only,
-            host_timeout: self.host_timeout,
-            hostnames,
-            also_by_address,
-            rdns: self.rdns,
-            os,
-            traceroute: self.traceroute,
-        };
-        if let Some(len) = resumed_len {
-            let walks = if config.discovery.is_some() { "hosts" } else { "(address, port) pairs" };
-            if config.resume_len() != len {
-                return Err(usage(format!(
-                    "resuming: the targets now make {} {walks}, not {len}; did a hostname or an exclude file change?",
-                    config.resume_len()
-                )));
-            }
-            if let Some(ip) = config.resume_hosts.iter().find(|ip| !config.space.addrs().contains(**ip)) {
-                return Err(usage(format!("resuming: host {ip} of the resume file is not among the targets")));
-            }
-            if !config.resume_hosts.is_empty() && config.discovery.is_none() {
-                return Err(usage("resuming: the resume file lists hosts, but the scan has no host discovery"));
-            }
-        }
-        Ok(Built { config, notes })
+        Ok(os)
     }
 
     /// Builds the scan and starts it on the current tokio runtime.
     pub fn start(self) -> Result<ScanHandle> {
         Ok(ScanHandle::start(self.build()?))
     }
+}
+
+/// The UDP scan's plan: its payloads from detection's probes (or the
+/// probe files `places` names when the scan does not detect services).
+fn udp_plan(detector: Option<&Detector>, also: Option<TargetSpace>, raw: bool, places: &Places) -> Result<UdpPlan> {
+    let payloads = match detector {
+        Some(d) => Payloads::from_db(d.db()),
+        None => Payloads::from_db(&ProbeDb::load_dir(&crate::service::probes::default_dir(places))?),
+    };
+    Ok(UdpPlan { also, raw, payloads: Arc::new(payloads) })
+}
+
+/// A resumed scan's targets must be those it was started with: `len`
+/// pairs or hosts to walk, and the hosts its resume file lists.
+fn check_resume(config: &ScanConfig, len: u64) -> Result<()> {
+    let walks = if config.discovery.is_some() { "hosts" } else { "(address, port) pairs" };
+    if config.resume_len() != len {
+        return Err(usage(format!(
+            "resuming: the targets now make {} {walks}, not {len}; did a hostname or an exclude file change?",
+            config.resume_len()
+        )));
+    }
+    if let Some(ip) = config.resume_hosts.iter().find(|ip| !config.space.addrs().contains(**ip)) {
+        return Err(usage(format!("resuming: host {ip} of the resume file is not among the targets")));
+    }
+    if !config.resume_hosts.is_empty() && config.discovery.is_none() {
+        return Err(usage("resuming: the resume file lists hosts, but the scan has no host discovery"));
+    }
+    Ok(())
 }
 
 /// The first pack of `left_out` that a `--script` expression names (as

@@ -227,91 +227,114 @@ fn show(db: &mut Db, prefix: &str) -> Result<(), Failed> {
 
     for (ip, ports) in &hosts {
         writeln!(o, "\n{ip}")?;
-        for x in unshown.get(ip).into_iter().flatten() {
-            let (state, proto, reason) = (x.state.as_str(), x.proto.as_str(), x.reason);
-            if x.ports.is_empty() {
-                let s = if x.count == 1 { "" } else { "s" };
-                writeln!(o, "  not shown: {} {state} {proto} port{s} ({reason})", x.count)?;
-            } else {
-                let ports: Vec<String> = x.ports.iter().map(u16::to_string).collect();
-                writeln!(o, "  {state}: {}/{proto} ({reason})", ports.join(", "))?;
-            }
-        }
-        if let Some(x) = oses.get(ip) {
-            let distance =
-                x.distance.map(|d| format!(", {d} hop{}", if d == 1 { "" } else { "s" })).unwrap_or_default();
-            match (x.matches.first(), &x.hint) {
-                (Some(m), _) => {
-                    let how = if x.exact { "" } else { ", a guess" };
-                    writeln!(o, "  os: {} ({}%{how}){distance}", screen(&m.name), m.accuracy)?;
-                }
-                (None, _) if x.too_many => writeln!(o, "  os: too many fingerprints match{distance}")?,
-                (None, Some(h)) => {
-                    writeln!(o, "  os hint (passive, guess): {} ({})", screen(&h.family), screen(&h.evidence))?
-                }
-                (None, None) => writeln!(o, "  os: no match{distance}")?,
-            }
-        }
-        if let Some(t) = traces.get(ip) {
-            let hops: Vec<String> = t
-                .hops
-                .iter()
-                .map(|h| match (h.ip, h.rtt_ms) {
-                    (Some(ip), Some(rtt)) => format!("{} {ip} ({rtt:.2} ms)", h.ttl),
-                    (Some(ip), None) => format!("{} {ip}", h.ttl),
-                    (None, _) => format!("{} *", h.ttl),
-                })
-                .collect();
-            writeln!(o, "  trace ({}/{}): {}", t.port, t.proto, hops.join(", "))?;
-        }
+        let unshown_here = unshown.get(ip).map_or(&[][..], Vec::as_slice);
+        host_head(&mut o, unshown_here, oses.get(ip).copied(), traces.get(ip).copied())?;
         if ports.is_empty() {
             continue;
         }
         writeln!(o, "  {:<11} {:<9} {:<14} version", "port", "state", "service")?;
         for ((port, proto), v) in ports {
-            let state = v.port.map_or("?", |p| p.state.as_str());
-            let (service, version) = match v.service {
-                Some(s) => service_words(s),
-                None => (String::new(), String::new()),
-            };
-            let (service, version) = (screen(&service), screen(&version));
-            let line = format!("  {:<11} {:<9} {:<14} {version}", format!("{port}/{proto}"), state, service);
-            writeln!(o, "{}", line.trim_end())?;
-            if let Some(tls) = v.service.and_then(|s| s.tls.as_deref()) {
-                write!(o, "    TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
-                if let Some(alpn) = &tls.alpn {
-                    write!(o, ", ALPN {}", screen(alpn))?;
-                }
-                writeln!(o, ", {} certificate(s)", tls.chain.len())?;
-                if let Some(c) = tls.chain.first() {
-                    let (subject, issuer, not_after) = (screen(&c.subject), screen(&c.issuer), screen(&c.not_after));
-                    writeln!(o, "    Certificate: {subject}; issuer: {issuer}; not after {not_after}")?;
-                }
-            }
-            // Script results (their text, line by line), then findings.
-            for r in &v.scripts {
-                let lines: Vec<_> = r.output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect();
-                writeln!(o, "    | {}: {}", screen(&r.plugin), lines.join("\n    |   "))?;
-            }
-            for f in &v.findings {
-                writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?;
-            }
+            port_lines(&mut o, *port, *proto, v)?;
         }
     }
     if !errors.is_empty() {
-        writeln!(o, "\nerrors")?;
-        for e in errors {
-            let at = match (e.ip, e.port) {
-                (Some(ip), Some(port)) => format!("{} ", std::net::SocketAddr::new(ip, port)),
-                (Some(ip), None) => format!("{ip} "),
-                _ => String::new(),
-            };
-            let plugin = e.plugin.as_deref().map(|p| format!("[{}] ", screen(p))).unwrap_or_default();
-            let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            writeln!(o, "  {at}{plugin}({kind}): {}", screen(&e.message))?;
-        }
+        error_lines(&mut o, errors)?;
     }
     Ok(o.flush()?)
+}
+
+/// A host's lines above its ports: the ports not shown, its OS and its trace.
+fn host_head(
+    o: &mut impl Write,
+    unshown: &[&ExtraportsEvent],
+    os: Option<&moonscan::findings::OsEvent>,
+    trace: Option<&moonscan::findings::TraceEvent>,
+) -> io::Result<()> {
+    for x in unshown {
+        let (state, proto, reason) = (x.state.as_str(), x.proto.as_str(), x.reason);
+        if x.ports.is_empty() {
+            let s = if x.count == 1 { "" } else { "s" };
+            writeln!(o, "  not shown: {} {state} {proto} port{s} ({reason})", x.count)?;
+        } else {
+            let ports: Vec<String> = x.ports.iter().map(u16::to_string).collect();
+            writeln!(o, "  {state}: {}/{proto} ({reason})", ports.join(", "))?;
+        }
+    }
+    if let Some(x) = os {
+        let distance = x.distance.map(|d| format!(", {d} hop{}", if d == 1 { "" } else { "s" })).unwrap_or_default();
+        match (x.matches.first(), &x.hint) {
+            (Some(m), _) => {
+                let how = if x.exact { "" } else { ", a guess" };
+                writeln!(o, "  os: {} ({}%{how}){distance}", screen(&m.name), m.accuracy)?;
+            }
+            (None, _) if x.too_many => writeln!(o, "  os: too many fingerprints match{distance}")?,
+            (None, Some(h)) => {
+                writeln!(o, "  os hint (passive, guess): {} ({})", screen(&h.family), screen(&h.evidence))?
+            }
+            (None, None) => writeln!(o, "  os: no match{distance}")?,
+        }
+    }
+    if let Some(t) = trace {
+        let hops: Vec<String> = t
+            .hops
+            .iter()
+            .map(|h| match (h.ip, h.rtt_ms) {
+                (Some(ip), Some(rtt)) => format!("{} {ip} ({rtt:.2} ms)", h.ttl),
+                (Some(ip), None) => format!("{} {ip}", h.ttl),
+                (None, _) => format!("{} *", h.ttl),
+            })
+            .collect();
+        writeln!(o, "  trace ({}/{}): {}", t.port, t.proto, hops.join(", "))?;
+    }
+    Ok(())
+}
+
+/// A port's row, its TLS session, and what plugins said of it.
+fn port_lines(o: &mut impl Write, port: u16, proto: Proto, v: &PortView) -> io::Result<()> {
+    let state = v.port.map_or("?", |p| p.state.as_str());
+    let (service, version) = match v.service {
+        Some(s) => service_words(s),
+        None => (String::new(), String::new()),
+    };
+    let (service, version) = (screen(&service), screen(&version));
+    let line = format!("  {:<11} {:<9} {:<14} {version}", format!("{port}/{proto}"), state, service);
+    writeln!(o, "{}", line.trim_end())?;
+    if let Some(tls) = v.service.and_then(|s| s.tls.as_deref()) {
+        write!(o, "    TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
+        if let Some(alpn) = &tls.alpn {
+            write!(o, ", ALPN {}", screen(alpn))?;
+        }
+        writeln!(o, ", {} certificate(s)", tls.chain.len())?;
+        if let Some(c) = tls.chain.first() {
+            let (subject, issuer, not_after) = (screen(&c.subject), screen(&c.issuer), screen(&c.not_after));
+            writeln!(o, "    Certificate: {subject}; issuer: {issuer}; not after {not_after}")?;
+        }
+    }
+    // Script results (their text, line by line), then findings.
+    for r in &v.scripts {
+        let lines: Vec<_> = r.output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect();
+        writeln!(o, "    | {}: {}", screen(&r.plugin), lines.join("\n    |   "))?;
+    }
+    for f in &v.findings {
+        writeln!(o, "    | {} [{}]: {}", screen(&f.plugin), f.severity, screen(&f.title))?;
+    }
+    Ok(())
+}
+
+/// The scan's errors, one line each.
+fn error_lines(o: &mut impl Write, errors: Vec<&ErrorEvent>) -> io::Result<()> {
+    writeln!(o, "\nerrors")?;
+    for e in errors {
+        let at = match (e.ip, e.port) {
+            (Some(ip), Some(port)) => format!("{} ", std::net::SocketAddr::new(ip, port)),
+            (Some(ip), None) => format!("{ip} "),
+            _ => String::new(),
+        };
+        let plugin = e.plugin.as_deref().map(|p| format!("[{}] ", screen(p))).unwrap_or_default();
+        let kind = serde_json::to_value(e.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        writeln!(o, "  {at}{plugin}({kind}): {}", screen(&e.message))?;
+    }
+    Ok(())
 }
 
 /// (`ssl/http`, `nginx 1.22.1 (info)`) for a service; `?` marks a guess.

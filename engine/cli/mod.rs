@@ -424,6 +424,57 @@ pub fn validate(
     if args.aggressive {
         (args.os_detection, args.service_version, args.script_default, args.traceroute) = (true, true, true, true);
     }
+    let kind = check_flags(&args)?;
+
+    let mut b = scope(&args, argv, nofile, raw_ok, kind)?;
+    b = pace_and_discovery(b, &args)?;
+    b = stages(b, &args)?;
+    let resume_file = match resume {
+        Some((point, path)) => {
+            b = b.resume(point);
+            Some(path)
+        }
+        None => None,
+    };
+    let scan = b.build()?;
+
+    let json = args.output_json.clone().map(Dest::from);
+    let outputs = nmap_outputs(&args)?;
+    let sarif = args.sarif.clone().map(Dest::from);
+    let on_stdout = outputs.iter().filter(|(_, d)| *d == Dest::Stdout).count()
+        + usize::from(json == Some(Dest::Stdout))
+        + usize::from(sarif == Some(Dest::Stdout));
+    if on_stdout > 1 {
+        return Err(usage("only one output can go to stdout ('-')"));
+    }
+    let text_on_stdout = on_stdout == 0;
+    if let Some(db) = &args.db {
+        if db.is_empty() {
+            return Err(usage("--db needs a file name or a postgres:// URL"));
+        }
+    }
+    Ok(Plan {
+        scan,
+        json,
+        outputs,
+        sarif,
+        db: args.db.clone(),
+        text_on_stdout,
+        reasons: args.reason,
+        stylesheet: moonscan::output::xml_stylesheet(
+            args.stylesheet.as_deref(),
+            args.webxml,
+            args.no_stylesheet,
+            std::path::Path::exists,
+        ),
+        logs: args.script_trace,
+        resume_file,
+    })
+}
+
+/// The checks of flags that apply together or exclude each other; the
+/// scan type chosen among -sS, -sT, -sA, -sW, -sF, -sN, -sX and -sM.
+fn check_flags(args: &Args) -> Result<Option<ScanType>> {
     if !args.os_detection
         && (args.osscan_guess || args.osscan_limit || args.max_os_tries.is_some() || args.os_db.is_some())
     {
@@ -460,7 +511,18 @@ pub fn validate(
     if chosen > 1 {
         return Err(Error::new(ErrorKind::PortSpec, "choose one of -p, --top-ports and -F"));
     }
+    Ok(kind)
+}
 
+/// The builder with what the scan covers: targets, names, ports, scan
+/// type, and the machine's limits.
+fn scope(
+    args: &Args,
+    argv: &[String],
+    nofile: u64,
+    raw_ok: bool,
+    kind: Option<ScanType>,
+) -> Result<moonscan::ScanBuilder> {
     let mut b = moonscan::Scan::builder()
         .places(places::from_env())
         .targets(args.targets.iter().cloned())
@@ -510,6 +572,12 @@ pub fn validate(
         _ => {}
     }
     b = b.udp(args.udp);
+    Ok(b)
+}
+
+/// `b` with the scan's pace and retries, host discovery, and how the
+/// scan is split and seeded.
+fn pace_and_discovery(mut b: moonscan::ScanBuilder, args: &Args) -> Result<moonscan::ScanBuilder> {
     if let Some(rate) = args.max_rate {
         b = b.max_rate(rate);
     }
@@ -547,6 +615,12 @@ pub fn validate(
     if let Some(lock) = &args.lock {
         b = b.lock(lock);
     }
+    Ok(b)
+}
+
+/// `b` with the stages after the port scan: service detection, OS
+/// detection, traceroute and plugins.
+fn stages(mut b: moonscan::ScanBuilder, args: &Args) -> Result<moonscan::ScanBuilder> {
     if args.service_version {
         b = b.detection(DetectSettings {
             intensity: match (args.version_intensity, args.version_light, args.version_all) {
@@ -569,19 +643,14 @@ pub fn validate(
         });
     }
     b = b.traceroute(args.traceroute);
-    if let Some(settings) = script_settings(&args)? {
+    if let Some(settings) = script_settings(args)? {
         b = b.script_settings(settings);
     }
-    let resume_file = match resume {
-        Some((point, path)) => {
-            b = b.resume(point);
-            Some(path)
-        }
-        None => None,
-    };
-    let scan = b.build()?;
+    Ok(b)
+}
 
-    let json = args.output_json.clone().map(Dest::from);
+/// nmap's formats the scan writes: -oN, -oX, -oG, and -oA's three.
+fn nmap_outputs(args: &Args) -> Result<Vec<(Format, Dest)>> {
     let mut outputs: Vec<(Format, Dest)> = Vec::new();
     for (format, path) in [
         (Format::Normal, &args.output_normal),
@@ -605,36 +674,7 @@ pub fn validate(
         outputs.push((Format::Xml, with(".xml")));
         outputs.push((Format::Grepable, with(".gnmap")));
     }
-    let sarif = args.sarif.clone().map(Dest::from);
-    let on_stdout = outputs.iter().filter(|(_, d)| *d == Dest::Stdout).count()
-        + usize::from(json == Some(Dest::Stdout))
-        + usize::from(sarif == Some(Dest::Stdout));
-    if on_stdout > 1 {
-        return Err(usage("only one output can go to stdout ('-')"));
-    }
-    let text_on_stdout = on_stdout == 0;
-    if let Some(db) = &args.db {
-        if db.is_empty() {
-            return Err(usage("--db needs a file name or a postgres:// URL"));
-        }
-    }
-    Ok(Plan {
-        scan,
-        json,
-        outputs,
-        sarif,
-        db: args.db.clone(),
-        text_on_stdout,
-        reasons: args.reason,
-        stylesheet: moonscan::output::xml_stylesheet(
-            args.stylesheet.as_deref(),
-            args.webxml,
-            args.no_stylesheet,
-            std::path::Path::exists,
-        ),
-        logs: args.script_trace,
-        resume_file,
-    })
+    Ok(outputs)
 }
 
 /// The plugins `--script`/`-sC` select (and `-sV`'s version plugins), with

@@ -228,19 +228,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     info.banner = recording.as_ref().map_or(banner, |r| r.banner.clone());
     info.tls = tls.map(Box::new);
     // Recording: the target's one port, nothing else (and never a name).
-    let guard = match (&record, target) {
-        (Some(_), Some(t)) => {
-            let key = moonscan::targets::addrs::key(t);
-            let one = moonscan::targets::AddrSet::from_ranges(vec![(key, key)]);
-            let space = moonscan::targets::TargetSpace::new(&one, &Default::default(), vec![port])?;
-            if udp {
-                Guard::scan(None, Some(space))
-            } else {
-                Guard::scan(Some(space), None)
-            }
-        }
-        _ => Guard::offline(),
-    };
+    let guard = recording_guard(record.as_deref(), target, port, udp)?;
     let tape = match (&record, &recording) {
         (Some(_), _) => Some(Arc::new(plugins::sandbox::tape::Tape::record())),
         (_, Some(r)) => Some(Arc::new(plugins::sandbox::tape::Tape::replay(r))),
@@ -271,23 +259,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
     }
     let _ = sink.flush();
     if let (Some(dir), Some(t)) = (&record, &tape) {
-        let r = plugins::sandbox::tape::Recording {
-            version: 1,
-            plugin: plugin.meta.id.clone(),
-            ip,
-            port,
-            protocol: proto.as_str().to_string(),
-            service: Some(info.id.service.clone()).filter(|s| !s.is_empty()),
-            banner: info.banner.clone(),
-            tls: info.tls.as_deref().cloned(),
-            sockets: t.recorded(),
-        };
-        plugins::sandbox::tape::save(dir, &r)?;
-        moonscan::tell!(
-            "moonscan plugins: recorded {} socket(s) in {}",
-            r.sockets.len(),
-            dir.join("recording.json").display()
-        );
+        save_recording(dir, &plugin.meta.id, &info, t)?;
     }
     if !json && !events.iter().any(|e| matches!(e, Event::Finding(_) | Event::Script(_) | Event::Error(_))) {
         let _ = writeln!(
@@ -297,6 +269,56 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
         );
     }
     Ok(u8::from(failed))
+}
+
+/// What the plugin may reach: offline, or when recording, the target's
+/// one port and nothing else (and never a name).
+fn recording_guard(
+    record: Option<&Path>,
+    target: Option<std::net::IpAddr>,
+    port: u16,
+    udp: bool,
+) -> moonscan::Result<Guard> {
+    Ok(match (record, target) {
+        (Some(_), Some(t)) => {
+            let key = moonscan::targets::addrs::key(t);
+            let one = moonscan::targets::AddrSet::from_ranges(vec![(key, key)]);
+            let space = moonscan::targets::TargetSpace::new(&one, &Default::default(), vec![port])?;
+            if udp {
+                Guard::scan(None, Some(space))
+            } else {
+                Guard::scan(Some(space), None)
+            }
+        }
+        _ => Guard::offline(),
+    })
+}
+
+/// Saves what `tape` recorded of the plugin's run on `info`'s port in `dir`.
+fn save_recording(
+    dir: &Path,
+    plugin_id: &str,
+    info: &Service,
+    t: &plugins::sandbox::tape::Tape,
+) -> moonscan::Result<()> {
+    let r = plugins::sandbox::tape::Recording {
+        version: 1,
+        plugin: plugin_id.to_string(),
+        ip: info.ip,
+        port: info.port,
+        protocol: info.proto.as_str().to_string(),
+        service: Some(info.id.service.clone()).filter(|s| !s.is_empty()),
+        banner: info.banner.clone(),
+        tls: info.tls.as_deref().cloned(),
+        sockets: t.recorded(),
+    };
+    plugins::sandbox::tape::save(dir, &r)?;
+    moonscan::tell!(
+        "moonscan plugins: recorded {} socket(s) in {}",
+        r.sockets.len(),
+        dir.join("recording.json").display()
+    );
+    Ok(())
 }
 
 /// Reads a PEM chain (leaf first) and summarises every certificate.

@@ -567,6 +567,49 @@ struct Seq {
 }
 
 fn seq_info(r: &Replies) -> Seq {
+    let (kept, tcp_ids, mut ts) = seq_replies(r);
+    let mut seq_diffs = Vec::new();
+    let mut ts_diffs = Vec::new();
+    let mut usec = Vec::new();
+    let mut rates: Vec<f32> = Vec::new();
+    let mut avg_rate = 0f64;
+    for w in kept.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let d = mod_diff(b.0, a.0);
+        seq_diffs.push(d);
+        ts_diffs.push(mod_diff(b.2, a.2));
+        let us = b.3.as_micros() as i128 - a.3.as_micros() as i128;
+        let us = (us as i64 as u64).max(1);
+        usec.push(us);
+        let rate = (f64::from(d) * 1_000_000.0 / us as f64) as f32;
+        rates.push(rate);
+        avg_rate += f64::from(rate);
+    }
+    let responses = kept.len();
+    let (index, sp_gcd_isr) = sequence_index(&seq_diffs, &rates, avg_rate, responses);
+
+    let closed_ids: Vec<u32> =
+        (5..=7).filter_map(|n| tcp_reply(r, Probe::T(n)).map(|(i, _)| u32::from(i.id))).collect();
+    let icmp_ids: Vec<u32> = (0..2).filter_map(|n| ie_reply(r, n).map(|x| u32::from(x.3))).collect();
+    let tcp_class = if tcp_ids.len() >= 3 { ipid_class(&tcp_ids) } else { IpId::Unknown };
+
+    let (mut avg_hz, mut uptime) = (0f64, None);
+    if ts == TsClass::Unknown && responses >= 2 {
+        let first = kept.first().map_or(0, |k| k.2);
+        let (class, hz, up) = ts_rate(&ts_diffs, &usec, first, responses);
+        (ts, avg_hz, uptime) = (class, hz, Some(up));
+    }
+    Seq { kept, index, sp_gcd_isr, tcp_ids, tcp_class, closed_ids, icmp_ids, ts, avg_hz, uptime }
+}
+
+/// A SEQ reply kept: its sequence number, IP ID, timestamp, and when its
+/// probe went.
+type Kept = (u32, u16, u32, Duration);
+
+/// The SEQ replies nmap keeps (SYN-ACKs, each probe's first, none with the
+/// IP ID of the one before), in probe order; their IP IDs; and the
+/// timestamp class they say (unsupported, zero, or still unknown).
+fn seq_replies(r: &Replies) -> (Vec<Kept>, Vec<u32>, TsClass) {
     // The SEQ replies in the order they came, as nmap met them.
     let mut order: Vec<u8> = (0..6).filter(|&i| tcp_reply(r, Probe::Seq(i)).is_some()).collect();
     order.sort_by_key(|&i| (r.of.get(&Probe::Seq(i)).and_then(|e| e.reply_at), i));
@@ -601,81 +644,65 @@ fn seq_info(r: &Replies) -> Seq {
         stamps[n] = stamp.unwrap_or(0);
         tcp_ids[usize::from(i)] = Some(u32::from(ip.id));
     }
-    let kept: Vec<(u32, u16, u32, Duration)> = (0..6)
+    let kept: Vec<Kept> = (0..6)
         .filter(|&i| seqs[i] != 0)
         .map(|i| {
             let at = r.of.get(&Probe::Seq(i as u8)).map_or(Duration::ZERO, |e| e.sent_at);
             (seqs[i], ipids[i], stamps[i], at)
         })
         .collect();
-    let mut seq_diffs = Vec::new();
-    let mut ts_diffs = Vec::new();
-    let mut usec = Vec::new();
-    let mut rates: Vec<f32> = Vec::new();
-    let mut avg_rate = 0f64;
-    for w in kept.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        let d = mod_diff(b.0, a.0);
-        seq_diffs.push(d);
-        ts_diffs.push(mod_diff(b.2, a.2));
-        let us = b.3.as_micros() as i128 - a.3.as_micros() as i128;
-        let us = (us as i64 as u64).max(1);
-        usec.push(us);
-        let rate = (f64::from(d) * 1_000_000.0 / us as f64) as f32;
-        rates.push(rate);
-        avg_rate += f64::from(rate);
-    }
-    let responses = kept.len();
-    let mut index = 0u32;
-    let mut sp_gcd_isr = None;
-    if responses >= 4 {
-        avg_rate /= (responses - 1) as f64;
-        let gcd = seq_diffs.iter().copied().reduce(gcd).unwrap_or(1);
-        let mut isr = 0u32;
-        if gcd != 0 {
-            isr = round8(avg_rate.log2());
-            let div = if gcd > 9 { gcd } else { 1 };
-            let mut sd = 0f64;
-            for &rate in &rates {
-                let x = f64::from(rate / div as f32) - avg_rate / f64::from(div);
-                sd += x * x;
-            }
-            sd /= (responses - 2) as f64;
-            sd = sd.sqrt();
-            index = if sd <= 1.0 { 0 } else { round8(sd.log2()) };
-        }
-        sp_gcd_isr = Some((index, gcd, isr));
-    }
-
     let tcp_ids: Vec<u32> = tcp_ids.iter().flatten().copied().collect();
-    let closed_ids: Vec<u32> =
-        (5..=7).filter_map(|n| tcp_reply(r, Probe::T(n)).map(|(i, _)| u32::from(i.id))).collect();
-    let icmp_ids: Vec<u32> = (0..2).filter_map(|n| ie_reply(r, n).map(|x| u32::from(x.3))).collect();
-    let tcp_class = if tcp_ids.len() >= 3 { ipid_class(&tcp_ids) } else { IpId::Unknown };
+    (kept, tcp_ids, ts)
+}
 
-    let mut avg_hz = 0f64;
-    let mut uptime = None;
-    if ts == TsClass::Unknown && responses >= 2 {
-        for (d, us) in ts_diffs.iter().zip(&usec) {
-            avg_hz += f64::from(*d) / (*us as f64 / 1_000_000.0) / (responses - 1) as f64;
-        }
-        let first = kept.first().map_or(0, |k| k.2);
-        let (class, up) = if avg_hz > 0.0 && avg_hz < 5.66 {
-            (TsClass::Hz2, first / 2)
-        } else if avg_hz > 70.0 && avg_hz < 150.0 {
-            (TsClass::Hz100, first / 100)
-        } else if avg_hz > 724.0 && avg_hz < 1448.0 {
-            (TsClass::Hz1000, first / 1000)
-        } else if avg_hz > 0.0 {
-            (TsClass::Other, first.checked_div((0.5 + avg_hz) as u32).unwrap_or(0))
-        } else {
-            (TsClass::Unknown, 0)
-        };
-        ts = class;
-        // nmap refuses more than two years (and counts from the first probe).
-        uptime = Some(if up > 63_072_000 { 0 } else { u64::from(up) });
+/// SP (the sequence predictability index), GCD and ISR from the
+/// differences between kept sequence numbers and their `rates` (`sum`:
+/// the rates' sum), when there were at least four replies.
+fn sequence_index(seq_diffs: &[u32], rates: &[f32], sum: f64, responses: usize) -> (u32, Option<(u32, u32, u32)>) {
+    let mut index = 0u32;
+    if responses < 4 {
+        return (index, None);
     }
-    Seq { kept, index, sp_gcd_isr, tcp_ids, tcp_class, closed_ids, icmp_ids, ts, avg_hz, uptime }
+    let avg_rate = sum / (responses - 1) as f64;
+    let gcd = seq_diffs.iter().copied().reduce(gcd).unwrap_or(1);
+    let mut isr = 0u32;
+    if gcd != 0 {
+        isr = round8(avg_rate.log2());
+        let div = if gcd > 9 { gcd } else { 1 };
+        let mut sd = 0f64;
+        for &rate in rates {
+            let x = f64::from(rate / div as f32) - avg_rate / f64::from(div);
+            sd += x * x;
+        }
+        sd /= (responses - 2) as f64;
+        sd = sd.sqrt();
+        index = if sd <= 1.0 { 0 } else { round8(sd.log2()) };
+    }
+    (index, Some((index, gcd, isr)))
+}
+
+/// The timestamp clock's class and rate (Hz) from the differences between
+/// kept timestamps and the time between their probes, and the uptime the
+/// `first` timestamp stands for (nmap refuses more than two years, and
+/// counts from the first probe).
+fn ts_rate(ts_diffs: &[u32], usec: &[u64], first: u32, responses: usize) -> (TsClass, f64, u64) {
+    let mut avg_hz = 0f64;
+    for (d, us) in ts_diffs.iter().zip(usec) {
+        avg_hz += f64::from(*d) / (*us as f64 / 1_000_000.0) / (responses - 1) as f64;
+    }
+    let (class, up) = if avg_hz > 0.0 && avg_hz < 5.66 {
+        (TsClass::Hz2, first / 2)
+    } else if avg_hz > 70.0 && avg_hz < 150.0 {
+        (TsClass::Hz100, first / 100)
+    } else if avg_hz > 724.0 && avg_hz < 1448.0 {
+        (TsClass::Hz1000, first / 1000)
+    } else if avg_hz > 0.0 {
+        (TsClass::Other, first.checked_div((0.5 + avg_hz) as u32).unwrap_or(0))
+    } else {
+        (TsClass::Unknown, 0)
+    };
+    // nmap refuses more than two years (and counts from the first probe).
+    (class, avg_hz, if up > 63_072_000 { 0 } else { u64::from(up) })
 }
 
 /// nmap's MOD_DIFF: the shorter way round between two 32-bit values.

@@ -257,10 +257,7 @@ pub fn run(
 ) -> io::Result<()> {
     let sock = PacketSocket::open(ifindex)?;
     sock.tune(8 << 20)?;
-    let mut targets: Vec<Target> = Vec::new();
-    let mut waiting: VecDeque<(usize, Vec<Try>)> = VecDeque::new();
-    let mut active: Vec<Active> = Vec::new();
-    let mut by_ip: HashMap<Ipv4Addr, usize> = HashMap::new();
+    let mut hosts = Hosts::default();
     let mut own =
         Pace { gap: settings.max_rate.map(|r| Duration::from_secs_f64(1.0 / r.max(0.01))), next: Instant::now() };
     let mut frame = [0u8; ETH + probes::MAX_PACKET];
@@ -269,7 +266,7 @@ pub fn run(
     let mut sums = [Checksum::Unchecked; BATCH];
     let t0 = Instant::now();
     let mut open = true;
-    while open || !(waiting.is_empty() && active.is_empty()) {
+    while open || !(hosts.waiting.is_empty() && hosts.active.is_empty()) {
         if stop() {
             return Ok(());
         }
@@ -278,8 +275,8 @@ pub fn run(
             match incoming.try_recv() {
                 Ok((ip, s)) => {
                     if let Some(t) = resolve(ip, &s) {
-                        targets.push(t);
-                        waiting.push_back((targets.len() - 1, Vec::new()));
+                        hosts.targets.push(t);
+                        hosts.waiting.push_back((hosts.targets.len() - 1, Vec::new()));
                     }
                 }
                 Err(TryRecvError::Empty) => break,
@@ -287,20 +284,63 @@ pub fn run(
             }
         }
         let now = Instant::now();
-        // Start hosts (one whose address is being probed waits its turn).
-        while active.len() < PARALLEL {
-            let Some(pos) = waiting.iter().position(|(i, _)| !by_ip.contains_key(&targets[*i].ip)) else { break };
-            let (i, tries) = waiting.remove(pos).expect("position is in range");
-            by_ip.insert(targets[i].ip, active.len());
-            active.push(Active::new(i, &targets[i], now, tries));
+        hosts.start(now);
+        hosts.send_due(&sock, &mut frame, pacer().as_ref(), &mut own, now, t0)?;
+        // Receive until the next thing is due (at most 10 ms).
+        let next_due = hosts.active.iter().filter_map(Active::due).min();
+        let wait = next_due.map_or(Duration::from_millis(10), |d| d.saturating_duration_since(Instant::now()));
+        let got = sock.recv_batch(&mut bufs, &mut lens, &mut sums, wait.min(Duration::from_millis(10)))?;
+        let at = Instant::now();
+        for (buf, &len) in bufs.iter().zip(&lens).take(got) {
+            hosts.read(&buf[..len.min(FRAME)], at.duration_since(t0));
         }
-        // Send what is due.
-        let shared = pacer();
-        for a in &mut active {
-            while a.due().is_some_and(|d| d <= now) && turn(shared.as_ref(), &mut own, now) {
+        hosts.end_tries(settings, Instant::now(), &mut done);
+    }
+    Ok(())
+}
+
+/// The hosts OS detection was given: those waiting for a try (a first
+/// one, or another) and those in one.
+#[derive(Default)]
+struct Hosts {
+    targets: Vec<Target>,
+    /// Hosts by index in `targets`, with their tries so far.
+    waiting: VecDeque<(usize, Vec<Try>)>,
+    active: Vec<Active>,
+    /// The index in `active` of each address in a try.
+    by_ip: HashMap<Ipv4Addr, usize>,
+}
+
+impl Hosts {
+    /// Starts tries (one whose address is being probed waits its turn).
+    fn start(&mut self, now: Instant) {
+        let (targets, by_ip) = (&self.targets, &mut self.by_ip);
+        while self.active.len() < PARALLEL {
+            let Some(pos) = self.waiting.iter().position(|(i, _)| !by_ip.contains_key(&targets[*i].ip)) else {
+                break;
+            };
+            let (i, tries) = self.waiting.remove(pos).expect("position is in range");
+            by_ip.insert(targets[i].ip, self.active.len());
+            self.active.push(Active::new(i, &targets[i], now, tries));
+        }
+    }
+
+    /// Sends what is due, at the pace's turns (the port scan's `shared`
+    /// one when there is one, else `own`), built in `frame`.
+    fn send_due(
+        &mut self,
+        sock: &PacketSocket,
+        frame: &mut [u8; ETH + probes::MAX_PACKET],
+        shared: Option<&Pacer>,
+        own: &mut Pace,
+        now: Instant,
+        t0: Instant,
+    ) -> io::Result<()> {
+        for a in &mut self.active {
+            while a.due().is_some_and(|d| d <= now) && turn(shared, own, now) {
                 let p = a.plan[a.next];
                 a.next += 1;
-                let t = &targets[a.idx];
+                let t = &self.targets[a.idx];
                 let n = probes::build(p, &a.params, &mut frame[ETH..]);
                 frame[..6].copy_from_slice(&t.hop.dst_mac);
                 frame[6..12].copy_from_slice(&t.hop.src_mac);
@@ -315,28 +355,30 @@ pub fn run(
                 }
             }
         }
-        // Receive until the next thing is due (at most 10 ms).
-        let next_due = active.iter().filter_map(Active::due).min();
-        let wait = next_due.map_or(Duration::from_millis(10), |d| d.saturating_duration_since(Instant::now()));
-        let got = sock.recv_batch(&mut bufs, &mut lens, &mut sums, wait.min(Duration::from_millis(10)))?;
-        let at = Instant::now();
-        for (buf, &len) in bufs.iter().zip(&lens).take(got) {
-            let f = &buf[..len.min(FRAME)];
-            if f.len() < ETH + 20 || f[12..14] != [0x08, 0x00] {
-                continue;
-            }
-            let ip = &f[ETH..];
-            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-            let Some(&k) = by_ip.get(&src) else { continue };
-            let a = &mut active[k];
-            let Some(p) = probes::answers(&a.params, ip) else { continue };
-            if let Some(e) = a.sent.get_mut(&p).filter(|e| e.reply.is_none()) {
-                e.reply = Some(ip.to_vec());
-                e.reply_at = Some(at.duration_since(t0));
-            }
+        Ok(())
+    }
+
+    /// A frame received `at` (since the start): the first reply to one of
+    /// an active host's probes is kept.
+    fn read(&mut self, f: &[u8], at: Duration) {
+        if f.len() < ETH + 20 || f[12..14] != [0x08, 0x00] {
+            return;
         }
-        // End tries: all answered, or waited long enough after the last probe.
-        let now = Instant::now();
+        let ip = &f[ETH..];
+        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        let Some(&k) = self.by_ip.get(&src) else { return };
+        let a = &mut self.active[k];
+        let Some(p) = probes::answers(&a.params, ip) else { return };
+        if let Some(e) = a.sent.get_mut(&p).filter(|e| e.reply.is_none()) {
+            e.reply = Some(ip.to_vec());
+            e.reply_at = Some(at);
+        }
+    }
+
+    /// Ends tries: all answered, or waited long enough after the last
+    /// probe. A host goes again (`settings.max_tries`) or is `done`.
+    fn end_tries(&mut self, settings: &Settings, now: Instant, done: &mut impl FnMut(&Target, Vec<Try>)) {
+        let (targets, active, by_ip) = (&self.targets, &mut self.active, &mut self.by_ip);
         let mut i = 0;
         while i < active.len() {
             let a = &active[i];
@@ -366,13 +408,12 @@ pub fn run(
             let one = a.finish_try();
             a.tries.push(one);
             if again(&a.tries, settings.max_tries) {
-                waiting.push_front((a.idx, a.tries));
+                self.waiting.push_front((a.idx, a.tries));
             } else {
                 done(&targets[a.idx], a.tries);
             }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -119,23 +119,7 @@ pub(super) fn host_report_by(
         HostState::Up => {}
     }
     let _ = writeln!(text, "{scanner} scan report for {}", host.label());
-    let latency =
-        host.status.and_then(|s| s.latency).map(|l| format!(" ({}s latency)", two_digits(l))).unwrap_or_default();
-    if reasons {
-        let _ = writeln!(text, "Host is up, received {reason}{ttl}{latency}.");
-    } else if latency.is_empty() {
-        text.push_str("Host is up.\n");
-    } else {
-        let _ = writeln!(text, "Host is up{latency}.");
-    }
-    if !host.others.is_empty() {
-        let others: Vec<String> = host.others.iter().map(std::net::IpAddr::to_string).collect();
-        let name = host.name.map(screen).unwrap_or_default();
-        let _ = writeln!(text, "Other addresses for {name} (not scanned): {}", others.join(" "));
-    }
-    if let Some(ptr) = host.other_ptr() {
-        let _ = writeln!(text, "rDNS record for {}: {}", host.ip, screen(ptr));
-    }
+    up_lines(text, host, reasons, reason, &ttl);
     let mac = host.status.and_then(|s| {
         let vendor = s.vendor.as_deref().unwrap_or("Unknown");
         s.mac.as_deref().map(|mac| format!("{mac} ({vendor})"))
@@ -165,6 +149,47 @@ pub(super) fn host_report_by(
         None => text.push('\n'),
     }
 
+    let rows = port_rows(host, version_scan, reasons);
+    table(text, &rows);
+    unrecognized(text, &host.service_fps());
+    if let Some(mac) = mac {
+        let _ = writeln!(text, "MAC Address: {mac}");
+    }
+    if let Some(os) = host.os {
+        text.push_str(&os_text::normal_lines(os, view));
+    }
+    if let Some(info) = service_info(host) {
+        let _ = writeln!(text, "{info}");
+    }
+    host_scripts(text, host);
+    traceroute(text, host);
+    text.push('\n');
+}
+
+/// "Host is up" (with `reasons`, why, and the `ttl` text), the other
+/// addresses of the name, and a reverse DNS name that is not the name.
+fn up_lines(text: &mut String, host: &HostRec<'_>, reasons: bool, reason: &str, ttl: &str) {
+    let latency =
+        host.status.and_then(|s| s.latency).map(|l| format!(" ({}s latency)", two_digits(l))).unwrap_or_default();
+    if reasons {
+        let _ = writeln!(text, "Host is up, received {reason}{ttl}{latency}.");
+    } else if latency.is_empty() {
+        text.push_str("Host is up.\n");
+    } else {
+        let _ = writeln!(text, "Host is up{latency}.");
+    }
+    if !host.others.is_empty() {
+        let others: Vec<String> = host.others.iter().map(std::net::IpAddr::to_string).collect();
+        let name = host.name.map(screen).unwrap_or_default();
+        let _ = writeln!(text, "Other addresses for {name} (not scanned): {}", others.join(" "));
+    }
+    if let Some(ptr) = host.other_ptr() {
+        let _ = writeln!(text, "rDNS record for {}: {}", host.ip, screen(ptr));
+    }
+}
+
+/// The port table's rows: a header, each port, and its scripts' lines.
+fn port_rows(host: &HostRec<'_>, version_scan: bool, reasons: bool) -> Vec<Row> {
     let mut header = vec!["PORT".to_string(), "STATE".into(), "SERVICE".into()];
     if reasons {
         header.push("REASON".into());
@@ -190,20 +215,7 @@ pub(super) fn host_report_by(
             rows.extend(script_lines(&s.id, &s.text).into_iter().map(Row::Full));
         }
     }
-    table(text, &rows);
-    unrecognized(text, &host.service_fps());
-    if let Some(mac) = mac {
-        let _ = writeln!(text, "MAC Address: {mac}");
-    }
-    if let Some(os) = host.os {
-        text.push_str(&os_text::normal_lines(os, view));
-    }
-    if let Some(info) = service_info(host) {
-        let _ = writeln!(text, "{info}");
-    }
-    host_scripts(text, host);
-    traceroute(text, host);
-    text.push('\n');
+    rows
 }
 
 /// nmap's TRACEROUTE table, after the host scripts.

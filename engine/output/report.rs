@@ -249,28 +249,7 @@ impl Collected {
                 }
                 self.start = Some(s.clone());
             }
-            Event::Host(h) => {
-                let counted = self.status.get(&h.ip).is_some_and(|s| s.state == HostState::Up) || self.has_ports(h.ip);
-                if h.state == HostState::Up && !counted {
-                    self.up += self.views(h.ip) as usize;
-                }
-                let status = HostStatus {
-                    state: h.state,
-                    reason: h.reason,
-                    ttl: h.ttl,
-                    latency: h.latency,
-                    mac: h.mac.clone(),
-                    vendor: h.mac.as_deref().and_then(|mac| {
-                        let vendors = self.vendors.get_or_insert_with(|| {
-                            let dirs = self.nmap_dirs.clone().unwrap_or_else(|| crate::places::Places::default().nmap);
-                            super::mac_vendor::MacVendors::installed(&dirs)
-                        });
-                        vendors.vendor(mac).map(String::from)
-                    }),
-                    t: h.t as f32,
-                };
-                self.status.insert(h.ip, status);
-            }
+            Event::Host(h) => self.on_host(h),
             // A port's state is its address's: every target there has it.
             Event::Port(p) => {
                 for view in 0..self.views(p.ip) {
@@ -280,22 +259,7 @@ impl Collected {
                     rec.ttl = p.ttl;
                 }
             }
-            Event::Service(s) => {
-                self.services_seen = true;
-                // nmap's formats show no chain: a scan of many TLS ports
-                // keeps none for its report.
-                let mut kept = s.clone();
-                kept.tls = None;
-                // Nor the replies: the fingerprint is all they give them.
-                // nmap's default intensity for a stream that does not say.
-                let intensity = self.start.as_ref().and_then(|s| s.settings.version_intensity).unwrap_or(7);
-                let fp = service_fp::of_service(s, intensity, self.start_secs()).map(|f| f.wrapped);
-                kept.replies = Vec::new();
-                let at = self.target(s.ip, s.targetname.as_deref());
-                let rec = self.port(at, s.proto, s.port, s.t);
-                rec.service = Some(kept);
-                rec.servicefp = fp;
-            }
+            Event::Service(s) => self.on_service(s),
             Event::Finding(f) => {
                 let finding =
                     Finding { title: f.title.clone(), severity: f.severity, data: f.data.clone(), output: None };
@@ -314,18 +278,7 @@ impl Collected {
             }
             // A host's few ports of a state are rows, as in nmap's port
             // table (a port reported since, as a late answer, keeps its report).
-            Event::Extraports(e) if !e.ports.is_empty() => {
-                let t = self.status.get(&e.ip).map_or_else(|| self.elapsed(), |s| f64::from(s.t));
-                for view in 0..self.views(e.ip) {
-                    for &port in &e.ports {
-                        if !self.ports.contains_key(&(e.ip, view, rank(e.proto), port)) {
-                            let rec = self.port((e.ip, view), e.proto, port, t);
-                            rec.state = e.state;
-                            rec.reason = e.reason;
-                        }
-                    }
-                }
-            }
+            Event::Extraports(e) if !e.ports.is_empty() => self.on_extraports_rows(e),
             Event::Extraports(e) => {
                 let u = Unshown { proto: e.proto, state: e.state, reason: e.reason, count: e.count.into() };
                 self.extra.entry(e.ip).or_default().push(u);
@@ -334,34 +287,96 @@ impl Collected {
             Event::Rdns(r) => {
                 self.ptr.insert(r.ip, r.name.clone());
             }
-            Event::Os(e) => {
-                // A passive hint never replaces what -O found.
-                let keep = e.hint.is_some() && e.matches.is_empty() && e.fingerprint.is_none();
-                match self.os.get_mut(&e.ip) {
-                    Some(had) if keep => had.hint = e.hint.clone(),
-                    _ => {
-                        let hint = self.os.get(&e.ip).and_then(|h| h.hint.clone());
-                        let mut e = (**e).clone();
-                        e.hint = e.hint.or(hint);
-                        self.os.insert(e.ip, e);
-                    }
-                }
-            }
-            Event::Trace(e) => {
-                let same = self.shared_hops(e);
-                // A trace's last hop is its host, never a router it shares.
-                for h in &e.hops[..e.hops.len().saturating_sub(1)] {
-                    if let Some(ip) = h.ip {
-                        self.first_by_hop.entry((h.ttl, ip)).or_insert(e.ip);
-                    }
-                }
-                self.trace.insert(e.ip, ((**e).clone(), same));
-            }
+            Event::Os(e) => self.on_os(e),
+            Event::Trace(e) => self.on_trace(e),
             Event::Log(_) | Event::Error(_) | Event::Timing(_) => {}
         }
         if self.start_at.is_none() {
             self.start_at = Some(now_secs());
         }
+    }
+
+    /// A host's state; a host newly up counts once per target at its address.
+    fn on_host(&mut self, h: &crate::findings::HostEvent) {
+        let counted = self.status.get(&h.ip).is_some_and(|s| s.state == HostState::Up) || self.has_ports(h.ip);
+        if h.state == HostState::Up && !counted {
+            self.up += self.views(h.ip) as usize;
+        }
+        let status = HostStatus {
+            state: h.state,
+            reason: h.reason,
+            ttl: h.ttl,
+            latency: h.latency,
+            mac: h.mac.clone(),
+            vendor: h.mac.as_deref().and_then(|mac| {
+                let vendors = self.vendors.get_or_insert_with(|| {
+                    let dirs = self.nmap_dirs.clone().unwrap_or_else(|| crate::places::Places::default().nmap);
+                    super::mac_vendor::MacVendors::installed(&dirs)
+                });
+                vendors.vendor(mac).map(String::from)
+            }),
+            t: h.t as f32,
+        };
+        self.status.insert(h.ip, status);
+    }
+
+    /// A service on its port, kept without its chain and replies (its fingerprint instead).
+    fn on_service(&mut self, s: &crate::findings::Service) {
+        self.services_seen = true;
+        // nmap's formats show no chain: a scan of many TLS ports
+        // keeps none for its report.
+        let mut kept = s.clone();
+        kept.tls = None;
+        // Nor the replies: the fingerprint is all they give them.
+        // nmap's default intensity for a stream that does not say.
+        let intensity = self.start.as_ref().and_then(|s| s.settings.version_intensity).unwrap_or(7);
+        let fp = service_fp::of_service(s, intensity, self.start_secs()).map(|f| f.wrapped);
+        kept.replies = Vec::new();
+        let at = self.target(s.ip, s.targetname.as_deref());
+        let rec = self.port(at, s.proto, s.port, s.t);
+        rec.service = Some(Box::new(kept));
+        rec.servicefp = fp;
+    }
+
+    /// Ports not shown, named: rows of the port table.
+    fn on_extraports_rows(&mut self, e: &crate::findings::ExtraportsEvent) {
+        let t = self.status.get(&e.ip).map_or_else(|| self.elapsed(), |s| f64::from(s.t));
+        for view in 0..self.views(e.ip) {
+            for &port in &e.ports {
+                if !self.ports.contains_key(&(e.ip, view, rank(e.proto), port)) {
+                    let rec = self.port((e.ip, view), e.proto, port, t);
+                    rec.state = e.state;
+                    rec.reason = e.reason;
+                }
+            }
+        }
+    }
+
+    /// An OS result (a passive hint kept beside, never over, what -O found).
+    fn on_os(&mut self, e: &crate::findings::OsEvent) {
+        // A passive hint never replaces what -O found.
+        let keep = e.hint.is_some() && e.matches.is_empty() && e.fingerprint.is_none();
+        match self.os.get_mut(&e.ip) {
+            Some(had) if keep => had.hint = e.hint.clone(),
+            _ => {
+                let hint = self.os.get(&e.ip).and_then(|h| h.hint.clone());
+                let mut e = e.clone();
+                e.hint = e.hint.or(hint);
+                self.os.insert(e.ip, e);
+            }
+        }
+    }
+
+    /// A traceroute, with the hops it shares with an earlier one.
+    fn on_trace(&mut self, e: &crate::findings::TraceEvent) {
+        let same = self.shared_hops(e);
+        // A trace's last hop is its host, never a router it shares.
+        for h in &e.hops[..e.hops.len().saturating_sub(1)] {
+            if let Some(ip) = h.ip {
+                self.first_by_hop.entry((h.ttl, ip)).or_insert(e.ip);
+            }
+        }
+        self.trace.insert(e.ip, (e.clone(), same));
     }
 
     /// How many targets (host reports) an address has.

@@ -69,8 +69,11 @@ impl<W: Write> Text<W> {
     }
 }
 
-impl<W: Write + Send> Sink for Text<W> {
-    fn record(&mut self, event: &Event) -> io::Result<()> {
+impl<W: Write> Text<W> {
+    /// In report mode the event is kept for the report at the end, and
+    /// only some are written as they come: whether this one is (always,
+    /// outside report mode).
+    fn writes_now(&mut self, event: &Event) -> bool {
         // A scan too big to hold for one report at the end streams instead.
         if let (Event::ScanStart(s), Some(_)) = (event, &self.report) {
             if s.probes_planned > REPORT_MAX_PROBES {
@@ -79,7 +82,7 @@ impl<W: Write + Send> Sink for Text<W> {
         }
         if let Some((scan, verbose)) = &mut self.report {
             scan.record(event);
-            let streamed = match event {
+            return match event {
                 Event::ScanStart(_) | Event::Error(_) => true,
                 Event::Log(_) => self.logs,
                 Event::Port(p) => *verbose && p.state == crate::findings::PortState::Open,
@@ -89,9 +92,15 @@ impl<W: Write + Send> Sink for Text<W> {
                 Event::ScanEnd(_) => false,
                 _ => false,
             };
-            if !streamed {
-                return Ok(());
-            }
+        }
+        true
+    }
+}
+
+impl<W: Write + Send> Sink for Text<W> {
+    fn record(&mut self, event: &Event) -> io::Result<()> {
+        if !self.writes_now(event) {
+            return Ok(());
         }
         let o = &mut self.out;
         match event {
@@ -103,23 +112,7 @@ impl<W: Write + Send> Sink for Text<W> {
                 s.probes_planned,
                 s.seed
             ),
-            Event::Host(h) => {
-                match h.state {
-                    crate::findings::HostState::Unknown => write!(o, "Target {}", h.ip)?,
-                    state => write!(o, "Host {} is {state}", h.ip)?,
-                }
-                if h.state != crate::findings::HostState::Unknown || self.reasons {
-                    write!(o, " ({}", h.reason)?;
-                    if let Some(l) = h.latency {
-                        write!(o, ", {l:.4}s latency")?;
-                    }
-                    if let Some(mac) = &h.mac {
-                        write!(o, ", MAC {mac}")?;
-                    }
-                    write!(o, ")")?;
-                }
-                writeln!(o)
-            }
+            Event::Host(h) => host_line(o, h, self.reasons),
             Event::Port(p) => {
                 let state = p.state.as_str();
                 write!(o, "Discovered {state} port {}/{} on {}", p.port, p.proto, p.ip)?;
@@ -129,64 +122,11 @@ impl<W: Write + Send> Sink for Text<W> {
                     (false, _) => writeln!(o),
                 }
             }
-            Event::Service(s) => {
-                let tunnel =
-                    if s.tunnel == Some(crate::findings::Tunnel::Ssl) && s.id.service != "ssl" { "ssl/" } else { "" };
-                let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
-                write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, screen(&s.id.service))?;
-                let words: Vec<&str> = [&s.id.product, &s.id.version].iter().filter_map(|f| f.as_deref()).collect();
-                if !words.is_empty() {
-                    write!(o, " {}", screen(&words.join(" ")))?;
-                }
-                if let Some(info) = &s.id.info {
-                    write!(o, " ({})", screen(info))?;
-                }
-                for (label, v) in [("Host", &s.id.hostname), ("OS", &s.id.os), ("Device", &s.id.device)] {
-                    if let Some(v) = v {
-                        write!(o, "; {label}: {}", screen(v))?;
-                    }
-                }
-                writeln!(o)?;
-                if let Some(tls) = &s.tls {
-                    if let Some(p) = &tls.starttls {
-                        write!(o, "  TLS (STARTTLS {}): {} {}", screen(p), screen(&tls.version), screen(&tls.cipher))?;
-                    } else {
-                        write!(o, "  TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
-                    }
-                    // The key exchange as nmap's ssl-enum-ciphers shows it.
-                    match (&tls.group, tls.kx_bits) {
-                        (Some(g), _) => write!(o, " ({})", screen(g))?,
-                        (None, bits) if bits > 0 && !tls.kx.is_empty() => write!(o, " ({} {bits})", screen(&tls.kx))?,
-                        _ => {}
-                    }
-                    if tls.path == "hello" {
-                        write!(o, ", first flight only")?;
-                    }
-                    if let Some(alpn) = &tls.alpn {
-                        write!(o, ", ALPN {}", screen(alpn))?;
-                    }
-                    match tls.chain_cut {
-                        0 => writeln!(o, ", {} certificate(s)", tls.chain.len())?,
-                        cut => writeln!(o, ", {} certificate(s) ({cut} more sent, not kept)", tls.chain.len())?,
-                    }
-                    if let Some(c) = tls.chain.first() {
-                        writeln!(o, "  Certificate: {}; issuer: {}", screen(&c.subject), screen(&c.issuer))?;
-                        if !c.san.is_empty() {
-                            writeln!(o, "  Subject Alternative Names: {}", screen(&c.san.join(", ")))?;
-                        }
-                        writeln!(
-                            o,
-                            "  Not valid before: {}; not valid after: {}",
-                            screen(&c.not_before),
-                            screen(&c.not_after)
-                        )?;
-                    }
-                }
-                Ok(())
-            }
+            Event::Service(s) => service_lines(o, s),
             // A script result: its text, as nmap prints it under a port.
             Event::Script(r) => {
-                let text = r.output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect::<Vec<_>>().join("\n|");
+                let text =
+                    r.output.trim_end_matches('\n').split('\n').map(|l| screen(l)).collect::<Vec<_>>().join("\n|");
                 writeln!(o, "| {} on {}/{} on {}: {text}", screen(&r.plugin), r.port, r.proto, r.ip)
             }
             Event::Finding(f) => {
@@ -210,44 +150,17 @@ impl<W: Write + Send> Sink for Text<W> {
             Event::Trace(e) => {
                 let last = e.hops.iter().rev().find_map(|h| h.ip);
                 let to = last.map(|ip| format!(", last {ip}")).unwrap_or_default();
-                writeln!(o, "Traceroute to {}: {} hop{}{to}", e.ip, e.hops.len(), if e.hops.len() == 1 { "" } else { "s" })
+                writeln!(
+                    o,
+                    "Traceroute to {}: {} hop{}{to}",
+                    e.ip,
+                    e.hops.len(),
+                    if e.hops.len() == 1 { "" } else { "s" }
+                )
             }
             Event::Log(_) | Event::Extraports(_) => Ok(()),
-            Event::Error(e) => {
-                let at = match (e.ip, e.port) {
-                    (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),
-                    (Some(ip), None) => format!(" {ip}"),
-                    _ => String::new(),
-                };
-                match &e.plugin {
-                    Some(p) => writeln!(
-                        o,
-                        "Error{at} [{}] ({}): {}",
-                        screen(p),
-                        serde_json::to_value(e.kind).unwrap_or_default().as_str().unwrap_or(""),
-                        screen(&e.message)
-                    ),
-                    None => writeln!(o, "Error{at}: {}", screen(&e.message)),
-                }
-            }
-            Event::ScanEnd(e) => writeln!(
-                o,
-                "moonscan done{}: {}{} probes sent, {} open, {} closed, {} filtered, {} findings, {} script results, {} errors in {:.2} s",
-                if e.interrupted { " (interrupted)" } else { "" },
-                if e.hosts_up + e.hosts_down > 0 {
-                    format!("{} of {} hosts up, ", e.hosts_up, e.hosts_up + e.hosts_down)
-                } else {
-                    String::new()
-                },
-                e.probes_sent,
-                e.open,
-                e.closed,
-                e.filtered,
-                e.findings,
-                e.scripts,
-                e.errors,
-                e.elapsed
-            ),
+            Event::Error(e) => error_line(o, e),
+            Event::ScanEnd(e) => end_line(o, e),
         }
     }
 
@@ -275,6 +188,117 @@ impl<W: Write + Send> Sink for Text<W> {
         }
         self.out.flush()
     }
+}
+
+/// A host's state (and with `reasons`, why, for a target of unknown state).
+fn host_line(o: &mut impl Write, h: &crate::findings::HostEvent, reasons: bool) -> io::Result<()> {
+    match h.state {
+        crate::findings::HostState::Unknown => write!(o, "Target {}", h.ip)?,
+        state => write!(o, "Host {} is {state}", h.ip)?,
+    }
+    if h.state != crate::findings::HostState::Unknown || reasons {
+        write!(o, " ({}", h.reason)?;
+        if let Some(l) = h.latency {
+            write!(o, ", {l:.4}s latency")?;
+        }
+        if let Some(mac) = &h.mac {
+            write!(o, ", MAC {mac}")?;
+        }
+        write!(o, ")")?;
+    }
+    writeln!(o)
+}
+
+/// A service as detected, and its TLS session with the first certificate.
+fn service_lines(o: &mut impl Write, s: &crate::findings::Service) -> io::Result<()> {
+    let tunnel = if s.tunnel == Some(crate::findings::Tunnel::Ssl) && s.id.service != "ssl" { "ssl/" } else { "" };
+    let guess = if s.method == ServiceMethod::Probed { "" } else { "?" };
+    write!(o, "Service on {}/{} on {}: {tunnel}{}{guess}", s.port, s.proto, s.ip, screen(&s.id.service))?;
+    let words: Vec<&str> = [&s.id.product, &s.id.version].iter().filter_map(|f| f.as_deref()).collect();
+    if !words.is_empty() {
+        write!(o, " {}", screen(&words.join(" ")))?;
+    }
+    if let Some(info) = &s.id.info {
+        write!(o, " ({})", screen(info))?;
+    }
+    for (label, v) in [("Host", &s.id.hostname), ("OS", &s.id.os), ("Device", &s.id.device)] {
+        if let Some(v) = v {
+            write!(o, "; {label}: {}", screen(v))?;
+        }
+    }
+    writeln!(o)?;
+    if let Some(tls) = &s.tls {
+        if let Some(p) = &tls.starttls {
+            write!(o, "  TLS (STARTTLS {}): {} {}", screen(p), screen(&tls.version), screen(&tls.cipher))?;
+        } else {
+            write!(o, "  TLS: {} {}", screen(&tls.version), screen(&tls.cipher))?;
+        }
+        // The key exchange as nmap's ssl-enum-ciphers shows it.
+        match (&tls.group, tls.kx_bits) {
+            (Some(g), _) => write!(o, " ({})", screen(g))?,
+            (None, bits) if bits > 0 && !tls.kx.is_empty() => write!(o, " ({} {bits})", screen(&tls.kx))?,
+            _ => {}
+        }
+        if tls.path == "hello" {
+            write!(o, ", first flight only")?;
+        }
+        if let Some(alpn) = &tls.alpn {
+            write!(o, ", ALPN {}", screen(alpn))?;
+        }
+        match tls.chain_cut {
+            0 => writeln!(o, ", {} certificate(s)", tls.chain.len())?,
+            cut => writeln!(o, ", {} certificate(s) ({cut} more sent, not kept)", tls.chain.len())?,
+        }
+        if let Some(c) = tls.chain.first() {
+            writeln!(o, "  Certificate: {}; issuer: {}", screen(&c.subject), screen(&c.issuer))?;
+            if !c.san.is_empty() {
+                writeln!(o, "  Subject Alternative Names: {}", screen(&c.san.join(", ")))?;
+            }
+            writeln!(o, "  Not valid before: {}; not valid after: {}", screen(&c.not_before), screen(&c.not_after))?;
+        }
+    }
+    Ok(())
+}
+
+/// An error, with where it happened and which plugin it came from.
+fn error_line(o: &mut impl Write, e: &crate::findings::ErrorEvent) -> io::Result<()> {
+    let at = match (e.ip, e.port) {
+        (Some(ip), Some(port)) => format!(" {}", std::net::SocketAddr::new(ip, port)),
+        (Some(ip), None) => format!(" {ip}"),
+        _ => String::new(),
+    };
+    match &e.plugin {
+        Some(p) => writeln!(
+            o,
+            "Error{at} [{}] ({}): {}",
+            screen(p),
+            serde_json::to_value(e.kind).unwrap_or_default().as_str().unwrap_or(""),
+            screen(&e.message)
+        ),
+        None => writeln!(o, "Error{at}: {}", screen(&e.message)),
+    }
+}
+
+/// The summary line.
+fn end_line(o: &mut impl Write, e: &crate::findings::ScanEnd) -> io::Result<()> {
+    writeln!(
+        o,
+        "moonscan done{}: {}{} probes sent, {} open, {} closed, {} filtered, {} findings, {} script results, {} errors in {:.2} s",
+        if e.interrupted { " (interrupted)" } else { "" },
+        if e.hosts_up + e.hosts_down > 0 {
+            format!("{} of {} hosts up, ", e.hosts_up, e.hosts_up + e.hosts_down)
+        } else {
+            String::new()
+        },
+        e.probes_sent,
+        e.open,
+        e.closed,
+        e.filtered,
+        e.findings,
+        e.scripts,
+        e.errors,
+        e.elapsed
+    )
 }
 
 /// Finding data in a line or an indented block: `k: v` pairs for a flat

@@ -155,66 +155,7 @@ impl Layout for XmlLayout {
         }
         let view = super::os_text::OsView::of(s);
         for host in s.hosts() {
-            let ip = host.ip;
-            let (reason, ttl) = host.status_reason();
-            let (first_t, last_t) = host.times();
-            let state = host.state();
-            if state == HostState::Up {
-                let _ = write!(
-                    doc,
-                    "<host starttime=\"{}\" endtime=\"{}\">",
-                    (start + first_t) as i64,
-                    (start + last_t) as i64
-                );
-            } else {
-                doc.push_str("<host>");
-            }
-            let _ = writeln!(doc, "<status state=\"{state}\" reason=\"{}\" reason_ttl=\"{ttl}\"/>", esc(reason));
-            let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
-            let _ = writeln!(doc, "<address addr=\"{ip}\" addrtype=\"{family}\"/>");
-            if let Some(status) = host.status {
-                if let Some(mac) = &status.mac {
-                    let vendor =
-                        status.vendor.as_deref().map(|v| format!(" vendor=\"{}\"", esc(v))).unwrap_or_default();
-                    let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"{vendor}/>", esc(mac));
-                }
-            }
-            // nmap's: the name given (user), then reverse DNS's (PTR).
-            doc.push_str("<hostnames>\n");
-            for (name, kind) in [(host.name, "user"), (host.ptr, "PTR")] {
-                if let Some(n) = name {
-                    let _ = writeln!(doc, "<hostname name=\"{}\" type=\"{kind}\"/>", esc(n));
-                }
-            }
-            doc.push_str("</hostnames>\n");
-            if !host.ports.is_empty() || !host.unshown.is_empty() {
-                doc.push_str("<ports>");
-                extraports(&mut doc, &host.unshown);
-                for p in &host.ports {
-                    port_xml(&mut doc, p);
-                }
-                doc.push_str("</ports>\n");
-            }
-            // nmap's OS detection: after the ports, before the host scripts.
-            if let Some(os) = host.os {
-                super::os_text::xml(&mut doc, os, view);
-            }
-            // nmap's host script results: after the ports, before the times.
-            if let Some(hs) = host.host_scripts.filter(|h| !h.is_empty()) {
-                doc.push_str("<hostscript>");
-                scripts_xml(&mut doc, hs);
-                doc.push_str("</hostscript>\n");
-            }
-            // nmap's traceroute: after the host scripts, before the times.
-            if let Some(t) = host.trace.filter(|t| !t.hops.is_empty()) {
-                doc.push_str(&super::trace_text::xml(t));
-            }
-            if let Some(l) = host.status.and_then(|s| s.latency) {
-                // nmap's round-trip times, in microseconds.
-                let us = (l * 1e6) as u64;
-                let _ = writeln!(doc, "<times srtt=\"{us}\" rttvar=\"{us}\" to=\"{}\"/>", (us * 4).max(100_000));
-            }
-            doc.push_str("</host>\n");
+            host_xml(&mut doc, &host, start, view);
             if let Some(p) = &self.prior {
                 doc = p.whole(&key(&host), std::mem::take(&mut doc));
             }
@@ -222,9 +163,6 @@ impl Layout for XmlLayout {
             out.write_all(doc.as_bytes())?;
             doc.clear();
         }
-        let end = s.end_secs();
-        let timestr = ctime(end as i64);
-        let elapsed = s.elapsed();
         let (up, total) = match &self.prior {
             None => (s.host_count() as u64, s.hosts_total()),
             Some(p) => {
@@ -232,29 +170,97 @@ impl Layout for XmlLayout {
                 (up, p.total().max(s.hosts_total()).max(up))
             }
         };
-        let phrase = format!(
-            "{total} IP address{} ({up} host{} up)",
-            if total == 1 { "" } else { "es" },
-            if up == 1 { "" } else { "s" }
-        );
-        let summary = format!("moonscan done at {timestr}; {phrase} scanned in {elapsed:.2} seconds");
-        let _ = write!(
-            doc,
-            "<runstats><finished time=\"{}\" timestr=\"{}\" summary=\"{}\" elapsed=\"{elapsed:.2}\"",
-            end as i64,
-            esc(&timestr),
-            esc(&summary)
-        );
-        match s.failure() {
-            Some(why) => {
-                let _ = write!(doc, " exit=\"error\" errormsg=\"{}\"/>", esc(&why));
-            }
-            None => doc.push_str(" exit=\"success\"/>"),
-        }
-        let _ =
-            write!(doc, "<hosts up=\"{up}\" down=\"{}\" total=\"{total}\"/>\n</runstats>\n</nmaprun>\n", total - up);
+        runstats(&mut doc, s, up, total);
         out.write_all(doc.as_bytes())
     }
+}
+
+/// One `<host>` element: status, addresses, names, ports, OS, host
+/// scripts, trace and times (`start`: the scan's start, in seconds).
+fn host_xml(doc: &mut String, host: &crate::output::report::HostRec<'_>, start: f64, view: super::os_text::OsView) {
+    let ip = host.ip;
+    let (reason, ttl) = host.status_reason();
+    let (first_t, last_t) = host.times();
+    let state = host.state();
+    if state == HostState::Up {
+        let _ =
+            write!(doc, "<host starttime=\"{}\" endtime=\"{}\">", (start + first_t) as i64, (start + last_t) as i64);
+    } else {
+        doc.push_str("<host>");
+    }
+    let _ = writeln!(doc, "<status state=\"{state}\" reason=\"{}\" reason_ttl=\"{ttl}\"/>", esc(reason));
+    let family = if ip.is_ipv4() { "ipv4" } else { "ipv6" };
+    let _ = writeln!(doc, "<address addr=\"{ip}\" addrtype=\"{family}\"/>");
+    if let Some(status) = host.status {
+        if let Some(mac) = &status.mac {
+            let vendor = status.vendor.as_deref().map(|v| format!(" vendor=\"{}\"", esc(v))).unwrap_or_default();
+            let _ = writeln!(doc, "<address addr=\"{}\" addrtype=\"mac\"{vendor}/>", esc(mac));
+        }
+    }
+    // nmap's: the name given (user), then reverse DNS's (PTR).
+    doc.push_str("<hostnames>\n");
+    for (name, kind) in [(host.name, "user"), (host.ptr, "PTR")] {
+        if let Some(n) = name {
+            let _ = writeln!(doc, "<hostname name=\"{}\" type=\"{kind}\"/>", esc(n));
+        }
+    }
+    doc.push_str("</hostnames>\n");
+    if !host.ports.is_empty() || !host.unshown.is_empty() {
+        doc.push_str("<ports>");
+        extraports(doc, &host.unshown);
+        for p in &host.ports {
+            port_xml(doc, p);
+        }
+        doc.push_str("</ports>\n");
+    }
+    // nmap's OS detection: after the ports, before the host scripts.
+    if let Some(os) = host.os {
+        super::os_text::xml(doc, os, view);
+    }
+    // nmap's host script results: after the ports, before the times.
+    if let Some(hs) = host.host_scripts.filter(|h| !h.is_empty()) {
+        doc.push_str("<hostscript>");
+        scripts_xml(doc, hs);
+        doc.push_str("</hostscript>\n");
+    }
+    // nmap's traceroute: after the host scripts, before the times.
+    if let Some(t) = host.trace.filter(|t| !t.hops.is_empty()) {
+        doc.push_str(&super::trace_text::xml(t));
+    }
+    if let Some(l) = host.status.and_then(|s| s.latency) {
+        // nmap's round-trip times, in microseconds.
+        let us = (l * 1e6) as u64;
+        let _ = writeln!(doc, "<times srtt=\"{us}\" rttvar=\"{us}\" to=\"{}\"/>", (us * 4).max(100_000));
+    }
+    doc.push_str("</host>\n");
+}
+
+/// The `<runstats>` element and the document's end: when the scan
+/// finished, how, and its `up` hosts of `total`.
+fn runstats(doc: &mut String, s: &Collected, up: u64, total: u64) {
+    let end = s.end_secs();
+    let timestr = ctime(end as i64);
+    let elapsed = s.elapsed();
+    let phrase = format!(
+        "{total} IP address{} ({up} host{} up)",
+        if total == 1 { "" } else { "es" },
+        if up == 1 { "" } else { "s" }
+    );
+    let summary = format!("moonscan done at {timestr}; {phrase} scanned in {elapsed:.2} seconds");
+    let _ = write!(
+        doc,
+        "<runstats><finished time=\"{}\" timestr=\"{}\" summary=\"{}\" elapsed=\"{elapsed:.2}\"",
+        end as i64,
+        esc(&timestr),
+        esc(&summary)
+    );
+    match s.failure() {
+        Some(why) => {
+            let _ = write!(doc, " exit=\"error\" errormsg=\"{}\"/>", esc(&why));
+        }
+        None => doc.push_str(" exit=\"success\"/>"),
+    }
+    let _ = write!(doc, "<hosts up=\"{up}\" down=\"{}\" total=\"{total}\"/>\n</runstats>\n</nmaprun>\n", total - up);
 }
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

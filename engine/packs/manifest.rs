@@ -90,33 +90,54 @@ pub fn check_shape<'a>(bytes: &'a [u8], what: &str, max: usize) -> Result<&'a st
 /// A lexical pass over YAML text that finds how deep it nests and whether it
 /// uses anchors, aliases or tags, without building anything.
 fn scan_yaml(text: &str) -> std::result::Result<(), (usize, String)> {
-    // Inside a quoted scalar that spans lines: the quote character.
-    let mut quote: Option<char> = None;
-    // Inside a block scalar (| or >): the indentation of the line that started it.
-    let mut block_parent: Option<usize> = None;
-    let mut flow = 0usize;
+    let mut scan = YamlScan::default();
     for (n, line) in text.split('\n').enumerate() {
-        let line_no = n + 1;
-        let line = line.strip_suffix('\r').unwrap_or(line);
+        scan.line(n + 1, line.strip_suffix('\r').unwrap_or(line))?;
+    }
+    Ok(())
+}
+
+/// What [`scan_yaml`] carries from one line to the next.
+#[derive(Default)]
+struct YamlScan {
+    /// Inside a quoted scalar that spans lines: the quote character.
+    quote: Option<char>,
+    /// Inside a block scalar (| or >): the indentation of the line that started it.
+    block_parent: Option<usize>,
+    /// How deep the flow collections ([ and {) are.
+    flow: usize,
+}
+
+/// Where the pass goes after a character at a node's start.
+enum NodeStep {
+    /// On at this column.
+    At(usize),
+    /// To the next line.
+    EndLine,
+}
+
+impl YamlScan {
+    /// One line (`line_no` counts from 1).
+    fn line(&mut self, line_no: usize, line: &str) -> std::result::Result<(), (usize, String)> {
         let chars: Vec<char> = line.chars().collect();
         let indent = chars.iter().take_while(|&&c| c == ' ').count();
-        if let Some(parent) = block_parent {
+        if let Some(parent) = self.block_parent {
             if chars.iter().all(|c| c.is_whitespace()) || indent > parent {
-                continue;
+                return Ok(());
             }
-            block_parent = None;
+            self.block_parent = None;
         }
         let mut node_start = true;
         let mut measured = false;
-        let mut i = match quote {
+        let mut i = match self.quote {
             Some(q) => match close_quote(&chars, 0, q) {
                 Some(end) => {
-                    quote = None;
+                    self.quote = None;
                     node_start = false;
                     measured = true;
                     end
                 }
-                None => continue,
+                None => return Ok(()),
             },
             None => indent,
         };
@@ -128,79 +149,98 @@ fn scan_yaml(text: &str) -> std::result::Result<(), (usize, String)> {
                 continue;
             }
             if node_start {
-                match c {
-                    '-' | '?' | ':' if next_blank => {
-                        i += 1;
+                match self.node_char(&chars, i, indent, line_no, &mut node_start, &mut measured)? {
+                    NodeStep::At(next) => {
+                        i = next;
                         continue;
                     }
-                    '#' => break,
-                    _ => {}
-                }
-                if !measured {
-                    measured = true;
-                    if i > MAX_INDENT {
-                        return Err((
-                            line_no,
-                            format!("nested deeper than the limit ({i} columns of indentation, at most {MAX_INDENT})"),
-                        ));
-                    }
-                }
-                match c {
-                    '&' | '*' => return Err((line_no, "YAML anchors and aliases (& and *) are not allowed".into())),
-                    '!' => return Err((line_no, "YAML tags (!) are not allowed".into())),
-                    '\'' | '"' => match close_quote(&chars, i + 1, c) {
-                        Some(end) => {
-                            i = end;
-                            node_start = false;
-                            continue;
-                        }
-                        None => {
-                            quote = Some(c);
-                            break;
-                        }
-                    },
-                    '[' | '{' => {
-                        flow += 1;
-                        if flow > MAX_FLOW {
-                            return Err((
-                                line_no,
-                                format!("nested deeper than the limit (more than {MAX_FLOW} levels of [ and {{)"),
-                            ));
-                        }
-                        i += 1;
-                        continue;
-                    }
-                    ']' | '}' if flow > 0 => {
-                        flow -= 1;
-                        node_start = false;
-                        i += 1;
-                        continue;
-                    }
-                    '|' | '>' if flow == 0 => {
-                        block_parent = Some(indent);
-                        break;
-                    }
-                    '#' => break,
-                    _ => {
-                        node_start = false;
-                        i += 1;
-                        continue;
-                    }
+                    NodeStep::EndLine => break,
                 }
             }
             match c {
-                ':' if next_blank || (flow > 0 && chars.get(i + 1).is_some_and(|n| matches!(n, ',' | ']' | '}'))) => {
+                ':' if next_blank
+                    || (self.flow > 0 && chars.get(i + 1).is_some_and(|n| matches!(n, ',' | ']' | '}'))) =>
+                {
                     node_start = true
                 }
-                ',' if flow > 0 => node_start = true,
-                ']' | '}' if flow > 0 => flow -= 1,
+                ',' if self.flow > 0 => node_start = true,
+                ']' | '}' if self.flow > 0 => self.flow -= 1,
                 '#' if i > 0 && chars[i - 1].is_whitespace() => break,
                 _ => {}
             }
             i += 1;
         }
+        Ok(())
     }
-    Ok(())
+
+    /// The character at column `i` where a node may start: an indicator, a
+    /// comment, a quoted scalar, a flow collection's bracket, a block
+    /// scalar, or the node's first character. The first such on a line
+    /// measures its indentation.
+    fn node_char(
+        &mut self,
+        chars: &[char],
+        i: usize,
+        indent: usize,
+        line_no: usize,
+        node_start: &mut bool,
+        measured: &mut bool,
+    ) -> std::result::Result<NodeStep, (usize, String)> {
+        let c = chars[i];
+        let next_blank = chars.get(i + 1).is_none_or(|n| n.is_whitespace());
+        match c {
+            '-' | '?' | ':' if next_blank => return Ok(NodeStep::At(i + 1)),
+            '#' => return Ok(NodeStep::EndLine),
+            _ => {}
+        }
+        if !*measured {
+            *measured = true;
+            if i > MAX_INDENT {
+                return Err((
+                    line_no,
+                    format!("nested deeper than the limit ({i} columns of indentation, at most {MAX_INDENT})"),
+                ));
+            }
+        }
+        match c {
+            '&' | '*' => Err((line_no, "YAML anchors and aliases (& and *) are not allowed".into())),
+            '!' => Err((line_no, "YAML tags (!) are not allowed".into())),
+            '\'' | '"' => match close_quote(chars, i + 1, c) {
+                Some(end) => {
+                    *node_start = false;
+                    Ok(NodeStep::At(end))
+                }
+                None => {
+                    self.quote = Some(c);
+                    Ok(NodeStep::EndLine)
+                }
+            },
+            '[' | '{' => {
+                self.flow += 1;
+                if self.flow > MAX_FLOW {
+                    return Err((
+                        line_no,
+                        format!("nested deeper than the limit (more than {MAX_FLOW} levels of [ and {{)"),
+                    ));
+                }
+                Ok(NodeStep::At(i + 1))
+            }
+            ']' | '}' if self.flow > 0 => {
+                self.flow -= 1;
+                *node_start = false;
+                Ok(NodeStep::At(i + 1))
+            }
+            '|' | '>' if self.flow == 0 => {
+                self.block_parent = Some(indent);
+                Ok(NodeStep::EndLine)
+            }
+            '#' => Ok(NodeStep::EndLine),
+            _ => {
+                *node_start = false;
+                Ok(NodeStep::At(i + 1))
+            }
+        }
+    }
 }
 
 /// Where a quoted scalar that opened before `from` closes (the index after

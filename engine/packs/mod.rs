@@ -286,43 +286,7 @@ fn verify_root(
     let manifest_bytes = read_in_pack(root, "pack.yaml", manifest::MAX_MANIFEST as u64)?;
     manifest::check_shape(&manifest_bytes, "pack.yaml", manifest::MAX_MANIFEST)?;
     let sig_bytes = read_sig(root)?;
-    let mut signer = None;
-    let mut signer_key = None;
-    let mut checked = None;
-    if let SigMode::Check(trust) = mode {
-        match &sig_bytes {
-            None if trust.allow_unsigned => {}
-            None => {
-                return Err(refuse_as(
-                    ErrorKind::Signature,
-                    "not signed (no pack.sig); sign it with `moonscan pack sign`, or pass --allow-unsigned to accept it untrusted",
-                ))
-            }
-            Some(bytes) => {
-                let sig = sign::parse_signature(bytes)?;
-                signer = Some(sig.key_id.clone());
-                // The ID only picks the candidates; the public key decides.
-                let candidates: Vec<&TrustedKey> = trust.keys.iter().filter(|k| k.id == sig.key_id).collect();
-                match candidates.first() {
-                    Some(_) => {
-                        let by = candidates.iter().find(|k| sig.verify(&k.key, &manifest_bytes).is_ok());
-                        match by {
-                            Some(k) => signer_key = Some(k.key.to_base64()),
-                            None => sig.verify(&candidates[0].key, &manifest_bytes)?,
-                        }
-                        checked = Some(sig);
-                    }
-                    None if trust.allow_unsigned => {}
-                    None => {
-                        return Err(refuse_as(ErrorKind::Signature, format!(
-                            "pack.sig: signed by key {}, which is not in the trust store (if you trust it: `moonscan pack trust add KEYFILE`), or pass --allow-unsigned to accept it untrusted",
-                            sig.key_id
-                        )))
-                    }
-                }
-            }
-        }
-    }
+    let SigCheck { signer, signer_key, checked } = check_signature(mode, sig_bytes.as_deref(), &manifest_bytes)?;
     // (2) The manifest.
     let m = manifest::parse(&manifest_bytes, "pack.yaml", true)?;
     if !core_allowed {
@@ -341,6 +305,81 @@ fn verify_root(
         }
     }
     // (3) Every listed file, hashed.
+    let files = hashed_files(root, &m)?;
+    // (4) Nothing unlisted.
+    let extras = unlisted_extras(root, &m, extras_allowed)?;
+    // (5) The library, then the plugins (which may require its modules and
+    // the core library's), and the probes, from the hashed bytes.
+    let (compiled, probes) = compile(&m.name, &files, meta_cache, core)?;
+    Ok(VerifiedPack {
+        version: m.semver(),
+        manifest_sha256: sha256_hex(&manifest_bytes),
+        manifest: m,
+        manifest_bytes,
+        signature: sig_bytes,
+        trusted: checked.is_some(),
+        signer,
+        signer_key,
+        files,
+        plugins: compiled,
+        probes,
+        extras,
+    })
+}
+
+/// What a pack's signature said: who signed it (the key ID, and the key
+/// when it is trusted), and the signature when it checked out.
+struct SigCheck {
+    signer: Option<String>,
+    signer_key: Option<String>,
+    checked: Option<sign::Signature>,
+}
+
+/// (1) The signature `sig_bytes` over the manifest's exact bytes, against
+/// the trust store (unsigned or unknown keys only with `allow_unsigned`).
+fn check_signature(mode: SigMode<'_>, sig_bytes: Option<&[u8]>, manifest_bytes: &[u8]) -> Result<SigCheck> {
+    let mut signer = None;
+    let mut signer_key = None;
+    let mut checked = None;
+    if let SigMode::Check(trust) = mode {
+        match sig_bytes {
+            None if trust.allow_unsigned => {}
+            None => {
+                return Err(refuse_as(
+                    ErrorKind::Signature,
+                    "not signed (no pack.sig); sign it with `moonscan pack sign`, or pass --allow-unsigned to accept it untrusted",
+                ))
+            }
+            Some(bytes) => {
+                let sig = sign::parse_signature(bytes)?;
+                signer = Some(sig.key_id.clone());
+                // The ID only picks the candidates; the public key decides.
+                let candidates: Vec<&TrustedKey> = trust.keys.iter().filter(|k| k.id == sig.key_id).collect();
+                match candidates.first() {
+                    Some(_) => {
+                        let by = candidates.iter().find(|k| sig.verify(&k.key, manifest_bytes).is_ok());
+                        match by {
+                            Some(k) => signer_key = Some(k.key.to_base64()),
+                            None => sig.verify(&candidates[0].key, manifest_bytes)?,
+                        }
+                        checked = Some(sig);
+                    }
+                    None if trust.allow_unsigned => {}
+                    None => {
+                        return Err(refuse_as(ErrorKind::Signature, format!(
+                            "pack.sig: signed by key {}, which is not in the trust store (if you trust it: `moonscan pack trust add KEYFILE`), or pass --allow-unsigned to accept it untrusted",
+                            sig.key_id
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    Ok(SigCheck { signer, signer_key, checked })
+}
+
+/// (3) Every file the manifest lists, read and checked against its hash.
+fn hashed_files(root: &Path, m: &manifest::Manifest) -> Result<Vec<PackFile>> {
     let mut files = Vec::new();
     for (e, kind) in m.entries() {
         let bytes = read_in_pack(root, &e.file, max_size(kind))?;
@@ -353,7 +392,13 @@ fn verify_root(
         }
         files.push(PackFile { path: e.file.clone(), kind, bytes });
     }
-    // (4) Nothing unlisted.
+    Ok(files)
+}
+
+/// (4) Nothing unlisted: the files and folders the manifest does not list
+/// are refused, but for README.md and tests/ when `extras_allowed` (those
+/// are returned).
+fn unlisted_extras(root: &Path, m: &manifest::Manifest, extras_allowed: bool) -> Result<Vec<String>> {
     let listed: std::collections::BTreeSet<&str> = m.entries().map(|(e, _)| e.file.as_str()).collect();
     let listed_dirs: std::collections::BTreeSet<String> = listed
         .iter()
@@ -383,9 +428,18 @@ fn verify_root(
             ));
         }
     }
-    // (5) The library, then the plugins (which may require its modules and
-    // the core library's), and the probes, from the hashed bytes.
-    let mut lib = plugins::Library::new(&m.name);
+    Ok(extras)
+}
+
+/// (5) The pack's library, then its plugins (which may require its
+/// modules and the `core` library's), and its probes, from the hashed bytes.
+fn compile(
+    name: &str,
+    files: &[PackFile],
+    meta_cache: Option<&Path>,
+    core: &Arc<plugins::Library>,
+) -> Result<(Vec<Plugin>, ProbeDb)> {
+    let mut lib = plugins::Library::new(name);
     for f in files.iter().filter(|f| f.kind == FileKind::Lib) {
         lib.add(&f.path, &f.path, &f.bytes)?;
     }
@@ -394,7 +448,7 @@ fn verify_root(
     libs.check_modules()?;
     let mut compiled: Vec<Plugin> = Vec::new();
     let mut probes = ProbeDb::default();
-    for f in &files {
+    for f in files {
         match f.kind {
             FileKind::Plugin => {
                 let p = plugins::load_source_in(&f.bytes, Path::new(&f.path), meta_cache, &libs)?;
@@ -407,20 +461,7 @@ fn verify_root(
             }
         }
     }
-    Ok(VerifiedPack {
-        version: m.semver(),
-        manifest_sha256: sha256_hex(&manifest_bytes),
-        manifest: m,
-        manifest_bytes,
-        signature: sig_bytes,
-        trusted: checked.is_some(),
-        signer,
-        signer_key,
-        files,
-        plugins: compiled,
-        probes,
-        extras,
-    })
+    Ok((compiled, probes))
 }
 
 /// What [`install`] did.

@@ -397,32 +397,13 @@ impl Run<'_> {
             for step in plan.poll(Instant::now()) {
                 match step {
                     Step::Send { at, wait, in_turn, reuse } => {
-                        let loan = if in_turn {
-                            let free = own.take().or_else(|| plan.take_spare()).or_else(|| won.pop());
-                            match free.or_else(|| det.pool.try_get()) {
-                                Some(loan) => Some(loan),
-                                // Not reached (a probe in turn has the
-                                // buffer of the one judged before it), but
-                                // never stuck on the pool past the deadline.
-                                None => timeout_at(self.deadline, det.pool.get()).await.ok(),
-                            }
-                        } else {
-                            won.pop().or_else(|| det.pool.try_get())
-                        };
+                        let loan = self.loan_for(in_turn, own, &mut plan, &mut won).await;
                         let Some(loan) = loan else {
                             plan.on_unsent(at, Unsent::NoBuffer);
                             continue;
                         };
                         let on = if reuse { kept.take() } else { None };
-                        let fetch = Fetch {
-                            det,
-                            addr: self.addr,
-                            name: self.name,
-                            tls: tunnel,
-                            deadline: self.deadline,
-                            soft: plan.soft().map(str::to_string),
-                            cut: plan.is_null(at).then(|| cut.clone()),
-                        };
+                        let fetch = self.fetch(&plan, at, tunnel, &cut);
                         flying.push(fetch.run(at, plan.probe(at), wait, on, loan));
                     }
                     Step::Cut { .. } => cut.notify_one(),
@@ -474,6 +455,39 @@ impl Run<'_> {
             *own = plan.take_spare();
         }
         let (end, phase) = plan.finish();
+        self.close_phase(tunnel, end, phase)
+    }
+
+    /// A buffer for the probe about to go. One in turn takes the port's
+    /// own, a spare, one won from the pool or a free one (waiting for the
+    /// pool, but never past the deadline); one ahead takes a won or free
+    /// one, or none.
+    async fn loan_for(
+        &self,
+        in_turn: bool,
+        own: &mut Option<Loan>,
+        plan: &mut Plan<'_, Loan>,
+        won: &mut Vec<Loan>,
+    ) -> Option<Loan> {
+        let det = self.det;
+        if in_turn {
+            let free = own.take().or_else(|| plan.take_spare()).or_else(|| won.pop());
+            match free.or_else(|| det.pool.try_get()) {
+                Some(loan) => Some(loan),
+                // Not reached (a probe in turn has the
+                // buffer of the one judged before it), but
+                // never stuck on the pool past the deadline.
+                None => timeout_at(self.deadline, det.pool.get()).await.ok(),
+            }
+        } else {
+            won.pop().or_else(|| det.pool.try_get())
+        }
+    }
+
+    /// What a phase found goes into the detection (replies in the clear of
+    /// a port that turned out to be TLS are dropped); true when the port
+    /// is to be probed again inside TLS.
+    fn close_phase(&mut self, tunnel: bool, end: End, phase: plan::Phase) -> bool {
         self.out.probes_sent += phase.probes_sent;
         self.out.bytes_read += phase.bytes_read;
         if self.out.banner.is_empty() {
@@ -532,6 +546,22 @@ impl Run<'_> {
             self.out.tls = info;
         }
         Ok(conn)
+    }
+}
+
+impl<'a> Run<'a> {
+    /// The read of probe `at` of `plan` (inside TLS when `tls`); the NULL
+    /// probe's ends at `cut`.
+    fn fetch(&self, plan: &Plan<'_, Loan>, at: usize, tls: bool, cut: &Arc<Notify>) -> Fetch<'a> {
+        Fetch {
+            det: self.det,
+            addr: self.addr,
+            name: self.name,
+            tls,
+            deadline: self.deadline,
+            soft: plan.soft().map(str::to_string),
+            cut: plan.is_null(at).then(|| cut.clone()),
+        }
     }
 }
 

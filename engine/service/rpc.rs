@@ -436,40 +436,11 @@ where
     let mut conns = Connections { connect, made: 0 };
     let mut xid = 0x6d73_0000u32;
 
-    // The DUMP, sent again once on a new connection if the first closed.
-    let mut conn = None;
-    let mut own = Vec::new();
-    for attempt in 0..2 {
-        let mut s = match conns.open(until).await {
-            Ok(s) => s,
-            Err(f) => return g.failed(f),
-        };
-        xid = xid.wrapping_add(1);
-        g.calls += 1;
-        let read = match send(&mut s, &call(xid, PORTMAP, 2, 4), until).await {
-            Ok(()) => read_record(&mut s, buf, until).await,
-            Err(f) => Err(f),
-        };
-        let (len, cut) = match read {
-            Ok(r) => r,
-            Err(Failure::Io(_)) if attempt == 0 => continue,
-            Err(f) => return g.failed(f),
-        };
-        // A DUMP cut at the buffer's end keeps its whole entries; the rest
-        // of its record is still on the wire, so its connection goes.
-        match parse_reply(&buf[..len], xid) {
-            Err(Malformed(why)) => return g.failed(Failure::Malformed(why)),
-            Ok(Reply::Denied) => return g,
-            Ok(Reply::Success(body)) => {
-                let (list, _whole) = parse_dump(body);
-                own = list.iter().filter(|m| m.protocol == 6).map(|m| m.program).collect();
-                g.portmap = Some(list);
-            }
-            Ok(_) => {}
-        }
-        conn = (!cut).then_some(s);
-        break;
-    }
+    let (mut conn, own) = match dump(&mut conns, buf, &mut g, &mut xid, until).await {
+        Ok(got) => got,
+        Err(Some(f)) => return g.failed(f),
+        Err(None) => return g,
+    };
 
     let mut seen = HashSet::new();
     let all = own.iter().chain(listed).chain(programs.order.iter());
@@ -552,6 +523,59 @@ where
         g.program = Some(Program { number, name, versions });
         return g;
     }
+}
+
+/// The DUMP call, sent again once on a new connection if the first
+/// closed: its list goes into `g`. Gives the connection (unless the
+/// reply was cut) and the TCP programs the list names; `Err` ends the
+/// grind (with its failure, or none when the call was denied).
+async fn dump<S, C, F>(
+    conns: &mut Connections<C>,
+    buf: &mut [u8],
+    g: &mut Grind,
+    xid: &mut u32,
+    until: Instant,
+) -> Result<(Option<S>, Vec<u32>), Option<Failure>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    C: FnMut() -> F,
+    F: Future<Output = std::io::Result<S>>,
+{
+    // The DUMP, sent again once on a new connection if the first closed.
+    let mut conn = None;
+    let mut own = Vec::new();
+    for attempt in 0..2 {
+        let mut s = match conns.open(until).await {
+            Ok(s) => s,
+            Err(f) => return Err(Some(f)),
+        };
+        *xid = xid.wrapping_add(1);
+        g.calls += 1;
+        let read = match send(&mut s, &call(*xid, PORTMAP, 2, 4), until).await {
+            Ok(()) => read_record(&mut s, buf, until).await,
+            Err(f) => Err(f),
+        };
+        let (len, cut) = match read {
+            Ok(r) => r,
+            Err(Failure::Io(_)) if attempt == 0 => continue,
+            Err(f) => return Err(Some(f)),
+        };
+        // A DUMP cut at the buffer's end keeps its whole entries; the rest
+        // of its record is still on the wire, so its connection goes.
+        match parse_reply(&buf[..len], *xid) {
+            Err(Malformed(why)) => return Err(Some(Failure::Malformed(why))),
+            Ok(Reply::Denied) => return Err(None),
+            Ok(Reply::Success(body)) => {
+                let (list, _whole) = parse_dump(body);
+                own = list.iter().filter(|m| m.protocol == 6).map(|m| m.program).collect();
+                g.portmap = Some(list);
+            }
+            Ok(_) => {}
+        }
+        conn = (!cut).then_some(s);
+        break;
+    }
+    Ok((conn, own))
 }
 
 impl Grind {

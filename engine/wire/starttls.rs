@@ -133,18 +133,7 @@ impl Starttls {
         S: AsyncRead + AsyncWrite + Unpin,
     {
         match self {
-            Starttls::Smtp | Starttls::Lmtp => {
-                r.status_lines(io, "220").await?;
-                let hello: &[u8] =
-                    if self == Starttls::Lmtp { b"LHLO moonscan.invalid\r\n" } else { b"EHLO moonscan.invalid\r\n" };
-                send(io, hello).await?;
-                let caps = r.status_lines(io, "250").await?;
-                if !caps.to_ascii_uppercase().contains("STARTTLS") {
-                    return Err(StarttlsError::Refused("the server does not offer STARTTLS".into()));
-                }
-                send(io, b"STARTTLS\r\n").await?;
-                r.status_lines(io, "220").await?;
-            }
+            Starttls::Smtp | Starttls::Lmtp => smtp(io, r, self == Starttls::Lmtp).await?,
             Starttls::Ftp => {
                 r.status_lines(io, "220").await?;
                 send(io, b"AUTH TLS\r\n").await?;
@@ -160,20 +149,7 @@ impl Starttls {
                 send(io, b"STLS\r\n").await?;
                 r.line_starting(io, &["+OK"]).await?;
             }
-            Starttls::Imap => {
-                r.line_starting(io, &["* OK", "* PREAUTH"]).await?;
-                send(io, b"ms1 STARTTLS\r\n").await?;
-                // Untagged lines may come first.
-                loop {
-                    let line = r.line(io).await?;
-                    if let Some(status) = line.strip_prefix("ms1 ") {
-                        if status.to_ascii_uppercase().starts_with("OK") {
-                            break;
-                        }
-                        return Err(StarttlsError::Refused(line));
-                    }
-                }
-            }
+            Starttls::Imap => imap(io, r).await?,
             Starttls::Postgres => {
                 // SSLRequest: length 8, code 80877103.
                 send(io, &[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]).await?;
@@ -192,48 +168,98 @@ impl Starttls {
                 send(io, &req).await?;
                 ldap_result(&r.ldap_message(io).await?)?;
             }
-            Starttls::Mysql => {
-                let greeting = mysql_packet(io, r).await?;
-                let caps = mysql_capabilities(&greeting)?;
-                const SSL: u32 = 0x0800;
-                if caps & SSL == 0 {
-                    return Err(StarttlsError::Refused("the server does not offer SSL".into()));
-                }
-                // SSLRequest: capabilities (protocol 4.1, secure connection,
-                // SSL), max packet 16 MB, utf8mb4, 23 zero bytes; sequence 1.
-                let flags: u32 = 0x0000_0200 | 0x0000_8000 | SSL | 0x0008_0000;
-                let mut p = vec![32, 0, 0, 1];
-                p.extend_from_slice(&flags.to_le_bytes());
-                p.extend_from_slice(&(16u32 << 20).to_le_bytes());
-                p.push(45);
-                p.extend_from_slice(&[0; 23]);
-                send(io, &p).await?;
-            }
-            Starttls::XmppClient | Starttls::XmppServer => {
-                let ns = if self == Starttls::XmppServer { "jabber:server" } else { "jabber:client" };
-                let open = format!(
-                    "<?xml version='1.0'?><stream:stream xmlns='{ns}' xmlns:stream='http://etherx.jabber.org/streams' \
-                     to='{}' version='1.0'>",
-                    xml_escape(host)
-                );
-                send(io, open.as_bytes()).await?;
-                // With the stream prefix or a default namespace.
-                let features =
-                    r.until(io, &["</stream:features>", "<stream:features/>", "</features>", "<features/>"]).await?;
-                if !features.contains("<starttls") {
-                    return Err(StarttlsError::Refused("the server does not offer STARTTLS".into()));
-                }
-                send(io, b"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>").await?;
-                let reply = r.until(io, &["<proceed", "<failure"]).await?;
-                if !reply.contains("<proceed") {
-                    return Err(StarttlsError::Refused("the server answered <failure/>".into()));
-                }
-                // The rest of the <proceed/> element: up to its '>'.
-                r.until(io, &[">"]).await?;
-            }
+            Starttls::Mysql => mysql(io, r).await?,
+            Starttls::XmppClient | Starttls::XmppServer => xmpp(io, host, r, self == Starttls::XmppServer).await?,
         }
         Ok(())
     }
+}
+
+/// SMTP (or LMTP): the greeting, EHLO (LHLO) offering STARTTLS, then STARTTLS.
+async fn smtp<S>(io: &mut S, r: &mut Replies, lmtp: bool) -> Result<(), StarttlsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    r.status_lines(io, "220").await?;
+    let hello: &[u8] = if lmtp { b"LHLO moonscan.invalid\r\n" } else { b"EHLO moonscan.invalid\r\n" };
+    send(io, hello).await?;
+    let caps = r.status_lines(io, "250").await?;
+    if !caps.to_ascii_uppercase().contains("STARTTLS") {
+        return Err(StarttlsError::Refused("the server does not offer STARTTLS".into()));
+    }
+    send(io, b"STARTTLS\r\n").await?;
+    r.status_lines(io, "220").await?;
+    Ok(())
+}
+
+/// IMAP: the greeting, then STARTTLS, answered after any untagged lines.
+async fn imap<S>(io: &mut S, r: &mut Replies) -> Result<(), StarttlsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    r.line_starting(io, &["* OK", "* PREAUTH"]).await?;
+    send(io, b"ms1 STARTTLS\r\n").await?;
+    // Untagged lines may come first.
+    loop {
+        let line = r.line(io).await?;
+        if let Some(status) = line.strip_prefix("ms1 ") {
+            if status.to_ascii_uppercase().starts_with("OK") {
+                break;
+            }
+            return Err(StarttlsError::Refused(line));
+        }
+    }
+    Ok(())
+}
+
+/// MySQL: the greeting must offer SSL; an SSLRequest answers it.
+async fn mysql<S>(io: &mut S, r: &mut Replies) -> Result<(), StarttlsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let greeting = mysql_packet(io, r).await?;
+    let caps = mysql_capabilities(&greeting)?;
+    const SSL: u32 = 0x0800;
+    if caps & SSL == 0 {
+        return Err(StarttlsError::Refused("the server does not offer SSL".into()));
+    }
+    // SSLRequest: capabilities (protocol 4.1, secure connection,
+    // SSL), max packet 16 MB, utf8mb4, 23 zero bytes; sequence 1.
+    let flags: u32 = 0x0000_0200 | 0x0000_8000 | SSL | 0x0008_0000;
+    let mut p = vec![32, 0, 0, 1];
+    p.extend_from_slice(&flags.to_le_bytes());
+    p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    p.push(45);
+    p.extend_from_slice(&[0; 23]);
+    send(io, &p).await?;
+    Ok(())
+}
+
+/// XMPP (client or server): a stream to `host` whose features offer STARTTLS, then <starttls/> and its <proceed/>.
+async fn xmpp<S>(io: &mut S, host: &str, r: &mut Replies, server: bool) -> Result<(), StarttlsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let ns = if server { "jabber:server" } else { "jabber:client" };
+    let open = format!(
+        "<?xml version='1.0'?><stream:stream xmlns='{ns}' xmlns:stream='http://etherx.jabber.org/streams' \
+         to='{}' version='1.0'>",
+        xml_escape(host)
+    );
+    send(io, open.as_bytes()).await?;
+    // With the stream prefix or a default namespace.
+    let features = r.until(io, &["</stream:features>", "<stream:features/>", "</features>", "<features/>"]).await?;
+    if !features.contains("<starttls") {
+        return Err(StarttlsError::Refused("the server does not offer STARTTLS".into()));
+    }
+    send(io, b"<starttls xmlns='urn:ietf:params:xml:ns:xmpp-tls'/>").await?;
+    let reply = r.until(io, &["<proceed", "<failure"]).await?;
+    if !reply.contains("<proceed") {
+        return Err(StarttlsError::Refused("the server answered <failure/>".into()));
+    }
+    // The rest of the <proceed/> element: up to its '>'.
+    r.until(io, &[">"]).await?;
+    Ok(())
 }
 
 /// A server that says `input` whatever it is sent, then closes: how the

@@ -336,18 +336,6 @@ fn drive(
 ) -> io::Result<bool> {
     // Targets without a usable path are counted as filtered, never sent.
     let unreachable = std::rc::Rc::new(std::cell::Cell::new(0u64));
-    let kind = shared.opts.kind;
-    let pace = shared.opts.pace;
-    let t0 = Instant::now();
-    let mut disc: Option<Discovery> = None;
-    // The one owner of the rate: both machines (and the other senders) take their turns from it.
-    let pacer = &shared.pacer;
-    // MACs of the on-link hosts this thread's discovery found up.
-    let learned: std::cell::RefCell<std::collections::HashMap<u128, [u8; 6]>> = Default::default();
-    let path = |ip: IpAddr| -> Option<Hop> {
-        let hop = shared.links.hop(ip).ok();
-        hop.or_else(|| Some(Hop { dst_mac: *learned.borrow().get(&key(ip))?, ..shared.links.on_link(ip)? }))
-    };
     let count = unreachable.clone();
     let reachable = move |&(ip, _): &(IpAddr, u16)| {
         let ok = shared.links.hop(ip).is_ok();
@@ -356,9 +344,77 @@ fn drive(
         }
         ok
     };
-    // Where a stop's unfinished hosts go (an order that walks hosts).
-    let progress = order.progress().filter(|_| shared.hosts.is_some_and(|h| h.plan.is_some()));
-    let mut m = match shared.hosts {
+    let mut w = Worker::new(shared, worker, &order);
+    let (mut m, mut disc) = machines(shared, order, reachable);
+    let mut frames = Frames::new(shared.opts.kind);
+    let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
+    let mut pings: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
+    let mut decided = Vec::new();
+    let mut published = Published::default();
+    let mut closed = disc.is_none();
+    loop {
+        while let Ok(batch) = replies.try_recv() {
+            w.take(&mut m, &mut disc, batch);
+        }
+        if !w.stopped && shared.found.ctx.stop.is_set() {
+            w.stopped = true;
+            m.stop();
+            if let Some(d) = &mut disc {
+                d.machine.stop();
+            }
+        }
+        let now = Instant::now();
+        due.clear();
+        pings.clear();
+        if let Some(d) = &mut disc {
+            w.discover(&mut m, d, now, &mut pings, &mut decided);
+            if !closed && d.is_done() {
+                closed = true;
+                m.close();
+            }
+        }
+        m.poll(now, BATCH - pings.len(), &mut due);
+        for v in m.take_silent() {
+            w.tell(v);
+        }
+        w.host_timeouts(&mut m);
+        if !due.is_empty() || !pings.is_empty() {
+            let n = frames.pings(&w, &pings, 0);
+            let n = frames.ports(&w, &m, &due, n);
+            send_all(shared.tx, &frames.bufs[..n], &frames.lens[..n])?;
+            w.tally(&m, &disc, &mut published, unreachable.get(), now);
+            continue;
+        }
+        w.tally(&m, &disc, &mut published, unreachable.get(), now);
+        if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
+            if w.stopped {
+                w.redo_unfinished(&mut m, &disc);
+            }
+            break;
+        }
+        match replies.recv_timeout(next_wait(&mut m, &disc, now)) {
+            Ok(batch) => w.take(&mut m, &mut disc, batch),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(io::Error::other("receiver stopped")),
+        }
+    }
+    Ok(w.stopped)
+}
+
+/// A sender thread's port scan machine over `order`'s pairs (those
+/// `reachable`) or over the ports of the hosts found up, and with host
+/// discovery, the discovery's machine.
+fn machines<'a>(
+    shared: &'a Senders<'a>,
+    order: ScanOrder,
+    reachable: impl FnMut(&(IpAddr, u16)) -> bool + 'a,
+) -> (Machine<Targets<'a>>, Option<Discovery<'a>>) {
+    let pace = shared.opts.pace;
+    let t0 = Instant::now();
+    let mut disc: Option<Discovery> = None;
+    // The one owner of the rate: both machines (and the other senders) take their turns from it.
+    let pacer = &shared.pacer;
+    let m = match shared.hosts {
         None => {
             let seen = Seen::for_space(order.space());
             Machine::new(Targets::Order(Box::new(order.filter(reachable))), pace, t0, seen)
@@ -390,70 +446,99 @@ fn drive(
             }
         }
     };
-    m = m.for_scan(kind).report_silence();
-    let plan = shared.hosts.and_then(|h| h.plan.clone());
-    let quiet = shared.hosts.is_none_or(|h| h.quiet);
-    let flags = probe_flags(kind);
-    let templates = [Template::with_flags(false, flags), Template::with_flags(true, flags)];
-    let syn = [Template::new(false), Template::new(true)];
-    let ack = [Template::with_flags(false, TcpFlags::ACK), Template::with_flags(true, TcpFlags::ACK)];
-    let udp = kind == ScanType::Udp;
-    let proto = if udp { Proto::Udp } else { Proto::Tcp };
-    let mut scratch = [0u8; frame::MAX_UDP_PAYLOAD];
-    let longest = if udp { frame::MAX_UDP_PROBE } else { frame::MAX_PROBE };
-    let mut frames = vec![vec![0u8; longest.max(frame::MAX_PING).max(neighbour::MAX_REQUEST)]; BATCH];
-    let mut lens = [0usize; BATCH];
-    let mut due: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
-    let mut pings: Vec<(IpAddr, u16)> = Vec::with_capacity(BATCH);
-    let mut decided = Vec::new();
-    let mut published = Published::default();
-    let mut interrupted = false;
-    let mut closed = disc.is_none();
-    let tell = |v: Verdict| {
+    (m.for_scan(shared.opts.kind).report_silence(), disc)
+}
+
+/// What one sender thread keeps beside its machines: how it reports
+/// verdicts, the MACs its discovery learned, whether the scan's stop came.
+struct Worker<'a> {
+    shared: &'a Senders<'a>,
+    /// Its index among the senders (its probes' cookies carry it).
+    index: usize,
+    udp: bool,
+    proto: Proto,
+    plan: Option<Arc<HostPlan>>,
+    /// Neither report nor count hosts.
+    quiet: bool,
+    /// Where a stop's unfinished hosts go (an order that walks hosts).
+    progress: Option<Arc<crate::targets::Progress>>,
+    /// MACs of the on-link hosts this thread's discovery found up.
+    learned: std::collections::HashMap<u128, [u8; 6]>,
+    /// The scan's stop came: the probes still out are given up.
+    stopped: bool,
+}
+
+impl<'a> Worker<'a> {
+    fn new(shared: &'a Senders<'a>, index: usize, order: &ScanOrder) -> Worker<'a> {
+        let udp = shared.opts.kind == ScanType::Udp;
+        Worker {
+            shared,
+            index,
+            udp,
+            proto: if udp { Proto::Udp } else { Proto::Tcp },
+            plan: shared.hosts.and_then(|h| h.plan.clone()),
+            quiet: shared.hosts.is_none_or(|h| h.quiet),
+            progress: order.progress().filter(|_| shared.hosts.is_some_and(|h| h.plan.is_some())),
+            learned: Default::default(),
+            stopped: false,
+        }
+    }
+
+    /// The way to `ip`: its route, or for an on-link host discovery found
+    /// up, the MAC it answered from.
+    fn path(&self, ip: IpAddr) -> Option<Hop> {
+        let hop = self.shared.links.hop(ip).ok();
+        hop.or_else(|| Some(Hop { dst_mac: *self.learned.get(&key(ip))?, ..self.shared.links.on_link(ip)? }))
+    }
+
+    /// A port decided: its event (or its count among the ports not shown),
+    /// and its host's progress towards OS detection.
+    fn tell(&self, v: Verdict) {
+        let shared = self.shared;
         // The host itself answered (a router's ICMP error filters a port
         // but says nothing of the host): -Pn reports it up.
         let from_host = matches!(v.state, PortState::Open | PortState::Closed | PortState::Unfiltered);
         if let Some(hosts) = shared.found.ctx.latency.as_ref().filter(|_| from_host) {
             hosts.answered(v.ip, v.rtt);
         }
-        if reports(kind, v.state) || shared.opts.report_closed {
+        if reports(shared.opts.kind, v.state) || shared.opts.report_closed {
             // Waits while the next stage is full: no probe goes out
             // meanwhile, so a slow stage slows the scan.
             shared.found.port_blocking(PortEvent {
                 scan_id: shared.found.ctx.scan_id.clone(),
                 ip: v.ip,
                 port: v.port,
-                proto,
+                proto: self.proto,
                 state: v.state,
                 reason: v.reason,
                 ttl: v.ttl,
                 t: shared.found.ctx.t(),
             });
         } else if v.reason != crate::findings::Reason::NoResponse {
-            shared.found.unshown(v.ip, proto, v.port, v.state, v.reason);
+            shared.found.unshown(v.ip, self.proto, v.port, v.state, v.reason);
         }
         // Once its events are out: a host whose every TCP port is decided
         // goes on to OS detection while the scan goes on.
-        if let Some(seen) = shared.found.ctx.os_seen.as_ref().filter(|_| !udp) {
+        if let Some(seen) = shared.found.ctx.os_seen.as_ref().filter(|_| !self.udp) {
             seen.decided(v.ip);
         }
-    };
-    // A host decided: reported, counted, and if up its ports go to the port scan.
-    let stopped = std::cell::Cell::new(false);
-    let host = |m: &mut Machine<Targets>, v: HostVerdict| {
+    }
+
+    /// A host decided: reported, counted, and if up its ports go to the port scan.
+    fn host(&mut self, m: &mut Machine<Targets>, v: HostVerdict) {
         // A stop gives up the probes still out: their silence says
         // nothing, and a resumed scan asks the host again.
-        if !v.up && stopped.get() {
-            if let Some(p) = &progress {
+        if !v.up && self.stopped {
+            if let Some(p) = &self.progress {
                 p.redo(v.ip);
             }
             return;
         }
-        if !quiet {
-            let stats = &shared.found.ctx.stats;
+        if !self.quiet {
+            let stats = &self.shared.found.ctx.stats;
             Stats::bump(if v.up { &stats.hosts_up } else { &stats.hosts_down });
-            if v.up || plan.as_ref().is_some_and(|p| p.report_down) {
-                let ctx = &shared.found.ctx;
+            if v.up || self.plan.as_ref().is_some_and(|p| p.report_down) {
+                let ctx = &self.shared.found.ctx;
                 let state = if v.up { HostState::Up } else { HostState::Down };
                 let mut ev = ping::host_event(ctx, v.ip, state, v.reason, v.ttl);
                 ev.latency = v.latency.map(|d| d.as_secs_f64());
@@ -462,147 +547,185 @@ fn drive(
             }
         }
         if let Some(mac) = v.mac.filter(|_| v.up) {
-            learned.borrow_mut().insert(key(v.ip), mac);
+            self.learned.insert(key(v.ip), mac);
         }
-        if v.up && !plan.as_ref().is_some_and(|p| p.ping_only) {
+        if v.up && !self.plan.as_ref().is_some_and(|p| p.ping_only) {
             if let Targets::Live(f) = m.feed() {
                 f.add(v.ip);
             }
         }
-    };
-    let take = |m: &mut Machine<Targets>, disc: &mut Option<Discovery>, batch: Vec<Tagged>| {
+    }
+
+    /// A batch of replies from the receiver thread, each to its machine.
+    fn take(&mut self, m: &mut Machine<Targets>, disc: &mut Option<Discovery>, batch: Vec<Tagged>) {
         let now = Instant::now();
         for t in &batch {
             match t {
                 Tagged::Port(r) => {
                     if let Some(v) = m.on_reply_at(r, now) {
-                        tell(v);
+                        self.tell(v);
                     }
                 }
                 Tagged::Ping(r) => {
                     if let Some(v) = disc.as_mut().and_then(|d| d.on_reply(r, now)) {
-                        host(m, v);
+                        self.host(m, v);
                     }
                 }
                 Tagged::Neighbour(a) => {
                     if let Some(v) = disc.as_mut().and_then(|d| d.on_neighbour(a, now)) {
-                        host(m, v);
+                        self.host(m, v);
                     }
                 }
             }
-        }
-    };
-    loop {
-        while let Ok(batch) = replies.try_recv() {
-            take(&mut m, &mut disc, batch);
-        }
-        if !interrupted && shared.found.ctx.stop.is_set() {
-            interrupted = true;
-            stopped.set(true);
-            m.stop();
-            if let Some(d) = &mut disc {
-                d.machine.stop();
-            }
-        }
-        let now = Instant::now();
-        due.clear();
-        pings.clear();
-        if let Some(d) = &mut disc {
-            // Discovery probes go first, under the same pace.
-            // Discovery waits while the port scan has MAX_LIVE hosts to go
-            // (nmap's host groups): what is held, and what a stop leaves
-            // to redo, stays bounded.
-            let room = if live_full(&mut m) { 0 } else { BATCH };
-            d.machine.poll(now, room, &mut pings);
-            d.sent(&pings, now);
-            d.take_decided(&mut decided);
-            for v in decided.drain(..) {
-                host(&mut m, v);
-            }
-            if !closed && d.is_done() {
-                closed = true;
-                m.close();
-            }
-        }
-        m.poll(now, BATCH - pings.len(), &mut due);
-        for v in m.take_silent() {
-            tell(v);
-        }
-        if let Targets::Live(f) = m.source() {
-            for (ip, left) in std::mem::take(&mut f.timed_out) {
-                let ctx = &shared.found.ctx;
-                let message = format!("host timeout: {left} port(s) left unscanned");
-                ctx.emit_blocking(ctx.error(Some(ip), None, None, crate::findings::ErrorKind::Timeout, message));
-            }
-        }
-        if !due.is_empty() || !pings.is_empty() {
-            let mut n = 0;
-            if let (Some(pc), Some(plan)) = (shared.ping, plan.as_deref()) {
-                for &(ip, idx) in &pings {
-                    if idx == neighbour::PROBE {
-                        let Some(hop) = shared.links.on_link(ip) else { continue };
-                        lens[n] = neighbour::fill_request(&mut frames[n], &hop, ip);
-                        n += usize::from(lens[n] > 0);
-                        continue;
-                    }
-                    // Only reachable hosts are pinged (PingFeed).
-                    let Ok(hop) = shared.links.hop(ip) else { continue };
-                    let (seq, sport) = pc.probe(hop.src, ip, idx, worker);
-                    let v6 = usize::from(ip.is_ipv6());
-                    let f = &mut frames[n];
-                    lens[n] = match plan.probes[usize::from(idx)] {
-                        PingProbe::Icmp(p) => frame::fill_icmp(f, &hop, ip, p, sport, seq as u16).unwrap_or(0),
-                        PingProbe::Syn(port) => syn[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
-                        PingProbe::Ack(port) => ack[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
-                        PingProbe::Udp(port) => frame::fill_udp(f, &hop, ip, sport, port, seq as u16, &[]),
-                    };
-                    n += usize::from(lens[n] > 0);
-                }
-            }
-            for &(ip, port) in &due {
-                // A target without a path (taken as up with -Pn) is never sent to.
-                let Some(hop) = path(ip) else { continue };
-                let (seq, sport) = shared.cookie.probe_try(hop.src, ip, port, worker, m.attempt(ip, port));
-                lens[n] = if udp {
-                    let body = shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut scratch));
-                    frame::fill_udp(&mut frames[n], &hop, ip, sport, port, seq as u16, body)
-                } else {
-                    templates[usize::from(ip.is_ipv6())].fill(&mut frames[n], &hop, ip, sport, port, seq, seq as u16)
-                };
-                n += 1;
-            }
-            send_all(shared.tx, &frames[..n], &lens[..n])?;
-            publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
-            pace_report(&shared.found.ctx, pacer, worker == 0, &mut published.pace, now);
-            continue;
-        }
-        publish(&shared.found.ctx.stats, &mut published, counts(&m, &disc), unreachable.get());
-        pace_report(&shared.found.ctx, pacer, worker == 0, &mut published.pace, now);
-        if m.is_done() && disc.as_ref().is_none_or(Discovery::is_done) {
-            // Hosts found up with ports the stop left unprobed, and hosts
-            // asked but undecided (a stop between two of their probes).
-            if let (true, Some(p), Targets::Live(f)) = (interrupted, &progress, m.source()) {
-                f.unfinished().for_each(|ip| p.redo(ip));
-                disc.iter().flat_map(|d| d.unfinished()).for_each(|ip| p.redo(ip));
-            }
-            break;
-        }
-        let mut wake = m.next_wakeup(now);
-        if let Some(d) = disc.as_ref().filter(|_| !live_full(&mut m)) {
-            let w = d.machine.next_wakeup(now);
-            wake = match (wake, w) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        let wait = wake.map_or(Duration::from_millis(5), |t| t.saturating_duration_since(now));
-        match replies.recv_timeout(wait.min(Duration::from_millis(5))) {
-            Ok(batch) => take(&mut m, &mut disc, batch),
-            Err(std_mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(io::Error::other("receiver stopped")),
         }
     }
-    Ok(interrupted)
+
+    /// Discovery's turn: its probes due into `pings` (they go first, under
+    /// the same pace), and the hosts it decided.
+    fn discover(
+        &mut self,
+        m: &mut Machine<Targets>,
+        d: &mut Discovery,
+        now: Instant,
+        pings: &mut Vec<(IpAddr, u16)>,
+        decided: &mut Vec<HostVerdict>,
+    ) {
+        // Discovery waits while the port scan has MAX_LIVE hosts to go
+        // (nmap's host groups): what is held, and what a stop leaves
+        // to redo, stays bounded.
+        let room = if live_full(m) { 0 } else { BATCH };
+        d.machine.poll(now, room, pings);
+        d.sent(pings, now);
+        d.take_decided(decided);
+        for v in decided.drain(..) {
+            self.host(m, v);
+        }
+    }
+
+    /// The hosts the host timeout gave up: an error each, with the ports left.
+    fn host_timeouts(&self, m: &mut Machine<Targets>) {
+        if let Targets::Live(f) = m.source() {
+            for (ip, left) in std::mem::take(&mut f.timed_out) {
+                let ctx = &self.shared.found.ctx;
+                let message = format!("host timeout: {left} port(s) left unscanned");
+                ctx.emit_blocking(ctx.error(Some(ip), None, None, crate::error::ErrorKind::Timeout, message));
+            }
+        }
+    }
+
+    /// The counters and the pace published, the timing events emitted.
+    fn tally(
+        &self,
+        m: &Machine<Targets>,
+        disc: &Option<Discovery>,
+        published: &mut Published,
+        unreachable: u64,
+        now: Instant,
+    ) {
+        let ctx = &self.shared.found.ctx;
+        publish(&ctx.stats, published, counts(m, disc), unreachable);
+        pace_report(ctx, &self.shared.pacer, self.index == 0, &mut published.pace, now);
+    }
+
+    /// After a stop: hosts found up with ports the stop left unprobed, and
+    /// hosts asked but undecided (a stop between two of their probes), go
+    /// to the progress to be done again.
+    fn redo_unfinished(&self, m: &mut Machine<Targets>, disc: &Option<Discovery>) {
+        if let (Some(p), Targets::Live(f)) = (&self.progress, m.source()) {
+            f.unfinished().for_each(|ip| p.redo(ip));
+            disc.iter().flat_map(|d| d.unfinished()).for_each(|ip| p.redo(ip));
+        }
+    }
+}
+
+/// A sender's batch of frames, built in place from its templates.
+struct Frames {
+    /// The scan's own probes (IPv4, IPv6).
+    probes: [Template; 2],
+    /// Discovery's TCP SYN and ACK pings.
+    syn: [Template; 2],
+    ack: [Template; 2],
+    /// Room for a UDP payload carrying its transaction id.
+    scratch: [u8; frame::MAX_UDP_PAYLOAD],
+    bufs: Vec<Vec<u8>>,
+    lens: [usize; BATCH],
+}
+
+impl Frames {
+    fn new(kind: ScanType) -> Frames {
+        let flags = probe_flags(kind);
+        let longest = if kind == ScanType::Udp { frame::MAX_UDP_PROBE } else { frame::MAX_PROBE };
+        Frames {
+            probes: [Template::with_flags(false, flags), Template::with_flags(true, flags)],
+            syn: [Template::new(false), Template::new(true)],
+            ack: [Template::with_flags(false, TcpFlags::ACK), Template::with_flags(true, TcpFlags::ACK)],
+            scratch: [0u8; frame::MAX_UDP_PAYLOAD],
+            bufs: vec![vec![0u8; longest.max(frame::MAX_PING).max(neighbour::MAX_REQUEST)]; BATCH],
+            lens: [0usize; BATCH],
+        }
+    }
+
+    /// Discovery's probes `pings` (ARP/NDP requests for on-link hosts)
+    /// into the frames from `n` on; returns the frames now filled.
+    fn pings(&mut self, w: &Worker, pings: &[(IpAddr, u16)], mut n: usize) -> usize {
+        let shared = w.shared;
+        if let (Some(pc), Some(plan)) = (shared.ping, w.plan.as_deref()) {
+            for &(ip, idx) in pings {
+                if idx == neighbour::PROBE {
+                    let Some(hop) = shared.links.on_link(ip) else { continue };
+                    self.lens[n] = neighbour::fill_request(&mut self.bufs[n], &hop, ip);
+                    n += usize::from(self.lens[n] > 0);
+                    continue;
+                }
+                // Only reachable hosts are pinged (PingFeed).
+                let Ok(hop) = shared.links.hop(ip) else { continue };
+                let (seq, sport) = pc.probe(hop.src, ip, idx, w.index);
+                let v6 = usize::from(ip.is_ipv6());
+                let f = &mut self.bufs[n];
+                self.lens[n] = match plan.probes[usize::from(idx)] {
+                    PingProbe::Icmp(p) => frame::fill_icmp(f, &hop, ip, p, sport, seq as u16).unwrap_or(0),
+                    PingProbe::Syn(port) => self.syn[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
+                    PingProbe::Ack(port) => self.ack[v6].fill(f, &hop, ip, sport, port, seq, seq as u16),
+                    PingProbe::Udp(port) => frame::fill_udp(f, &hop, ip, sport, port, seq as u16, &[]),
+                };
+                n += usize::from(self.lens[n] > 0);
+            }
+        }
+        n
+    }
+
+    /// The port probes `due` into the frames from `n` on; returns the
+    /// frames now filled.
+    fn ports(&mut self, w: &Worker, m: &Machine<Targets>, due: &[(IpAddr, u16)], mut n: usize) -> usize {
+        for &(ip, port) in due {
+            // A target without a path (taken as up with -Pn) is never sent to.
+            let Some(hop) = w.path(ip) else { continue };
+            let (seq, sport) = w.shared.cookie.probe_try(hop.src, ip, port, w.index, m.attempt(ip, port));
+            self.lens[n] = if w.udp {
+                let body = w.shared.payloads.get(port).map_or(&[][..], |p| p.with_id(seq, &mut self.scratch));
+                frame::fill_udp(&mut self.bufs[n], &hop, ip, sport, port, seq as u16, body)
+            } else {
+                self.probes[usize::from(ip.is_ipv6())].fill(&mut self.bufs[n], &hop, ip, sport, port, seq, seq as u16)
+            };
+            n += 1;
+        }
+        n
+    }
+}
+
+/// How long a sender may wait for replies: until its next wakeup
+/// (discovery's too, unless the port scan is full), 5 ms at most.
+fn next_wait(m: &mut Machine<Targets>, disc: &Option<Discovery>, now: Instant) -> Duration {
+    let mut wake = m.next_wakeup(now);
+    if let Some(d) = disc.as_ref().filter(|_| !live_full(m)) {
+        let w = d.machine.next_wakeup(now);
+        wake = match (wake, w) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    let wait = wake.map_or(Duration::from_millis(5), |t| t.saturating_duration_since(now));
+    wait.min(Duration::from_millis(5))
 }
 
 /// Most hosts found up waiting in one sender's port scan before its

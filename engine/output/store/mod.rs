@@ -170,6 +170,223 @@ impl Store {
         let i = schema::TABLES.iter().position(|t| t.name == table.name).unwrap_or(0);
         self.batch.rows[i].push(row);
     }
+
+    /// A scan begins: its row in `scans`, and the event count starts again.
+    fn store_start(&mut self, s: &crate::findings::ScanStart) {
+        self.scan_id = Some(s.scan_id.to_string());
+        self.seq = 1;
+        let row = vec![
+            Val::Text(s.scan_id.to_string()),
+            Val::Text(humantime::format_rfc3339_millis(s.started).to_string()),
+            Val::json(&s.args),
+            Val::Text(serde_name(&s.scan_type)),
+            Val::Text(s.seed.to_string()),
+            Val::int(s.probes_planned),
+            Val::opt(&s.settings.shard),
+            Val::json(&s.settings),
+        ];
+        self.push(&schema::SCANS, row);
+    }
+
+    /// A service, and its TLS certificate chain if it has one.
+    fn store_service(&mut self, s: &crate::findings::Service, seq: Val) -> io::Result<()> {
+        let id = self.scan("service")?;
+        let tls = s.tls.as_deref();
+        let row = vec![
+            id.clone(),
+            Val::Text(s.ip.to_string()),
+            Val::Int(s.port.into()),
+            Val::Text(s.proto.into()),
+            Val::Text(s.id.service.clone()),
+            Val::opt(&s.id.product),
+            Val::opt(&s.id.version),
+            Val::opt(&s.id.info),
+            Val::opt(&s.id.os),
+            Val::opt(&s.id.hostname),
+            Val::opt(&s.id.device),
+            s.tunnel.map_or(Val::Null, |t| Val::Text(t.into())),
+            Val::Text(method_name(s.method).into()),
+            Val::json(&s.id.cpe),
+            if s.banner.is_empty() { Val::Null } else { Val::Text(crate::findings::banner_text::to_text(&s.banner)) },
+            Val::opt(&s.probe),
+            tls.map_or(Val::Null, |t| Val::Text(t.version.clone())),
+            tls.map_or(Val::Null, |t| Val::Text(t.cipher.clone())),
+            tls.map_or(Val::Null, |t| Val::opt(&t.alpn)),
+            tls.map_or(Val::Null, |t| Val::json(&TlsSession::of(t))),
+            Val::Real(s.t),
+            seq.clone(),
+            Val::opt(&s.targetname),
+            if s.replies.is_empty() { Val::Null } else { Val::json(&s.replies) },
+        ];
+        self.push(&schema::SERVICES, row);
+        for (i, c) in tls.map_or(&[][..], |t| &t.chain[..]).iter().enumerate() {
+            let row = vec![
+                id.clone(),
+                Val::Text(s.ip.to_string()),
+                Val::Int(s.port.into()),
+                Val::Int(i as i64),
+                Val::Text(c.subject.clone()),
+                Val::Text(c.issuer.clone()),
+                Val::json(&c.san),
+                Val::Text(c.not_before.clone()),
+                Val::Text(c.not_after.clone()),
+                Val::Text(c.serial.clone()),
+                Val::Text(c.key_type.clone()),
+                Val::Int(c.key_bits.into()),
+                Val::opt(&c.curve),
+                Val::Text(c.signature_algorithm.clone()),
+                Val::Bool(c.self_signed),
+                Val::Text(c.sha256.clone()),
+                Val::opt(&c.error),
+                seq.clone(),
+            ];
+            self.push(&schema::TLS_CERTS, row);
+        }
+        Ok(())
+    }
+
+    /// A finding.
+    fn store_finding(&mut self, f: &crate::findings::FindingEvent, seq: Val) -> io::Result<()> {
+        let row = vec![
+            self.scan("finding")?,
+            Val::Text(f.ip.to_string()),
+            Val::Int(f.port.into()),
+            Val::Text(f.proto.into()),
+            Val::Text(f.plugin.clone()),
+            Val::Text(f.severity.into()),
+            Val::Text(f.title.clone()),
+            if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
+            if f.about.is_empty() { Val::Null } else { Val::json(&f.about) },
+            if f.host { Val::Int(1) } else { Val::Null },
+            Val::Real(f.t),
+            seq,
+            Val::opt(&f.targetname),
+        ];
+        self.push(&schema::FINDINGS, row);
+        Ok(())
+    }
+
+    /// A script's output.
+    fn store_script(&mut self, r: &crate::findings::ScriptEvent, seq: Val) -> io::Result<()> {
+        let row = vec![
+            self.scan("script")?,
+            Val::Text(r.ip.to_string()),
+            Val::Int(r.port.into()),
+            Val::Text(r.proto.into()),
+            Val::Text(r.plugin.clone()),
+            Val::Text(r.output.clone()),
+            if r.data.is_null() { Val::Null } else { Val::json(&r.data) },
+            if r.volatile.is_empty() { Val::Null } else { Val::json(&r.volatile) },
+            if r.host { Val::Int(1) } else { Val::Null },
+            Val::Real(r.t),
+            seq,
+            Val::opt(&r.targetname),
+        ];
+        self.push(&schema::SCRIPTS, row);
+        Ok(())
+    }
+
+    /// An OS result, its matches and their classes.
+    fn store_os(&mut self, e: &crate::findings::OsEvent, seq: Val) -> io::Result<()> {
+        let id = self.scan("os")?;
+        let at = Val::Text(e.ip.to_string());
+        let seq_json = |s: &Option<crate::findings::Sequence>| s.as_ref().map_or(Val::Null, Val::json);
+        let row = vec![
+            id.clone(),
+            at.clone(),
+            Val::Bool(e.exact),
+            Val::Bool(e.too_many),
+            Val::opt(&e.fingerprint),
+            Val::opt(&e.not_ideal),
+            e.distance.map_or(Val::Null, |d| Val::Int(d.into())),
+            e.uptime.as_ref().map_or(Val::Null, |u| Val::int(u.seconds)),
+            e.uptime.as_ref().map_or(Val::Null, |u| Val::Text(u.lastboot.clone())),
+            if e.ports_used.is_empty() { Val::Null } else { Val::json(&e.ports_used) },
+            seq_json(&e.tcp_sequence),
+            seq_json(&e.ip_id_sequence),
+            seq_json(&e.tcp_ts_sequence),
+            e.hint.as_ref().map_or(Val::Null, |h| Val::Text(h.family.clone())),
+            e.hint.as_ref().map_or(Val::Null, |h| Val::Text(h.evidence.clone())),
+            Val::Real(e.t),
+            seq.clone(),
+        ];
+        self.push(&schema::OS, row);
+        for (i, m) in e.matches.iter().enumerate() {
+            let row = vec![
+                id.clone(),
+                at.clone(),
+                Val::Int(i as i64),
+                Val::Text(m.name.clone()),
+                Val::Int(m.accuracy.into()),
+                Val::int(m.line as u64),
+                seq.clone(),
+            ];
+            self.push(&schema::OS_MATCHES, row);
+            for (j, c) in m.classes.iter().enumerate() {
+                let row = vec![
+                    id.clone(),
+                    at.clone(),
+                    Val::Int(i as i64),
+                    Val::Int(j as i64),
+                    Val::Text(c.vendor.clone()),
+                    Val::Text(c.family.clone()),
+                    Val::opt(&c.generation),
+                    Val::Text(c.device_type.clone()),
+                    Val::Int(c.accuracy.into()),
+                    Val::json(&c.cpe),
+                    seq.clone(),
+                ];
+                self.push(&schema::OS_CLASSES, row);
+            }
+        }
+        Ok(())
+    }
+
+    /// A traceroute and its hops.
+    fn store_trace(&mut self, e: &crate::findings::TraceEvent, seq: Val) -> io::Result<()> {
+        let id = self.scan("trace")?;
+        let at = Val::Text(e.ip.to_string());
+        let row = vec![
+            id.clone(),
+            at.clone(),
+            Val::Int(e.port.into()),
+            Val::Text(e.proto.into()),
+            Val::Real(e.t),
+            seq.clone(),
+        ];
+        self.push(&schema::TRACES, row);
+        for h in &e.hops {
+            let row = vec![
+                id.clone(),
+                at.clone(),
+                Val::Int(h.ttl.into()),
+                h.ip.map_or(Val::Null, |ip| Val::Text(ip.to_string())),
+                h.rtt_ms.map_or(Val::Null, Val::Real),
+                Val::opt(&h.host),
+                seq.clone(),
+            ];
+            self.push(&schema::TRACE_HOPS, row);
+        }
+        Ok(())
+    }
+
+    /// The scan's end: its counts go into its `scans` row.
+    fn store_end(&mut self, e: &crate::findings::ScanEnd) {
+        let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        self.batch.ends.push(vec![
+            Val::Text(ended),
+            Val::Real(e.elapsed),
+            Val::int(e.probes_sent),
+            Val::int(e.open),
+            Val::int(e.closed),
+            Val::int(e.filtered),
+            Val::int(e.errors),
+            Val::int(e.findings),
+            Val::int(e.scripts),
+            Val::Bool(e.interrupted),
+            Val::Text(e.scan_id.to_string()),
+        ]);
+    }
 }
 
 /// `target` as messages should show it: a URL's password is left out
@@ -200,21 +417,7 @@ impl Sink for Store {
         let seq = Val::Int(self.seq);
         self.seq += 1;
         match event {
-            Event::ScanStart(s) => {
-                self.scan_id = Some(s.scan_id.to_string());
-                self.seq = 1;
-                let row = vec![
-                    Val::Text(s.scan_id.to_string()),
-                    Val::Text(humantime::format_rfc3339_millis(s.started).to_string()),
-                    Val::json(&s.args),
-                    Val::Text(serde_name(&s.scan_type)),
-                    Val::Text(s.seed.to_string()),
-                    Val::int(s.probes_planned),
-                    Val::opt(&s.settings.shard),
-                    Val::json(&s.settings),
-                ];
-                self.push(&schema::SCANS, row);
-            }
+            Event::ScanStart(s) => self.store_start(s),
             Event::Port(p) => {
                 let row = vec![
                     self.scan("port")?,
@@ -229,177 +432,11 @@ impl Sink for Store {
                 ];
                 self.push(&schema::PORTS, row);
             }
-            Event::Service(s) => {
-                let id = self.scan("service")?;
-                let tls = s.tls.as_deref();
-                let row = vec![
-                    id.clone(),
-                    Val::Text(s.ip.to_string()),
-                    Val::Int(s.port.into()),
-                    Val::Text(s.proto.into()),
-                    Val::Text(s.id.service.clone()),
-                    Val::opt(&s.id.product),
-                    Val::opt(&s.id.version),
-                    Val::opt(&s.id.info),
-                    Val::opt(&s.id.os),
-                    Val::opt(&s.id.hostname),
-                    Val::opt(&s.id.device),
-                    s.tunnel.map_or(Val::Null, |t| Val::Text(t.into())),
-                    Val::Text(method_name(s.method).into()),
-                    Val::json(&s.id.cpe),
-                    if s.banner.is_empty() {
-                        Val::Null
-                    } else {
-                        Val::Text(crate::findings::banner_text::to_text(&s.banner))
-                    },
-                    Val::opt(&s.probe),
-                    tls.map_or(Val::Null, |t| Val::Text(t.version.clone())),
-                    tls.map_or(Val::Null, |t| Val::Text(t.cipher.clone())),
-                    tls.map_or(Val::Null, |t| Val::opt(&t.alpn)),
-                    tls.map_or(Val::Null, |t| Val::json(&TlsSession::of(t))),
-                    Val::Real(s.t),
-                    seq.clone(),
-                    Val::opt(&s.targetname),
-                    if s.replies.is_empty() { Val::Null } else { Val::json(&s.replies) },
-                ];
-                self.push(&schema::SERVICES, row);
-                for (i, c) in tls.map_or(&[][..], |t| &t.chain[..]).iter().enumerate() {
-                    let row = vec![
-                        id.clone(),
-                        Val::Text(s.ip.to_string()),
-                        Val::Int(s.port.into()),
-                        Val::Int(i as i64),
-                        Val::Text(c.subject.clone()),
-                        Val::Text(c.issuer.clone()),
-                        Val::json(&c.san),
-                        Val::Text(c.not_before.clone()),
-                        Val::Text(c.not_after.clone()),
-                        Val::Text(c.serial.clone()),
-                        Val::Text(c.key_type.clone()),
-                        Val::Int(c.key_bits.into()),
-                        Val::opt(&c.curve),
-                        Val::Text(c.signature_algorithm.clone()),
-                        Val::Bool(c.self_signed),
-                        Val::Text(c.sha256.clone()),
-                        Val::opt(&c.error),
-                        seq.clone(),
-                    ];
-                    self.push(&schema::TLS_CERTS, row);
-                }
-            }
-            Event::Finding(f) => {
-                let row = vec![
-                    self.scan("finding")?,
-                    Val::Text(f.ip.to_string()),
-                    Val::Int(f.port.into()),
-                    Val::Text(f.proto.into()),
-                    Val::Text(f.plugin.clone()),
-                    Val::Text(f.severity.into()),
-                    Val::Text(f.title.clone()),
-                    if f.data.is_null() { Val::Null } else { Val::json(&f.data) },
-                    if f.about.is_empty() { Val::Null } else { Val::json(&f.about) },
-                    if f.host { Val::Int(1) } else { Val::Null },
-                    Val::Real(f.t),
-                    seq,
-                    Val::opt(&f.targetname),
-                ];
-                self.push(&schema::FINDINGS, row);
-            }
-            Event::Script(r) => {
-                let row = vec![
-                    self.scan("script")?,
-                    Val::Text(r.ip.to_string()),
-                    Val::Int(r.port.into()),
-                    Val::Text(r.proto.into()),
-                    Val::Text(r.plugin.clone()),
-                    Val::Text(r.output.clone()),
-                    if r.data.is_null() { Val::Null } else { Val::json(&r.data) },
-                    if r.volatile.is_empty() { Val::Null } else { Val::json(&r.volatile) },
-                    if r.host { Val::Int(1) } else { Val::Null },
-                    Val::Real(r.t),
-                    seq,
-                    Val::opt(&r.targetname),
-                ];
-                self.push(&schema::SCRIPTS, row);
-            }
-            Event::Os(e) => {
-                let id = self.scan("os")?;
-                let at = Val::Text(e.ip.to_string());
-                let seq_json = |s: &Option<crate::findings::Sequence>| s.as_ref().map_or(Val::Null, Val::json);
-                let row = vec![
-                    id.clone(),
-                    at.clone(),
-                    Val::Bool(e.exact),
-                    Val::Bool(e.too_many),
-                    Val::opt(&e.fingerprint),
-                    Val::opt(&e.not_ideal),
-                    e.distance.map_or(Val::Null, |d| Val::Int(d.into())),
-                    e.uptime.as_ref().map_or(Val::Null, |u| Val::int(u.seconds)),
-                    e.uptime.as_ref().map_or(Val::Null, |u| Val::Text(u.lastboot.clone())),
-                    if e.ports_used.is_empty() { Val::Null } else { Val::json(&e.ports_used) },
-                    seq_json(&e.tcp_sequence),
-                    seq_json(&e.ip_id_sequence),
-                    seq_json(&e.tcp_ts_sequence),
-                    e.hint.as_ref().map_or(Val::Null, |h| Val::Text(h.family.clone())),
-                    e.hint.as_ref().map_or(Val::Null, |h| Val::Text(h.evidence.clone())),
-                    Val::Real(e.t),
-                    seq.clone(),
-                ];
-                self.push(&schema::OS, row);
-                for (i, m) in e.matches.iter().enumerate() {
-                    let row = vec![
-                        id.clone(),
-                        at.clone(),
-                        Val::Int(i as i64),
-                        Val::Text(m.name.clone()),
-                        Val::Int(m.accuracy.into()),
-                        Val::int(m.line as u64),
-                        seq.clone(),
-                    ];
-                    self.push(&schema::OS_MATCHES, row);
-                    for (j, c) in m.classes.iter().enumerate() {
-                        let row = vec![
-                            id.clone(),
-                            at.clone(),
-                            Val::Int(i as i64),
-                            Val::Int(j as i64),
-                            Val::Text(c.vendor.clone()),
-                            Val::Text(c.family.clone()),
-                            Val::opt(&c.generation),
-                            Val::Text(c.device_type.clone()),
-                            Val::Int(c.accuracy.into()),
-                            Val::json(&c.cpe),
-                            seq.clone(),
-                        ];
-                        self.push(&schema::OS_CLASSES, row);
-                    }
-                }
-            }
-            Event::Trace(e) => {
-                let id = self.scan("trace")?;
-                let at = Val::Text(e.ip.to_string());
-                let row = vec![
-                    id.clone(),
-                    at.clone(),
-                    Val::Int(e.port.into()),
-                    Val::Text(e.proto.into()),
-                    Val::Real(e.t),
-                    seq.clone(),
-                ];
-                self.push(&schema::TRACES, row);
-                for h in &e.hops {
-                    let row = vec![
-                        id.clone(),
-                        at.clone(),
-                        Val::Int(h.ttl.into()),
-                        h.ip.map_or(Val::Null, |ip| Val::Text(ip.to_string())),
-                        h.rtt_ms.map_or(Val::Null, Val::Real),
-                        Val::opt(&h.host),
-                        seq.clone(),
-                    ];
-                    self.push(&schema::TRACE_HOPS, row);
-                }
-            }
+            Event::Service(s) => self.store_service(s, seq)?,
+            Event::Finding(f) => self.store_finding(f, seq)?,
+            Event::Script(r) => self.store_script(r, seq)?,
+            Event::Os(e) => self.store_os(e, seq)?,
+            Event::Trace(e) => self.store_trace(e, seq)?,
             Event::Rdns(r) => {
                 let row = vec![
                     self.scan("rdns")?,
@@ -450,22 +487,7 @@ impl Sink for Store {
                 ];
                 self.push(&schema::ERRORS, row);
             }
-            Event::ScanEnd(e) => {
-                let ended = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-                self.batch.ends.push(vec![
-                    Val::Text(ended),
-                    Val::Real(e.elapsed),
-                    Val::int(e.probes_sent),
-                    Val::int(e.open),
-                    Val::int(e.closed),
-                    Val::int(e.filtered),
-                    Val::int(e.errors),
-                    Val::int(e.findings),
-                    Val::int(e.scripts),
-                    Val::Bool(e.interrupted),
-                    Val::Text(e.scan_id.to_string()),
-                ]);
-            }
+            Event::ScanEnd(e) => self.store_end(e),
         }
         Ok(())
     }

@@ -135,6 +135,40 @@ impl Db {
     /// errors and the counts of ports not shown, and `scan_end` if the
     /// scan finished. Log lines and timing events are not stored.
     pub fn events(&mut self, id: &str) -> std::io::Result<Vec<Event>> {
+        let scan_id: ScanId = id.into();
+        let (start, end, ended) = self.head(id, &scan_id)?;
+        // The store keeps no column for it: the command line tells whether
+        // OS guesses were asked for.
+        let os_guess = start.args.iter().any(|a| a == "--osscan-guess" || a == "--fuzzy");
+
+        let mut body: Vec<(i64, Event)> = Vec::new();
+        self.port_events(id, &scan_id, &mut body)?;
+        let chains = self.cert_chains(id)?;
+        self.service_events(id, &scan_id, chains, &mut body)?;
+        self.finding_events(id, &scan_id, &mut body)?;
+        self.script_events(id, &scan_id, &mut body)?;
+        self.host_events(id, &scan_id, &mut body)?;
+        self.rdns_events(id, &scan_id, &mut body)?;
+        self.extraports_events(id, &scan_id, &mut body)?;
+        self.error_events(id, &scan_id, &mut body)?;
+        self.os_events(id, &scan_id, os_guess, &mut body)?;
+        self.trace_events(id, &scan_id, &mut body)?;
+
+        body.sort_by_key(|(seq, _)| *seq);
+        let mut events = Vec::with_capacity(body.len() + 2);
+        events.push(Event::ScanStart(start));
+        events.extend(body.into_iter().map(|(_, e)| e));
+        if ended {
+            events.push(Event::ScanEnd(end));
+        }
+        Ok(events)
+    }
+}
+
+impl Db {
+    /// The scan's `scan_start` and `scan_end` from its row in `scans`, and
+    /// whether it ended (an unfinished scan has no `scan_end`).
+    fn head(&mut self, id: &str, scan_id: &ScanId) -> std::io::Result<(ScanStart, ScanEnd, bool)> {
         let head = self.query(
             "SELECT id, started, CAST(args AS TEXT), scan_type, seed, probes_planned, CAST(settings AS TEXT), \
              elapsed, probes_sent, open, closed, filtered, errors, findings, interrupted, ended, scripts FROM scans \
@@ -145,7 +179,6 @@ impl Db {
             return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{}: no scan {id}", self.label)));
         };
         let mut h = Row(head.into_iter());
-        let scan_id: ScanId = id.into();
         let start = ScanStart {
             scan_id: h.text().into(),
             started: humantime::parse_rfc3339_weak(&h.text()).unwrap_or(std::time::UNIX_EPOCH),
@@ -159,9 +192,6 @@ impl Db {
             // A scan stored by schema version 1 has no settings: defaults.
             settings: h.opt().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
         };
-        // The store keeps no column for it: the command line tells whether
-        // OS guesses were asked for.
-        let os_guess = start.args.iter().any(|a| a == "--osscan-guess" || a == "--fuzzy");
         let elapsed = h.real();
         let end = ScanEnd {
             scan_id: scan_id.clone(),
@@ -186,8 +216,11 @@ impl Db {
         let ended = h.opt().is_some();
         let mut end = end;
         end.scripts = h.uint();
+        Ok((start, end, ended))
+    }
 
-        let mut body: Vec<(i64, Event)> = Vec::new();
+    /// The `port` events.
+    fn port_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in self.query("SELECT ip, port, proto, state, reason, ttl, t, seq FROM ports WHERE scan_id = ?", &[id])? {
             let mut r = Row(r.into_iter());
             let (Some(ip), port, Some(proto)) = (r.ip(), r.port(), Proto::parse(&r.text())) else { continue };
@@ -204,7 +237,12 @@ impl Db {
             };
             body.push((r.int().unwrap_or(0), Event::Port(ev)));
         }
+        Ok(())
+    }
 
+    /// The certificate chains of the TLS services, by (ip, seq), each in
+    /// its order.
+    fn cert_chains(&mut self, id: &str) -> std::io::Result<BTreeMap<(String, i64), Vec<CertSummary>>> {
         let mut chains: BTreeMap<(String, i64), Vec<CertSummary>> = BTreeMap::new();
         for r in self.query(
             "SELECT ip, port, seq, subject, issuer, CAST(san AS TEXT), not_before, not_after, serial, key_type, \
@@ -232,7 +270,17 @@ impl Db {
             };
             chains.entry((ip, seq)).or_default().push(cert);
         }
+        Ok(chains)
+    }
 
+    /// The `service` events, each TLS one with its chain from `chains`.
+    fn service_events(
+        &mut self,
+        id: &str,
+        scan_id: &ScanId,
+        mut chains: BTreeMap<(String, i64), Vec<CertSummary>>,
+        body: &mut Vec<(i64, Event)>,
+    ) -> std::io::Result<()> {
         for r in self.query(
             "SELECT ip, port, proto, service, product, version, info, os, hostname, device, tunnel, method, \
              CAST(cpe AS TEXT), banner, probe, tls_version, tls_cipher, tls_alpn, CAST(tls_session AS TEXT), t, seq, targetname, \
@@ -288,7 +336,11 @@ impl Db {
             }
             body.push((seq, Event::Service(Box::new(ev))));
         }
+        Ok(())
+    }
 
+    /// The `finding` events.
+    fn finding_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in self.query(
             "SELECT ip, port, proto, plugin, severity, title, CAST(data AS TEXT), CAST(about AS TEXT), host, t, seq, targetname FROM findings \
              WHERE scan_id = ?",
@@ -314,7 +366,11 @@ impl Db {
             ev.targetname = r.opt();
             body.push((seq, Event::Finding(Box::new(ev))));
         }
+        Ok(())
+    }
 
+    /// The `script` events.
+    fn script_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in self.query(
             "SELECT ip, port, proto, plugin, output, CAST(data AS TEXT), CAST(volatile AS TEXT), host, t, seq, targetname \
              FROM scripts WHERE scan_id = ?",
@@ -339,7 +395,11 @@ impl Db {
             ev.targetname = r.opt();
             body.push((seq, Event::Script(Box::new(ev))));
         }
+        Ok(())
+    }
 
+    /// The `host` events.
+    fn host_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in
             self.query("SELECT ip, state, reason, ttl, latency, mac, t, seq FROM hosts WHERE scan_id = ?", &[id])?
         {
@@ -362,14 +422,22 @@ impl Db {
             };
             body.push((r.int().unwrap_or(0), Event::Host(ev)));
         }
+        Ok(())
+    }
 
+    /// The `rdns` events.
+    fn rdns_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in self.query("SELECT ip, name, t, seq FROM rdns WHERE scan_id = ?", &[id])? {
             let mut r = Row(r.into_iter());
             let Some(ip) = r.ip() else { continue };
             let ev = RdnsEvent { scan_id: scan_id.clone(), ip, name: r.text(), t: r.real().unwrap_or(0.0) };
             body.push((r.int().unwrap_or(0), Event::Rdns(ev)));
         }
+        Ok(())
+    }
 
+    /// The `extraports` events (the counts of ports not shown).
+    fn extraports_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in self.query(
             "SELECT ip, proto, state, reason, count, CAST(ports AS TEXT), seq FROM extraports WHERE scan_id = ?",
             &[id],
@@ -387,7 +455,11 @@ impl Db {
             };
             body.push((r.int().unwrap_or(0), Event::Extraports(ev)));
         }
+        Ok(())
+    }
 
+    /// The `error` events.
+    fn error_events(&mut self, id: &str, scan_id: &ScanId, body: &mut Vec<(i64, Event)>) -> std::io::Result<()> {
         for r in self.query("SELECT ip, port, plugin, kind, message, seq FROM errors WHERE scan_id = ?", &[id])? {
             let mut r = Row(r.into_iter());
             let ev = ErrorEvent {
@@ -400,22 +472,9 @@ impl Db {
             };
             body.push((r.int().unwrap_or(0), Event::Error(ev)));
         }
-
-        self.os_events(id, &scan_id, os_guess, &mut body)?;
-        self.trace_events(id, &scan_id, &mut body)?;
-
-        body.sort_by_key(|(seq, _)| *seq);
-        let mut events = Vec::with_capacity(body.len() + 2);
-        events.push(Event::ScanStart(start));
-        events.extend(body.into_iter().map(|(_, e)| e));
-        if ended {
-            events.push(Event::ScanEnd(end));
-        }
-        Ok(events)
+        Ok(())
     }
-}
 
-impl Db {
     /// The `os` events of a scan, with their matches and classes.
     /// `guess`: the scan asked for OS guesses (`--osscan-guess`). nmap's
     /// classification is not stored: the summary is made from the matches.
@@ -788,51 +847,9 @@ pub fn steady_form(r: &ScriptEvent, volatile: &[String]) -> String {
 /// covered (a port both scanned on a host both reported, a plugin both
 /// ran); the rest is counted in [`Diff::uncovered`].
 pub fn diff(a: &[Event], b: &[Event]) -> Diff {
-    type Key = (IpAddr, u16, String);
-    let open = |evs: &[Event]| -> BTreeSet<Key> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Port(p) if p.state == PortState::Open => Some((p.ip, p.port, p.proto.to_string())),
-                _ => None,
-            })
-            .collect()
-    };
-    // A port's service, findings and script results, by the name it was
-    // scanned under too (two names of one address are two targets).
-    let services = |evs: &[Event]| -> BTreeMap<(Key, Option<String>), String> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Service(s) => Some((((s.ip, s.port, s.proto.to_string()), s.targetname.clone()), identity(s))),
-                _ => None,
-            })
-            .collect()
-    };
-    type FindingKey = (IpAddr, u16, String, String, Option<String>);
-    let findings = |evs: &[Event]| -> BTreeMap<FindingKey, FindingEvent> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Finding(f) => {
-                    let key = (f.ip, f.port, f.plugin.clone(), f.title.clone(), f.targetname.clone());
-                    Some((key, (**f).clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    };
-    let scripts = |evs: &[Event]| -> BTreeMap<(Key, String, bool, Option<String>), ScriptEvent> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Script(r) => {
-                    let key = ((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host, r.targetname.clone());
-                    Some((key, (**r).clone()))
-                }
-                _ => None,
-            })
-            .collect()
-    };
     let (cov_a, cov_b) = (Coverage::of(a), Coverage::of(b));
-    let (open_a, open_b) = (open(a), open(b));
-    let (svc_a, svc_b) = (services(a), services(b));
+    let (open_a, open_b) = (open_ports(a), open_ports(b));
+    let (svc_a, svc_b) = (service_ids(a), service_ids(b));
     let mut d = Diff::default();
     for key in open_b.difference(&open_a) {
         if cov_a.covers(key) {
@@ -872,12 +889,89 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         let at = (f.ip, f.port, f.proto.to_string());
         both_ran(&f.plugin) && cov_a.covers(&at) && cov_b.covers(&at)
     };
-    let (find_a, find_b) = (findings(a), findings(b));
+    let (find_a, find_b) = (findings_by_key(a), findings_by_key(b));
     let new = find_b.iter().filter(|(k, f)| compared(f) && !find_a.contains_key(*k));
     d.new_findings = new.map(|(_, f)| f.clone()).collect();
     let gone = find_a.iter().filter(|(k, f)| compared(f) && !find_b.contains_key(*k));
     d.gone_findings = gone.map(|(_, f)| f.clone()).collect();
-    let (res_a, res_b) = (scripts(a), scripts(b));
+    d.scripts = changed_scripts(&script_results(a), &script_results(b), &both_ran, (&open_a, &open_b));
+    d.os = changed_os(&detected_os(a), &detected_os(b), (&cov_a, &cov_b));
+    d
+}
+
+/// A port: address, number and protocol.
+type PortKey = (IpAddr, u16, String);
+/// A finding: address, port, plugin, title, and the name scanned under.
+type FindingKey = (IpAddr, u16, String, String, Option<String>);
+/// A script result: its port, plugin, whether of the host, and the name scanned under.
+type ScriptKey = (PortKey, String, bool, Option<String>);
+
+/// The open ports of a scan.
+fn open_ports(evs: &[Event]) -> BTreeSet<PortKey> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Port(p) if p.state == PortState::Open => Some((p.ip, p.port, p.proto.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A port's service, by the name it was scanned under too (two names of
+/// one address are two targets).
+fn service_ids(evs: &[Event]) -> BTreeMap<(PortKey, Option<String>), String> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Service(s) => Some((((s.ip, s.port, s.proto.to_string()), s.targetname.clone()), identity(s))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The findings of a scan, by what makes each one.
+fn findings_by_key(evs: &[Event]) -> BTreeMap<FindingKey, FindingEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Finding(f) => {
+                let key = (f.ip, f.port, f.plugin.clone(), f.title.clone(), f.targetname.clone());
+                Some((key, (**f).clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The script results of a scan.
+fn script_results(evs: &[Event]) -> BTreeMap<ScriptKey, ScriptEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Script(r) => {
+                let key = ((r.ip, r.port, r.proto.to_string()), r.plugin.clone(), r.host, r.targetname.clone());
+                Some((key, (**r).clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// OS detection's results (not passive hints), by host.
+fn detected_os(evs: &[Event]) -> BTreeMap<IpAddr, OsEvent> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Os(o) if super::super::os_text::detected(o) => Some((o.ip, (**o).clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Script results that differ (beyond what their plugin calls volatile)
+/// on a port open in both scans, of a plugin both ran.
+fn changed_scripts(
+    res_a: &BTreeMap<ScriptKey, ScriptEvent>,
+    res_b: &BTreeMap<ScriptKey, ScriptEvent>,
+    both_ran: &dyn Fn(&str) -> bool,
+    (open_a, open_b): (&BTreeSet<PortKey>, &BTreeSet<PortKey>),
+) -> Vec<(Option<ScriptEvent>, Option<ScriptEvent>)> {
+    let mut changed = Vec::new();
     let keys: BTreeSet<_> = res_a.keys().chain(res_b.keys()).collect();
     for key in keys {
         let ((port, plugin, _, _), (x, y)) = (key, (res_a.get(key), res_b.get(key)));
@@ -890,19 +984,19 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         volatile.sort();
         volatile.dedup();
         if x.map(|r| steady_form(r, &volatile)) != y.map(|r| steady_form(r, &volatile)) {
-            d.scripts.push((x.cloned(), y.cloned()));
+            changed.push((x.cloned(), y.cloned()));
         }
     }
-    // OS detection (not a passive hint) of a host both scans reported.
-    let os = |evs: &[Event]| -> BTreeMap<IpAddr, OsEvent> {
-        evs.iter()
-            .filter_map(|e| match e {
-                Event::Os(o) if super::super::os_text::detected(o) => Some((o.ip, (**o).clone())),
-                _ => None,
-            })
-            .collect()
-    };
-    let (os_a, os_b) = (os(a), os(b));
+    changed
+}
+
+/// OS detection that differs on a host both scans reported.
+fn changed_os(
+    os_a: &BTreeMap<IpAddr, OsEvent>,
+    os_b: &BTreeMap<IpAddr, OsEvent>,
+    (cov_a, cov_b): (&Coverage, &Coverage),
+) -> Vec<OsChange> {
+    let mut changed = Vec::new();
     let hosts: BTreeSet<&IpAddr> = os_a.keys().chain(os_b.keys()).collect();
     for ip in hosts {
         if !(cov_a.hosts.contains(ip) && cov_b.hosts.contains(ip)) {
@@ -912,8 +1006,8 @@ pub fn diff(a: &[Event], b: &[Event]) -> Diff {
         // A scan without OS detection on the host says nothing of its OS.
         let (Some(x), Some(y)) = (x, y) else { continue };
         if os_form(x) != os_form(y) {
-            d.os.push(OsChange { ip: *ip, before: os_shown(x), after: os_shown(y) });
+            changed.push(OsChange { ip: *ip, before: os_shown(x), after: os_shown(y) });
         }
     }
-    d
+    changed
 }

@@ -211,49 +211,8 @@ impl Vm {
             cut: std::sync::OnceLock::new(),
         });
         let g = lua.globals();
-        for name in
-            ["require", "loadstring", "load", "dofile", "loadfile", "getfenv", "setfenv", "debug", "io", "package"]
-        {
-            g.raw_set(name, Value::Nil)?;
-        }
-        if let Ok(string) = g.raw_get::<Table>("string") {
-            string.raw_set("dump", Value::Nil)?;
-        }
-        // os keeps only the clock.
-        if let Ok(os) = g.raw_get::<Table>("os") {
-            let safe = lua.create_table()?;
-            for name in ["time", "clock", "date", "difftime"] {
-                safe.raw_set(name, os.raw_get::<Value>(name)?)?;
-            }
-            g.raw_set("os", safe)?;
-        }
-        let m = meter.clone();
-        let memory_limit = budgets.memory as u64;
-        g.raw_set(
-            "__moonscan_check",
-            lua.create_function(move |lua, e: Value| {
-                if m.tripped().is_some() {
-                    return Ok(true);
-                }
-                // A caught error is the memory budget's trip when it is an
-                // mlua MemoryError, when the VM stands within an eighth of
-                // its limit, or when it is Luau's own out-of-memory value:
-                // for an allocation that failed, Luau hands pcall its
-                // LUA_MEMERRMSG string (the status code that tells it apart
-                // stays inside lua_pcall), compared whole, as mlua-sys does.
-                let near_limit = lua.used_memory() as u64 + memory_limit / 8 >= memory_limit;
-                let memory = near_limit
-                    || match &e {
-                        Value::Error(err) => memory_error(err),
-                        Value::String(s) => s.as_bytes().as_ref() == LUAU_MEMORY_ERROR,
-                        _ => false,
-                    };
-                if memory {
-                    m.trip(Trip::Memory);
-                }
-                Ok(memory)
-            })?,
-        )?;
+        Self::strip_globals(&lua, &g)?;
+        g.raw_set("__moonscan_check", Self::memory_check(&lua, &meter, budgets.memory as u64)?)?;
         g.raw_set("__moonscan_message", lua.create_function(|_, v: Value| Ok(super::failure::message_of(&v)))?)?;
         lua.load(PRELUDE).set_name("=moonscan prelude").exec()?;
         let patterns = Arc::new(PatternCache::default());
@@ -318,6 +277,56 @@ impl Vm {
             chunks: Vec::new(),
             declared: Vec::new(),
             verbosity: 0,
+        })
+    }
+
+    /// The sandbox's globals: no loading of code, files or modules, no
+    /// debug library, no string.dump; os keeps only the clock.
+    fn strip_globals(lua: &Lua, g: &Table) -> mlua::Result<()> {
+        for name in
+            ["require", "loadstring", "load", "dofile", "loadfile", "getfenv", "setfenv", "debug", "io", "package"]
+        {
+            g.raw_set(name, Value::Nil)?;
+        }
+        if let Ok(string) = g.raw_get::<Table>("string") {
+            string.raw_set("dump", Value::Nil)?;
+        }
+        // os keeps only the clock.
+        if let Ok(os) = g.raw_get::<Table>("os") {
+            let safe = lua.create_table()?;
+            for name in ["time", "clock", "date", "difftime"] {
+                safe.raw_set(name, os.raw_get::<Value>(name)?)?;
+            }
+            g.raw_set("os", safe)?;
+        }
+        Ok(())
+    }
+
+    /// `__moonscan_check`, which the prelude's pcall asks of each caught
+    /// error: whether it is the memory budget's trip (which it then trips).
+    fn memory_check(lua: &Lua, meter: &Arc<Meter>, memory_limit: u64) -> mlua::Result<mlua::Function> {
+        let m = meter.clone();
+        lua.create_function(move |lua, e: Value| {
+            if m.tripped().is_some() {
+                return Ok(true);
+            }
+            // A caught error is the memory budget's trip when it is an
+            // mlua MemoryError, when the VM stands within an eighth of
+            // its limit, or when it is Luau's own out-of-memory value:
+            // for an allocation that failed, Luau hands pcall its
+            // LUA_MEMERRMSG string (the status code that tells it apart
+            // stays inside lua_pcall), compared whole, as mlua-sys does.
+            let near_limit = lua.used_memory() as u64 + memory_limit / 8 >= memory_limit;
+            let memory = near_limit
+                || match &e {
+                    Value::Error(err) => memory_error(err),
+                    Value::String(s) => s.as_bytes().as_ref() == LUAU_MEMORY_ERROR,
+                    _ => false,
+                };
+            if memory {
+                m.trip(Trip::Memory);
+            }
+            Ok(memory)
         })
     }
 

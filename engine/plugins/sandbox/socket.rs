@@ -117,6 +117,16 @@ fn lua_result(lua: &Lua, r: Result<Vec<u8>, Failure>) -> mlua::Result<(Value, Va
 
 impl UserData for LuaSocket {
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        Self::add_send_methods(methods);
+        Self::add_recv_methods(methods);
+        Self::add_tls_methods(methods);
+    }
+}
+
+/// The socket's methods, in groups.
+impl LuaSocket {
+    /// sock:send and sock:set_timeout.
+    fn add_send_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         // sock:send(data): true, or nil, why (past the run's send budget,
         // nothing is sent and the run ends at its next step).
         methods.add_async_method("send", |lua, this, data: mlua::String| async move {
@@ -136,6 +146,10 @@ impl UserData for LuaSocket {
             this.sock.lock().await.timeout = std::time::Duration::from_millis(ms.clamp(1.0, 60_000.0) as u64);
             Ok(true)
         });
+    }
+
+    /// The reads: sock:recv, sock:recv_exact, sock:recv_line and sock:recv_until.
+    fn add_recv_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         methods.add_async_method("recv", |lua, this, max: Option<usize>| async move {
             let max = max.unwrap_or(4096).clamp(1, guard::MAX_RECV);
             let mut s = this.sock.lock().await;
@@ -233,6 +247,11 @@ impl UserData for LuaSocket {
                 }
             }
         });
+    }
+
+    /// TLS on the connection (sock:starttls, sock:tls_handshake, sock:tls),
+    /// and sock:close.
+    fn add_tls_methods<M: UserDataMethods<Self>>(methods: &mut M) {
         // sock:starttls([protocol]): the STARTTLS exchange of `protocol`
         // (default: the service's name), then TLS on the same connection.
         methods.add_async_method("starttls", |lua, this, proto: Option<String>| async move {
