@@ -3,7 +3,7 @@
 //! budget) and how the ServerHello rustls reads is kept for JA3S and JA4S
 //! (conn.rs's tap).
 //!
-//! In: a stream and a [`Watch`]. Out: the same stream, read and written
+//! In: a stream and a `Watch`. Out: the same stream, read and written
 //! as before. What always holds: every byte read reaches the watch once,
 //! in order; writes pass through untouched.
 

@@ -8,7 +8,7 @@
 //!   read-only; `io`, `os.execute`, `debug`, `load`/`loadstring`,
 //!   `getfenv`/`setfenv`, `string.dump` and `print` do not exist (`print`
 //!   is `ctx:log` by another name); only text compiled by the host is loaded.
-//!   Host calls fail with error values ([`super::failure`]: a kind and a
+//!   Host calls fail with error values (`sandbox::failure`: a kind and a
 //!   message); the `errors` global makes them, and `assert` and
 //!   `string.format`'s `%s` take them as their message.
 //!   `require` finds modules by name in the plugin's libraries only
