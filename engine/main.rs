@@ -148,6 +148,10 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     }
     let resuming = plan.resume_file.is_some();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Ctrl-C is ours from here on: one that comes while the outputs open
+    // waits for the scan to start and stops it, never kills the process
+    // with a half-made resume or report.
+    let sigint = rt.block_on(async { tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) })?;
     let verbose = plan.scan.config().verbosity > 0;
     let (order, space_len, seed) = (plan.scan.progress(), plan.scan.space_len(), plan.scan.seed());
     let resumable = plan.scan.config().resumable();
@@ -223,7 +227,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     let events = scan.take_events();
     let writer = std::thread::spawn(move || output::drain(events, sinks));
 
-    let end = wait_for_end(&rt, scan);
+    let end = wait_for_end(&rt, scan, sigint);
     let end = match end {
         Ok(end) => end,
         Err(e) => {
@@ -313,14 +317,15 @@ fn resumed_xml(
 fn wait_for_end(
     rt: &tokio::runtime::Runtime,
     scan: ScanHandle,
+    mut sigint: tokio::signal::unix::Signal,
 ) -> moonscan::error::Result<moonscan::findings::ScanEnd> {
     let stopper = scan.stopper();
     rt.block_on(async {
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if sigint.recv().await.is_some() {
                 stopper.stop();
                 moonscan::tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if sigint.recv().await.is_some() {
                     std::process::exit(130);
                 }
             }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use mlua::{Lua, MultiValue, Table, UserData, UserDataFields, UserDataMethods, Value};
 
-use super::failure::{Failure, Kind};
-use super::guard::{self, timed_out, ConnectRequest, TlsOptions, SOCKET_TIMEOUT};
+use super::failure::{timed_out, Failure, Kind};
+use super::guard::{self, ConnectRequest, TlsOptions, SOCKET_TIMEOUT};
 use super::run::Run;
 use super::socket::LuaSocket;
 use super::value::{known_keys, tls_table};

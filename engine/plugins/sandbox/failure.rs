@@ -274,3 +274,13 @@ pub fn errors_module(lua: &Lua) -> mlua::Result<Table> {
     m.set_readonly(true);
     Ok(m)
 }
+
+/// A socket closed before the call (its kind, for plugins, is `closed`).
+pub(crate) fn closed() -> Error {
+    Error::with_source(ErrorKind::Io, "socket is closed", std::io::Error::from(std::io::ErrorKind::NotConnected))
+}
+
+/// A call that ran out of its time (its kind, for plugins, is `timeout`).
+pub(crate) fn timed_out(what: &str) -> Error {
+    Error::new(ErrorKind::Timeout, what.to_string())
+}

@@ -16,8 +16,8 @@ fn engine_errors_get_their_kind_from_kinds_and_causes_not_text() {
     assert_eq!(Kind::of(&io(std::io::ErrorKind::ConnectionRefused)), Kind::Refused);
     assert_eq!(Kind::of(&io(std::io::ErrorKind::UnexpectedEof)), Kind::Closed);
     assert_eq!(Kind::of(&io(std::io::ErrorKind::ConnectionReset)), Kind::Network);
-    assert_eq!(Kind::of(&super::guard::closed()), Kind::Closed);
-    assert_eq!(Kind::of(&super::guard::timed_out("timeout")), Kind::Timeout);
+    assert_eq!(Kind::of(&super::failure::closed()), Kind::Closed);
+    assert_eq!(Kind::of(&super::failure::timed_out("timeout")), Kind::Timeout);
     // A connect refused, and a TLS handshake that failed, as plugin sockets open them.
     use crate::wire::conn::OpenError;
     let refused = Error::from(OpenError::Connect(std::io::ErrorKind::ConnectionRefused.into()));

@@ -21,6 +21,7 @@ use crate::findings::TlsInfo;
 use crate::targets::TargetSpace;
 use crate::wire::conn::{self, Conn};
 
+use super::failure::{closed, timed_out};
 use super::tape::{SocketTape, Step};
 use super::value::known_keys;
 
@@ -259,15 +260,6 @@ pub(crate) struct Socket {
     pub(crate) tls: Option<TlsInfo>,
     /// Its conversation, recorded or replayed (`plugins test --record/--replay`).
     pub(crate) tape: Option<SocketTape>,
-}
-
-/// A socket closed before the call (its kind, for plugins, is `closed`).
-pub(crate) fn closed() -> Error {
-    Error::with_source(ErrorKind::Io, "socket is closed", std::io::Error::from(std::io::ErrorKind::NotConnected))
-}
-
-pub(crate) fn timed_out(what: &str) -> Error {
-    Error::new(ErrorKind::Timeout, what.to_string())
 }
 
 impl Socket {

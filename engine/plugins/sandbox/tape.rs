@@ -267,7 +267,7 @@ impl SocketTape {
     pub(crate) fn replay_send(&mut self, data: &[u8]) -> Result<()> {
         let SocketTape::Replay { steps, taken, open, .. } = self else { return Ok(()) };
         if !*open {
-            return Err(super::guard::closed());
+            return Err(super::failure::closed());
         }
         let at = *taken + 1;
         let parted = |why: String| Error::new(ErrorKind::Protocol, format!("replay: step {at}: {why}"));
@@ -297,7 +297,7 @@ impl SocketTape {
     pub(crate) fn replay_read(&mut self, max: usize, out: &mut Vec<u8>) -> Result<usize> {
         let SocketTape::Replay { steps, taken, open, .. } = self else { return Ok(0) };
         if !*open {
-            return Err(super::guard::closed());
+            return Err(super::failure::closed());
         }
         let at = *taken + 1;
         match steps.pop_front() {
@@ -338,7 +338,7 @@ impl SocketTape {
     pub(crate) fn replay_starttls(&mut self) -> (Result<Option<TlsInfo>>, usize) {
         let SocketTape::Replay { steps, taken, open, .. } = self else { return (Ok(None), 0) };
         if !*open {
-            return (Err(super::guard::closed()), 0);
+            return (Err(super::failure::closed()), 0);
         }
         let r = match steps.pop_front() {
             Some(Step::Starttls { tls, error: None, read }) => (Ok(tls.map(|t| *t)), read),

@@ -22,8 +22,8 @@ use mlua::{Lua, Table, UserData, UserDataMethods, Value};
 use tokio::net::UdpSocket;
 use tokio::sync::Mutex;
 
-use super::failure::Failure;
-use super::guard::{closed, timed_out, ConnectRequest, Transport};
+use super::failure::{closed, timed_out, Failure};
+use super::guard::{ConnectRequest, Transport};
 use super::run::{Closer, Run};
 #[cfg(doc)]
 use super::run::{DATAGRAMS_PER_SECOND, DATAGRAM_BURST, MAX_DATAGRAM_BYTES};
