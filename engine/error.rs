@@ -6,7 +6,10 @@
 //! callers match on [`ErrorKind`], never on message text; an error keeps the
 //! error that caused it, if any, as its [`std::error::Error::source`]; a
 //! kind is written in events by its snake_case name ([`ErrorKind::as_str`],
-//! the same through serde), which never changes once written. The binary
+//! the same through serde), which never changes once written. A message
+//! names the library's settings as the builder does, in backticks
+//! (`` `max_rate` ``, `` `os_detection.max_tries` ``), never a front end's
+//! flags: the command says them as its options ([`Error::reword`]). The binary
 //! turns a usage-class error (bad target, bad port spec, bad configuration)
 //! into exit status 2 and everything else into a reported failure. This
 //! module imports nothing of the crate.
@@ -139,6 +142,12 @@ impl Error {
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// The same error (kind and source) with its message rewritten: how a
+    /// front end says the settings the message names (`` `max_rate` ``).
+    pub fn reword(self, f: impl FnOnce(&str) -> String) -> Error {
+        Error { message: f(&self.message), ..self }
     }
 
     /// The same error with `context: ` before its message (kind and source kept).

@@ -5,6 +5,15 @@
 //! written), 2 for bad usage. Results go to stdout; the progress line and
 //! messages go to stderr.
 
+/// Says a line on stderr as `moonscan::tell!` does, in the command's
+/// words (the library's messages name settings: [`cli::flags`]).
+macro_rules! tell {
+    ($($t:tt)*) => {{
+        let line = format!($($t)*);
+        moonscan::tell!("{}", $crate::cli::flags::word(&line));
+    }};
+}
+
 mod cli;
 
 use std::fs::File;
@@ -24,7 +33,7 @@ fn main() -> ExitCode {
     let parsed = |argv: &[String]| {
         // An nmap option moonscan does not support: one line, not clap's five.
         if let Some(line) = cli::unsupported(argv) {
-            moonscan::tell!("{line}");
+            tell!("{line}");
             return Err(ExitCode::from(2));
         }
         cli::parse(argv).map_err(|e| {
@@ -51,7 +60,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Man { page }) => match cli::man(page.as_deref()) {
             Ok(text) => return print_all(&text),
             Err(why) => {
-                moonscan::tell!("moonscan: {why}");
+                tell!("moonscan: {why}");
                 return ExitCode::from(2);
             }
         },
@@ -66,7 +75,7 @@ fn main() -> ExitCode {
         Some(path) => match cli::resume::load(path) {
             Ok(f) => Some((f, path.clone())),
             Err(e) => {
-                moonscan::tell!("moonscan: {e}");
+                tell!("moonscan: {e}");
                 return ExitCode::from(2);
             }
         },
@@ -79,7 +88,7 @@ fn main() -> ExitCode {
         args = match parsed(&argv) {
             Ok(a) if a.command.is_none() && a.resume.is_none() => a,
             Ok(_) => {
-                moonscan::tell!("moonscan: --resume: the file's command line is not a scan");
+                tell!("moonscan: --resume: the file's command line is not a scan");
                 return ExitCode::from(2);
             }
             Err(code) => return code,
@@ -99,14 +108,14 @@ fn main() -> ExitCode {
     let plan = match cli::validate(args, &argv, nofile, raw_ok, resume) {
         Ok(p) => p,
         Err(e) => {
-            moonscan::tell!("moonscan: {e}");
+            tell!("moonscan: {e}");
             return ExitCode::from(if e.is_usage() { 2 } else { 1 });
         }
     };
     match run(plan, argv) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            moonscan::tell!("moonscan: {e:#}");
+            tell!("moonscan: {e:#}");
             ExitCode::from(1)
         }
     }
@@ -134,7 +143,7 @@ fn print_all(bytes: &[u8]) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            moonscan::tell!("moonscan: {e}");
+            tell!("moonscan: {e}");
             ExitCode::from(1)
         }
     }
@@ -144,7 +153,7 @@ fn print_all(bytes: &[u8]) -> ExitCode {
 /// the resume file keeps (the outputs record it redacted).
 fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     for note in &plan.scan.notes {
-        moonscan::tell!("moonscan: {note}");
+        tell!("moonscan: {note}");
     }
     let resuming = plan.resume_file.is_some();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -223,7 +232,9 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
         );
     }
 
-    // The sinks read the scan's own event stream on a thread of their own.
+    // The sinks read the scan's own event stream on a thread of their own,
+    // the engine's messages in the command's words.
+    let sinks = sinks.into_iter().map(|s| Box::new(cli::flags::Worded(s)) as Box<dyn Sink>).collect();
     let events = scan.take_events();
     let writer = std::thread::spawn(move || output::drain(events, sinks));
 
@@ -235,7 +246,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
             if let Some(pb) = &progress {
                 pb.finish_and_clear();
             }
-            moonscan::tell!("moonscan: {e}");
+            tell!("moonscan: {e}");
             return Ok(if e.is_usage() { 2 } else { 1 });
         }
     };
@@ -247,7 +258,7 @@ fn run(plan: cli::Plan, argv: Vec<String>) -> anyhow::Result<u8> {
     if let Err(e) = written {
         // A closed stdout pipe (`| head`) is the reader's choice, not a failure.
         if e.kind() != io::ErrorKind::BrokenPipe {
-            moonscan::tell!("moonscan: writing results: {e}");
+            tell!("moonscan: writing results: {e}");
             return Ok(1);
         }
     }
@@ -302,7 +313,7 @@ fn resumed_xml(
     let prior = read_prior(path, redo);
     match &prior {
         Some(_) => replace.push((resumed, path.to_path_buf())),
-        None => moonscan::tell!(
+        None => tell!(
             "moonscan: note: {} is not a whole moonscan report (cut off by a kill, unreadable or edited), \
              so the resumed scan's XML goes beside it, to {}; -oJ and --db, when given, hold both parts",
             path.display(),
@@ -324,7 +335,7 @@ fn wait_for_end(
         tokio::spawn(async move {
             if sigint.recv().await.is_some() {
                 stopper.stop();
-                moonscan::tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
+                tell!("\nmoonscan: interrupted; waiting for outstanding probes (Ctrl-C again to quit now)");
                 if sigint.recv().await.is_some() {
                     std::process::exit(130);
                 }
@@ -340,7 +351,7 @@ fn replace_xml(replace: &[(std::path::PathBuf, std::path::PathBuf)]) {
         // On disk before it takes the first part's place.
         let synced = File::open(whole).and_then(|f| f.sync_all());
         if let Err(e) = synced.and_then(|()| std::fs::rename(whole, first)) {
-            moonscan::tell!(
+            tell!(
                 "moonscan: the whole scan's XML is in {} ({} is its first part): {e}",
                 whole.display(),
                 first.display()
@@ -363,7 +374,7 @@ fn save_or_remove_resume(
     if end.interrupted && !resumable {
         // Only one order of (address, port) pairs records where it got to:
         // not TCP and UDP together, nor hosts scanned as discovery finds them.
-        moonscan::tell!(
+        tell!(
             "moonscan: only a scan of one protocol (and no --host-timeout) can be resumed; \
              what this one found is in its outputs"
         );
@@ -384,8 +395,8 @@ fn save_or_remove_resume(
                 .unwrap_or_else(|| std::path::PathBuf::from(cli::resume::DEFAULT));
             let path = path.as_path();
             match cli::resume::save(path, &file) {
-                Ok(()) => moonscan::tell!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
-                Err(e) => moonscan::tell!("moonscan: could not write the resume file {}: {e}", path.display()),
+                Ok(()) => tell!("moonscan: to finish this scan: moonscan --resume {}", path.display()),
+                Err(e) => tell!("moonscan: could not write the resume file {}: {e}", path.display()),
             }
         }
     }

@@ -347,7 +347,7 @@ fn check_loopback(cfg: &ScanConfig, loopback: bool, tcp_raw: bool) -> Result<()>
     if loopback && tcp_raw && cfg.scan_type != ScanType::Syn {
         return Err(Error::new(
             ErrorKind::Config,
-            format!("{} sends raw packets, which cannot reach this machine's own addresses", cfg.scan_type.flag()),
+            format!("{} sends raw packets, which cannot reach this machine's own addresses", cfg.scan_type.setting()),
         ));
     }
     Ok(())
@@ -703,7 +703,7 @@ impl Pass {
         match done {
             Ok(Ok(interrupted)) => Ok(interrupted),
             Ok(Err(e)) => {
-                let message = format!("raw {} scan failed: {e}", kind.flag());
+                let message = format!("raw {} scan failed: {e}", kind.setting());
                 ctx.emit(ctx.error(None, None, None, ErrorKind::Io, message)).await;
                 Ok(true)
             }

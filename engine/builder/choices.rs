@@ -19,16 +19,16 @@ impl ScanBuilder {
         let udp_raw = udp && raw_ok && self.any_remote_target();
         if udp && !udp_raw {
             notes.push(if raw_ok {
-                "raw UDP probes cannot reach this machine's own addresses; -sU uses UDP sockets".into()
+                "raw UDP probes cannot reach this machine's own addresses; `udp` uses UDP sockets".into()
             } else {
-                "raw sockets are not available (needs root or CAP_NET_RAW); -sU uses UDP sockets".into()
+                "raw sockets are not available (needs root or CAP_NET_RAW); `udp` uses UDP sockets".into()
             });
         }
         let scan_type = match tcp_type {
             // -sS -sU without raw sockets: the TCP part connect-scans, as -sS alone does.
             Some(ScanType::Syn) if !raw_ok && udp => {
                 notes.push(
-                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into(),
+                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (`scan_type(Connect)`)".into(),
                 );
                 ScanType::Connect
             }
@@ -37,13 +37,16 @@ impl ScanBuilder {
             None if raw_ok => ScanType::Syn,
             None => {
                 notes.push(
-                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (-sT)".into(),
+                    "raw sockets are not available (needs root or CAP_NET_RAW); doing a connect scan (`scan_type(Connect)`)".into(),
                 );
                 ScanType::Connect
             }
         };
         let scan_type = if scan_type == ScanType::Syn && !self.any_remote_target() {
-            notes.push("raw SYN probes cannot reach this machine's own addresses; doing a connect scan (-sT)".into());
+            notes.push(
+                "raw SYN probes cannot reach this machine's own addresses; doing a connect scan (`scan_type(Connect)`)"
+                    .into(),
+            );
             ScanType::Connect
         } else {
             scan_type
@@ -52,38 +55,39 @@ impl ScanBuilder {
         if !matches!(scan_type, ScanType::Syn | ScanType::Connect | ScanType::Udp) {
             if !raw_ok {
                 return Err(usage(format!(
-                    "{} sends raw packets: it needs root or CAP_NET_RAW (-sT needs neither)",
-                    scan_type.flag()
+                    "{} sends raw packets: it needs root or CAP_NET_RAW (`scan_type(Connect)` needs neither)",
+                    scan_type.setting()
                 )));
             }
             if !self.any_remote_target() {
                 return Err(usage(format!(
                     "{} sends raw packets, which cannot reach this machine's own addresses",
-                    scan_type.flag()
+                    scan_type.setting()
                 )));
             }
         }
         if scan_type == ScanType::Connect && !udp_raw && (self.link.iface.is_some() || self.link.src.is_some()) {
-            return Err(usage("-e and -S apply to raw (SYN) scans only"));
+            return Err(usage("`link.iface` and `link.src` apply to raw (SYN) scans only"));
         }
         Ok((scan_type, udp, udp_raw))
     }
 
     /// The timing template `level` with the limits set on top, checked.
     pub(super) fn timing(&self, level: u8) -> Result<Timing> {
-        let mut timing = Timing::template(level).ok_or_else(|| usage(format!("-T{level}: the templates are 0-5")))?;
+        let mut timing = Timing::template(level)
+            .ok_or_else(|| usage(format!("`timing_template`({level}): the templates are 0-5")))?;
         if let Some(rate) = self.max_rate {
             if !(rate.is_finite() && rate > 0.0) {
-                return Err(usage(format!("--max-rate must be a positive number of probes per second, not {rate}")));
+                return Err(usage(format!("`max_rate` must be a positive number of probes per second, not {rate}")));
             }
             timing.max_rate = Some(rate);
         }
         if let Some(min) = self.min_rate {
             if !(min.is_finite() && min > 0.0) {
-                return Err(usage(format!("--min-rate must be a positive number of probes per second, not {min}")));
+                return Err(usage(format!("`min_rate` must be a positive number of probes per second, not {min}")));
             }
             if timing.max_rate.is_some_and(|max| min > max) {
-                return Err(usage("--min-rate is above --max-rate"));
+                return Err(usage("`min_rate` is above `max_rate`"));
             }
             timing.min_rate = Some(min);
         }
@@ -93,7 +97,7 @@ impl ScanBuilder {
         }
         if let Some(w) = self.max_parallelism {
             if w == 0 {
-                return Err(usage("--max-parallelism must be at least 1"));
+                return Err(usage("`max_parallelism` must be at least 1"));
             }
             timing.window = w;
             timing.raw_window = w;
@@ -103,16 +107,16 @@ impl ScanBuilder {
         }
         if let Some(t) = self.initial_rtt_timeout {
             if t > timing.timeout {
-                return Err(usage("--initial-rtt-timeout is above --max-rtt-timeout"));
+                return Err(usage("`initial_rtt_timeout` is above `max_rtt_timeout`"));
             }
             if t.is_zero() {
-                return Err(usage("--initial-rtt-timeout must be above 0"));
+                return Err(usage("`initial_rtt_timeout` must be above 0"));
             }
             timing.initial_rtt_timeout = Some(t);
         }
         if let Some(d) = self.scan_delay {
             if d > Duration::from_secs(3600) {
-                return Err(usage("--scan-delay is at most 1h"));
+                return Err(usage("`scan_delay` is at most 1h"));
             }
             timing.scan_delay = Some(d).filter(|d| !d.is_zero());
         }
@@ -128,14 +132,17 @@ impl ScanBuilder {
     /// The host discovery asked for, checked.
     pub(super) fn discovery(&self) -> Result<Option<HostPlan>> {
         if self.list_only || self.ping_only {
-            let flag = if self.list_only { "-sL" } else { "-sn" };
+            let flag = if self.list_only { "`list_only`" } else { "`ping_only`" };
             let conflict = [
-                (self.list_only && self.ping_only, "-sn"),
-                (self.ports.is_some(), "-p/--top-ports"),
-                (self.udp || self.scan_type.is_some(), "a scan type (-sS, -sT, -sU...)"),
-                (self.detect.is_some(), "-sV"),
-                (self.scripts.is_some(), "--script"),
-                (self.host_timeout.is_some(), "--host-timeout"),
+                (self.list_only && self.ping_only, "`ping_only`"),
+                (self.ports.is_some(), "`ports`/`top_ports`"),
+                (
+                    self.udp || self.scan_type.is_some(),
+                    "a scan type (`scan_type(Syn)`, `scan_type(Connect)`, `udp`...)",
+                ),
+                (self.detect.is_some(), "`service_detection`"),
+                (self.scripts.is_some(), "`scripts`"),
+                (self.host_timeout.is_some(), "`host_timeout`"),
             ];
             if let Some((_, what)) = conflict.iter().find(|c| c.0) {
                 return Err(usage(format!("{flag} scans no ports: it cannot be combined with {what}")));
@@ -151,10 +158,10 @@ impl ScanBuilder {
         }
         if self.no_ping {
             if self.ping_only {
-                return Err(usage("-sn -Pn would send nothing; -sL lists the targets"));
+                return Err(usage("`ping_only` `skip_discovery` would send nothing; `list_only` lists the targets"));
             }
             if !self.ping_probes.is_empty() {
-                return Err(usage("-Pn and -P discovery probes cannot be combined"));
+                return Err(usage("`skip_discovery` and `ping_probe` discovery probes cannot be combined"));
             }
             return Ok(None);
         }

@@ -32,10 +32,10 @@ impl ScanBuilder {
             add_term(&mut include, t, how, Some(&mut names))?;
         }
         for path in &self.target_files {
-            read_list(path, "-iL", |t| add_term(&mut include, t, how, Some(&mut names)))?;
+            read_list(path, "`target_file`", |t| add_term(&mut include, t, how, Some(&mut names)))?;
         }
         if include.is_empty() && names.is_empty() {
-            return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see moonscan --help)"));
+            return Err(Error::new(ErrorKind::TargetSpec, "no targets given (see `targets`)"));
         }
         // The addresses given as addresses, before the names' join them.
         let by_address = include.finish()?;
@@ -60,7 +60,7 @@ impl ScanBuilder {
             add_term(&mut exclude, t, how, None)?;
         }
         for path in &self.exclude_files {
-            read_list(path, "--excludefile", |t| add_term(&mut exclude, t, how, None))?;
+            read_list(path, "`exclude_file`", |t| add_term(&mut exclude, t, how, None))?;
         }
         let exclude = exclude.finish()?;
         names.sort();
@@ -91,7 +91,7 @@ impl ScanBuilder {
             let list = match &self.ports {
                 Some(Ports::Spec(spec)) => pick(ports::parse_ports(spec)?),
                 Some(Ports::Top(0)) => {
-                    return Err(Error::new(ErrorKind::PortSpec, "--top-ports needs a number above 0"))
+                    return Err(Error::new(ErrorKind::PortSpec, "`top_ports` needs a number above 0"))
                 }
                 Some(Ports::Top(n)) => ports::top_ports(proto, *n),
                 None => ports::top_ports(proto, 1000),
@@ -106,7 +106,7 @@ impl ScanBuilder {
             }
             let list: Vec<u16> = list.into_iter().filter(|p| !skip.contains(p)).collect();
             if list.is_empty() {
-                return Err(Error::new(ErrorKind::PortSpec, "--exclude-ports leaves no port to scan"));
+                return Err(Error::new(ErrorKind::PortSpec, "`exclude_ports` leaves no port to scan"));
             }
             Ok(list)
         };
@@ -161,7 +161,7 @@ const MAX_LIST: u64 = 1 << 30;
 
 /// Calls `f` with each target term of a file (`-` for stdin), read as a
 /// stream: whitespace-separated, `#` starts a comment.
-fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
+fn read_list(path: &Path, setting: &str, mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
     let each = |line: &str| -> Result<()> {
         for t in line.split('#').next().unwrap_or("").split_whitespace() {
             f(t)?;
@@ -169,11 +169,11 @@ fn read_list(path: &Path, flag: &str, mut f: impl FnMut(&str) -> Result<()>) -> 
         Ok(())
     };
     if path.as_os_str() == "-" {
-        return crate::files::for_each_line(std::io::stdin().lock(), path, flag, MAX_LIST_LINE, MAX_LIST, each);
+        return crate::files::for_each_line(std::io::stdin().lock(), path, setting, MAX_LIST_LINE, MAX_LIST, each);
     }
     let file = std::fs::File::open(path)
-        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{flag} {}: {e}", path.display()), e))?;
-    crate::files::for_each_line(file, path, flag, MAX_LIST_LINE, MAX_LIST, each)
+        .map_err(|e| Error::with_source(ErrorKind::Config, format!("{setting} {}: {e}", path.display()), e))?;
+    crate::files::for_each_line(file, path, setting, MAX_LIST_LINE, MAX_LIST, each)
 }
 
 /// What the address sets are, once the names are resolved.
@@ -310,7 +310,7 @@ mod tests {
         let t = sets(&["two.example"], true).unwrap();
         assert_eq!(named(&t), [("2001:2::2".to_string(), "two.example".to_string())], "-6: the AAAA");
         let e = sets(&["six.example"], false).err().unwrap().to_string();
-        assert!(e.contains("only IPv6 addresses") && e.contains("-6"), "{e}");
+        assert!(e.contains("only IPv6 addresses") && e.contains("`ipv6`"), "{e}");
         let e = sets(&["nowhere.example"], false).err().unwrap().to_string();
         assert!(e.contains("cannot resolve 'nowhere.example'"), "{e}");
     }

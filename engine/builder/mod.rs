@@ -496,7 +496,7 @@ impl ScanBuilder {
         let (scan_type, udp, udp_raw) = self.scan_kind(raw_ok, &mut notes)?;
 
         if self.host_timeout.is_some() && scan_type == ScanType::Connect {
-            notes.push("--host-timeout applies to raw scans only; this connect scan ignores it".into());
+            notes.push("`host_timeout` applies to raw scans only; this connect scan ignores it".into());
         }
         // -sL sends nothing; -sn on this machine's addresses needs no raw
         // socket, and without one it connects to ports 80 and 443.
@@ -511,7 +511,7 @@ impl ScanBuilder {
         let scan_type = if tcp_ports.is_none() && udp_ports.is_some() { ScanType::Udp } else { scan_type };
         let udp = udp_ports.is_some();
         if !udp && self.ports_name_udp() {
-            notes.push("the port list names UDP ports (U:) but -sU is not given: only TCP is scanned".into());
+            notes.push("the port list names UDP ports (U:) but `udp` is not given: only TCP is scanned".into());
         }
         self.top_ports_notes(&tcp_ports, &udp_ports, &mut notes);
         let inputs::Targets { include, exclude, names: hostnames, also_by_address } = self.address_sets()?;
@@ -543,10 +543,10 @@ impl ScanBuilder {
         let plugins = self.plugin_config(packs, &left_out, &mut notes)?;
         let os = self.os_plan(no_ports, raw_ok, udp.is_some(), &mut notes)?;
         if self.traceroute && no_ports {
-            return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)"));
+            return Err(usage("`os_detection` and `traceroute` need a port scan (not `ping_only` or `list_only`)"));
         }
         if self.traceroute && !raw_ok {
-            return Err(usage("--traceroute sends raw packets: it needs root or CAP_NET_RAW"));
+            return Err(usage("`traceroute` sends raw packets: it needs root or CAP_NET_RAW"));
         }
         let resumed_len = self.resume.as_ref().map(|r| r.space_len);
         let config = ScanConfig {
@@ -596,7 +596,7 @@ impl ScanBuilder {
             for (list, name) in [(tcp_ports, "TCP"), (udp_ports, "UDP")] {
                 if let Some(list) = list.as_ref().filter(|l| l.len() < *n && self.exclude_ports.is_empty()) {
                     notes.push(format!(
-                        "--top-ports {n}: the port table ranks {} {name} ports; scanning those",
+                        "`top_ports` {n}: the port table ranks {} {name} ports; scanning those",
                         list.len()
                     ));
                 }
@@ -643,7 +643,7 @@ impl ScanBuilder {
                 }
                 if let Some(n) = d.parallelism {
                     if n == 0 {
-                        return Err(usage("--version-parallelism must be at least 1"));
+                        return Err(usage("`detection.parallelism` must be at least 1"));
                     }
                     opts.parallelism = n;
                 }
@@ -685,12 +685,12 @@ impl ScanBuilder {
                 let available = available_plugins(&dir, packs, &self.places)?;
                 let mut chosen = Vec::new();
                 if let Some((name, why)) = self.scripts.as_ref().and_then(|s| names_left_out(&s.expr, left_out)) {
-                    return Err(Error::new(ErrorKind::Config, format!("--script names pack {name}, left out: {why}")));
+                    return Err(Error::new(ErrorKind::Config, format!("`scripts` names pack {name}, left out: {why}")));
                 }
                 if self.scripts.is_some() {
                     chosen = crate::plugins::select(&available, &s.expr)?;
                     if chosen.is_empty() {
-                        return Err(usage(format!("--script {:?} selects no plugin", s.expr)));
+                        return Err(usage(format!("`scripts` {:?} selects no plugin", s.expr)));
                     }
                     let sel = crate::plugins::Selection::parse(&s.expr)?;
                     // A category selects trusted plugins only.
@@ -715,23 +715,23 @@ impl ScanBuilder {
                 // typo or one for a plugin not selected (said, not kept).
                 let agent = crate::plugins::load::script_args::USER_AGENT;
                 if s.args.get(agent).is_some_and(|v| v.contains(['\r', '\n'])) {
-                    return Err(usage(format!("--script-args {agent}: a header value holds no line break")));
+                    return Err(usage(format!("`script_settings.args` {agent}: a header value holds no line break")));
                 }
                 let mut unread = Vec::new();
                 for k in s.args.keys().filter(|k| !chosen.iter().any(|p| p.meta.args.iter().any(|a| a == *k))) {
                     use crate::plugins::load::script_args::{known, Known};
                     match known(k) {
                         Some(Known::Engine) => {}
-                        Some(Known::Refused(why)) => return Err(usage(format!("--script-args {k}: {why}"))),
+                        Some(Known::Refused(why)) => return Err(usage(format!("`script_settings.args` {k}: {why}"))),
                         None => unread.push(k.as_str()),
                     }
                 }
                 if !unread.is_empty() {
-                    notes.push(format!("--script-args: no selected plugin reads {}", unread.join(", ")));
+                    notes.push(format!("`script_settings.args`: no selected plugin reads {}", unread.join(", ")));
                 }
                 let workers = s.parallelism.unwrap_or(16);
                 if workers == 0 {
-                    return Err(usage("--script-parallelism must be at least 1"));
+                    return Err(usage("`script_settings.parallelism` must be at least 1"));
                 }
                 let (budgets, args) = (s.budgets.clone(), s.args.clone());
                 let verbosity = self.verbosity;
@@ -753,18 +753,20 @@ impl ScanBuilder {
     ) -> Result<Option<Arc<crate::os::stage::OsPlan>>> {
         let os = match &self.os {
             None => None,
-            Some(_) if no_ports => return Err(usage("-O and --traceroute need a port scan (not -sn or -sL)")),
+            Some(_) if no_ports => {
+                return Err(usage("`os_detection` and `traceroute` need a port scan (not `ping_only` or `list_only`)"))
+            }
             Some(_) if !raw_ok => {
-                return Err(usage("OS detection (-O) sends raw packets: it needs root or CAP_NET_RAW"));
+                return Err(usage("OS detection (`os_detection`) sends raw packets: it needs root or CAP_NET_RAW"));
             }
             Some(o) => {
                 let db = crate::os::db::OsDb::load(o.db.as_deref(), &self.places.nmap)?;
                 if db.is_none() {
-                    notes.push("OS detection: nmap-os-db not found (install nmap or give --os-db FILE); fingerprints are reported without matches".into());
+                    notes.push("OS detection: nmap-os-db not found (install nmap or give `os_detection.db` FILE); fingerprints are reported without matches".into());
                 }
                 let max_tries = o.max_tries.unwrap_or(5);
                 if max_tries == 0 {
-                    return Err(usage("--max-os-tries must be at least 1"));
+                    return Err(usage("`os_detection.max_tries` must be at least 1"));
                 }
                 Some(Arc::new(crate::os::stage::OsPlan { db, guess: o.guess, limit: o.limit, max_tries, udp_scan }))
             }

@@ -102,7 +102,7 @@ pub fn run(args: DbArgs) -> u8 {
     match res {
         Ok(()) | Err(Failed(_, 0)) => 0,
         Err(Failed(msg, code)) => {
-            moonscan::tell!("moonscan: {msg}");
+            tell!("moonscan: {msg}");
             code
         }
     }

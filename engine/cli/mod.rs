@@ -7,6 +7,7 @@
 //! the outputs to open. The engine never sees clap types.
 
 pub mod db;
+pub mod flags;
 mod manual;
 mod nmap_words;
 pub mod pack;
@@ -412,8 +413,23 @@ fn usage(msg: impl Into<String>) -> Error {
 
 /// Checks every value and builds the plan. `nofile` is the process's
 /// open-file limit; `raw_ok` says whether raw sockets may be opened;
-/// `resume` is the resume file a scan finishes, with its path.
+/// `resume` is the resume file a scan finishes, with its path. Errors and
+/// notes are in the command's words ([`flags`]).
 pub fn validate(
+    args: Args,
+    argv: &[String],
+    nofile: u64,
+    raw_ok: bool,
+    resume: Option<(ResumePoint, PathBuf)>,
+) -> Result<Plan> {
+    let mut plan = plan(args, argv, nofile, raw_ok, resume).map_err(|e| e.reword(|m| flags::word(m).into_owned()))?;
+    for note in &mut plan.scan.notes {
+        *note = flags::word(note).into_owned();
+    }
+    Ok(plan)
+}
+
+fn plan(
     args: Args,
     argv: &[String],
     nofile: u64,

@@ -142,7 +142,7 @@ pub fn run(args: PackArgs) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            moonscan::tell!("moonscan pack: {e}");
+            tell!("moonscan pack: {e}");
             1
         }
     }
@@ -199,7 +199,7 @@ fn install(
     let replaced = report.replaced.map(|r| format!(", replacing {r}")).unwrap_or_default();
     say!("installed pack {} {} ({}) in {}{replaced}", m.name, m.version, status(&v), report.dir.display());
     if !v.trusted {
-        moonscan::tell!("moonscan pack: warning: pack {} is not signed by a trusted key", m.name);
+        tell!("moonscan pack: warning: pack {} is not signed by a trusted key", m.name);
     }
     Ok(0)
 }
@@ -229,7 +229,7 @@ fn list(data: &Path, core: &Path) -> Result<u8> {
             }
             Err(e) => {
                 let _ = writeln!(out, "{name:<24} {:<12} BROKEN", "-");
-                moonscan::tell!("moonscan pack: {e}");
+                tell!("moonscan pack: {e}");
                 code = 1;
             }
         }

@@ -96,7 +96,7 @@ pub fn run(args: PluginsArgs) -> u8 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            moonscan::tell!("moonscan plugins: {e}");
+            tell!("moonscan plugins: {e}");
             2
         }
     }
@@ -137,12 +137,12 @@ pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
     let chosen = match installed(&dir, &places).and_then(|all| plugins::select(&all, expr)) {
         Ok(c) => c,
         Err(e) => {
-            moonscan::tell!("moonscan: --script-help: {e}");
+            tell!("moonscan: --script-help: {e}");
             return 2;
         }
     };
     if chosen.is_empty() {
-        moonscan::tell!("moonscan: --script-help: {expr:?} selects no plugin");
+        tell!("moonscan: --script-help: {expr:?} selects no plugin");
         return 2;
     }
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
@@ -170,7 +170,7 @@ pub fn script_help(expr: &str, dir: Option<PathBuf>) -> u8 {
 fn show(dir: &Path, id: &str, places: &Places) -> moonscan::Result<u8> {
     let all = installed(dir, places)?;
     let Some(p) = all.iter().find(|p| p.meta.id == id || p.name() == id) else {
-        moonscan::tell!("moonscan plugins: no plugin with id {id} in {}", dir.display());
+        tell!("moonscan plugins: no plugin with id {id} in {}", dir.display());
         return Ok(1);
     };
     let mut out = moonscan::output::Screened(std::io::stdout().lock());
@@ -243,7 +243,7 @@ fn test(dir: &Path, file: &Path, o: TestOpts) -> moonscan::Result<u8> {
             vm.set_tape(t.clone());
         }
         if !vm.wants(0, &info).await.unwrap_or(false) {
-            moonscan::tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.meta.id);
+            tell!("moonscan plugins: note: {} would not run on this port (its ports/services/portrule); running it anyway", plugin.meta.id);
         }
         let out = vm.run(0, Arc::new(info.clone())).await;
         let failed = out.error.is_some() || !out.refused.is_empty();
@@ -313,11 +313,7 @@ fn save_recording(
         sockets: t.recorded(),
     };
     plugins::sandbox::tape::save(dir, &r)?;
-    moonscan::tell!(
-        "moonscan plugins: recorded {} socket(s) in {}",
-        r.sockets.len(),
-        dir.join("recording.json").display()
-    );
+    tell!("moonscan plugins: recorded {} socket(s) in {}", r.sockets.len(), dir.join("recording.json").display());
     Ok(())
 }
 

@@ -37,7 +37,7 @@ pub fn run(args: ProbesArgs) -> u8 {
             let db = match ProbeDb::load_dir(&dir) {
                 Ok(db) => db,
                 Err(e) => {
-                    moonscan::tell!("moonscan: {e}");
+                    tell!("moonscan: {e}");
                     return 2;
                 }
             };
@@ -68,7 +68,7 @@ pub fn run(args: ProbesArgs) -> u8 {
                     for (i, r) in rules.iter().enumerate() {
                         if let Err(e) = r.compiles() {
                             broken += 1;
-                            moonscan::tell!("moonscan: probe {} {kind} {} ({}): {e}", p.name, i + 1, r.service());
+                            tell!("moonscan: probe {} {kind} {} ({}): {e}", p.name, i + 1, r.service());
                         }
                     }
                 }
@@ -80,7 +80,7 @@ pub fn run(args: ProbesArgs) -> u8 {
             let text = match moonscan::files::read_capped(&file, 64 << 20, "probes import") {
                 Ok(b) => String::from_utf8_lossy(&b).into_owned(),
                 Err(e) => {
-                    moonscan::tell!("moonscan: {e}");
+                    tell!("moonscan: {e}");
                     return 2;
                 }
             };
@@ -88,7 +88,7 @@ pub fn run(args: ProbesArgs) -> u8 {
             let yaml = match serde_yaml::to_string(&spec) {
                 Ok(y) => y,
                 Err(e) => {
-                    moonscan::tell!("moonscan: cannot write YAML: {e}");
+                    tell!("moonscan: cannot write YAML: {e}");
                     return 1;
                 }
             };
@@ -101,10 +101,10 @@ pub fn run(args: ProbesArgs) -> u8 {
                 }
             };
             if let Err(e) = written {
-                moonscan::tell!("moonscan: {e}");
+                tell!("moonscan: {e}");
                 return 1;
             }
-            moonscan::tell!(
+            tell!(
                 "moonscan: converted {} probes; kept {} of {} match rules ({} on the backtracking engine, with a step limit)",
                 report.probes,
                 report.rules_kept,
@@ -112,13 +112,13 @@ pub fn run(args: ProbesArgs) -> u8 {
                 report.rules_backtracking
             );
             for (reason, n) in &report.skipped {
-                moonscan::tell!("moonscan:   left out {n}: {reason}");
+                tell!("moonscan:   left out {n}: {reason}");
             }
             if report.approximated > 0 {
-                moonscan::tell!("moonscan:   {} templates used $SUBST/$I, simplified to $n", report.approximated);
+                tell!("moonscan:   {} templates used $SUBST/$I, simplified to $n", report.approximated);
             }
             for l in &report.unparsed {
-                moonscan::tell!("moonscan:   not understood: {l}");
+                tell!("moonscan:   not understood: {l}");
             }
             0
         }

@@ -158,7 +158,7 @@ pub fn describe(n: &Slowdown) -> String {
             );
         }
     };
-    let floor = if n.floored { ", held at --min-rate" } else { "" };
+    let floor = if n.floored { ", held at `min_rate`" } else { "" };
     format!("at {:.2} s, {:.0} -> {:.0} probes/s{floor}: {why}", n.at, n.from, n.to)
 }
 

@@ -97,13 +97,13 @@ impl HostPlan {
                 return Ok(vec![default]);
             }
             let list = crate::ports::parse_ports(rest)
-                .map_err(|e| Error::new(ErrorKind::PortSpec, format!("-P{kind}{rest}: {e}")))?;
+                .map_err(|e| Error::new(ErrorKind::PortSpec, format!("`ping_probe`{kind}{rest}: {e}")))?;
             // Unprefixed ports are in both lists; either holds them all.
             Ok(if list.tcp.is_empty() { list.udp } else { list.tcp })
         };
         let new: Vec<PingProbe> = match kind {
             "E" | "P" | "M" if !rest.is_empty() => {
-                return Err(Error::new(ErrorKind::Config, format!("-P{kind} takes no ports")));
+                return Err(Error::new(ErrorKind::Config, format!("`ping_probe`{kind} takes no ports")));
             }
             "E" => vec![PingProbe::Icmp(Ping::Echo)],
             "P" => vec![PingProbe::Icmp(Ping::Timestamp)],
@@ -114,7 +114,10 @@ impl HostPlan {
             _ => {
                 return Err(Error::new(
                     ErrorKind::Config,
-                    format!("unknown host discovery option -P{arg} (known: -Pn -PE -PP -PM -PS -PA -PU -PR)"),
+                    format!(
+                        "unknown host discovery option `ping_probe`{arg} (known: `skip_discovery` `ping_probe`E `ping_probe`P \
+                         `ping_probe`M `ping_probe`S `ping_probe`A `ping_probe`U `ping_probe`R)"
+                    ),
                 ));
             }
         };

@@ -297,18 +297,12 @@ impl ScanType {
         self != ScanType::Connect
     }
 
-    /// nmap's flag for it.
-    pub fn flag(self) -> &'static str {
+    /// The setting that asks for it, as the library's messages name it
+    /// (`` `scan_type(Syn)` ``, `` `udp` ``).
+    pub fn setting(self) -> String {
         match self {
-            ScanType::Connect => "-sT",
-            ScanType::Syn => "-sS",
-            ScanType::Ack => "-sA",
-            ScanType::Window => "-sW",
-            ScanType::Fin => "-sF",
-            ScanType::Null => "-sN",
-            ScanType::Xmas => "-sX",
-            ScanType::Maimon => "-sM",
-            ScanType::Udp => "-sU",
+            ScanType::Udp => "`udp`".into(),
+            t => format!("`scan_type({t:?})`"),
         }
     }
 

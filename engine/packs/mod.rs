@@ -111,7 +111,7 @@ pub fn check_private(dir: &Path) -> Result<()> {
         };
         return Err(refuse(format!(
             "data folder {}: {} {why}: another user could plant trusted keys, packs or plugin metadata there; \
-             use a folder only you can write (chmod go-w, or set MOONSCAN_HOME)",
+             use a folder only you can write (chmod go-w, or set `places.data`)",
             dir.display(),
             d.display()
         )));
@@ -347,7 +347,7 @@ fn check_signature(mode: SigMode<'_>, sig_bytes: Option<&[u8]>, manifest_bytes: 
             None => {
                 return Err(refuse_as(
                     ErrorKind::Signature,
-                    "not signed (no pack.sig); sign it with `moonscan pack sign`, or pass --allow-unsigned to accept it untrusted",
+                    "not signed (no pack.sig); sign it with `moonscan pack sign`, or pass `Trust::allow_unsigned` to accept it untrusted",
                 ))
             }
             Some(bytes) => {
@@ -367,7 +367,7 @@ fn check_signature(mode: SigMode<'_>, sig_bytes: Option<&[u8]>, manifest_bytes: 
                     None if trust.allow_unsigned => {}
                     None => {
                         return Err(refuse_as(ErrorKind::Signature, format!(
-                            "pack.sig: signed by key {}, which is not in the trust store (if you trust it: `moonscan pack trust add KEYFILE`), or pass --allow-unsigned to accept it untrusted",
+                            "pack.sig: signed by key {}, which is not in the trust store (if you trust it: `moonscan pack trust add KEYFILE`), or pass `Trust::allow_unsigned` to accept it untrusted",
                             sig.key_id
                         )))
                     }
@@ -510,14 +510,14 @@ pub fn install(data_dir: &Path, pack: &VerifiedPack, allow_downgrade: bool, forc
                 read_in_pack(&dest, "pack.yaml", manifest::MAX_MANIFEST as u64).ok().map(|b| sha256_hex(&b));
             if let Some(old) = installed.filter(|old| *old != pack.manifest_sha256) {
                 return Err(refuse(format!(
-                    "pack {name} {prev} is installed with other content (pack.yaml sha256 {old}, this one's {}): give the changed pack a new version, or pass --force to replace it",
+                    "pack {name} {prev} is installed with other content (pack.yaml sha256 {old}, this one's {}): give the changed pack a new version, or pass `install(force)` to replace it",
                     pack.manifest_sha256
                 )));
             }
         }
         if pack.version < *prev && !allow_downgrade {
             return Err(refuse(format!(
-                "pack {name}: {} is older than the installed {prev}; refusing to downgrade (pass --allow-downgrade to install it anyway)",
+                "pack {name}: {} is older than the installed {prev}; refusing to downgrade (pass `install(allow_downgrade)` to install it anyway)",
                 pack.version
             )));
         }

@@ -122,7 +122,7 @@ pub fn load_secret_key(path: &Path, password: Option<String>) -> Result<SecretKe
         (true, Some(pw)) => {
             SecretKey::from_box(boxed(), Some(pw)).map_err(|e| at(format!("cannot decrypt the key: {e}")))
         }
-        (true, None) => Err(at("the secret key is encrypted; put its password in MOONSCAN_KEY_PASSWORD".into())),
+        (true, None) => Err(at("the secret key is encrypted; put its password in `key_password`".into())),
     }
 }
 

@@ -424,7 +424,7 @@ fn install_upgrade_downgrade_remove() {
     assert_eq!(r.replaced.as_deref(), Some("1.0.0"));
     assert!(!r.dir.join("README.md").exists());
     let e = err_of(install(&data, &verify(&v1, &trust).unwrap(), false, false));
-    assert!(e.contains("refusing to downgrade") && e.contains("--allow-downgrade"), "{e}");
+    assert!(e.contains("refusing to downgrade") && e.contains("`install(allow_downgrade)`"), "{e}");
     // Installed packs are re-verified against the trust store.
     fs::create_dir_all(trust_dir(&data)).unwrap();
     trust_add(&data, &TrustedKey::new(pk.clone()).to_file_text()).unwrap();
@@ -472,9 +472,9 @@ fn lock_files_pin_name_version_and_manifest() {
     fs::write(d.join("pack.yaml"), fs::read_to_string(d.join("pack.yaml")).unwrap().replace("Test pack.", "Changed."))
         .unwrap();
     sign_dir(&d, &sk, false).unwrap();
-    // The same version with other content is refused without --force.
+    // The same version with other content is refused without `force`.
     let e = err_of(install(&data, &verify(&d, &trust).unwrap(), false, false));
-    assert!(e.contains("pack one 1.0.0 is installed with other content") && e.contains("--force"), "{e}");
+    assert!(e.contains("pack one 1.0.0 is installed with other content") && e.contains("`install(force)`"), "{e}");
     install(&data, &verify(&d, &trust).unwrap(), false, true).unwrap();
     let e = err_of(check_lock(&lock, &installed(&data).unwrap()));
     assert!(e.contains("pack one 1.0.0: pack.yaml's sha256"), "{e}");

@@ -75,7 +75,7 @@ pub fn parse_servers(list: &str) -> Result<Vec<SocketAddr>> {
     let bad = |s: &str| {
         Error::new(
             ErrorKind::Config,
-            format!("--dns-servers: '{s}' is not an IP address (a port may follow: 198.18.0.2:53)"),
+            format!("`rdns::Via::Servers`: '{s}' is not an IP address (a port may follow: 198.18.0.2:53)"),
         )
     };
     let mut out = Vec::new();
@@ -87,7 +87,7 @@ pub fn parse_servers(list: &str) -> Result<Vec<SocketAddr>> {
         out.push(addr);
     }
     if out.is_empty() {
-        return Err(Error::new(ErrorKind::Config, "--dns-servers names no server"));
+        return Err(Error::new(ErrorKind::Config, "`rdns::Via::Servers` names no server"));
     }
     Ok(out)
 }
@@ -233,7 +233,7 @@ async fn lookups_until_done(
                 let left = queue.len() + every.as_mut().map_or(0, |e| e.count());
                 if left > 0 {
                     let message = format!(
-                        "reverse DNS: {left} hosts were not looked up when the scan ended (-n skips reverse DNS)"
+                        "reverse DNS: {left} hosts were not looked up when the scan ended (`rdns::When::Never` skips reverse DNS)"
                     );
                     warn(&ctx, crate::error::ErrorKind::Timeout, message).await;
                 }
@@ -244,7 +244,7 @@ async fn lookups_until_done(
     }
     if unanswered > 0 {
         let message = format!(
-            "reverse DNS: {unanswered} of {asked} lookups got no answer in time (see --dns-servers, --system-dns; -n skips reverse DNS)"
+            "reverse DNS: {unanswered} of {asked} lookups got no answer in time (see `rdns::Via::Servers`, `rdns::Via::System`; `rdns::When::Never` skips reverse DNS)"
         );
         warn(&ctx, crate::error::ErrorKind::Timeout, message).await;
     }
@@ -368,7 +368,7 @@ fn resolver(servers: Option<&[SocketAddr]>) -> Result<hickory_resolver::TokioRes
     let failed = |e: &dyn std::fmt::Display| {
         Error::new(
             ErrorKind::Config,
-            format!("reverse DNS: no DNS server to ask ({e}); names come from the hosts file alone (--dns-servers or --system-dns ask others; -n skips reverse DNS)"),
+            format!("reverse DNS: no DNS server to ask ({e}); names come from the hosts file alone (`rdns::Via::Servers` or `rdns::Via::System` ask others; `rdns::When::Never` skips reverse DNS)"),
         )
     };
     let mut builder = match servers {
@@ -601,7 +601,7 @@ mod tests {
         for bad in ["ns.example", "198.18.0.300", ",", "1.2.3.4:99999"] {
             let e = parse_servers(bad).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Config, "{bad}");
-            assert!(e.to_string().contains("--dns-servers"), "{bad}: {e}");
+            assert!(e.to_string().contains("`rdns::Via::Servers`"), "{bad}: {e}");
         }
     }
 

@@ -218,9 +218,11 @@ pub fn pick_family(name: &str, all: Vec<IpAddr>, family: Family) -> Result<(Vec<
         let why = match (family, others.is_empty()) {
             (_, true) => format!("cannot resolve '{name}': it has no address"),
             (Family::PreferV4, false) => {
-                format!("'{name}' has only IPv6 addresses (AAAA records): scan it with -6")
+                format!("'{name}' has only IPv6 addresses (AAAA records): scan it with `ipv6`")
             }
-            (Family::OnlyV6, false) => format!("'{name}' has no IPv6 address (AAAA record), and -6 scans IPv6 only"),
+            (Family::OnlyV6, false) => {
+                format!("'{name}' has no IPv6 address (AAAA record), and `ipv6` scans IPv6 only")
+            }
         };
         return Err(Error::new(ErrorKind::Resolve, why));
     }
@@ -284,7 +286,10 @@ mod tests {
         assert_eq!((v6, rest.len()), (vec![ip("2001:2::2")], 2));
         let e = pick_family("six.example", vec![ip("2001:2::2")], Family::PreferV4).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Resolve);
-        assert!(e.to_string().contains("'six.example' has only IPv6 addresses (AAAA records): scan it with -6"), "{e}");
+        assert!(
+            e.to_string().contains("'six.example' has only IPv6 addresses (AAAA records): scan it with `ipv6`"),
+            "{e}"
+        );
         let e = pick_family("four.example", vec![ip("198.18.0.2")], Family::OnlyV6).unwrap_err();
         assert!(e.to_string().contains("no IPv6 address"), "{e}");
         assert!(pick_family("none.example", Vec::new(), Family::PreferV4).is_err());

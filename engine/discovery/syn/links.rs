@@ -180,7 +180,7 @@ impl Links {
                 let rep = addr(lo.max(block_start(b)));
                 let block = match lookup(rep, opts) {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound && opts.iface.is_some() => {
-                        return Err(Error::new(ErrorKind::Config, format!("-e: {e}")));
+                        return Err(Error::new(ErrorKind::Config, format!("`link.iface`: {e}")));
                     }
                     Err(e) if rep.is_ipv4() && split_budget > hi.min(block_end(b)) - lo.max(block_start(b)) => {
                         // A host route may still lead to some of the block.
@@ -235,7 +235,7 @@ impl Links {
                             if on_link > MAX_ON_LINK as u128 {
                                 return Err(Error::new(
                                     ErrorKind::Config,
-                                    format!("more than {MAX_ON_LINK} on-link targets for a SYN scan; use -sT"),
+                                    format!("more than {MAX_ON_LINK} on-link targets for a SYN scan; use `scan_type(Connect)`"),
                                 ));
                             }
                             links.on_link.push((s, e));
@@ -339,7 +339,7 @@ impl Links {
             return Err(Error::new(
                 ErrorKind::Config,
                 format!(
-                    "targets leave through two interfaces ({} and {}); scan them separately or pick one with -e",
+                    "targets leave through two interfaces ({} and {}); scan them separately or pick one with `link.iface`",
                     self.ifname, r.ifname
                 ),
             ));
@@ -358,7 +358,7 @@ fn lookup(dst: IpAddr, opts: &LinkOptions) -> std::io::Result<Route> {
 fn source(r: &Route, opts: &LinkOptions) -> Result<IpAddr> {
     match opts.src {
         Some(s) if s.is_ipv4() == r.src.is_ipv4() => Ok(s),
-        Some(s) => Err(Error::new(ErrorKind::Config, format!("-S {s} is not of the targets' address family"))),
+        Some(s) => Err(Error::new(ErrorKind::Config, format!("`link.src` {s} is not of the targets' address family"))),
         None => Ok(r.src),
     }
 }

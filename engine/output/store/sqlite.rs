@@ -30,7 +30,7 @@ impl Lite {
     /// Opens (or, with `create`, creates) the database file and its tables.
     pub fn open(path: &str, create: bool) -> crate::error::Result<Lite> {
         if !create && !Path::new(path).exists() {
-            return Err(db_error("no such database (store a scan in it with --db first)"));
+            return Err(db_error("no such database (store a scan in it with `output::store` first)"));
         }
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {

@@ -155,7 +155,7 @@ pub(crate) fn check_table(t: &Table) -> crate::error::Result<Meta> {
     }
     if RESERVED_IDS.iter().any(|r| r.eq_ignore_ascii_case(&id)) {
         return Err(bad(format!(
-            "field 'id' is {id:?}, a category or keyword of --script expressions; plugin ids cannot be one"
+            "field 'id' is {id:?}, a category or keyword of `scripts` expressions; plugin ids cannot be one"
         )));
     }
     let description = string("description", true)?.unwrap_or_default();
@@ -206,7 +206,9 @@ pub(crate) fn check_table(t: &Table) -> crate::error::Result<Meta> {
     for v in list("args", ABOUT_MAX)? {
         match v {
             Value::String(s) if valid(&s.to_string_lossy()) => args.push(s.to_string_lossy()),
-            other => return Err(bad(format!("field 'args' must hold --script-args key names, found {other:?}"))),
+            other => {
+                return Err(bad(format!("field 'args' must hold `script_settings.args` key names, found {other:?}")))
+            }
         }
     }
     let mut volatile = Vec::new();

@@ -310,7 +310,10 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
         } else if path.is_file() {
             add_unique(&mut from_paths, load_file(path, &core)?)?;
         } else {
-            return Err(Error::new(ErrorKind::Config, format!("--script: {} is not a file or folder", path.display())));
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("`scripts`: {} is not a file or folder", path.display()),
+            ));
         }
     }
     let mut everything: Vec<Plugin> = available.to_vec();
@@ -327,7 +330,7 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
     if let Some(term) = sel.unmatched(&named).first() {
         return Err(Error::new(
             ErrorKind::Config,
-            format!("--script: '{term}' did not match a category, plugin id or path"),
+            format!("`scripts`: '{term}' did not match a category, plugin id or path"),
         ));
     }
     for mut p in from_paths {
@@ -349,7 +352,7 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
                 return Err(Error::new(
                     ErrorKind::Config,
                     format!(
-                        "--script: {} is a plugin of the untrusted pack {}; untrusted plugins run only when named in full: {full}",
+                        "`scripts`: {} is a plugin of the untrusted pack {}; untrusted plugins run only when named in full: {full}",
                         p.meta.id,
                         p.pack.as_deref().unwrap_or("?")
                     ),
@@ -373,7 +376,7 @@ pub fn select(available: &[Plugin], expr: &str) -> Result<Vec<Plugin>> {
                 return Err(Error::new(
                     ErrorKind::Config,
                     format!(
-                        "--script: plugin id {} is in both {} and {}; name one as {}:{} or {}:{}",
+                        "`scripts`: plugin id {} is in both {} and {}; name one as {}:{} or {}:{}",
                         a.meta.id,
                         pack(a),
                         pack(b),

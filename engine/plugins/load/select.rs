@@ -43,11 +43,11 @@ impl Selection {
     /// Parses an expression.
     pub fn parse(expr: &str) -> Result<Selection> {
         if expr.len() > MAX_LEN {
-            let msg = format!("--script: the expression is {} bytes long; at most {MAX_LEN} are allowed", expr.len());
+            let msg = format!("`scripts`: the expression is {} bytes long; at most {MAX_LEN} are allowed", expr.len());
             return Err(Error::new(ErrorKind::Config, msg));
         }
         if expr.trim().is_empty() {
-            return Err(Error::new(ErrorKind::Config, "--script: empty expression"));
+            return Err(Error::new(ErrorKind::Config, "`scripts`: empty expression"));
         }
         let mut sel = Selection { paths: Vec::new(), terms: Vec::new(), items: Vec::new() };
         let mut count = 0;
@@ -206,7 +206,7 @@ pub fn category_note(
         .collect();
     (!short.is_empty()).then(|| {
         format!(
-            "--script: fewer plugins than nmap has scripts in {}; `moonscan plugins list` shows them",
+            "`scripts`: fewer plugins than nmap has scripts in {}; `moonscan plugins list` shows them",
             short.join(", ")
         )
     })
@@ -215,7 +215,7 @@ pub fn category_note(
 /// A usage error naming the problem and its 1-based character position in `expr`.
 fn fail(expr: &str, at: usize, what: impl Display) -> Error {
     let pos = expr[..at].chars().count() + 1;
-    Error::new(ErrorKind::Config, format!("--script: {what} in '{expr}' at position {pos}"))
+    Error::new(ErrorKind::Config, format!("`scripts`: {what} in '{expr}' at position {pos}"))
 }
 
 /// The items of `expr` with their byte offsets, split at commas outside parentheses.
@@ -536,27 +536,27 @@ mod tests {
 
     #[test]
     fn errors_name_problem_and_position() {
-        assert_eq!(err(""), "--script: empty expression");
-        assert_eq!(err("  "), "--script: empty expression");
-        assert_eq!(err("a,,b"), "--script: empty item in 'a,,b' at position 3");
-        assert!(err("a,").ends_with("at position 3") && err(", a").starts_with("--script: empty item"));
-        assert_eq!(err("http-* and (safe"), "--script: unbalanced parenthesis in 'http-* and (safe' at position 12");
-        assert_eq!(err("safe)"), "--script: unbalanced parenthesis in 'safe)' at position 5");
+        assert_eq!(err(""), "`scripts`: empty expression");
+        assert_eq!(err("  "), "`scripts`: empty expression");
+        assert_eq!(err("a,,b"), "`scripts`: empty item in 'a,,b' at position 3");
+        assert!(err("a,").ends_with("at position 3") && err(", a").starts_with("`scripts`: empty item"));
+        assert_eq!(err("http-* and (safe"), "`scripts`: unbalanced parenthesis in 'http-* and (safe' at position 12");
+        assert_eq!(err("safe)"), "`scripts`: unbalanced parenthesis in 'safe)' at position 5");
         assert!(err("(safe))").ends_with("position 7") && err(")").contains("unbalanced"));
         assert!(err("((safe)").contains("unbalanced parenthesis") && err("(").contains("unbalanced"));
-        assert_eq!(err("and safe"), "--script: 'and' needs a term on both sides in 'and safe' at position 1");
+        assert_eq!(err("and safe"), "`scripts`: 'and' needs a term on both sides in 'and safe' at position 1");
         assert!(err("safe AND").contains("'and' needs a term on both sides"));
         assert!(err("safe or").contains("'or' needs a term on both sides"));
         assert!(err("safe and or brute").ends_with("position 6"));
         assert!(err("(or safe)").contains("'or' needs a term on both sides"));
         assert!(err("(safe and)").contains("'and' needs"));
-        assert_eq!(err("not"), "--script: 'not' needs a term after it in 'not' at position 1");
+        assert_eq!(err("not"), "`scripts`: 'not' needs a term after it in 'not' at position 1");
         assert!(err("safe and not").contains("'not' needs a term after it"));
         assert!(err("()").contains("empty parentheses") && err("a and ( )").contains("empty parentheses"));
-        assert_eq!(err("safe brute"), "--script: missing 'and' or 'or' before 'brute' in 'safe brute' at position 6");
+        assert_eq!(err("safe brute"), "`scripts`: missing 'and' or 'or' before 'brute' in 'safe brute' at position 6");
         assert!(err("(safe) (brute)").contains("missing 'and' or 'or' before '('"));
         assert!(err("(safe brute)").contains("before 'brute'") && err("safe not brute").contains("before 'not'"));
-        assert_eq!(err("safe & brute"), "--script: unexpected character '&' in 'safe & brute' at position 6");
+        assert_eq!(err("safe & brute"), "`scripts`: unexpected character '&' in 'safe & brute' at position 6");
         assert!(err("http-title;x").contains("unexpected character ';'"));
         assert!(err("é, x!").ends_with("at position 1") && err("ab, cé").ends_with("at position 6"));
         assert!(err("'safe'").contains("unexpected character '''"));
@@ -608,7 +608,7 @@ mod category_tests {
         assert_eq!(
             note("vuln and not http-title").as_deref(),
             Some(
-                "--script: fewer plugins than nmap has scripts in vuln 1 (nmap 2); `moonscan plugins list` shows them"
+                "`scripts`: fewer plugins than nmap has scripts in vuln 1 (nmap 2); `moonscan plugins list` shows them"
             )
         );
         // As many as nmap's, an id, a glob, `default` (every -sC), a

@@ -470,7 +470,7 @@ fn finding_metadata_and_args_are_checked_at_load() {
         ("cve = 'CVE-2021-44228'", "field 'cve' must be a list"),
         ("cve = {'CVE-21-1'}", "field 'cve' must hold CVE ids"),
         ("cwe = {'79'}", "field 'cwe' must hold CWE ids"),
-        ("args = {'a b'}", "field 'args' must hold --script-args key names"),
+        ("args = {'a b'}", "field 'args' must hold `script_settings.args` key names"),
         ("remediation = {}", "field 'remediation' must be a string"),
         (
             "tags = {'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x', 'x'}",
