@@ -17,9 +17,10 @@ What always holds: exit status 0 (differences are reported, not errors);
 input that does not parse raises (exit 1).
 """
 import re
-import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
+
+from bench_lib import main
 
 
 def states(path):
@@ -69,6 +70,4 @@ def discover(moonscan_xml, nmap_xml):
 COMMANDS = {"udp": udp, "discover": discover}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
-        sys.exit("usage: bench_scans.py udp|discover ARGS... (see its header)")
-    COMMANDS[sys.argv[1]](*sys.argv[2:])
+    main(COMMANDS)

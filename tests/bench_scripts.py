@@ -32,11 +32,10 @@ What always holds: plugrate exits 0 only with 8,192 plugin runs; names exits
 exit 0; input that does not parse raises (exit 1).
 """
 import re
-import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 
-from bench_lib import events, peak_rss_mb
+from bench_lib import events, peak_rss_mb, main
 
 
 def facts(tool, path):
@@ -163,6 +162,4 @@ def names(ours_path, theirs_path, nmap_time):
 COMMANDS = {"facts": facts, "coverage": coverage, "plugrate": plugrate, "names": names}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
-        sys.exit("usage: bench_scripts.py facts|coverage|plugrate|names ARGS... (see its header)")
-    sys.exit(COMMANDS[sys.argv[1]](*sys.argv[2:]))
+    main(COMMANDS)

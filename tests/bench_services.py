@@ -31,10 +31,9 @@ does not parse raises (exit 1).
 import collections
 import json
 import re
-import sys
 import xml.etree.ElementTree as ET
 
-from bench_lib import events, peak_rss_mb
+from bench_lib import events, peak_rss_mb, main
 
 
 def versions(tool, path):
@@ -108,6 +107,4 @@ def daemons(d):
 COMMANDS = {"versions": versions, "svcmem": svcmem, "daemons": daemons}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
-        sys.exit("usage: bench_services.py versions|svcmem|daemons ARGS... (see its header)")
-    sys.exit(COMMANDS[sys.argv[1]](*sys.argv[2:]))
+    main(COMMANDS)

@@ -26,7 +26,8 @@ reported, not an error); input that does not parse raises (exit 1).
 """
 import json
 import statistics
-import sys
+
+from bench_lib import main
 
 
 def medians(path, *target_args):
@@ -70,6 +71,4 @@ def wan(limit, nmap_seconds, *seconds):
 COMMANDS = {"medians": medians, "fastest": fastest, "db": db, "wan": wan}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
-        sys.exit("usage: bench_times.py medians|fastest|db|wan ARGS... (see its header)")
-    COMMANDS[sys.argv[1]](*sys.argv[2:])
+    main(COMMANDS)

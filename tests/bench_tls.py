@@ -21,10 +21,9 @@ anything that does not parse, raises (exit 1).
 """
 import json
 import re
-import sys
 import xml.etree.ElementTree as ET
 
-from bench_lib import events, peak_rss_mb
+from bench_lib import events, peak_rss_mb, main
 
 
 def sslenum(ms, ss, nm, ts):
@@ -96,6 +95,4 @@ def tlssv(name, nd, tm, rc):
 COMMANDS = {"sslenum": sslenum, "tlssv": tlssv}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
-        sys.exit("usage: bench_tls.py sslenum|tlssv ARGS... (see its header)")
-    COMMANDS[sys.argv[1]](*sys.argv[2:])
+    main(COMMANDS)

@@ -94,6 +94,15 @@ function ciphers.text(out)
   local function add(indent, text)
     lines[#lines + 1] = string.rep("  ", indent) .. text
   end
+  -- A titled list of a version's table (nothing when it has none).
+  local function add_list(title, list)
+    if list then
+      add(2, title)
+      for _, item in ipairs(list) do
+        add(3, item)
+      end
+    end
+  end
   for _, name in ipairs(ciphers.VERSION_ORDER) do
     local v = out[name]
     if v then
@@ -102,19 +111,9 @@ function ciphers.text(out)
       for _, c in ipairs(v.ciphers or {}) do
         add(3, c.name .. " (" .. c.kex_info .. ") - " .. c.strength)
       end
-      if v.compressors then
-        add(2, "compressors: ")
-        for _, c in ipairs(v.compressors) do
-          add(3, c)
-        end
-      end
+      add_list("compressors: ", v.compressors)
       add(2, "cipher preference: " .. tostring(v["cipher preference"]))
-      if v.warnings then
-        add(2, "warnings: ")
-        for _, w in ipairs(v.warnings) do
-          add(3, w)
-        end
-      end
+      add_list("warnings: ", v.warnings)
     end
   end
   add(1, "least strength: " .. out["least strength"])

@@ -15,6 +15,7 @@
 //! id): SQLite waits for the file lock up to [`BUSY_TIMEOUT`], PostgreSQL
 //! serialises only the creation of the tables.
 
+mod diff;
 mod postgres;
 mod read;
 pub mod schema;
@@ -23,8 +24,9 @@ mod sqlite;
 use std::io;
 use std::time::{Duration, SystemTime};
 
+pub use diff::{diff, steady_form, Diff, OsChange, ServiceChange, Uncovered};
 pub use read::Db;
-pub use read::{diff, steady_form, Diff, OsChange, ScanSummary, ServiceChange, Uncovered};
+pub use read::ScanSummary;
 
 use super::Sink;
 use crate::error::{Error, ErrorKind};
